@@ -1,0 +1,124 @@
+"""Catalog files: a JSON array (or `{"tools": [...]}`), JSON Lines, or YAML, of tool definitions.
+
+Besides toolrag's own field names, common spellings are accepted: `parameters` / `inputSchema` for the input
+schema (OpenAI and MCP), and the `{"id", "name", "description", "parameters", "category"}` lines of the
+benchmark format, whose unique `id` becomes the tool name. Every entry is validated before any is returned,
+so a bad entry fails the whole file with its position named, and nothing is imported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from toolrag.errors import CatalogError, InvalidToolError
+from toolrag.model import Tool
+
+_SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
+_IGNORED_KEYS = ("id", "relevant")
+
+
+def load_catalog(path: str | Path, source: str = "file", lenient: bool = False) -> list[Tool]:
+    """Read and validate a catalog file. `lenient` repairs language-specific schema types (see `repair_schema`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{path}: cannot read: {exc}") from None
+    entries = _parse(path, text)
+    tools = []
+    for number, entry in entries:
+        try:
+            tools.append(tool_from_entry(entry, source, lenient))
+        except InvalidToolError as exc:
+            raise CatalogError(f"{path}: entry {number}: {exc}") from None
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        duplicate = next(n for n in names if names.count(n) > 1)
+        raise CatalogError(f"{path}: tool name {duplicate!r} appears more than once")
+    return tools
+
+
+def _parse(path: Path, text: str) -> list[tuple[int, Any]]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".jsonl":
+            return [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: invalid YAML: {exc}") from None
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise CatalogError(f"{path}: expected a list of tools (or an object with a 'tools' list)")
+    return list(enumerate(data, 1))
+
+
+def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> Tool:
+    """One catalog entry -> Tool, accepting the common spellings of the schema field."""
+    if not isinstance(entry, dict):
+        raise InvalidToolError(f"expected an object, got {type(entry).__name__}")
+    data = {k: v for k, v in entry.items() if k not in _IGNORED_KEYS and k not in _SCHEMA_KEYS}
+    if "id" in entry and "name" in entry and entry["id"] != entry["name"]:
+        data["name"] = entry["id"]  # benchmark format: ids are unique, names need not be
+    schema = next((entry[k] for k in _SCHEMA_KEYS if k in entry), None)
+    if schema is not None:
+        data["input_schema"] = repair_schema(schema) if lenient else schema
+    data.setdefault("source", source)
+    return Tool.parse(data)
+
+
+_TYPE_SPELLINGS = {
+    "str": "string",
+    "String": "string",
+    "char": "string",
+    "text": "string",
+    "int": "integer",
+    "Integer": "integer",
+    "long": "integer",
+    "Long": "integer",
+    "short": "integer",
+    "float": "number",
+    "double": "number",
+    "Float": "number",
+    "Double": "number",
+    "Number": "number",
+    "bool": "boolean",
+    "Boolean": "boolean",
+    "dict": "object",
+    "Object": "object",
+    "HashMap": "object",
+    "Map": "object",
+    "list": "array",
+    "tuple": "array",
+    "Array": "array",
+    "ArrayList": "array",
+    "List": "array",
+    "Set": "array",
+}
+_JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}
+
+
+def repair_schema(schema: Any) -> Any:
+    """Map language-specific type names (`String`, `dict`, `float`, `HashMap`) to JSON Schema types and drop
+    types JSON Schema does not know (`any`), so catalogs written for other function-calling dialects import."""
+    if isinstance(schema, list):
+        return [repair_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    repaired = {key: repair_schema(value) for key, value in schema.items()}
+    kind = repaired.get("type")
+    if isinstance(kind, str) and kind not in _JSON_TYPES:
+        mapped = _TYPE_SPELLINGS.get(kind)
+        if mapped is None:
+            del repaired["type"]
+        else:
+            repaired["type"] = mapped
+    return repaired

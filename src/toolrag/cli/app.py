@@ -1,0 +1,326 @@
+"""The `toolrag` command. Tables for people, `--json` for programs, errors on stderr with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from toolrag.errors import ToolragError
+from toolrag.model import Principal, SearchResult
+from toolrag.registry import ToolRegistry
+from toolrag.search.config import MAX_K, SearchConfig
+
+app = typer.Typer(
+    name="toolrag",
+    help="Tool selection as retrieval: a permission-aware tool registry with offline hybrid search.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
+
+DEFAULT_STORE = "toolrag.db"
+StoreOption = Annotated[str, typer.Option("--store", envvar="TOOLRAG_STORE", help="Registry file (or sqlite:///PATH).")]
+EmbedderOption = Annotated[
+    str,
+    typer.Option("--embedder", envvar="TOOLRAG_EMBEDDER", help="default, use, minilm or openai:MODEL[@BASE_URL]."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(1)
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run a command body, turning toolrag's errors into one line on stderr and exit code 1."""
+    try:
+        return action()
+    except (ToolragError, ValueError, OSError) as exc:
+        fail(str(exc))
+        raise AssertionError("unreachable") from None
+
+
+def open_registry(store: str, embedder: str = "default") -> ToolRegistry:
+    return guarded(lambda: ToolRegistry(store, embedder))
+
+
+@contextmanager
+def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr; `advance(n)` moves it by n."""
+    if not enabled or total == 0:
+        yield lambda n: None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
+def principal_from(user: str | None, tenant: str | None, scopes: str | None) -> Principal:
+    held = frozenset(s.strip() for s in (scopes or "").split(",") if s.strip())
+    return Principal(user=user, tenant=tenant, scopes=held)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+# -- catalog ------------------------------------------------------------------------------------------------------
+
+
+@app.command("import")
+def import_catalog(
+    files: Annotated[list[Path], typer.Argument(help="Catalog files: .json, .jsonl, .yaml/.yml.")],
+    store: StoreOption = DEFAULT_STORE,
+    embedder: EmbedderOption = "default",
+    lenient: Annotated[bool, typer.Option(help="Repair non-JSON-Schema types such as 'String' or 'any'.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Add or update the tools of catalog files. Each file is imported whole or not at all."""
+    from toolrag.catalog.files import load_catalog
+
+    registry = open_registry(store, embedder)
+    reports = {}
+    for path in files:
+        tools = guarded(lambda path=path: load_catalog(path, lenient=lenient))  # type: ignore[misc]
+        total = guarded(lambda tools=tools: registry.texts_to_embed(tools))  # type: ignore[misc]
+        with progress_bar(f"embedding {path.name}", total, not as_json) as advance:
+            report = guarded(lambda tools=tools, advance=advance: registry.register_many(tools, advance))  # type: ignore[misc]
+        reports[str(path)] = {
+            "added": len(report.added),
+            "updated": len(report.updated),
+            "unchanged": len(report.unchanged),
+        }
+        if not as_json:
+            out.print(
+                f"{path}: {len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged"
+            )
+    if as_json:
+        print_json(reports)
+
+
+app.command("add", help="Same as import.")(import_catalog)
+
+
+@app.command("list")
+def list_tools(
+    store: StoreOption = DEFAULT_STORE,
+    include_inactive: Annotated[bool, typer.Option("--all", help="Also list deactivated tools.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List the registry's tools with their capability cards (an operator's view: no permission filter)."""
+    registry = open_registry(store)
+    tools = guarded(lambda: registry.tools(include_inactive))
+    if as_json:
+        print_json(
+            [
+                {
+                    "name": t.name,
+                    "version": t.version,
+                    "active": t.active,
+                    "category": t.category,
+                    "scopes": t.scopes,
+                    "tenants": t.tenants,
+                    "card": t.card().text(),
+                }
+                for t in tools
+            ]
+        )
+        return
+    table = Table("name", "v", "category", "scopes", "purpose", title=f"{len(tools)} tools in {store}")
+    for tool in tools:
+        table.add_row(tool.name, str(tool.version), tool.category or "", ", ".join(tool.scopes), tool.purpose())
+    out.print(table)
+
+
+@app.command()
+def show(
+    name: str,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one tool in full: definition, schema, card."""
+    registry = open_registry(store)
+    tool = guarded(lambda: registry.get(name))
+    data = tool.model_dump(mode="json") | {"card": tool.card().text(), "content_hash": tool.content_hash}
+    if as_json:
+        print_json(data)
+        return
+    for key, value in data.items():
+        text = json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+        out.print(f"[bold]{key}[/]: {text}", highlight=False)
+
+
+# -- search -------------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def search(
+    request: Annotated[str, typer.Argument(help="What the user asked for.")],
+    store: StoreOption = DEFAULT_STORE,
+    embedder: EmbedderOption = "default",
+    user: Annotated[str | None, typer.Option(help="User the request is made for.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
+    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools at most.")] = 3,
+    fmt: Annotated[str, typer.Option("--format", help="Injection format for the token count.")] = "openai",
+    as_json: JsonOption = False,
+) -> None:
+    """Find the tools for a request, as the given principal may see them."""
+    registry = open_registry(store, embedder)
+    principal = principal_from(user, tenant, scopes)
+    selection = guarded(lambda: registry.select(request, principal, fmt=fmt, k=k))
+    if as_json:
+        print_json(
+            {
+                "request": request,
+                "results": [r.model_dump() for r in selection.results],
+                "tools": selection.tools,
+                "tokens": {
+                    "injected": selection.injected_tokens,
+                    "catalog": selection.catalog_tokens,
+                    "saved_pct": selection.saved_pct,
+                },
+            }
+        )
+        return
+    out.print(results_table(request, selection.results))
+    out.print(
+        f"prompt tokens: {selection.injected_tokens} injected instead of {selection.catalog_tokens} "
+        f"for every visible tool ({selection.saved_pct}% saved)"
+    )
+
+
+def results_table(request: str, results: list[SearchResult]) -> Table:
+    table = Table("tool", "score", "dense", "lexical", "why", title=request, title_justify="left")
+    if not results:
+        table.add_row("[dim](no tool passes the threshold: answer without tools)[/]", "", "", "", "")
+    for result in results:
+        why = []
+        if result.signals.name_match:
+            why.append("named")
+        if result.signals.routed_category:
+            why.append(f"route:{result.signals.routed_category}")
+        if result.signals.always_included:
+            why.append("always")
+        table.add_row(
+            result.name,
+            f"{result.score:.2f}",
+            f"{result.signals.dense:.2f}",
+            f"{result.signals.lexical:.2f}",
+            ", ".join(why),
+        )
+    return table
+
+
+# -- evaluation ---------------------------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_command(
+    folder: Annotated[Path, typer.Argument(help="Folder with tools.jsonl and queries.jsonl.")],
+    embedder: EmbedderOption = "default",
+    mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
+        "hybrid"
+    ],
+    compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
+    dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
+    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
+    limit: Annotated[int | None, typer.Option(help="Evaluate an evenly spaced sample of this many requests.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
+    from toolrag.embed import make_embedder
+    from toolrag.eval import evaluate, load_benchmark
+
+    modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
+    benchmark = guarded(lambda: load_benchmark(folder, limit))
+    config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k))
+    model = guarded(lambda: make_embedder(embedder))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=as_json) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress))
+    data = report.as_json()
+    if as_json:
+        print_json(data)
+        return
+    table = Table(
+        "mode",
+        "R@1",
+        "R@3",
+        "R@5",
+        "nDCG@10",
+        "MRR@10",
+        "no tool",
+        title=f"{data['dataset']}: {len(benchmark.tools)} tools, {data['n_queries']} requests",
+    )
+    for name, figures in data["modes"].items():
+        table.add_row(
+            name,
+            *(
+                f"{figures[key]:.3f}"
+                for key in ("recall@1", "recall@3", "recall@5", "ndcg@10", "mrr@10", "no_tool_rate")
+            ),
+        )
+    out.print(table)
+    if len(data["by_lang"]) > 1:
+        langs = Table("language", "n", "R@1", "R@3", "R@5", "nDCG@10", title=f"{modes[0]} by language")
+        for lang, figures in data["by_lang"].items():
+            langs.add_row(
+                lang,
+                str(figures["n_queries"]),
+                *(f"{figures[key]:.3f}" for key in ("recall@1", "recall@3", "recall@5", "ndcg@10")),
+            )
+        out.print(langs)
+    tokens = data["tokens"]
+    out.print(
+        f"search latency ({modes[0]}, request embedding included): p50 {data['latency_ms']['p50']:.1f} ms, "
+        f"p95 {data['latency_ms']['p95']:.1f} ms; indexed in {data['index_seconds']:.1f} s"
+    )
+    out.print(
+        f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
+        f"({tokens['saved_pct']:.1f}% saved)"
+    )
+
+
+# -- quickstart ---------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def quickstart(
+    store: Annotated[str, typer.Option("--store", help="Registry file to create or reuse.")] = "toolrag-quickstart.db",
+    as_json: JsonOption = False,
+) -> None:
+    """Index the bundled example catalog and answer example requests in several languages."""
+    from toolrag.cli.quickstart import run_quickstart
+
+    guarded(lambda: run_quickstart(store, out, err, as_json))
+
+
+def main() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""A client for any OpenAI-compatible `/v1/embeddings` endpoint: OpenAI, Ollama, vLLM, TEI, llama.cpp server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from toolrag.embed.base import Vectors, first_row, normalized
+from toolrag.errors import EmbeddingError
+
+
+class OpenAICompatibleEmbedder:
+    """Embeds through HTTP. The dimension is learned from the first answer unless given."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        dimension: int | None = None,
+        timeout: float = 60.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = client or httpx.Client(timeout=timeout, headers=headers)
+        self._dimension = dimension
+
+    @property
+    def model_id(self) -> str:
+        return f"openai-compatible:{self.model}@{self.base_url}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self._request(["dimension probe"])[0])
+        return self._dimension
+
+    def _request(self, texts: Sequence[str]) -> list[list[float]]:
+        url = f"{self.base_url}/embeddings"
+        try:
+            response = self._client.post(url, json={"model": self.model, "input": list(texts)})
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"embedding request to {url} failed: {exc}") from exc
+        if response.status_code != 200:
+            raise EmbeddingError(f"embedding endpoint {url} answered {response.status_code}: {response.text[:300]}")
+        try:
+            items: list[dict[str, Any]] = response.json()["data"]
+            ordered = sorted(items, key=lambda item: int(item.get("index", 0)))
+            vectors = [list(item["embedding"]) for item in ordered]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"embedding endpoint {url} sent an answer without data[].embedding") from exc
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"embedding endpoint {url} returned {len(vectors)} vectors for {len(texts)} texts")
+        return vectors
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        vectors = self._request(texts)
+        if self._dimension is None:
+            self._dimension = len(vectors[0])
+        return normalized(vectors, self._dimension, self.model_id)
+
+    def embed_query(self, text: str) -> Vectors:
+        return first_row(self.embed_documents([text]))

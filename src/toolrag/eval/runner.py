@@ -1,0 +1,169 @@
+"""`toolrag eval`: index a benchmark set in a temporary store and measure the ranking of every request.
+
+Several retrieval modes can be measured in one run over one index (the tools are embedded once, each request
+once), so the default and its baselines are compared on equal terms. Latency is measured on the first mode
+only, where each request is embedded for real.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrag.embed.base import Embedder, Vectors
+from toolrag.eval.dataset import BenchmarkSet
+from toolrag.eval.metrics import QueryScores, score_query, summarize
+from toolrag.model import Principal
+from toolrag.registry import ToolRegistry
+from toolrag.search.config import SearchConfig
+from toolrag.store.sqlite import SQLiteStore
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class _RememberedQueries:
+    """Wraps an embedder so that each request is embedded once across all measured modes."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._queries: dict[str, Vectors] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vectors:
+        if text not in self._queries:
+            self._queries[text] = self.inner.embed_query(text)
+        return self._queries[text]
+
+
+@dataclass
+class ModeReport:
+    summary: dict[str, float]
+    by_lang: dict[str, dict[str, float]]
+    no_tool_rate: float
+    injected_mean: float
+
+
+@dataclass
+class EvalReport:
+    dataset: str
+    embedder: str
+    n_tools: int
+    modes: dict[str, ModeReport] = field(default_factory=dict)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    catalog_tokens: int = 0
+    index_seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The first mode's figures at the top level (the keys `toolrag eval --json` promises), all modes below."""
+        first = next(iter(self.modes.values()))
+        saved = 100.0 * (1 - first.injected_mean / self.catalog_tokens) if self.catalog_tokens else 0.0
+        return {
+            "dataset": self.dataset,
+            "embedder": self.embedder,
+            "n_tools": self.n_tools,
+            **first.summary,
+            "by_lang": first.by_lang,
+            "no_tool_rate": first.no_tool_rate,
+            "latency_ms": self.latency_ms,
+            "tokens": {
+                "catalog": self.catalog_tokens,
+                "injected_mean": round(first.injected_mean, 1),
+                "saved_pct": round(saved, 2),
+            },
+            "index_seconds": round(self.index_seconds, 2),
+            "modes": {
+                name: {**m.summary, "by_lang": m.by_lang, "no_tool_rate": m.no_tool_rate}
+                for name, m in self.modes.items()
+            },
+        }
+
+
+def evaluate(
+    benchmark: BenchmarkSet,
+    embedder: Embedder,
+    config: SearchConfig | None = None,
+    modes: Sequence[str] = ("hybrid",),
+    progress: Progress | None = None,
+) -> EvalReport:
+    config = config or SearchConfig()
+    remembered = _RememberedQueries(embedder)
+    with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
+        registry = ToolRegistry(SQLiteStore(Path(folder) / "eval.db"), remembered, config)
+        started = time.perf_counter()
+        total = registry.texts_to_embed(benchmark.tools)
+        done = 0
+
+        def indexed(count: int) -> None:
+            nonlocal done
+            done += count
+            if progress:
+                progress("index", done, total)
+
+        registry.register_many(benchmark.tools, progress=indexed)
+        report = EvalReport(benchmark.name, embedder.model_id, len(benchmark.tools))
+        report.index_seconds = time.perf_counter() - started
+        principal = Principal.anonymous()
+        report.catalog_tokens = registry.catalog_tokens(principal)
+        for number, mode in enumerate(modes):
+            report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)
+            if number == 0:
+                report.latency_ms = _percentiles(latencies)
+        registry.close()
+    return report
+
+
+def _run_mode(
+    registry: ToolRegistry, benchmark: BenchmarkSet, mode: str, principal: Principal, progress: Progress | None
+) -> tuple[ModeReport, list[float]]:
+    registry.retriever.config = registry.config.model_copy(update={"mode": mode})
+    registry.retriever.cache.clear()
+    scores: list[QueryScores] = []
+    latencies: list[float] = []
+    injected: list[int] = []
+    empty = 0
+    for number, query in enumerate(benchmark.queries, 1):
+        started = time.perf_counter()
+        ranking = [r.name for r in registry.rank(query.text, principal, limit=10, mode=mode)]
+        latencies.append((time.perf_counter() - started) * 1000)
+        scores.append(score_query(ranking, query.relevant, query.lang))
+        selection = registry.select(query.text, principal)
+        injected.append(selection.injected_tokens)
+        empty += not selection.results
+        if progress and (number % 200 == 0 or number == len(benchmark.queries)):
+            progress(mode, number, len(benchmark.queries))
+    by_lang: dict[str, list[QueryScores]] = defaultdict(list)
+    for item in scores:
+        by_lang[item.lang].append(item)
+    report = ModeReport(
+        summary=summarize(scores),
+        by_lang={lang: summarize(items) for lang, items in sorted(by_lang.items())},
+        no_tool_rate=round(empty / max(1, len(scores)), 4),
+        injected_mean=statistics.fmean(injected) if injected else 0.0,
+    )
+    return report, latencies
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0}
+    ordered = sorted(values)
+    return {
+        "p50": round(ordered[len(ordered) // 2], 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
+    }

@@ -1,0 +1,100 @@
+"""Tool definitions in each provider's wire format.
+
+Providers restrict tool names to `[a-zA-Z0-9_-]{1,64}`; registry names may contain dots (namespaces) and be
+128 characters long. `provider_name` maps a registry name to a valid, stable and collision-free provider name;
+the runtime maps it back when the model calls the tool.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from toolrag.model import Tool
+
+Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
+_PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# JSON Schema keywords Gemini's OpenAPI-subset Schema does not accept.
+_GEMINI_DROPPED = {"$schema", "$id", "$defs", "definitions", "additionalProperties", "$ref", "const", "examples"}
+
+
+def provider_name(name: str) -> str:
+    """`github.create_issue` -> `github__create_issue`; names over 64 characters keep a hash suffix."""
+    safe = name.replace(".", "__")
+    if _PROVIDER_NAME.fullmatch(safe):
+        return safe
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{safe[:55]}_{digest}"
+
+
+def openai_chat(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": provider_name(tool.name),
+            "description": tool.description,
+            "parameters": tool.input_schema,
+        },
+    }
+
+
+def openai_responses(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": provider_name(tool.name),
+        "description": tool.description,
+        "parameters": tool.input_schema,
+        "strict": False,
+    }
+
+
+def anthropic(tool: Tool) -> dict[str, Any]:
+    return {"name": provider_name(tool.name), "description": tool.description, "input_schema": tool.input_schema}
+
+
+def mcp(tool: Tool) -> dict[str, Any]:
+    """MCP allows dots in names, so the registry name is kept as it is."""
+    return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+
+
+def gemini(tool: Tool) -> dict[str, Any]:
+    declaration: dict[str, Any] = {"name": provider_name(tool.name), "description": tool.description}
+    if tool.input_schema.get("properties"):
+        declaration["parameters"] = _gemini_schema(tool.input_schema)
+    return declaration
+
+
+def _gemini_schema(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_gemini_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {}
+    for key, value in schema.items():
+        if key in _GEMINI_DROPPED:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            cleaned[key] = {name: _gemini_schema(prop) for name, prop in value.items()}
+        else:
+            cleaned[key] = _gemini_schema(copy.deepcopy(value))
+    return cleaned
+
+
+FORMATS: dict[str, Callable[[Tool], dict[str, Any]]] = {
+    "openai": openai_chat,
+    "openai-responses": openai_responses,
+    "anthropic": anthropic,
+    "mcp": mcp,
+    "gemini": gemini,
+}
+
+
+def render(tools: Sequence[Tool], fmt: str = "openai") -> list[dict[str, Any]]:
+    try:
+        renderer = FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}") from None
+    return [renderer(tool) for tool in tools]

@@ -1,0 +1,208 @@
+"""The nouns of toolrag: tools, principals, capability cards and search results.
+
+Pydantic models sit at the boundaries (anything a user or a file hands us is validated here); the search
+internals work on plain arrays and dataclasses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolrag.errors import InvalidToolError
+
+TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def check_tool_name(name: str) -> str:
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
+        raise InvalidToolError(
+            f"invalid tool name {name!r}: use 1-128 characters from letters, digits, '_', '.' and '-' "
+            "(namespaces look like 'github.create_issue')"
+        )
+    return name
+
+
+def check_json_schema(schema: Any, tool_name: str = "?") -> dict[str, Any]:
+    """Validate an input schema as JSON Schema draft 2020-12 describing an object."""
+    if schema is None:
+        return dict(EMPTY_SCHEMA)
+    if not isinstance(schema, dict):
+        raise InvalidToolError(f"tool {tool_name!r}: input schema must be a JSON object, got {type(schema).__name__}")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        raise InvalidToolError(f"tool {tool_name!r}: invalid JSON Schema at {where}: {exc.message}") from None
+    schema_type = schema.get("type", "object")
+    if schema_type != "object":
+        raise InvalidToolError(f"tool {tool_name!r}: input schema must have type 'object', got {schema_type!r}")
+    return schema
+
+
+class Tool(BaseModel):
+    """One tool of the registry: what it does, who may use it, and the full schema injected when selected."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    name: str
+    description: str = Field(min_length=1, max_length=8192)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA))
+    category: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    not_for: str | None = None
+    scopes: list[str] = Field(default_factory=list, description="scopes a principal must hold, all of them")
+    tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
+    source: str = "python"
+    active: bool = True
+    version: int = 1
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_tool_name(value)
+
+    @field_validator("description")
+    @classmethod
+    def _strip_description(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("description must not be blank")
+        return value
+
+    @field_validator("input_schema", mode="before")
+    @classmethod
+    def _valid_schema(cls, value: Any, info: Any) -> dict[str, Any]:
+        return check_json_schema(value, info.data.get("name", "?"))
+
+    @field_validator("aliases", "scopes", "tenants")
+    @classmethod
+    def _clean_list(cls, values: list[str]) -> list[str]:
+        cleaned = [v.strip() for v in values if v and v.strip()]
+        return list(dict.fromkeys(cleaned))
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Tool:
+        """Build a tool from untrusted data, turning pydantic's errors into one readable InvalidToolError."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            name = data.get("name", "?") if isinstance(data, dict) else "?"
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'tool'}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidToolError(f"invalid tool {name!r}: {problems}") from None
+
+    def definition(self) -> dict[str, Any]:
+        """The fields that define the tool; any change to them is a new version."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "category": self.category,
+            "aliases": self.aliases,
+            "not_for": self.not_for,
+            "scopes": sorted(self.scopes),
+            "tenants": sorted(self.tenants),
+            "active": self.active,
+        }
+
+    @property
+    def content_hash(self) -> str:
+        canonical = json.dumps(self.definition(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def namespace(self) -> str | None:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else None
+
+    def purpose(self) -> str:
+        """The first sentence of the description: what the tool is for."""
+        first = _SENTENCE_END.split(self.description, maxsplit=1)[0].strip()
+        return first if len(first) <= 240 else first[:237].rstrip() + "..."
+
+    def card(self) -> CapabilityCard:
+        return CapabilityCard(name=self.name, purpose=self.purpose(), not_for=self.not_for, scopes=list(self.scopes))
+
+
+class CapabilityCard(BaseModel):
+    """A compact (about 30-50 tokens) description of a tool, for listings and discovery results."""
+
+    name: str
+    purpose: str
+    not_for: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+
+    def text(self) -> str:
+        parts = [f"{self.name}: {self.purpose}"]
+        if self.not_for:
+            parts.append(f"Not for: {self.not_for}")
+        if self.scopes:
+            parts.append(f"Needs: {', '.join(self.scopes)}")
+        return " ".join(parts)
+
+
+class Principal(BaseModel):
+    """Who a request is made for. Visibility and execution rights derive from tenant and scopes only."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user: str | None = None
+    tenant: str | None = None
+    scopes: frozenset[str] = frozenset()
+
+    @classmethod
+    def anonymous(cls) -> Principal:
+        return cls()
+
+    def holds(self, scope: str) -> bool:
+        """A held scope grants itself; `ns:*` grants every `ns:...` scope; `*` grants all."""
+        if scope in self.scopes or "*" in self.scopes:
+            return True
+        namespace = scope.split(":", 1)[0]
+        return f"{namespace}:*" in self.scopes
+
+    def can_use(self, tool: Tool) -> bool:
+        if not tool.active:
+            return False
+        if tool.tenants and self.tenant not in tool.tenants:
+            return False
+        return all(self.holds(scope) for scope in tool.scopes)
+
+    @property
+    def visibility_key(self) -> tuple[str | None, frozenset[str]]:
+        """Two principals with equal keys see exactly the same tools."""
+        return (self.tenant, self.scopes)
+
+
+class SignalScores(BaseModel):
+    """Why a tool was chosen: each signal's contribution, all in [0, 1]."""
+
+    dense: float = 0.0
+    lexical: float = 0.0
+    name_match: bool = False
+    routed_category: str | None = None
+    always_included: bool = False
+
+
+class SearchResult(BaseModel):
+    """One selected tool with its fused score in [0, 1] and the breakdown behind it."""
+
+    name: str
+    score: float
+    signals: SignalScores
+    card: CapabilityCard

@@ -1,0 +1,231 @@
+"""The facade users hold: register tools, search them for a principal, get the schemas to inject.
+
+registry = ToolRegistry("tools.db")
+registry.register(get_weather, send_email)
+selection = registry.select("will it rain in Kyiv tomorrow?", principal, fmt="openai")
+client.chat.completions.create(..., tools=selection.tools)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolrag.catalog.decorator import tool_from_callable
+from toolrag.catalog.files import load_catalog, tool_from_entry
+from toolrag.embed import make_embedder
+from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
+from toolrag.errors import InvalidToolError, ModelMismatchError, ToolNotFoundError
+from toolrag.inject.formats import render
+from toolrag.inject.tokens import tools_tokens
+from toolrag.model import Principal, SearchResult, Tool
+from toolrag.search.config import SearchConfig
+from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
+from toolrag.search.pipeline import Retriever
+from toolrag.search.text import dense_texts
+from toolrag.store.base import IndexModel, Store, UpsertReport
+from toolrag.store.sqlite import SQLiteStore, model_mismatch_message
+
+ToolLike = Tool | Callable[..., Any] | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tools chosen for one request, rendered for a provider, with what they cost in prompt tokens."""
+
+    results: list[SearchResult]
+    tools: list[dict[str, Any]]
+    injected_tokens: int
+    catalog_tokens: int
+
+    @property
+    def saved_pct(self) -> float:
+        if self.catalog_tokens == 0:
+            return 0.0
+        return round(100.0 * (1 - self.injected_tokens / self.catalog_tokens), 1)
+
+
+def open_store(location: str | Path) -> Store:
+    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files."""
+    text = str(location)
+    if text.startswith("sqlite:///"):
+        return SQLiteStore(text.removeprefix("sqlite:///"))
+    if "://" in text:
+        raise ValueError(f"unsupported store URL {text!r}: use a file path or sqlite:///PATH")
+    return SQLiteStore(text)
+
+
+class ToolRegistry:
+    """A registry of tools on a store, searched with one embedding model. Thread-safe."""
+
+    def __init__(
+        self,
+        store: Store | str | Path = "toolrag.db",
+        embedder: Embedder | str = "default",
+        config: SearchConfig | None = None,
+    ) -> None:
+        self.store = store if not isinstance(store, str | Path) else open_store(store)
+        self.embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
+        self.config = config or SearchConfig()
+        self.retriever = Retriever(self._snapshot, self.embedder, self.config)
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self._prepared: dict[str, PreparedTool] = {}
+        self._index: SearchIndex | None = None
+        self._lock = threading.Lock()
+        self._token_cache: dict[tuple[str, str], int] = {}
+
+    # -- registration -------------------------------------------------------------------------------------------
+
+    def register(self, *tools: ToolLike) -> UpsertReport:
+        """Register tools given as Tool objects, dicts, or (`@tool`-decorated or plain) functions."""
+        parsed = []
+        for item in tools:
+            parsed.append(self._as_tool(item))
+        return self.register_many(parsed)
+
+    def _as_tool(self, item: ToolLike) -> Tool:
+        if isinstance(item, Tool):
+            return item
+        if isinstance(item, dict):
+            return tool_from_entry(item, source="python")
+        if callable(item):
+            tool: Tool = getattr(item, "__toolrag_tool__", None) or tool_from_callable(item)
+            self._functions[tool.name] = item
+            return tool
+        raise InvalidToolError(f"cannot register {item!r}: expected a Tool, a dict or a function")
+
+    def register_many(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+        """Upsert tools in one transaction, embedding only texts the store has no vector for.
+
+        `progress` is called with the number of texts embedded after each batch.
+        """
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            duplicate = next(n for n in names if names.count(n) > 1)
+            raise InvalidToolError(f"tool {duplicate!r} is given more than once")
+        model = self._index_model()
+        texts = {text_hash(text): text for tool in tools for text in dense_texts(tool)}
+        known = self.store.vectors(model.model_id, texts)
+        missing = [key for key in texts if key not in known]
+        vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
+        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model)
+
+    def texts_to_embed(self, tools: Sequence[Tool]) -> int:
+        """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
+        texts = {text_hash(text) for tool in tools for text in dense_texts(tool)}
+        return len(texts) - len(self.store.vectors(self._index_model().model_id, texts))
+
+    def import_file(
+        self, path: str | Path, progress: ProgressCallback | None = None, lenient: bool = False
+    ) -> UpsertReport:
+        return self.register_many(load_catalog(path, lenient=lenient), progress=progress)
+
+    def _index_model(self) -> IndexModel:
+        requested = IndexModel(self.embedder.model_id, self.embedder.dimension)
+        recorded = self.store.index_model()
+        if recorded is not None and recorded != requested:
+            raise ModelMismatchError(model_mismatch_message(recorded, requested))
+        return requested
+
+    # -- reading ------------------------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Tool:
+        tool = self.store.get(name)
+        if tool is None:
+            raise ToolNotFoundError(f"no tool named {name!r}")
+        return tool
+
+    def tools(self, include_inactive: bool = False) -> list[Tool]:
+        return self.store.tools(include_inactive)
+
+    def function(self, name: str) -> Callable[..., Any] | None:
+        """The Python callable registered in this process for a tool, if any."""
+        return self._functions.get(name)
+
+    def visible_tools(self, principal: Principal) -> list[Tool]:
+        index = self._snapshot()
+        mask = self.retriever.visibility.mask(index, principal)
+        return [t for i, t in enumerate(index.tools) if mask is None or mask[i]]
+
+    # -- search -------------------------------------------------------------------------------------------------
+
+    def search(self, query: str, principal: Principal | None = None, k: int | None = None) -> list[SearchResult]:
+        """The tools for a request: at most k (default 3), possibly none when nothing is relevant."""
+        return self.retriever.search(query, principal or Principal.anonymous(), k)
+
+    def rank(
+        self, query: str, principal: Principal | None = None, limit: int = 10, mode: str | None = None
+    ) -> list[SearchResult]:
+        """The full ranking (no threshold, no cut), for evaluation and debugging."""
+        return self.retriever.rank(query, principal or Principal.anonymous(), limit, mode)
+
+    def select(
+        self, query: str, principal: Principal | None = None, fmt: str = "openai", k: int | None = None
+    ) -> Selection:
+        """Search, then render the chosen tools' full schemas for a provider and count their tokens."""
+        principal = principal or Principal.anonymous()
+        results = self.search(query, principal, k)
+        index = self._snapshot()
+        chosen = [index.tools[index.by_name[r.name.lower()]] for r in results]
+        rendered = render(chosen, fmt)
+        return Selection(results, rendered, tools_tokens(rendered), self.catalog_tokens(principal, fmt))
+
+    def schemas(self, names: Iterable[str], principal: Principal | None = None, fmt: str = "openai") -> list[Any]:
+        """Full definitions of named tools the principal may use; a hidden tool is reported as not found."""
+        principal = principal or Principal.anonymous()
+        visible = {t.name: t for t in self.visible_tools(principal)}
+        chosen = []
+        for name in names:
+            if name not in visible:
+                raise ToolNotFoundError(f"no tool named {name!r}")
+            chosen.append(visible[name])
+        return render(chosen, fmt)
+
+    def catalog_tokens(self, principal: Principal, fmt: str = "openai") -> int:
+        """What injecting every tool the principal can see would cost."""
+        total = 0
+        for tool in self.visible_tools(principal):
+            key = (tool.content_hash, fmt)
+            if key not in self._token_cache:
+                self._token_cache[key] = tools_tokens(render([tool], fmt))
+            total += self._token_cache[key]
+        return total
+
+    # -- the in-memory snapshot ---------------------------------------------------------------------------------
+
+    def _snapshot(self) -> SearchIndex:
+        generation = self.store.generation()
+        index = self._index
+        if index is not None and index.generation == generation:
+            return index
+        with self._lock:
+            if self._index is not None and self._index.generation == generation:
+                return self._index
+            self._index = self._rebuild(generation)
+            return self._index
+
+    def _rebuild(self, generation: int) -> SearchIndex:
+        model = self._index_model()
+        since = self._index.generation if self._index is not None else -1
+        changed = self.store.tools(include_inactive=True) if since < 0 else self.store.changed_since(since)
+        for tool in changed:
+            self._prepared.pop(tool.name, None)
+        fresh = [t for t in changed if t.active]
+        hashes = [text_hash(text) for tool in fresh for text in dense_texts(tool)]
+        vectors = self.store.vectors(model.model_id, hashes)
+        for tool in fresh:
+            self._prepared[tool.name] = prepare(tool, vectors)
+        ordered = [self._prepared[name] for name in sorted(self._prepared)]
+        return SearchIndex.build(generation, ordered, model.dimension)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> ToolRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

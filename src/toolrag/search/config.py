@@ -1,0 +1,37 @@
+"""Settings of the retrieval pipeline, validated at the boundary (config files, CLI flags, API calls)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_K = 5
+Mode = Literal["hybrid", "dense", "lexical"]
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    k: int = Field(default=3, ge=1, le=MAX_K, description="tools returned at most (the adaptive cut may return fewer)")
+    mode: Mode = "hybrid"
+    dense_weight: float = Field(default=0.8, ge=0.0, le=1.0)
+    min_similarity: float = Field(
+        default=0.45, ge=-1.0, le=1.0, description="a tool passes when its cosine with the request reaches this"
+    )
+    outlier_z: float = Field(
+        default=5.0, gt=0, description="... or when its cosine stands this many deviations above the catalog's mean"
+    )
+    outlier_min_similarity: float = Field(default=0.35, ge=-1.0, le=1.0, description="floor for the outlier rule")
+    min_lexical_coverage: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="... or when it matches this share of the request's word weight"
+    )
+    max_drop: float = Field(
+        default=0.45, ge=0.0, le=1.0, description="adaptive cut: drop tools scoring this much below the best one"
+    )
+    always_include: list[str] = Field(default_factory=list)
+    routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")
+    route_mode: Literal["boost", "filter"] = "boost"
+    route_boost: float = Field(default=0.15, ge=0.0, le=1.0)
+    cache_entries: int = Field(default=1024, ge=0)
+    cache_ttl_seconds: float = Field(default=300.0, gt=0)

@@ -1,0 +1,51 @@
+"""The last step: keep tools with real evidence, cut where scores fall off, stop at k.
+
+The fused score is relative to one request (min-max normalized), so whether anything is relevant at all is
+decided on absolute evidence instead:
+- the cosine with the request: high, or clearly above every other tool's;
+- the share of the request's word weight that the tool matches, two words at least;
+- the tool's name in the request, or a routing rule that sends the request to the tool's category.
+A request nothing passes for gets no tools, and the caller answers without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolrag.search.config import SearchConfig
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One tool in a request's ranking, before the cut."""
+
+    position: int  # into the snapshot's tools
+    score: float
+    dense: float
+    lexical: float
+    name_match: bool = False
+    routed_category: str | None = None
+    dense_z: float = 0.0  # deviations above the mean cosine of the visible tools for this request
+    matched_terms: int = 0  # distinct request words the tool contains
+    request_terms: int = 0
+
+
+def has_evidence(item: Ranked, config: SearchConfig) -> bool:
+    if item.name_match or item.routed_category is not None:
+        return True  # the request names the tool, or a configured routing rule sends it to the tool's category
+    if config.mode != "lexical" and (
+        item.dense >= config.min_similarity
+        or (item.dense >= config.outlier_min_similarity and item.dense_z >= config.outlier_z)
+    ):
+        return True
+    # One shared word is too little to go on ("tell me a joke" shares "tell" with a chat tool's alias).
+    enough_words = item.matched_terms >= min(2, item.request_terms)
+    return config.mode != "dense" and enough_words and item.lexical >= config.min_lexical_coverage
+
+
+def cut(ranking: list[Ranked], config: SearchConfig, k: int) -> list[Ranked]:
+    passing = [item for item in ranking if has_evidence(item, config)]
+    if not passing:
+        return []
+    best = passing[0].score
+    return [item for item in passing if item.name_match or item.score >= best - config.max_drop][:k]

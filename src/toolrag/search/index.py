@@ -1,0 +1,77 @@
+"""An immutable in-memory snapshot of the active tools: lexical postings, vector matrix, visibility facts.
+
+Snapshots are rebuilt from the store when its generation moves; per-tool work (tokenizing, loading vectors) is
+kept between snapshots by content hash, so a change to one tool re-does the work for that tool only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from toolrag.errors import ToolragError
+from toolrag.model import Tool
+from toolrag.search.lexical import LexicalIndex
+from toolrag.search.text import dense_texts, lexical_text, split_identifier, tokenize
+from toolrag.store.base import Vector
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PreparedTool:
+    """What the index needs of one tool, computed once per content hash."""
+
+    tool: Tool
+    tokens: list[str]
+    vectors: npt.NDArray[np.float32]  # one row per dense text (description, then aliases)
+
+
+@dataclass(frozen=True)
+class SearchIndex:
+    generation: int
+    tools: list[Tool]
+    lexical: LexicalIndex
+    matrix: npt.NDArray[np.float32]
+    row_tool: npt.NDArray[np.int64]
+    restricted: npt.NDArray[np.int64]  # positions of tools with scopes or tenant lists
+    by_name: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, generation: int, prepared: list[PreparedTool], dimension: int) -> SearchIndex:
+        tools = [p.tool for p in prepared]
+        lexical = LexicalIndex.build([p.tokens for p in prepared])
+        blocks = [p.vectors for p in prepared]
+        matrix = np.vstack(blocks) if blocks else np.zeros((0, dimension), dtype=np.float32)
+        if matrix.shape[1] != dimension:
+            raise ToolragError(f"stored vectors have {matrix.shape[1]} dimensions, the model has {dimension}")
+        row_tool = np.repeat(np.arange(len(prepared), dtype=np.int64), [len(b) for b in blocks])
+        restricted = np.array([i for i, t in enumerate(tools) if t.scopes or t.tenants], dtype=np.int64)
+        by_name: dict[str, int] = {}
+        for position, tool in enumerate(tools):
+            by_name[tool.name.lower()] = position
+            by_name.setdefault(split_identifier(tool.name).lower(), position)
+        return cls(generation, tools, lexical, np.ascontiguousarray(matrix), row_tool, restricted, by_name)
+
+    @property
+    def size(self) -> int:
+        return len(self.tools)
+
+    def has_aliases(self) -> bool:
+        return len(self.row_tool) != len(self.tools)
+
+
+def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
+    """Tokens and vector rows of one tool; raises if a vector is missing (the store is then out of date)."""
+    rows = []
+    for text in dense_texts(tool):
+        key = text_hash(text)
+        if key not in vectors:
+            raise ToolragError(f"tool {tool.name!r} has no embedding for the current model: rebuild the index")
+        rows.append(vectors[key])
+    return PreparedTool(tool, tokenize(lexical_text(tool)), np.vstack(rows).astype(np.float32))

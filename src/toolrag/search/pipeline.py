@@ -1,0 +1,194 @@
+"""The retrieval pipeline: principal -> visibility filter -> route -> lexical + dense -> fuse -> cut.
+
+`Retriever.rank` gives the full ranking of a request (what the eval harness measures); `Retriever.search` adds
+the cut, the always-include list and the query cache (what agents use).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from toolrag.embed.base import Embedder
+from toolrag.model import Principal, SearchResult, SignalScores
+from toolrag.search.cache import QueryCache
+from toolrag.search.config import SearchConfig
+from toolrag.search.cut import Ranked, cut
+from toolrag.search.dense import dense_scores
+from toolrag.search.filter import VisibilityFilter
+from toolrag.search.fuse import fuse, min_max
+from toolrag.search.index import SearchIndex
+from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+from toolrag.search.route import CategoryRouter
+from toolrag.search.text import tokenize
+
+_QUOTES = "\"'`()[]{}<>,;:!?"
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_query(query: str) -> str:
+    return _SPACES.sub(" ", query).strip().lower()
+
+
+def _top(candidates: IntArray, scores: FloatArray, limit: int) -> list[int]:
+    """Positions of the `limit` best candidates, best first (ties broken later by name)."""
+    if len(candidates) > limit * 4:
+        # Keep a margin past `limit` so equal scores at the boundary can still be ordered by name.
+        keep = np.argpartition(-scores, limit * 4 - 1)[: limit * 4]
+        candidates, scores = candidates[keep], scores[keep]
+    order = np.argsort(-scores, kind="stable")[: limit * 4]
+    return [int(candidates[i]) for i in order]
+
+
+def _spread(values: FloatArray) -> tuple[float, float]:
+    return (float(values.mean()), float(values.std())) if len(values) else (0.0, 0.0)
+
+
+class Retriever:
+    """Searches the latest snapshot that `snapshot()` provides; thread-safe."""
+
+    def __init__(self, snapshot: Callable[[], SearchIndex], embedder: Embedder, config: SearchConfig) -> None:
+        self._snapshot = snapshot
+        self.embedder = embedder
+        self.config = config
+        self.router = CategoryRouter.from_config(config.routes)
+        self.visibility = VisibilityFilter()
+        self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
+
+    def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
+        k = self.config.k if k is None else k
+        index = self._snapshot()
+        key = (normalize_query(query), principal.visibility_key, index.generation, k)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return list(cached)
+        ranking = self._rank(index, query, principal, limit=max(k, 10), mode=self.config.mode)
+        chosen = cut(ranking, self.config, k)
+        results = [self._result(index, item) for item in chosen]
+        results.extend(self._always_included(index, principal, {r.name for r in results}))
+        self.cache.put(key, results)
+        return list(results)
+
+    def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
+        """The top `limit` visible tools by fused score, with no threshold or cut."""
+        index = self._snapshot()
+        ranking = self._rank(index, query, principal, limit, mode or self.config.mode)
+        return [self._result(index, item) for item in ranking]
+
+    def _rank(self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str) -> list[Ranked]:
+        visible = self.visibility.mask(index, principal)
+        candidates = np.flatnonzero(visible) if visible is not None else np.arange(index.size)
+        if len(candidates) == 0 or not query.strip():
+            return []
+        candidates, routed = self._route(index, query, candidates)
+        tokens = tokenize(query)
+        lexical, matched_terms = self._lexical(index, tokens, visible, mode)
+        dense = self._dense(index, query, visible, mode)
+        if mode == "hybrid":
+            scores = fuse(dense, lexical, candidates, self.config.dense_weight)
+        else:
+            scores = min_max((dense if mode == "dense" else lexical)[candidates])
+        scores = self._boost_routed(index, candidates, scores, routed)
+        named = self._named(index, query, visible)
+        top = _top(candidates, scores, limit)
+        coverage = self._coverage(index, tokens, lexical, visible)
+        fused = dict(zip(candidates.tolist(), scores.tolist(), strict=True))
+        dense_mean, dense_std = _spread(dense[candidates]) if mode != "lexical" else (0.0, 0.0)
+        items = []
+        for position in list(dict.fromkeys([*named, *top])):
+            category = index.tools[position].category
+            items.append(
+                Ranked(
+                    position,
+                    1.0 if position in named else round(fused[position], 6),
+                    max(0.0, float(dense[position])),
+                    float(coverage[position]),
+                    position in named,
+                    category if category in routed else None,
+                    (float(dense[position]) - dense_mean) / dense_std if dense_std > 0 else 0.0,
+                    int(matched_terms[position]),
+                    len(set(tokens)),
+                )
+            )
+        items.sort(key=lambda item: (not item.name_match, -item.score, index.tools[item.position].name))
+        return items[:limit]
+
+    def _boost_routed(
+        self, index: SearchIndex, candidates: IntArray, scores: FloatArray, routed: set[str]
+    ) -> FloatArray:
+        if not routed or self.config.route_mode != "boost":
+            return scores
+        hits = np.array([index.tools[p].category in routed for p in candidates.tolist()], dtype=np.bool_)
+        return np.where(hits, np.minimum(1.0, scores + self.config.route_boost), scores).astype(np.float32)
+
+    def _route(self, index: SearchIndex, query: str, candidates: IntArray) -> tuple[IntArray, set[str]]:
+        if not self.router.rules:
+            return candidates, set()
+        routed = self.router.categories_for(query)
+        if routed and self.config.route_mode == "filter":
+            kept = np.array([p for p in candidates.tolist() if index.tools[p].category in routed], dtype=np.int64)
+            if len(kept):
+                return kept, routed
+        return candidates, routed
+
+    @staticmethod
+    def _lexical(
+        index: SearchIndex, tokens: list[str], visible: BoolArray | None, mode: str
+    ) -> tuple[FloatArray, IntArray]:
+        if mode == "dense":
+            return np.zeros(index.size, dtype=np.float32), np.zeros(index.size, dtype=np.int64)
+        return index.lexical.scores(tokens, visible)
+
+    def _dense(self, index: SearchIndex, query: str, visible: BoolArray | None, mode: str) -> FloatArray:
+        if mode == "lexical":
+            return np.zeros(index.size, dtype=np.float32)
+        return dense_scores(index, self.embedder.embed_query(query), visible)
+
+    @staticmethod
+    def _coverage(index: SearchIndex, tokens: list[str], lexical: FloatArray, visible: BoolArray | None) -> FloatArray:
+        """BM25 as the share of the best possible score for this request, in [0, 1]."""
+        best = index.lexical.max_score(tokens, visible)
+        if best <= 0:
+            return np.zeros_like(lexical)
+        return np.asarray(np.clip(lexical / best, 0.0, 1.0), dtype=np.float32)
+
+    @staticmethod
+    def _named(index: SearchIndex, query: str, visible: BoolArray | None) -> set[int]:
+        """Tools the request names: the whole request is a tool name, or a word of it is an identifier-like name."""
+        names = set()
+        whole = normalize_query(query).strip(_QUOTES + ".")
+        if whole in index.by_name:
+            names.add(index.by_name[whole])
+        for word in query.split():
+            word = word.strip(_QUOTES).rstrip(".")
+            if any(sep in word for sep in "_.-") or (word[1:] != word[1:].lower()):
+                position = index.by_name.get(word.lower())
+                if position is not None:
+                    names.add(position)
+        return {p for p in names if visible is None or visible[p]}
+
+    def _always_included(self, index: SearchIndex, principal: Principal, chosen: set[str]) -> list[SearchResult]:
+        extra = []
+        visible = self.visibility.mask(index, principal)
+        for name in self.config.always_include:
+            position = index.by_name.get(name.lower())
+            if position is None or name in chosen or (visible is not None and not visible[position]):
+                continue
+            tool = index.tools[position]
+            extra.append(
+                SearchResult(name=tool.name, score=0.0, signals=SignalScores(always_included=True), card=tool.card())
+            )
+        return extra
+
+    @staticmethod
+    def _result(index: SearchIndex, item: Ranked) -> SearchResult:
+        tool = index.tools[item.position]
+        signals = SignalScores(
+            dense=round(item.dense, 4),
+            lexical=round(item.lexical, 4),
+            name_match=item.name_match,
+            routed_category=item.routed_category,
+        )
+        return SearchResult(name=tool.name, score=round(item.score, 4), signals=signals, card=tool.card())

@@ -1,0 +1,149 @@
+"""Text for retrieval: the words of a tool that the lexical and the dense index see, and query tokenization.
+
+Tool names are code identifiers (`getCurrentWeather`, `github.create_issue`), so they are split into words before
+they are matched against requests written in prose. CJK text has no spaces: it is indexed as character unigrams
+and bigrams. Latin-script words are stemmed (Snowball English) so "payments" meets "payment".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any
+
+import Stemmer
+
+from toolrag.model import Tool
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_IDENTIFIER_SEPARATORS = re.compile(r"[_.\-/:]+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+# Function words that carry no intent in tool requests. Short on purpose: a word like "not" or "all" can matter.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "i'd",
+        "i'm",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "should",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "us",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+    ]
+)
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+def split_identifier(name: str) -> str:
+    """`getCurrentWeather` -> `get Current Weather`; `github.create_issue` -> `github create issue`."""
+    spaced = _IDENTIFIER_SEPARATORS.sub(" ", name)
+    return _CAMEL_BOUNDARY.sub(" ", spaced).strip()
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def _cjk_grams(run: str) -> list[str]:
+    chars = [c for c in run if CJK.match(c)]
+    return chars + [a + b for a, b in pairwise(chars)]
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased, stemmed word tokens without stopwords; CJK as unigrams and bigrams."""
+    text = unicodedata.normalize("NFKC", split_identifier(text)).lower()
+    tokens: list[str] = []
+    for word in _WORD.findall(text):
+        if CJK.search(word):
+            latin = CJK.sub(" ", word).split()
+            tokens.extend(_stem(w) for w in latin if w not in STOPWORDS)
+            tokens.extend(_cjk_grams(word))
+        elif word not in STOPWORDS and not word.isdigit():
+            tokens.append(_stem(word))
+    return tokens
+
+
+def parameter_words(schema: dict[str, Any]) -> list[str]:
+    """Top-level parameter names of an input schema, split into words."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return [split_identifier(str(name)) for name in properties]
+
+
+def lexical_text(tool: Tool) -> str:
+    """What BM25 indexes: the name twice (identifiers are the strongest evidence), description, aliases, category."""
+    name_words = split_identifier(tool.name)
+    parts = [name_words, name_words, tool.description, *tool.aliases]
+    if tool.category:
+        parts.append(split_identifier(tool.category))
+    parts.extend(parameter_words(tool.input_schema))
+    return "\n".join(parts)
+
+
+def dense_text(tool: Tool) -> str:
+    """What the embedding model reads for the tool's main vector."""
+    text = f"{split_identifier(tool.name)}: {tool.description}"
+    params = parameter_words(tool.input_schema)
+    if params:
+        text += f" Parameters: {', '.join(params)}."
+    return text
+
+
+def dense_texts(tool: Tool) -> list[str]:
+    """The main text, then one text per alias: a tool scores the best of its vectors."""
+    return [dense_text(tool), *tool.aliases]

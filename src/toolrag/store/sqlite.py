@@ -1,0 +1,220 @@
+"""The embedded default store: one SQLite file in WAL mode, stdlib `sqlite3`, numbered SQL migrations."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from toolrag.errors import ModelMismatchError, StoreError
+from toolrag.model import Tool, utc_now
+from toolrag.store.base import IndexModel, UpsertReport, Vector
+
+_CHUNK = 500  # SQLite limits the number of bound parameters per statement
+
+
+def migrations() -> list[tuple[int, str]]:
+    """(number, sql) of every bundled migration, in order."""
+    folder = resources.files("toolrag.store") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+class SQLiteStore:
+    """A registry in one SQLite file. Safe to share between threads; several processes may open the same file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, expected a database file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open registry {self.path}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        current = self._db.execute("PRAGMA user_version").fetchone()[0]
+        bundled = migrations()
+        newest = bundled[-1][0]
+        if current > newest:
+            raise StoreError(
+                f"{self.path} has schema version {current}, newer than this toolrag knows ({newest}): upgrade toolrag"
+            )
+        for number, sql in bundled:
+            if number > current:
+                with self._transaction() as db:
+                    for statement in sql.split(";\n"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {number}")
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+
+    def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
+        report = UpsertReport()
+        with self._transaction() as db:
+            self._check_or_set_model(db, model)
+            generation = self._bump_generation(db)
+            for tool in tools:
+                self._upsert_one(db, tool, generation, report)
+            db.executemany(
+                "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?, ?, ?)",
+                [(model.model_id, key, _to_blob(vec, model.dimension)) for key, vec in vectors.items()],
+            )
+        return report
+
+    def _upsert_one(self, db: sqlite3.Connection, tool: Tool, generation: int, report: UpsertReport) -> None:
+        row = db.execute("SELECT content_hash, version, created_at FROM tools WHERE name = ?", (tool.name,)).fetchone()
+        digest = tool.content_hash
+        if row is not None and row[0] == digest:
+            report.unchanged.append(tool.name)
+            return
+        now = utc_now()
+        version = 1 if row is None else row[1] + 1
+        created = now if row is None else datetime.fromisoformat(row[2])
+        stored = tool.model_copy(update={"version": version, "created_at": created, "updated_at": now})
+        definition = stored.model_dump_json()
+        db.execute(
+            "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition,"
+            " content_hash = excluded.content_hash, version = excluded.version, active = excluded.active,"
+            " source = excluded.source, updated_at = excluded.updated_at, seq = excluded.seq",
+            (
+                tool.name,
+                definition,
+                digest,
+                version,
+                int(tool.active),
+                tool.source,
+                created.isoformat(),
+                now.isoformat(),
+                generation,
+            ),
+        )
+        db.execute(
+            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+            (tool.name, version, definition, digest, now.isoformat()),
+        )
+        (report.added if row is None else report.updated).append(tool.name)
+
+    def _check_or_set_model(self, db: sqlite3.Connection, model: IndexModel) -> None:
+        recorded = self._read_model(db)
+        if recorded is None:
+            db.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [("model_id", model.model_id), ("dimension", str(model.dimension))],
+            )
+        elif recorded != model:
+            raise ModelMismatchError(model_mismatch_message(recorded, model))
+
+    @staticmethod
+    def _bump_generation(db: sqlite3.Connection) -> int:
+        db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+        return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"registry {self.path}: {exc}") from exc
+
+    def get(self, name: str) -> Tool | None:
+        rows = self._query("SELECT definition FROM tools WHERE name = ?", (name,))
+        return Tool.model_validate_json(str(rows[0][0])) if rows else None
+
+    def tools(self, include_inactive: bool = False) -> list[Tool]:
+        where = "" if include_inactive else " WHERE active = 1"
+        rows = self._query(f"SELECT definition FROM tools{where} ORDER BY name")
+        return [Tool.model_validate_json(str(row[0])) for row in rows]
+
+    def changed_since(self, generation: int) -> list[Tool]:
+        rows = self._query("SELECT definition FROM tools WHERE seq > ? ORDER BY name", (generation,))
+        return [Tool.model_validate_json(str(row[0])) for row in rows]
+
+    def history(self, name: str) -> list[Tool]:
+        rows = self._query("SELECT definition FROM tool_versions WHERE name = ? ORDER BY version", (name,))
+        return [Tool.model_validate_json(str(row[0])) for row in rows]
+
+    def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
+        keys = list(dict.fromkeys(text_hashes))
+        found: dict[str, Vector] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})",
+                (model_id, *chunk),
+            )
+            for key, blob in rows:
+                found[str(key)] = np.frombuffer(blob, dtype=np.float32)  # type: ignore[call-overload]
+        return found
+
+    def index_model(self) -> IndexModel | None:
+        with self._lock:
+            return self._read_model(self._db)
+
+    @staticmethod
+    def _read_model(db: sqlite3.Connection) -> IndexModel | None:
+        rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('model_id', 'dimension')").fetchall())
+        if "model_id" not in rows:
+            return None
+        return IndexModel(rows["model_id"], int(rows["dimension"]))
+
+    def generation(self) -> int:
+        return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _to_blob(vector: Vector, dimension: int) -> bytes:
+    array = np.asarray(vector, dtype=np.float32)
+    if array.shape != (dimension,):
+        raise StoreError(f"vector of shape {array.shape} does not fit an index of dimension {dimension}")
+    return array.tobytes()
+
+
+def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
+    return (
+        f"this registry was indexed with {recorded.model_id} ({recorded.dimension} dimensions), not "
+        f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
+        f"index for the new model (`toolrag index rebuild --embedder ...`, or import the catalog into a new store)"
+    )
+
+
+def tool_json(tool: Tool) -> str:
+    return json.dumps(tool.model_dump(mode="json"), sort_keys=True)

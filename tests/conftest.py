@@ -1,0 +1,111 @@
+"""Shared fixtures. Tests use the real default embedding model (loaded once per session) and real SQLite files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolrag import Tool, ToolRegistry
+from toolrag.embed import make_embedder
+from toolrag.embed.base import Embedder, Vectors
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+
+
+class CountingEmbedder:
+    """The real model, remembering texts it has embedded so the suite stays fast, and counting what it embeds."""
+
+    def __init__(self, inner: Embedder, memory: dict[str, Vectors]) -> None:
+        self.inner = inner
+        self.memory = memory
+        self.embedded: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.embedded.extend(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self.memory]
+        if missing:
+            for text, vector in zip(missing, self.inner.embed_documents(missing), strict=True):
+                self.memory[text] = vector
+        return np.vstack([self.memory[t] for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.inner.embed_query(text)
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> Embedder:
+    return make_embedder("default")
+
+
+@pytest.fixture(scope="session")
+def vector_memory() -> dict[str, Vectors]:
+    return {}
+
+
+@pytest.fixture
+def embedder(real_embedder: Embedder, vector_memory: dict[str, Vectors]) -> CountingEmbedder:
+    return CountingEmbedder(real_embedder, vector_memory)
+
+
+@pytest.fixture
+def registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    with ToolRegistry(tmp_path / "tools.db", embedder) as reg:
+        yield reg
+
+
+def make_tool(name: str, description: str, **fields: object) -> Tool:
+    return Tool.parse({"name": name, "description": description, **fields})
+
+
+SAMPLE_TOOLS = [
+    make_tool(
+        "weather.forecast",
+        "Weather forecast for the next days for a city, with rain probability.",
+        aliases=["will it rain tomorrow"],
+        category="weather",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    ),
+    make_tool(
+        "finance.exchange_rate",
+        "Exchange rate between two currencies.",
+        category="finance",
+        input_schema={"type": "object", "properties": {"base": {"type": "string"}, "quote": {"type": "string"}}},
+    ),
+    make_tool(
+        "payments.refund_payment",
+        "Refund a payment to the customer's card.",
+        scopes=["billing:write"],
+        category="billing",
+    ),
+    make_tool(
+        "payments.list_payments",
+        "List recent payments with status and amount.",
+        scopes=["billing:read"],
+        category="billing",
+    ),
+    make_tool(
+        "shop.track_shipment",
+        "Track an order's parcel: carrier, location and estimated delivery date.",
+        aliases=["where is my package"],
+        category="shop",
+    ),
+    make_tool(
+        "email.send",
+        "Send an email to one or more recipients.",
+        category="email",
+        input_schema={"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}},
+    ),
+    make_tool("hr.update_salary", "Change an employee's salary.", scopes=["hr:admin"], tenants=["acme"], category="hr"),
+    make_tool("calendar.create_event", "Schedule a calendar meeting and invite attendees.", category="calendar"),
+]

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolrag.cli.app import app
+
+from .test_eval import bench
+
+runner = CliRunner()
+CATALOG = [
+    {"name": "weather.forecast", "description": "Weather forecast for a city.", "category": "weather"},
+    {"name": "payments.refund", "description": "Refund a customer's payment.", "scopes": ["billing:write"]},
+    {"name": "hr.salary", "description": "Change an employee's salary.", "tenants": ["acme"]},
+]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps(CATALOG))
+    path = str(tmp_path / "cli.db")
+    result = runner.invoke(app, ["import", str(catalog), "--store", path])
+    assert result.exit_code == 0, result.output
+    assert "3 added, 0 updated, 0 unchanged" in result.stdout
+    return path
+
+
+def test_list_and_show(store: str) -> None:
+    listed = json.loads(runner.invoke(app, ["list", "--store", store, "--json"]).stdout)
+    assert [t["name"] for t in listed] == ["hr.salary", "payments.refund", "weather.forecast"]
+    shown = runner.invoke(app, ["show", "payments.refund", "--store", store, "--json"])
+    assert json.loads(shown.stdout)["scopes"] == ["billing:write"]
+    table = runner.invoke(app, ["list", "--store", store])
+    assert "3 tools" in table.stdout and "weather.forecast" in table.stdout
+
+
+def test_search_obeys_the_principal(store: str) -> None:
+    def found(*flags: str) -> list[str]:
+        result = runner.invoke(app, ["search", "refund the payment", "--store", store, "--json", *flags])
+        assert result.exit_code == 0, result.output
+        return [r["name"] for r in json.loads(result.stdout)["results"]]
+
+    assert "payments.refund" not in found()
+    assert found("--scopes", "billing:write")[0] == "payments.refund"
+    human = runner.invoke(app, ["search", "weather forecast for Kyiv", "--store", store])
+    assert "weather.forecast" in human.stdout and "prompt tokens" in human.stdout
+
+
+def test_errors_go_to_stderr_with_a_non_zero_exit(store: str, tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["show", "nope", "--store", store])
+    assert missing.exit_code == 1 and "no tool named 'nope'" in missing.stderr and missing.stdout == ""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- name: 'bad name'\n  description: x\n")
+    result = runner.invoke(app, ["import", str(bad), "--store", store])
+    assert result.exit_code == 1 and "entry 1" in result.stderr
+    other_model = runner.invoke(app, ["search", "weather", "--store", store, "--embedder", "use"])
+    assert other_model.exit_code == 1 and "rebuild" in other_model.stderr
+    too_many = runner.invoke(app, ["search", "weather", "--store", store, "-k", "9"])
+    assert too_many.exit_code == 2
+
+
+def test_eval_json(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", str(bench(tmp_path / "b")), "--json", "--compare"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["n_queries"] == 4 and set(report["modes"]) == {"hybrid", "dense", "lexical"}
+    assert report["tokens"]["saved_pct"] > 0
+
+
+def test_quickstart(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["quickstart", "--store", str(tmp_path / "q.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    answers = {a["request"] + "|" + a["who"]: [t["name"] for t in a["tools"]] for a in data["answers"]}
+    assert data["tools"] >= 190
+    assert answers["Wo ist mein Paket?|guest"][0] == "shop.track_shipment"
+    assert answers["Refund the customer's last payment|marc (billing:*)"][0] == "payments.refund_payment"
+    assert "payments.refund_payment" not in answers["Refund the customer's last payment|olena (support, billing:read)"]
+    assert answers["tell me a joke|guest"] == []

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolrag import CatalogError
+from toolrag.eval import evaluate, load_benchmark
+from toolrag.eval.metrics import mrr_at_10, ndcg_at_10, recall_at
+
+from .conftest import CountingEmbedder
+
+TOOLS = [
+    {
+        "id": "weather",
+        "name": "weather",
+        "description": "Weather forecast for a city.",
+        "parameters": None,
+        "category": None,
+    },
+    {"id": "fx", "name": "fx", "description": "Currency exchange rates.", "parameters": None, "category": None},
+    {
+        "id": "PDF&URL",
+        "name": "pdf",
+        "description": "Summarize a PDF or a web page.",
+        "parameters": None,
+        "category": None,
+    },
+    {
+        "id": "mail",
+        "name": "mail",
+        "description": "Send an email.",
+        "parameters": {"type": "dict", "properties": {"to": {"type": "String"}}},
+        "category": None,
+    },
+]
+QUERIES = [
+    {"id": "q1", "query": "will it rain tomorrow", "relevant": ["weather"], "lang": "en"},
+    {"id": "q2", "query": "how many euros is a dollar", "relevant": ["fx"], "lang": "en"},
+    {"id": "q3", "query": "Wie ist das Wetter morgen?", "relevant": ["weather"], "lang": "de"},
+    {"id": "q4", "query": "summarize this pdf and mail it to Ann", "relevant": ["PDF&URL", "mail"], "lang": "en"},
+]
+
+
+def bench(folder: Path, tools: list[dict[str, object]] = TOOLS, queries: list[dict[str, object]] = QUERIES) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools))
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    return folder
+
+
+def test_metrics_follow_the_shared_definitions() -> None:
+    gold = frozenset({"a", "b"})
+    assert recall_at(["x", "a", "y", "b"], gold, 3) == 0.5
+    assert mrr_at_10(["x", "a"], gold) == 0.5
+    assert ndcg_at_10(["a", "b"], gold) == pytest.approx(1.0)
+    assert ndcg_at_10(["x", "a"], frozenset({"a"})) == pytest.approx(0.6309, abs=1e-4)
+    assert mrr_at_10(["x"] * 10 + ["a"], gold) == 0.0
+
+
+def test_benchmark_loading_maps_ids_and_samples(tmp_path: Path) -> None:
+    data = load_benchmark(bench(tmp_path / "b"))
+    assert [t.name for t in data.tools] == ["weather", "fx", "PDF_URL", "mail"]
+    assert data.queries[3].relevant == frozenset({"PDF_URL", "mail"})
+    assert len(load_benchmark(tmp_path / "b", limit=2).queries) == 2
+
+
+def test_benchmark_with_unknown_gold_or_missing_files(tmp_path: Path) -> None:
+    bad = bench(tmp_path / "bad", queries=[{"id": "q", "query": "x", "relevant": ["nope"], "lang": "en"}])
+    with pytest.raises(CatalogError, match="unknown tools"):
+        load_benchmark(bad)
+    with pytest.raises(CatalogError, match="no such file"):
+        load_benchmark(tmp_path / "empty")
+
+
+def test_evaluate_reports_every_promised_figure(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    report = evaluate(load_benchmark(bench(tmp_path / "b")), embedder, modes=("hybrid", "dense", "lexical")).as_json()
+    for key in (
+        "n_queries",
+        "recall@1",
+        "recall@3",
+        "recall@5",
+        "ndcg@10",
+        "mrr@10",
+        "by_lang",
+        "latency_ms",
+        "tokens",
+    ):
+        assert key in report
+    assert report["n_queries"] == 4 and set(report["by_lang"]) == {"de", "en"}
+    assert report["recall@5"] == 1.0 and report["recall@1"] >= 0.75
+    assert set(report["latency_ms"]) == {"p50", "p95"} and report["latency_ms"]["p50"] > 0
+    assert report["tokens"]["catalog"] > report["tokens"]["injected_mean"] > 0
+    assert set(report["modes"]) == {"hybrid", "dense", "lexical"}
+    assert (
+        report["modes"]["lexical"]["by_lang"]["de"]["recall@5"] <= report["modes"]["dense"]["by_lang"]["de"]["recall@5"]
+    )

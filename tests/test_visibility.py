@@ -1,0 +1,87 @@
+"""A principal's results must be exactly those of a registry that holds only the tools it may use."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolrag import Principal, ToolRegistry
+from toolrag.model import Tool
+
+from .conftest import CountingEmbedder
+
+DESCRIPTIONS = [
+    ("weather.forecast", "Weather forecast for a city for the next days."),
+    ("weather.alerts", "Severe weather warnings such as storms and floods."),
+    ("payments.refund", "Refund a payment to the customer's card."),
+    ("payments.invoice", "Create and send an invoice to a customer."),
+    ("payments.balance", "Current account balance and pending payouts."),
+    ("hr.salary", "Change an employee's salary."),
+    ("hr.leave", "Remaining vacation days of an employee."),
+    ("shop.track", "Track a parcel and its estimated delivery date."),
+    ("shop.return", "Start a return for a delivered item."),
+    ("mail.send", "Send an email to recipients."),
+    ("mail.search", "Search the mailbox for messages."),
+    ("k8s.restart", "Restart a Kubernetes deployment."),
+]
+SCOPES = ["billing:read", "billing:write", "hr:admin", "ops:write"]
+TENANTS = ["acme", "globex"]
+QUERIES = [
+    "refund the last payment",
+    "will it storm tomorrow",
+    "where is my parcel",
+    "raise the salary of Ann",
+    "restart the service",
+    "payments.refund",
+    "hello",
+]
+
+tool_access = st.tuples(
+    st.lists(st.sampled_from(SCOPES), max_size=2, unique=True),
+    st.lists(st.sampled_from(TENANTS), max_size=2, unique=True),
+    st.booleans(),
+)
+principals = st.builds(
+    Principal,
+    tenant=st.sampled_from([None, *TENANTS]),
+    scopes=st.frozensets(st.sampled_from([*SCOPES, "billing:*", "*"]), max_size=3),
+)
+
+
+def catalog(access: list[tuple[list[str], list[str], bool]]) -> list[Tool]:
+    return [
+        Tool.parse({"name": name, "description": text, "scopes": scopes, "tenants": tenants, "active": active})
+        for (name, text), (scopes, tenants, active) in zip(DESCRIPTIONS, access, strict=False)
+    ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    access=st.lists(tool_access, min_size=len(DESCRIPTIONS), max_size=len(DESCRIPTIONS)),
+    principal=principals,
+    query=st.sampled_from(QUERIES),
+)
+def test_no_invisible_tool_is_returned_or_counted(
+    embedder: CountingEmbedder, access: list[tuple[list[str], list[str], bool]], principal: Principal, query: str
+) -> None:
+    tools = catalog(access)
+    visible = [t for t in tools if principal.can_use(t)]
+    with tempfile.TemporaryDirectory() as folder:
+        full = ToolRegistry(Path(folder) / "full.db", embedder)
+        full.register_many(tools)
+        only_visible = ToolRegistry(Path(folder) / "visible.db", embedder)
+        only_visible.register_many(visible)
+
+        ranked = full.rank(query, principal, limit=20)
+        assert {r.name for r in ranked} <= {t.name for t in visible}
+        # Indistinguishable from a registry without the hidden tools: same tools, same scores, same order.
+        assert ranked == only_visible.rank(query, principal, limit=20)
+        assert full.search(query, principal) == only_visible.search(query, principal)
+        selection, reference = full.select(query, principal), only_visible.select(query, principal)
+        assert selection.catalog_tokens == reference.catalog_tokens
+        assert selection.tools == reference.tools
+        full.close()
+        only_visible.close()
