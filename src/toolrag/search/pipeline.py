@@ -94,7 +94,8 @@ class Retriever:
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
-        fused = dict(zip(candidates.tolist(), scores.tolist(), strict=True))
+        fused = np.zeros(index.size, dtype=np.float32)
+        fused[candidates] = scores
         dense_mean, dense_std = _spread(dense[candidates]) if mode != "lexical" else (0.0, 0.0)
         items = []
         for position in list(dict.fromkeys([*named, *top])):
@@ -102,7 +103,7 @@ class Retriever:
             items.append(
                 Ranked(
                     position,
-                    1.0 if position in named else round(fused[position], 6),
+                    1.0 if position in named else round(float(fused[position]), 6),
                     max(0.0, float(dense[position])),
                     float(coverage[position]),
                     position in named,
