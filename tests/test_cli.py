@@ -81,3 +81,12 @@ def test_quickstart(tmp_path: Path) -> None:
     assert answers["Refund the customer's last payment|marc (billing:*)"][0] == "payments.refund_payment"
     assert "payments.refund_payment" not in answers["Refund the customer's last payment|olena (support, billing:read)"]
     assert answers["tell me a joke|guest"] == []
+
+
+def test_index_rebuild_switches_the_model(store: str) -> None:
+    result = runner.invoke(app, ["index", "rebuild", "--store", store, "--embedder", "use", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"model": "use-multilingual-v3", "embedded": 3}
+    found = runner.invoke(app, ["search", "weather forecast for Kyiv", "--store", store, "--embedder", "use", "--json"])
+    assert json.loads(found.stdout)["results"][0]["name"] == "weather.forecast"
+    assert runner.invoke(app, ["search", "weather", "--store", store]).exit_code == 1

@@ -127,3 +127,36 @@ def test_get_and_schemas_of_unknown_or_hidden_tools(registry: ToolRegistry) -> N
 def test_duplicate_names_in_one_call_are_refused(registry: ToolRegistry) -> None:
     with pytest.raises(ValueError, match="more than once"):
         registry.register_many([SAMPLE_TOOLS[0], SAMPLE_TOOLS[0]])
+
+
+class InterruptedEmbedder(CountingEmbedder):
+    """Stops after a number of batches, as a killed process would."""
+
+    def __init__(self, inner, memory, batches: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(inner, memory)
+        self.batches = batches
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        if self.batches == 0:
+            raise KeyboardInterrupt
+        self.batches -= 1
+        return super().embed_documents(texts)
+
+
+def test_rebuild_for_another_model_resumes_and_switches(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    path = tmp_path / "r.db"
+    ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
+    use_memory: dict[str, object] = {}
+    interrupted = InterruptedEmbedder(UniversalSentenceEncoder(), use_memory, batches=1)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        ToolRegistry(path, interrupted).rebuild(batch_size=4)
+    # The old model still serves while the new index is incomplete.
+    assert ToolRegistry(path, embedder).search("will it rain tomorrow")[0].name == "weather.forecast"
+    resumed = CountingEmbedder(UniversalSentenceEncoder(), use_memory)  # type: ignore[arg-type]
+    registry = ToolRegistry(path, resumed)
+    total = sum(1 + len(t.aliases) for t in SAMPLE_TOOLS)
+    assert registry.texts_to_rebuild() == total - 4
+    assert registry.rebuild(batch_size=4) == total - 4
+    assert registry.search("will it rain tomorrow")[0].name == "weather.forecast"
+    with pytest.raises(ModelMismatchError):
+        ToolRegistry(path, embedder).search("will it rain tomorrow")

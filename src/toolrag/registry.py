@@ -123,6 +123,33 @@ class ToolRegistry:
     ) -> UpsertReport:
         return self.register_many(load_catalog(path, lenient=lenient), progress=progress)
 
+    def rebuild(self, progress: ProgressCallback | None = None, batch_size: int = 256) -> int:
+        """Embed every tool with this registry's model and switch the index to it; returns texts embedded.
+
+        Vectors are saved a batch at a time beside the old model's, which keeps serving searches until the
+        switch; an interrupted rebuild resumes where it stopped when run again.
+        """
+        model = IndexModel(self.embedder.model_id, self.embedder.dimension)
+        texts = {text_hash(t): t for tool in self.store.tools(include_inactive=True) for t in dense_texts(tool)}
+        known = self.store.vectors(model.model_id, texts)
+        missing = [key for key in texts if key not in known]
+        for start in range(0, len(missing), batch_size):
+            keys = missing[start : start + batch_size]
+            vectors = self.embedder.embed_documents([texts[key] for key in keys])
+            self.store.save_vectors(model, dict(zip(keys, vectors, strict=True)))
+            if progress is not None:
+                progress(len(keys))
+        self.store.switch_model(model)
+        with self._lock:
+            self._prepared.clear()
+            self._index = None
+        return len(missing)
+
+    def texts_to_rebuild(self) -> int:
+        """How many texts a rebuild with this registry's model would embed."""
+        texts = {text_hash(t) for tool in self.store.tools(include_inactive=True) for t in dense_texts(tool)}
+        return len(texts) - len(self.store.vectors(self.embedder.model_id, texts))
+
     def _index_model(self) -> IndexModel:
         requested = IndexModel(self.embedder.model_id, self.embedder.dimension)
         recorded = self.store.index_model()

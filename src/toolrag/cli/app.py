@@ -164,6 +164,27 @@ def show(
         out.print(f"[bold]{key}[/]: {text}", highlight=False)
 
 
+index_app = typer.Typer(help="Maintain the search index.", no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("rebuild")
+def rebuild_index(
+    store: StoreOption = DEFAULT_STORE,
+    embedder: EmbedderOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Re-embed every tool with the given model and switch the index to it (resumable after an interruption)."""
+    registry = open_registry(store, embedder)
+    total = guarded(registry.texts_to_rebuild)
+    with progress_bar("embedding", total, not as_json) as advance:
+        embedded = guarded(lambda: registry.rebuild(advance))
+    if as_json:
+        print_json({"model": registry.embedder.model_id, "embedded": embedded})
+    else:
+        out.print(f"index now uses {registry.embedder.model_id}: {embedded} texts embedded")
+
+
 # -- search -------------------------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -87,11 +86,29 @@ class SQLiteStore:
             generation = self._bump_generation(db)
             for tool in tools:
                 self._upsert_one(db, tool, generation, report)
-            db.executemany(
-                "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?, ?, ?)",
-                [(model.model_id, key, _to_blob(vec, model.dimension)) for key, vec in vectors.items()],
-            )
+            self._insert_vectors(db, model, vectors)
         return report
+
+    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
+        with self._transaction() as db:
+            self._insert_vectors(db, model, vectors)
+
+    def switch_model(self, model: IndexModel) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [("model_id", model.model_id), ("dimension", str(model.dimension))],
+            )
+            db.execute("DELETE FROM embeddings WHERE model != ?", (model.model_id,))
+            generation = self._bump_generation(db)
+            db.execute("UPDATE tools SET seq = ?", (generation,))  # every tool must be re-read with new vectors
+
+    @staticmethod
+    def _insert_vectors(db: sqlite3.Connection, model: IndexModel, vectors: dict[str, Vector]) -> None:
+        db.executemany(
+            "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?, ?, ?)",
+            [(model.model_id, key, _to_blob(vec, model.dimension)) for key, vec in vectors.items()],
+        )
 
     def _upsert_one(self, db: sqlite3.Connection, tool: Tool, generation: int, report: UpsertReport) -> None:
         row = db.execute("SELECT content_hash, version, created_at FROM tools WHERE name = ?", (tool.name,)).fetchone()
@@ -212,9 +229,5 @@ def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
     return (
         f"this registry was indexed with {recorded.model_id} ({recorded.dimension} dimensions), not "
         f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
-        f"index for the new model (`toolrag index rebuild --embedder ...`, or import the catalog into a new store)"
+        f"index for the new model with `toolrag index rebuild --embedder NAME` (or `ToolRegistry.rebuild()`)"
     )
-
-
-def tool_json(tool: Tool) -> str:
-    return json.dumps(tool.model_dump(mode="json"), sort_keys=True)
