@@ -10,26 +10,18 @@ import pytest
 
 from toolrag import Tool, ToolRegistry
 from toolrag.embed import make_embedder
-from toolrag.embed.base import Embedder, Vectors
+from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
 
-class CountingEmbedder:
+class CountingEmbedder(DelegatingEmbedder):
     """The real model, remembering texts it has embedded so the suite stays fast, and counting what it embeds."""
 
     def __init__(self, inner: Embedder, memory: dict[str, Vectors]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.memory = memory
         self.embedded: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         self.embedded.extend(texts)
@@ -38,9 +30,6 @@ class CountingEmbedder:
             for text, vector in zip(missing, self.inner.embed_documents(missing), strict=True):
                 self.memory[text] = vector
         return np.vstack([self.memory[t] for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
-
-    def embed_query(self, text: str) -> Vectors:
-        return self.inner.embed_query(text)
 
 
 @pytest.fixture(scope="session")

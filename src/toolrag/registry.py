@@ -76,6 +76,7 @@ class ToolRegistry:
         self._index: SearchIndex | None = None
         self._lock = threading.Lock()
         self._token_cache: dict[tuple[str, str], int] = {}
+        self._catalog_totals: dict[tuple[object, ...], int] = {}
 
     # -- registration -------------------------------------------------------------------------------------------
 
@@ -212,14 +213,19 @@ class ToolRegistry:
         return render(chosen, fmt)
 
     def catalog_tokens(self, principal: Principal, fmt: str = "openai") -> int:
-        """What injecting every tool the principal can see would cost."""
-        total = 0
-        for tool in self.visible_tools(principal):
-            key = (tool.content_hash, fmt)
-            if key not in self._token_cache:
-                self._token_cache[key] = tools_tokens(render([tool], fmt))
-            total += self._token_cache[key]
-        return total
+        """What injecting every tool the principal can see would cost (counted once per registry generation)."""
+        key = (self._snapshot().generation, principal.visibility_key, fmt)
+        if key not in self._catalog_totals:
+            if len(self._catalog_totals) > 256:
+                self._catalog_totals.clear()
+            self._catalog_totals[key] = sum(self._tool_tokens(t, fmt) for t in self.visible_tools(principal))
+        return self._catalog_totals[key]
+
+    def _tool_tokens(self, tool: Tool, fmt: str) -> int:
+        key = (tool.content_hash, fmt)
+        if key not in self._token_cache:
+            self._token_cache[key] = tools_tokens(render([tool], fmt))
+        return self._token_cache[key]
 
     # -- the in-memory snapshot ---------------------------------------------------------------------------------
 

@@ -29,6 +29,27 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Vectors: ...
 
 
+class DelegatingEmbedder:
+    """Passes everything to another embedder: subclass it to add memory, counting or logging around a model."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.inner.embed_query(text)
+
+
 def normalized(vectors: npt.ArrayLike, expected_dimension: int, model_id: str) -> Vectors:
     """Check the shape of a model's output and scale every row to unit length."""
     array = np.asarray(vectors, dtype=np.float32)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrag.embed.base import Embedder, Vectors
+from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 from toolrag.eval.dataset import BenchmarkSet
 from toolrag.eval.metrics import QueryScores, score_query, summarize
 from toolrag.model import Principal
@@ -27,23 +27,12 @@ from toolrag.store.sqlite import SQLiteStore
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
-class _RememberedQueries:
-    """Wraps an embedder so that each request is embedded once across all measured modes."""
+class _RememberedQueries(DelegatingEmbedder):
+    """Embeds each request once across all measured modes."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._queries: dict[str, Vectors] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> Vectors:
         if text not in self._queries:
