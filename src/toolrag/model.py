@@ -126,10 +126,6 @@ class Tool(BaseModel):
         canonical = json.dumps(self.definition(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
-    @property
-    def namespace(self) -> str | None:
-        return self.name.rsplit(".", 1)[0] if "." in self.name else None
-
     def purpose(self) -> str:
         """The first sentence of the description: what the tool is for."""
         first = _SENTENCE_END.split(self.description, maxsplit=1)[0].strip()
