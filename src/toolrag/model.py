@@ -66,6 +66,7 @@ class Tool(BaseModel):
     scopes: list[str] = Field(default_factory=list, description="scopes a principal must hold, all of them")
     tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
     source: str = "python"
+    return_direct: bool = Field(default=False, description="a successful call ends the agent loop with its result")
     active: bool = True
     version: int = 1
     created_at: datetime = Field(default_factory=utc_now)
@@ -118,6 +119,7 @@ class Tool(BaseModel):
             "not_for": self.not_for,
             "scopes": sorted(self.scopes),
             "tenants": sorted(self.tenants),
+            "return_direct": self.return_direct,
             "active": self.active,
         }
 

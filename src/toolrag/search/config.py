@@ -19,10 +19,10 @@ class SearchConfig(BaseModel):
     min_similarity: float = Field(
         default=0.45, ge=-1.0, le=1.0, description="a tool passes when its cosine with the request reaches this"
     )
-    outlier_z: float = Field(
-        default=5.0, gt=0, description="... or when its cosine stands this many deviations above the catalog's mean"
+    min_lead: float = Field(
+        default=0.15, ge=0.0, le=2.0, description="... or, for the best tool, when its cosine leads the next by this"
     )
-    outlier_min_similarity: float = Field(default=0.35, ge=-1.0, le=1.0, description="floor for the outlier rule")
+    lead_min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0, description="floor for the lead rule")
     min_lexical_coverage: float = Field(
         default=0.5, ge=0.0, le=1.0, description="... or when it matches this share of the request's word weight"
     )

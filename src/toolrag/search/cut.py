@@ -2,7 +2,7 @@
 
 The fused score is relative to one request (min-max normalized), so whether anything is relevant at all is
 decided on absolute evidence instead:
-- the cosine with the request: high, or clearly above every other tool's;
+- the cosine with the request: high, or (for the best tool) clearly ahead of every other tool's;
 - the share of the request's word weight that the tool matches, two words at least;
 - the tool's name in the request, or a routing rule that sends the request to the tool's category.
 A request nothing passes for gets no tools, and the caller answers without them.
@@ -25,7 +25,7 @@ class Ranked:
     lexical: float
     name_match: bool = False
     routed_category: str | None = None
-    dense_z: float = 0.0  # deviations above the mean cosine of the visible tools for this request
+    dense_lead: float = 0.0  # for the tool with the best cosine: how far it leads the second best
     matched_terms: int = 0  # distinct request words the tool contains
     request_terms: int = 0
 
@@ -35,7 +35,7 @@ def has_evidence(item: Ranked, config: SearchConfig) -> bool:
         return True  # the request names the tool, or a configured routing rule sends it to the tool's category
     if config.mode != "lexical" and (
         item.dense >= config.min_similarity
-        or (item.dense >= config.outlier_min_similarity and item.dense_z >= config.outlier_z)
+        or (item.dense >= config.lead_min_similarity and item.dense_lead >= config.min_lead)
     ):
         return True
     # One shared word is too little to go on ("tell me a joke" shares "tell" with a chat tool's alias).

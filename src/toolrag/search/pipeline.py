@@ -42,8 +42,15 @@ def _top(candidates: IntArray, scores: FloatArray, limit: int) -> list[int]:
     return [int(candidates[i]) for i in order]
 
 
-def _spread(values: FloatArray) -> tuple[float, float]:
-    return (float(values.mean()), float(values.std())) if len(values) else (0.0, 0.0)
+def _lead(dense: FloatArray, candidates: IntArray) -> tuple[int, float]:
+    """The candidate with the best cosine, and by how much it leads the second best."""
+    if len(candidates) < 2:
+        return (int(candidates[0]), 1.0) if len(candidates) else (-1, 0.0)
+    scores = dense[candidates]
+    first, second = np.argpartition(-scores, 1)[:2]
+    if scores[second] > scores[first]:
+        first, second = second, first
+    return int(candidates[first]), float(scores[first] - scores[second])
 
 
 class Retriever:
@@ -96,7 +103,7 @@ class Retriever:
         coverage = self._coverage(index, tokens, lexical, visible)
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
-        dense_mean, dense_std = _spread(dense[candidates]) if mode != "lexical" else (0.0, 0.0)
+        leader, lead = _lead(dense, candidates) if mode != "lexical" else (-1, 0.0)
         items = []
         for position in list(dict.fromkeys([*named, *top])):
             category = index.tools[position].category
@@ -108,7 +115,7 @@ class Retriever:
                     float(coverage[position]),
                     position in named,
                     category if category in routed else None,
-                    (float(dense[position]) - dense_mean) / dense_std if dense_std > 0 else 0.0,
+                    lead if position == leader else 0.0,
                     int(matched_terms[position]),
                     len(set(tokens)),
                 )

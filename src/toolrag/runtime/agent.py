@@ -1,0 +1,220 @@
+"""The tool-calling loop, and the two calls below it for users who run their own loop.
+
+    agent = Agent(registry, OpenAIChatModel(OpenAI(), "gpt-4o-mini"), principal)
+    result = agent.run("Where is my package A-1042?")
+
+Each round: choose the tools for the model (pre-selection by retrieval, or the `find_tools` discovery tool plus
+what it found) -> call the model -> run its tool calls concurrently through the execution gateway -> append the
+assistant message and one tool message per call, in call order -> again, until the model answers without tool
+calls, a round is return-direct, or the round limit is reached.
+
+Return-direct: a round ends the loop only when every call in it succeeded on a `return_direct` tool; a round that
+mixes such tools with ordinary ones goes back to the model with all results, as any other round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolrag.catalog.decorator import ToolContext
+from toolrag.errors import ToolragError
+from toolrag.inject.formats import provider_name
+from toolrag.model import Principal, Tool
+from toolrag.registry import ToolRegistry
+from toolrag.runtime.chat import AsyncChatModel, ChatModel
+from toolrag.runtime.events import EventSink, NullSink, RoundEvent
+from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
+from toolrag.runtime.messages import Conversation, Message, ToolCall
+from toolrag.runtime.resolve import normalize_name
+
+Mode = Literal["preselect", "discover"]
+FIND_TOOLS = Tool.parse(
+    {
+        "name": "find_tools",
+        "description": "Search the tool catalog for tools that can do a task. Returns tool names with a short "
+        "description; the tools found can be called right after.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "The task, in a few words."},
+                "k": {"type": "integer", "minimum": 1, "maximum": 5, "description": "How many tools, default 3."},
+            },
+            "required": ["query"],
+        },
+        "source": "toolrag",
+    }
+)
+
+
+class MaxRoundsExceeded(ToolragError):
+    def __init__(self, rounds: int, messages: list[Message]) -> None:
+        super().__init__(f"the model was still calling tools after {rounds} rounds")
+        self.messages = messages
+
+
+@dataclass
+class RoundResult:
+    """What executing one model response produced."""
+
+    results: list[Message]  # one tool message per call, in call order
+    history: list[Message]  # the conversation extended with the assistant message and the results
+    return_direct: bool
+
+
+@dataclass
+class AgentResult:
+    text: str
+    messages: list[Message]
+    rounds: int
+    stopped_by: Literal["answer", "return_direct", "max_rounds"]
+    tools_called: list[str] = field(default_factory=list)
+
+
+class Agent:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        model: ChatModel | AsyncChatModel,
+        principal: Principal | None = None,
+        *,
+        mode: Mode = "preselect",
+        system: str | None = None,
+        k: int | None = None,
+        context_window: int = 1,
+        max_rounds: int = 8,
+        on_max_rounds: Literal["raise", "stop"] = "raise",
+        policy: ExecutionPolicy | None = None,
+        context: ToolContext | None = None,
+        events: EventSink | None = None,
+    ) -> None:
+        self.registry = registry
+        self.model = model
+        self.principal = principal or Principal.anonymous()
+        self.mode = mode
+        self.system = system
+        self.k = k
+        self.context_window = context_window
+        self.max_rounds = max_rounds
+        self.on_max_rounds = on_max_rounds
+        self.policy = policy or ExecutionPolicy()
+        self.context = context
+        self.events = events or NullSink()
+        self.discovered: set[str] = set()
+        self._request_id = uuid.uuid4().hex
+
+    # -- the lower level -------------------------------------------------------------------------------------------
+
+    def tools_for_turn(self, messages: Sequence[Message]) -> list[Tool]:
+        """The full definitions to offer the model for its next call."""
+        if self.mode == "discover":
+            return [FIND_TOOLS, *self._visible(sorted(self.discovered))]
+        request = Conversation(list(messages)).latest_user_text(self.context_window)
+        if not request:
+            return []
+        names = [r.name for r in self.registry.search(request, self.principal, self.k)]
+        return self._visible(names)
+
+    def execute(self, response: Message, history: Sequence[Message], offered: Sequence[Tool] = ()) -> RoundResult:
+        """Run the tool calls of one model response (blocking)."""
+        return asyncio.run(self.aexecute(response, history, offered))
+
+    async def aexecute(
+        self, response: Message, history: Sequence[Message], offered: Sequence[Tool] = ()
+    ) -> RoundResult:
+        """Run the tool calls of one model response concurrently; results keep the order of the calls."""
+        gateway = self._gateway()
+        offered_names = {t.name for t in offered}
+        results: list[CallResult] = await asyncio.gather(
+            *(self._call(gateway, call, offered_names) for call in response.tool_calls)
+        )
+        messages = [r.message for r in results]
+        return_direct = bool(results) and all(r.return_direct for r in results)
+        return RoundResult(messages, [*history, response, *messages], return_direct)
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    def run(self, request: str | Sequence[Message]) -> AgentResult:
+        """Run the loop to the end (blocking; use `arun` inside an event loop)."""
+        return asyncio.run(self.arun(request))
+
+    async def arun(self, request: str | Sequence[Message]) -> AgentResult:
+        self._request_id = uuid.uuid4().hex
+        history = self._start(request)
+        called: list[str] = []
+        for round_number in range(1, self.max_rounds + 1):
+            started = time.perf_counter()
+            tools = self.tools_for_turn(history)
+            response = await self._complete(history, tools)
+            model_ms = (time.perf_counter() - started) * 1000
+            if not response.tool_calls:
+                self._emit_round(round_number, tools, response, model_ms, started)
+                return AgentResult(response.content, [*history, response], round_number, "answer", called)
+            outcome = await self.aexecute(response, history, tools)
+            history = outcome.history
+            called.extend(call.name for call in response.tool_calls)
+            self._emit_round(round_number, tools, response, model_ms, started)
+            if outcome.return_direct:
+                text = "\n".join(m.content for m in outcome.results)
+                return AgentResult(text, history, round_number, "return_direct", called)
+        if self.on_max_rounds == "raise":
+            raise MaxRoundsExceeded(self.max_rounds, history)
+        text = f"Stopped after {self.max_rounds} rounds without a final answer."
+        return AgentResult(text, history, self.max_rounds, "max_rounds", called)
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def _start(self, request: str | Sequence[Message]) -> list[Message]:
+        messages = [Message.user(request)] if isinstance(request, str) else list(request)
+        if self.system and not any(m.role == "system" for m in messages):
+            messages.insert(0, Message.system(self.system))
+        return messages
+
+    async def _complete(self, history: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        if isinstance(self.model, AsyncChatModel):
+            return await self.model.acomplete(history, tools)
+        return await asyncio.to_thread(self.model.complete, history, tools)
+
+    def _gateway(self) -> ToolGateway:
+        visible = self.registry.visible_tools(self.principal)
+        visible_names = {t.name for t in visible}
+        hidden = [t for t in self.registry.tools() if t.name not in visible_names]
+        context = self.context or ToolContext(self.principal.user, self.principal.tenant, self._request_id)
+        return ToolGateway(visible, hidden, self.principal, self.registry.function, context, self.policy, self.events)
+
+    async def _call(self, gateway: ToolGateway, call: ToolCall, offered: set[str]) -> CallResult:
+        if self.mode == "discover" and normalize_name(call.name) == normalize_name(FIND_TOOLS.name):
+            return self._find_tools(call)
+        return await gateway.call(call, offered)
+
+    def _find_tools(self, call: ToolCall) -> CallResult:
+        try:
+            arguments: dict[str, Any] = json.loads(call.arguments or "{}")
+            query = str(arguments["query"])
+            k = int(arguments.get("k", 3))
+        except (ValueError, KeyError, TypeError):
+            text = 'Error: find_tools takes {"query": "...", "k": 3}'
+            return CallResult(Message.tool_result(call.id, text, is_error=True), FIND_TOOLS, "invalid_arguments")
+        found = self.registry.search(query, self.principal, max(1, min(k, 5)))
+        self.discovered.update(r.name for r in found)
+        cards = [{"name": provider_name(r.name), "description": r.card.text()} for r in found]
+        return CallResult(Message.tool_result(call.id, json.dumps(cards, ensure_ascii=False)), FIND_TOOLS, "ok")
+
+    def _visible(self, names: Sequence[str]) -> list[Tool]:
+        visible = {t.name: t for t in self.registry.visible_tools(self.principal)}
+        return [visible[name] for name in names if name in visible]
+
+    def _emit_round(
+        self, number: int, tools: Sequence[Tool], response: Message, model_ms: float, started: float
+    ) -> None:
+        total_ms = (time.perf_counter() - started) * 1000
+        self.events.emit(
+            RoundEvent(
+                number, tuple(t.name for t in tools), len(response.tool_calls), round(model_ms, 3), round(total_ms, 3)
+            )
+        )

@@ -1,0 +1,200 @@
+"""The execution gateway: every tool call passes here, whatever the model was shown.
+
+For each call: resolve the name among the tools the principal may use; refuse (and log a security event for) a
+name that only a hidden tool answers to, without telling the model it exists; parse and validate the arguments
+against the tool's JSON Schema; run the tool with a timeout and the tool context; turn the result or the error
+into the tool message the model sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from pydantic import BaseModel
+
+from toolrag.catalog.decorator import ToolContext, context_parameter
+from toolrag.model import Principal, Tool
+from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
+from toolrag.runtime.messages import Message, ToolCall
+from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, normalize_name
+
+Function = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    """How failures are handled.
+
+    An ordinary exception of a tool goes back to the model as an error message so it can retry, unless its type
+    is in `propagate` (e.g. your authorization errors) or `always_raise` is set (fail fast). Exceptions that are not
+    `Exception`s (KeyboardInterrupt, SystemExit, MemoryError's siblings) always propagate.
+    """
+
+    timeout_seconds: float = 30.0
+    propagate: tuple[type[BaseException], ...] = ()
+    always_raise: bool = False
+    fuzzy_cutoff: float = 85.0
+
+
+@dataclass(frozen=True)
+class CallResult:
+    message: Message
+    tool: Tool | None
+    outcome: Outcome
+
+    @property
+    def return_direct(self) -> bool:
+        return self.outcome == "ok" and self.tool is not None and self.tool.return_direct
+
+
+class ToolTimeout(Exception):
+    pass
+
+
+class ToolGateway:
+    """Authorizes, validates and executes calls for one principal over a set of tools."""
+
+    def __init__(
+        self,
+        visible: Iterable[Tool],
+        hidden: Iterable[Tool],
+        principal: Principal,
+        functions: Callable[[str], Function | None],
+        context: ToolContext | None = None,
+        policy: ExecutionPolicy | None = None,
+        events: EventSink | None = None,
+    ) -> None:
+        self.tools = {t.name: t for t in visible}
+        self.principal = principal
+        self.functions = functions
+        self.context = context or ToolContext(user=principal.user, tenant=principal.tenant)
+        self.policy = policy or ExecutionPolicy()
+        self.events = events or NullSink()
+        self.resolver = NameResolver(self.tools, self.policy.fuzzy_cutoff)
+        self._hidden = {normalize_name(t.name): t.name for t in hidden if t.name not in self.tools}
+
+    async def call(self, call: ToolCall, offered: set[str]) -> CallResult:
+        started = time.perf_counter()
+        resolution: Resolution | None = None
+        tool: Tool | None = None
+        try:
+            resolution = self._resolve(call.name)
+            tool = self.tools[resolution.name]
+            arguments = self._arguments(tool, call.arguments)
+            result = await self._run(tool, arguments)
+            outcome: Outcome = "ok"
+            message = Message.tool_result(call.id, serialize(result))
+        except _Refusal as refusal:
+            outcome, message = refusal.outcome, Message.tool_result(call.id, f"Error: {refusal}", is_error=True)
+        except Exception as exc:
+            if self.policy.always_raise or isinstance(exc, self.policy.propagate):
+                self._record(call, resolution, "propagated", started, offered, repr(exc))
+                raise
+            outcome = "timeout" if isinstance(exc, ToolTimeout) else "error"
+            text = str(exc) if isinstance(exc, ToolTimeout) else f"tool {tool.name if tool else call.name} failed: "
+            if outcome == "error":
+                text += f"{type(exc).__name__}: {exc}"
+            message = Message.tool_result(call.id, f"Error: {text}", is_error=True)
+        except BaseException:
+            self._record(call, resolution, "propagated", started, offered, "non-Exception error")
+            raise
+        self._record(call, resolution, outcome, started, offered, message.content if message.is_error else None)
+        return CallResult(message, tool, outcome)
+
+    def _resolve(self, requested: str) -> Resolution:
+        try:
+            return self.resolver.resolve(requested)
+        except UnresolvedName as exc:
+            hidden = self._hidden.get(normalize_name(requested))
+            if hidden is not None:
+                # Refused, and worded exactly like a tool that does not exist.
+                self.events.emit(
+                    SecurityEvent(
+                        self.principal.user,
+                        self.principal.tenant,
+                        requested,
+                        hidden,
+                        "the principal may not use this tool",
+                    )
+                )
+                raise _Refusal("refused", f"no tool named {requested!r} is available") from None
+            raise _Refusal("unknown_tool", str(exc)) from None
+
+    @staticmethod
+    def _arguments(tool: Tool, raw: str) -> dict[str, Any]:
+        try:
+            arguments = json.loads(raw or "{}")
+        except json.JSONDecodeError as exc:
+            raise _Refusal("invalid_arguments", f"arguments for {tool.name} are not valid JSON: {exc.msg}") from None
+        if not isinstance(arguments, dict):
+            raise _Refusal("invalid_arguments", f"arguments for {tool.name} must be a JSON object")
+        errors = sorted(jsonschema.Draft202012Validator(tool.input_schema).iter_errors(arguments), key=str)
+        if errors:
+            details = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5])
+            raise _Refusal("invalid_arguments", f"invalid arguments for {tool.name}: {details}. Fix them and retry.")
+        return arguments
+
+    async def _run(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+        function = self.functions(tool.name)
+        if function is None:
+            raise _Refusal("error", f"tool {tool.name} has no implementation in this process")
+        parameter = context_parameter(function)
+        if parameter is not None:
+            arguments = {**arguments, parameter: self.context}
+        if inspect.iscoroutinefunction(function):
+            pending: Awaitable[Any] = function(**arguments)
+        else:
+            pending = asyncio.to_thread(functools.partial(function, **arguments))
+        try:
+            return await asyncio.wait_for(pending, self.policy.timeout_seconds)
+        except TimeoutError:
+            raise ToolTimeout(f"tool {tool.name} timed out after {self.policy.timeout_seconds:g} s") from None
+
+    def _record(
+        self,
+        call: ToolCall,
+        resolution: Resolution | None,
+        outcome: Outcome,
+        started: float,
+        offered: set[str],
+        error: str | None,
+    ) -> None:
+        name = resolution.name if resolution else None
+        self.events.emit(
+            ToolCallEvent(
+                call_id=call.id,
+                requested_name=call.name,
+                resolved_name=name,
+                resolution=resolution.method if resolution else None,
+                arguments_bytes=len(call.arguments.encode()),
+                outcome=outcome,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                offered=name in offered if name else False,
+                error=error,
+            )
+        )
+
+
+class _Refusal(Exception):
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+def serialize(result: Any) -> str:
+    """What the model reads: text as it is, None as nothing, anything structured as JSON."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, ensure_ascii=False, default=str)

@@ -1,0 +1,48 @@
+"""The conversation as the runtime sees it, independent of any provider's wire format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call as the model wrote it: its id, the name it used, and the raw JSON text of the arguments."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # on tool messages: the call answered
+    is_error: bool = False  # on tool messages: the content describes a failure
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls("user", content)
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls("system", content)
+
+    @classmethod
+    def tool_result(cls, call_id: str, content: str, is_error: bool = False) -> Message:
+        return cls("tool", content, tool_call_id=call_id, is_error=is_error)
+
+
+@dataclass
+class Conversation:
+    messages: list[Message] = field(default_factory=list)
+
+    def latest_user_text(self, window: int = 1) -> str:
+        """The last `window` user messages joined: what pre-selection retrieves for."""
+        texts = [m.content for m in self.messages if m.role == "user" and m.content]
+        return "\n".join(texts[-window:])
