@@ -174,9 +174,22 @@ class ToolRegistry:
         return self._functions.get(name)
 
     def visible_tools(self, principal: Principal) -> list[Tool]:
+        return self.partition(principal)[0]
+
+    def partition(self, principal: Principal) -> tuple[list[Tool], list[Tool]]:
+        """(the active tools the principal may use, the active tools it may not), from the current snapshot."""
         index = self._snapshot()
         mask = self.retriever.visibility.mask(index, principal)
-        return [t for i, t in enumerate(index.tools) if mask is None or mask[i]]
+        if mask is None:
+            return list(index.tools), []
+        visible = [t for i, t in enumerate(index.tools) if mask[i]]
+        hidden = [t for i, t in enumerate(index.tools) if not mask[i]]
+        return visible, hidden
+
+    @property
+    def generation(self) -> int:
+        """Grows with every change to the registry, from any process."""
+        return self._snapshot().generation
 
     # -- search -------------------------------------------------------------------------------------------------
 

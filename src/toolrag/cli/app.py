@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -245,6 +245,65 @@ def results_table(request: str, results: list[SearchResult]) -> Table:
             ", ".join(why),
         )
     return table
+
+
+# -- chat ---------------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def chat(
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1.")],
+    model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key (OPENAI_API_KEY).")] = "none",
+    store: StoreOption = DEFAULT_STORE,
+    embedder: EmbedderOption = "default",
+    user: Annotated[str | None, typer.Option(help="User the agent acts for.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
+    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,
+    mode: Annotated[str, typer.Option(help="preselect (retrieve per request) or discover (find_tools).")] = "preselect",
+    system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
+) -> None:
+    """Chat with an agent over the registry, showing which tools were injected and called."""
+    from openai import OpenAI
+
+    from toolrag.runtime import Agent, ListSink, Message, RoundEvent, ToolCallEvent
+    from toolrag.runtime.agent import Mode
+    from toolrag.runtime.providers import OpenAIChatModel
+
+    if mode not in ("preselect", "discover"):
+        fail(f"unknown mode {mode!r}: use preselect or discover")
+    registry = open_registry(store, embedder)
+    sink = ListSink()
+    client = OpenAI(base_url=base_url, api_key=api_key)
+    agent = Agent(
+        registry,
+        OpenAIChatModel(client, model),
+        principal_from(user, tenant, scopes),
+        mode=cast(Mode, mode),
+        system=system,
+        events=sink,
+    )
+    history: list[Message] = []
+    while True:
+        try:
+            line = input("you> ").strip()
+        except EOFError:
+            return
+        if line in ("/quit", "/exit"):
+            return
+        if not line:
+            continue
+        sink.events.clear()
+        turn = [*history, Message.user(line)]
+        result = guarded(lambda turn=turn: agent.run(turn))  # type: ignore[misc]
+        history = result.messages
+        for event in sink.events:
+            if isinstance(event, RoundEvent):
+                out.print(f"[dim]round {event.round}: offered {', '.join(event.offered) or '(no tools)'}[/]")
+            elif isinstance(event, ToolCallEvent):
+                resolved = f" -> {event.resolved_name} ({event.resolution})" if event.resolution != "exact" else ""
+                out.print(f"[dim]  called {event.requested_name}{resolved}: {event.outcome}[/]")
+        out.print(f"[bold]assistant>[/] {result.text}", highlight=False)
 
 
 # -- evaluation ---------------------------------------------------------------------------------------------------

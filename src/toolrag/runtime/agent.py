@@ -107,6 +107,7 @@ class Agent:
         self.events = events or NullSink()
         self.discovered: set[str] = set()
         self._request_id = uuid.uuid4().hex
+        self._gateway_cache: tuple[tuple[int, str], ToolGateway] | None = None
 
     # -- the lower level -------------------------------------------------------------------------------------------
 
@@ -150,8 +151,9 @@ class Agent:
         for round_number in range(1, self.max_rounds + 1):
             started = time.perf_counter()
             tools = self.tools_for_turn(history)
+            asked = time.perf_counter()
             response = await self._complete(history, tools)
-            model_ms = (time.perf_counter() - started) * 1000
+            model_ms = (time.perf_counter() - asked) * 1000
             if not response.tool_calls:
                 self._emit_round(round_number, tools, response, model_ms, started)
                 return AgentResult(response.content, [*history, response], round_number, "answer", called)
@@ -181,11 +183,16 @@ class Agent:
         return await asyncio.to_thread(self.model.complete, history, tools)
 
     def _gateway(self) -> ToolGateway:
-        visible = self.registry.visible_tools(self.principal)
-        visible_names = {t.name for t in visible}
-        hidden = [t for t in self.registry.tools() if t.name not in visible_names]
-        context = self.context or ToolContext(self.principal.user, self.principal.tenant, self._request_id)
-        return ToolGateway(visible, hidden, self.principal, self.registry.function, context, self.policy, self.events)
+        """One gateway per registry generation and request: its name index is built once, not every round."""
+        key = (self.registry.generation, self._request_id)
+        if self._gateway_cache is None or self._gateway_cache[0] != key:
+            visible, hidden = self.registry.partition(self.principal)
+            context = self.context or ToolContext(self.principal.user, self.principal.tenant, self._request_id)
+            gateway = ToolGateway(
+                visible, hidden, self.principal, self.registry.function, context, self.policy, self.events
+            )
+            self._gateway_cache = (key, gateway)
+        return self._gateway_cache[1]
 
     async def _call(self, gateway: ToolGateway, call: ToolCall, offered: set[str]) -> CallResult:
         if self.mode == "discover" and normalize_name(call.name) == normalize_name(FIND_TOOLS.name):
@@ -206,7 +213,7 @@ class Agent:
         return CallResult(Message.tool_result(call.id, json.dumps(cards, ensure_ascii=False)), FIND_TOOLS, "ok")
 
     def _visible(self, names: Sequence[str]) -> list[Tool]:
-        visible = {t.name: t for t in self.registry.visible_tools(self.principal)}
+        visible = self._gateway().tools
         return [visible[name] for name in names if name in visible]
 
     def _emit_round(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
+from toolrag.runtime.providers.base import create_async, create_sync
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
@@ -86,9 +87,9 @@ class AnthropicModel:
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
         return from_anthropic_message(
-            cast("AnthropicMessage", self.client.messages.create(**self.request(messages, tools)))
+            cast("AnthropicMessage", create_sync(self.client.messages.create, self.request(messages, tools)))
         )
 
     async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        message = await self.client.messages.create(**self.request(messages, tools))
+        message = await create_async(self.client.messages.create, self.request(messages, tools))
         return from_anthropic_message(message)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
+from toolrag.runtime.providers.base import create_async, create_sync
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -57,9 +58,9 @@ class OpenAIChatModel:
         return request
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        completion = self.client.chat.completions.create(**self.request(messages, tools))
+        completion = create_sync(self.client.chat.completions.create, self.request(messages, tools))
         return from_openai_completion(cast("ChatCompletion", completion))
 
     async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        completion = await self.client.chat.completions.create(**self.request(messages, tools))
+        completion = await create_async(self.client.chat.completions.create, self.request(messages, tools))
         return from_openai_completion(completion)

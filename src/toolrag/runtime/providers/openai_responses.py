@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
+from toolrag.runtime.providers.base import create_async, create_sync
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -60,8 +61,8 @@ class OpenAIResponsesModel:
         return request
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        return from_response(cast("Response", self.client.responses.create(**self.request(messages, tools))))
+        return from_response(cast("Response", create_sync(self.client.responses.create, self.request(messages, tools))))
 
     async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        response = await self.client.responses.create(**self.request(messages, tools))
+        response = await create_async(self.client.responses.create, self.request(messages, tools))
         return from_response(response)

@@ -1,0 +1,274 @@
+"""Provider adapters through the official SDK clients, against a local HTTP server that answers with recorded
+payloads of the documented shapes. Requests are checked as the SDKs serialized them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from anthropic.types import MessageParam
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import ResponseInputItemParam
+from pydantic import TypeAdapter
+
+from toolrag import Principal, ToolRegistry
+from toolrag.runtime import Agent, Message, ToolCall
+from toolrag.runtime.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from toolrag.runtime.providers.anthropic import to_anthropic_messages
+from toolrag.runtime.providers.openai_chat import to_openai_messages
+from toolrag.runtime.providers.openai_responses import to_responses_input
+
+from .conftest import CountingEmbedder
+from .test_runtime import TOOLS
+
+SECRET_USER = Principal(user="secret-user-91", tenant="acme", scopes=frozenset({"billing:write"}))
+REFUND = {"payment_id": "pay_7"}
+
+
+def chat_completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1764000000,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "finish_reason": finish, "logprobs": None, "message": message}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    }
+
+
+OPENAI_TOOL_CALLS = chat_completion(
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "billing__refund", "arguments": json.dumps(REFUND)},
+            },
+            {"id": "call_2", "type": "function", "function": {"name": "util__whoami", "arguments": "{}"}},
+        ],
+    },
+    "tool_calls",
+)
+OPENAI_ANSWER = chat_completion({"role": "assistant", "content": "Refunded pay_7."}, "stop")
+
+
+def anthropic_message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test-model",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 50, "output_tokens": 10},
+    }
+
+
+ANTHROPIC_TOOL_USE = anthropic_message(
+    [
+        {"type": "text", "text": "I will refund it."},
+        {"type": "tool_use", "id": "toolu_1", "name": "billing__refund", "input": REFUND},
+        {"type": "tool_use", "id": "toolu_2", "name": "util__whoami", "input": {}},
+    ],
+    "tool_use",
+)
+ANTHROPIC_ANSWER = anthropic_message([{"type": "text", "text": "Refunded pay_7."}], "end_turn")
+
+
+def response(output: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1764000000,
+        "model": "gpt-4o-mini",
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": 1.0,
+        "top_p": 1.0,
+    }
+
+
+RESPONSES_CALLS = response(
+    [
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "billing__refund",
+            "arguments": json.dumps(REFUND),
+            "status": "completed",
+        },
+        {
+            "type": "function_call",
+            "id": "fc_2",
+            "call_id": "call_2",
+            "name": "util__whoami",
+            "arguments": "{}",
+            "status": "completed",
+        },
+    ]
+)
+RESPONSES_ANSWER = response(
+    [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Refunded pay_7.", "annotations": []}],
+        }
+    ]
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.answers: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, Any], str]] = []
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Recorder]]:
+    recorder = Recorder()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            recorder.requests.append((self.path, json.loads(raw), raw))
+            payload = json.dumps(recorder.answers.pop(0)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", recorder
+    httpd.shutdown()
+
+
+@pytest.fixture
+def registry(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
+    reg = ToolRegistry(tmp_path / "providers.db", embedder)
+    reg.register(*TOOLS)
+    return reg
+
+
+def check_run(registry: ToolRegistry, model: Any, recorder: Recorder, path: str) -> list[dict[str, Any]]:
+    result = Agent(registry, model, SECRET_USER, system="You are a billing assistant.").run("Refund payment pay_7")
+    assert result.text == "Refunded pay_7."
+    tool_results = [m for m in result.messages if m.role == "tool"]
+    assert [m.content for m in tool_results] == ["refunded pay_7", "ok"]
+    assert [p for p, _, _ in recorder.requests] == [path, path]
+    for _, _, raw in recorder.requests:
+        assert "secret-user-91" not in raw and "ToolContext" not in raw
+    return [body for _, body, _ in recorder.requests]
+
+
+def test_openai_chat_completions(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [OPENAI_TOOL_CALLS, OPENAI_ANSWER]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    first, second = check_run(registry, OpenAIChatModel(client, "gpt-4o-mini"), recorder, "/v1/chat/completions")
+    assert "billing__refund" in [t["function"]["name"] for t in first["tools"]]
+    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(second["messages"])
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert second["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "refunded pay_7"}
+
+
+def test_openai_responses(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [RESPONSES_CALLS, RESPONSES_ANSWER]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    first, second = check_run(registry, OpenAIResponsesModel(client, "gpt-4o-mini"), recorder, "/v1/responses")
+    assert first["instructions"] == "You are a billing assistant."
+    assert "billing__refund" in [t["name"] for t in first["tools"]]
+    TypeAdapter(list[ResponseInputItemParam]).validate_python(second["input"])
+    assert second["input"][-2] == {"type": "function_call_output", "call_id": "call_1", "output": "refunded pay_7"}
+
+
+def test_anthropic_messages(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [ANTHROPIC_TOOL_USE, ANTHROPIC_ANSWER]
+    client = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0)
+    first, second = check_run(registry, AnthropicModel(client, "claude-test-model"), recorder, "/v1/messages")
+    assert first["system"] == "You are a billing assistant."
+    assert "billing__refund" in [t["name"] for t in first["tools"]]
+    TypeAdapter(list[MessageParam]).validate_python(second["messages"])
+    assistant, results = second["messages"][1], second["messages"][2]
+    assert [b["type"] for b in assistant["content"]] == ["text", "tool_use", "tool_use"]
+    assert [(b["tool_use_id"], b["is_error"]) for b in results["content"]] == [("toolu_1", False), ("toolu_2", False)]
+
+
+def test_async_openai_client(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [OPENAI_TOOL_CALLS, OPENAI_ANSWER]
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    agent = Agent(registry, OpenAIChatModel(client, "gpt-4o-mini"), SECRET_USER)
+    assert asyncio.run(agent.arun("Refund payment pay_7")).text == "Refunded pay_7."
+
+
+def test_conversions_match_the_sdk_types() -> None:
+    history = [
+        Message.system("Be brief."),
+        Message.user("Refund pay_7"),
+        Message("assistant", "", (ToolCall("c1", "billing__refund", '{"payment_id": "pay_7"}'),)),
+        Message.tool_result("c1", "refunded", is_error=False),
+        Message("assistant", "Done."),
+    ]
+    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(to_openai_messages(history))
+    instructions, items = to_responses_input(history)
+    assert instructions == "Be brief."
+    TypeAdapter(list[ResponseInputItemParam]).validate_python(items)
+    system, messages = to_anthropic_messages(history)
+    assert system == "Be brief." and [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    TypeAdapter(list[MessageParam]).validate_python(messages)
+
+
+def test_chat_command(server: tuple[str, Recorder], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    url, recorder = server
+    catalog = tmp_path / "c.json"
+    catalog.write_text(
+        json.dumps(
+            [{"name": "billing.refund", "description": "Refund a payment to the card.", "scopes": ["billing:write"]}]
+        )
+    )
+    runner = CliRunner()
+    store = str(tmp_path / "chat.db")
+    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    recorder.answers = [OPENAI_TOOL_CALLS, OPENAI_ANSWER]
+    result = runner.invoke(
+        app,
+        ["chat", "--base-url", f"{url}/v1", "--model", "m", "--store", store, "--scopes", "billing:write"],
+        input="Refund payment pay_7\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "round 1: offered billing.refund" in result.stdout
+    assert "called billing__refund -> billing.refund (normalized): error" in result.stdout  # no code in this process
+    assert "assistant> Refunded pay_7." in result.stdout
