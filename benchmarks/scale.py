@@ -97,8 +97,10 @@ def run_child(stage: str, size: int, path: str, embedder: str, queries: int) -> 
         "--queries",
         str(queries),
     ]
-    output = subprocess.run(command, check=True, capture_output=True, text=True)
+    output = subprocess.run(command, capture_output=True, text=True)
     sys.stderr.write(output.stderr)
+    if output.returncode != 0:
+        raise SystemExit(f"{stage} at {size} tools failed (exit {output.returncode})")
     return dict(json.loads(output.stdout))
 
 

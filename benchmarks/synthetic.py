@@ -104,6 +104,9 @@ ENTITIES = [
     "webhook",
     "schedule",
     "template",
+    "note",
+    "comment",
+    "invitation",
 ]
 ACTIONS = [
     "create",
