@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from toolrag.errors import InvalidToolError
 
@@ -87,7 +87,9 @@ class Tool(BaseModel):
 
     @field_validator("input_schema", mode="before")
     @classmethod
-    def _valid_schema(cls, value: Any, info: Any) -> dict[str, Any]:
+    def _valid_schema(cls, value: Any, info: ValidationInfo) -> dict[str, Any]:
+        if info.context and info.context.get("trusted") and isinstance(value, dict):
+            return value
         return check_json_schema(value, info.data.get("name", "?"))
 
     @field_validator("aliases", "scopes", "tenants")
@@ -107,6 +109,12 @@ class Tool(BaseModel):
                 f"{'.'.join(str(p) for p in err['loc']) or 'tool'}: {err['msg']}" for err in exc.errors()
             )
             raise InvalidToolError(f"invalid tool {name!r}: {problems}") from None
+
+    @classmethod
+    def from_store(cls, data: str) -> Tool:
+        """A tool as the store wrote it. Its schema was checked when it was registered, and checking a JSON
+        Schema is slow (most of the time it takes to open a large registry), so it is not checked again."""
+        return cls.model_validate_json(data, context={"trusted": True})
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the tool; any change to them is a new version."""

@@ -170,20 +170,20 @@ class SQLiteStore:
 
     def get(self, name: str) -> Tool | None:
         rows = self._query("SELECT definition FROM tools WHERE name = ?", (name,))
-        return Tool.model_validate_json(str(rows[0][0])) if rows else None
+        return Tool.from_store(str(rows[0][0])) if rows else None
 
     def tools(self, include_inactive: bool = False) -> list[Tool]:
         where = "" if include_inactive else " WHERE active = 1"
         rows = self._query(f"SELECT definition FROM tools{where} ORDER BY name")
-        return [Tool.model_validate_json(str(row[0])) for row in rows]
+        return [Tool.from_store(str(row[0])) for row in rows]
 
     def changed_since(self, generation: int) -> list[Tool]:
         rows = self._query("SELECT definition FROM tools WHERE seq > ? ORDER BY name", (generation,))
-        return [Tool.model_validate_json(str(row[0])) for row in rows]
+        return [Tool.from_store(str(row[0])) for row in rows]
 
     def history(self, name: str) -> list[Tool]:
         rows = self._query("SELECT definition FROM tool_versions WHERE name = ? ORDER BY version", (name,))
-        return [Tool.model_validate_json(str(row[0])) for row in rows]
+        return [Tool.from_store(str(row[0])) for row in rows]
 
     def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
         keys = list(dict.fromkeys(text_hashes))
