@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,3 +103,32 @@ SAMPLE_TOOLS = [
     make_tool("hr.update_salary", "Change an employee's salary.", scopes=["hr:admin"], tenants=["acme"], category="hr"),
     make_tool("calendar.create_event", "Schedule a calendar meeting and invite attendees.", category="calendar"),
 ]
+
+
+Responder = Callable[[str, dict[str, Any], str], tuple[int, Any]]
+
+
+@contextmanager
+def json_http_server(respond: Responder) -> Iterator[str]:
+    """A real HTTP server on loopback: `respond(path, body, raw_body)` gives (status, JSON payload or text)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            status, answer = respond(self.path, json.loads(raw), raw)
+            payload = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +9,8 @@ import pytest
 from toolrag import EmbeddingError
 from toolrag.embed import EnsembleEmbedder, MiniLM, OpenAICompatibleEmbedder, UniversalSentenceEncoder, make_embedder
 from toolrag.embed.language import looks_english
+
+from .conftest import json_http_server
 
 
 def test_bundled_models_give_unit_vectors() -> None:
@@ -55,35 +55,18 @@ def test_unknown_embedder_name() -> None:
         make_embedder("bert")
 
 
-class _EmbeddingServer(BaseHTTPRequestHandler):
-    """A real HTTP endpoint speaking the OpenAI embeddings protocol, answering in reverse order as some do."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if body["model"] == "broken":
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b"model crashed")
-            return
-        data = [{"index": i, "embedding": [float(len(text)), 1.0, float(i)]} for i, text in enumerate(body["input"])]
-        payload = json.dumps({"data": list(reversed(data)), "model": body["model"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _embeddings(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
+    """The OpenAI embeddings protocol, answering in reverse order as some servers do."""
+    if body["model"] == "broken":
+        return 500, "model crashed"
+    data = [{"index": i, "embedding": [float(len(text)), 1.0, float(i)]} for i, text in enumerate(body["input"])]
+    return 200, {"data": list(reversed(data)), "model": body["model"]}
 
 
 @pytest.fixture
 def server_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with json_http_server(_embeddings) as url:
+        yield f"{url}/v1"
 
 
 def test_openai_compatible_client(server_url: str) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from toolrag.runtime.providers.anthropic import to_anthropic_messages
 from toolrag.runtime.providers.openai_chat import to_openai_messages
 from toolrag.runtime.providers.openai_responses import to_responses_input
 
-from .conftest import CountingEmbedder
+from .conftest import CountingEmbedder, json_http_server
 from .test_runtime import TOOLS
 
 SECRET_USER = Principal(user="secret-user-91", tenant="acme", scopes=frozenset({"billing:write"}))
@@ -149,24 +147,12 @@ class Recorder:
 def server() -> Iterator[tuple[str, Recorder]]:
     recorder = Recorder()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
-            recorder.requests.append((self.path, json.loads(raw), raw))
-            payload = json.dumps(recorder.answers.pop(0)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def respond(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
+        recorder.requests.append((path, body, raw))
+        return 200, recorder.answers.pop(0)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", recorder
-    httpd.shutdown()
+    with json_http_server(respond) as url:
+        yield url, recorder
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.providers.base import create_async, create_sync
+from toolrag.runtime.providers.base import ProviderModel
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
@@ -62,34 +62,23 @@ def from_anthropic_message(message: AnthropicMessage) -> Message:
     return Message("assistant", text, calls)
 
 
-class AnthropicModel:
+class AnthropicModel(ProviderModel):
     def __init__(
         self, client: Anthropic | AsyncAnthropic, model: str, max_tokens: int = 1024, **parameters: Any
     ) -> None:
-        self.client = client
-        self.model = model
-        self.max_tokens = max_tokens
-        self.parameters = parameters
+        super().__init__(client, model, max_tokens=max_tokens, **parameters)
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
         system, converted = to_anthropic_messages(messages)
-        request: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "messages": converted,
-            **self.parameters,
-        }
+        request: dict[str, Any] = {"model": self.model, "messages": converted, **self.parameters}
         if system:
             request["system"] = system
         if tools:
             request["tools"] = render(tools, "anthropic")
         return request
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        return from_anthropic_message(
-            cast("AnthropicMessage", create_sync(self.client.messages.create, self.request(messages, tools)))
-        )
+    def endpoint(self) -> Callable[..., Any]:
+        return cast(Callable[..., Any], self.client.messages.create)
 
-    async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        message = await create_async(self.client.messages.create, self.request(messages, tools))
-        return from_anthropic_message(message)
+    def parse(self, answer: Any) -> Message:
+        return from_anthropic_message(answer)

@@ -1,26 +1,46 @@
-"""What the provider adapters share: one call path for the SDKs' sync and async clients."""
+"""What the provider adapters share: the model call for the SDKs' sync and async clients.
+
+An adapter says how to build its request, which SDK method to call, and how to read the answer; this base turns
+that into `complete` (sync client) and `acomplete` (async client, or a sync client run in a worker thread).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolrag.errors import ToolragError
+from toolrag.model import Tool
+from toolrag.runtime.messages import Message
 
 
-def create_sync(create: Callable[..., Any], request: dict[str, Any]) -> Any:
-    result = create(**request)
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise ToolragError("this adapter holds an async client: use `Agent.arun` (or pass the SDK's sync client)")
-    return result
+class ProviderModel:
+    def __init__(self, client: Any, model: str, **parameters: Any) -> None:
+        self.client = client
+        self.model = model
+        self.parameters = parameters
 
+    def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
+        raise NotImplementedError
 
-async def create_async(create: Callable[..., Any], request: dict[str, Any]) -> Any:
-    """A sync client's call runs in a worker thread so the event loop keeps going; an async client's call
-    returns a coroutine there, awaited here."""
-    result = await asyncio.to_thread(create, **request)
-    return await result if inspect.isawaitable(result) else result
+    def endpoint(self) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def parse(self, answer: Any) -> Message:
+        raise NotImplementedError
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        answer = self.endpoint()(**self.request(messages, tools))
+        if inspect.isawaitable(answer):
+            if inspect.iscoroutine(answer):
+                answer.close()
+            raise ToolragError("this adapter holds an async client: use `Agent.arun` (or pass the SDK's sync client)")
+        return self.parse(answer)
+
+    async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        # A sync client's call runs in a worker thread so the event loop keeps going; an async client's call
+        # returns a coroutine there, awaited here.
+        answer = await asyncio.to_thread(self.endpoint(), **self.request(messages, tools))
+        return self.parse(await answer if inspect.isawaitable(answer) else answer)

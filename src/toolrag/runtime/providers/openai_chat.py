@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.providers.base import create_async, create_sync
+from toolrag.runtime.providers.base import ProviderModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -43,13 +43,11 @@ def from_openai_completion(completion: ChatCompletion) -> Message:
     return Message("assistant", choice.content or "", calls)
 
 
-class OpenAIChatModel:
-    """Give it an `openai.OpenAI` (for `complete`) or `openai.AsyncOpenAI` (for `acomplete`) client."""
+class OpenAIChatModel(ProviderModel):
+    """Give it an `openai.OpenAI` or `openai.AsyncOpenAI` client (any OpenAI-compatible `base_url`)."""
 
     def __init__(self, client: OpenAI | AsyncOpenAI, model: str, **parameters: Any) -> None:
-        self.client = client
-        self.model = model
-        self.parameters = parameters
+        super().__init__(client, model, **parameters)
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages), **self.parameters}
@@ -57,10 +55,8 @@ class OpenAIChatModel:
             request["tools"] = render(tools, "openai")
         return request
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        completion = create_sync(self.client.chat.completions.create, self.request(messages, tools))
-        return from_openai_completion(cast("ChatCompletion", completion))
+    def endpoint(self) -> Callable[..., Any]:
+        return cast(Callable[..., Any], self.client.chat.completions.create)
 
-    async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        completion = await create_async(self.client.chat.completions.create, self.request(messages, tools))
-        return from_openai_completion(completion)
+    def parse(self, answer: Any) -> Message:
+        return from_openai_completion(answer)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.providers.base import create_async, create_sync
+from toolrag.runtime.providers.base import ProviderModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -45,11 +45,9 @@ def from_response(response: Response) -> Message:
     return Message("assistant", response.output_text or "", calls)
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(ProviderModel):
     def __init__(self, client: OpenAI | AsyncOpenAI, model: str, **parameters: Any) -> None:
-        self.client = client
-        self.model = model
-        self.parameters = parameters
+        super().__init__(client, model, **parameters)
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
         instructions, items = to_responses_input(messages)
@@ -60,9 +58,8 @@ class OpenAIResponsesModel:
             request["tools"] = render(tools, "openai-responses")
         return request
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        return from_response(cast("Response", create_sync(self.client.responses.create, self.request(messages, tools))))
+    def endpoint(self) -> Callable[..., Any]:
+        return cast(Callable[..., Any], self.client.responses.create)
 
-    async def acomplete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        response = await create_async(self.client.responses.create, self.request(messages, tools))
-        return from_response(response)
+    def parse(self, answer: Any) -> Message:
+        return from_response(answer)
