@@ -160,3 +160,13 @@ def test_rebuild_for_another_model_resumes_and_switches(tmp_path: Path, embedder
     assert registry.search("will it rain tomorrow")[0].name == "weather.forecast"
     with pytest.raises(ModelMismatchError):
         ToolRegistry(path, embedder).search("will it rain tomorrow")
+
+
+def test_a_failed_register_keeps_no_function(registry: ToolRegistry) -> None:
+    def good(city: str) -> str:
+        """Weather for a city."""
+        return city
+
+    with pytest.raises(ValueError, match="more than once"):
+        registry.register(good, good)
+    assert registry.function("good") is None and registry.tools() == []

@@ -48,6 +48,11 @@ class Selection:
         return round(100.0 * (1 - self.injected_tokens / self.catalog_tokens), 1)
 
 
+def _dense_texts(tools: Sequence[Tool]) -> dict[str, str]:
+    """Every text the dense index embeds for these tools, by hash."""
+    return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
+
+
 def open_store(location: str | Path) -> Store:
     """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files."""
     text = str(location)
@@ -82,20 +87,21 @@ class ToolRegistry:
 
     def register(self, *tools: ToolLike) -> UpsertReport:
         """Register tools given as Tool objects, dicts, or (`@tool`-decorated or plain) functions."""
-        parsed = []
-        for item in tools:
-            parsed.append(self._as_tool(item))
-        return self.register_many(parsed)
+        parsed = [self._as_tool(item) for item in tools]
+        report = self.register_many(parsed)
+        for item, tool in zip(tools, parsed, strict=True):
+            if callable(item) and not isinstance(item, Tool | dict):
+                self._functions[tool.name] = item
+        return report
 
-    def _as_tool(self, item: ToolLike) -> Tool:
+    @staticmethod
+    def _as_tool(item: ToolLike) -> Tool:
         if isinstance(item, Tool):
             return item
         if isinstance(item, dict):
             return tool_from_entry(item, source="python")
         if callable(item):
-            tool: Tool = getattr(item, "__toolrag_tool__", None) or tool_from_callable(item)
-            self._functions[tool.name] = item
-            return tool
+            return getattr(item, "__toolrag_tool__", None) or tool_from_callable(item)
         raise InvalidToolError(f"cannot register {item!r}: expected a Tool, a dict or a function")
 
     def register_many(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
@@ -108,16 +114,19 @@ class ToolRegistry:
             duplicate = next(n for n in names if names.count(n) > 1)
             raise InvalidToolError(f"tool {duplicate!r} is given more than once")
         model = self._index_model()
-        texts = {text_hash(text): text for tool in tools for text in dense_texts(tool)}
-        known = self.store.vectors(model.model_id, texts)
-        missing = [key for key in texts if key not in known]
+        texts = _dense_texts(tools)
+        missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
         return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model)
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
-        texts = {text_hash(text) for tool in tools for text in dense_texts(tool)}
-        return len(texts) - len(self.store.vectors(self._index_model().model_id, texts))
+        return len(self._missing(_dense_texts(tools), self._index_model().model_id))
+
+    def _missing(self, texts: dict[str, str], model_id: str) -> list[str]:
+        """Hashes of the texts the store holds no vector of `model_id` for."""
+        known = self.store.vectors(model_id, texts)
+        return [key for key in texts if key not in known]
 
     def import_file(
         self, path: str | Path, progress: ProgressCallback | None = None, lenient: bool = False
@@ -131,9 +140,8 @@ class ToolRegistry:
         switch; an interrupted rebuild resumes where it stopped when run again.
         """
         model = IndexModel(self.embedder.model_id, self.embedder.dimension)
-        texts = {text_hash(t): t for tool in self.store.tools(include_inactive=True) for t in dense_texts(tool)}
-        known = self.store.vectors(model.model_id, texts)
-        missing = [key for key in texts if key not in known]
+        texts = _dense_texts(self.store.tools(include_inactive=True))
+        missing = self._missing(texts, model.model_id)
         for start in range(0, len(missing), batch_size):
             keys = missing[start : start + batch_size]
             vectors = self.embedder.embed_documents([texts[key] for key in keys])
@@ -148,8 +156,7 @@ class ToolRegistry:
 
     def texts_to_rebuild(self) -> int:
         """How many texts a rebuild with this registry's model would embed."""
-        texts = {text_hash(t) for tool in self.store.tools(include_inactive=True) for t in dense_texts(tool)}
-        return len(texts) - len(self.store.vectors(self.embedder.model_id, texts))
+        return len(self._missing(_dense_texts(self.store.tools(include_inactive=True)), self.embedder.model_id))
 
     def _index_model(self) -> IndexModel:
         requested = IndexModel(self.embedder.model_id, self.embedder.dimension)
@@ -260,8 +267,7 @@ class ToolRegistry:
         for tool in changed:
             self._prepared.pop(tool.name, None)
         fresh = [t for t in changed if t.active]
-        hashes = [text_hash(text) for tool in fresh for text in dense_texts(tool)]
-        vectors = self.store.vectors(model.model_id, hashes)
+        vectors = self.store.vectors(model.model_id, _dense_texts(fresh))
         for tool in fresh:
             self._prepared[tool.name] = prepare(tool, vectors)
         ordered = [self._prepared[name] for name in sorted(self._prepared)]
