@@ -95,10 +95,7 @@ class SQLiteStore:
 
     def switch_model(self, model: IndexModel) -> None:
         with self._transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                [("model_id", model.model_id), ("dimension", str(model.dimension))],
-            )
+            self._write_model(db, model)
             db.execute("DELETE FROM embeddings WHERE model != ?", (model.model_id,))
             generation = self._bump_generation(db)
             db.execute("UPDATE tools SET seq = ?", (generation,))  # every tool must be re-read with new vectors
@@ -147,12 +144,16 @@ class SQLiteStore:
     def _check_or_set_model(self, db: sqlite3.Connection, model: IndexModel) -> None:
         recorded = self._read_model(db)
         if recorded is None:
-            db.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                [("model_id", model.model_id), ("dimension", str(model.dimension))],
-            )
+            self._write_model(db, model)
         elif recorded != model:
             raise ModelMismatchError(model_mismatch_message(recorded, model))
+
+    @staticmethod
+    def _write_model(db: sqlite3.Connection, model: IndexModel) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [("model_id", model.model_id), ("dimension", str(model.dimension))],
+        )
 
     @staticmethod
     def _bump_generation(db: sqlite3.Connection) -> int:
