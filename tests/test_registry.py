@@ -76,18 +76,18 @@ class FailingEmbedder(CountingEmbedder):
         return super().embed_documents(texts)
 
 
-def test_embedding_failure_midway_writes_nothing(tmp_path: Path, embedder: CountingEmbedder) -> None:
+def test_embedding_failure_midway_writes_nothing(store_url: str, embedder: CountingEmbedder) -> None:
     failing = FailingEmbedder(embedder.inner, embedder.memory)
-    registry = ToolRegistry(tmp_path / "r.db", failing)
+    registry = ToolRegistry(store_url, failing)
     many = [make_tool(f"t{i}", f"Tool number {i} does task {i}.") for i in range(100)]
     with pytest.raises(EmbeddingError):
         registry.register_many(many)
     assert registry.tools() == [] and registry.store.generation() == 0
 
 
-def test_search_with_another_model_is_refused(tmp_path: Path, embedder: CountingEmbedder) -> None:
-    ToolRegistry(tmp_path / "r.db", embedder).register_many(SAMPLE_TOOLS)
-    other = ToolRegistry(tmp_path / "r.db", UniversalSentenceEncoder())
+def test_search_with_another_model_is_refused(store_url: str, embedder: CountingEmbedder) -> None:
+    ToolRegistry(store_url, embedder).register_many(SAMPLE_TOOLS)
+    other = ToolRegistry(store_url, UniversalSentenceEncoder())
     with pytest.raises(ModelMismatchError, match=r"indexed with .*toolrag index rebuild"):
         other.search("weather in Kyiv")
     with pytest.raises(ModelMismatchError):
@@ -106,9 +106,9 @@ def test_cache_is_invalidated_by_any_change(registry: ToolRegistry) -> None:
     assert "email.send" not in [r.name for r in registry.search(query)]
 
 
-def test_changes_from_another_process_are_seen(tmp_path: Path, embedder: CountingEmbedder) -> None:
-    reader = ToolRegistry(tmp_path / "r.db", embedder)
-    writer = ToolRegistry(tmp_path / "r.db", embedder)
+def test_changes_from_another_process_are_seen(store_url: str, embedder: CountingEmbedder) -> None:
+    reader = ToolRegistry(store_url, embedder)
+    writer = ToolRegistry(store_url, embedder)
     writer.register_many(SAMPLE_TOOLS[:2])
     assert reader.search("exchange rate dollar euro")[0].name == "finance.exchange_rate"
     writer.register_many([make_tool("crypto.price", "Current price of bitcoin and other cryptocurrencies.")])
@@ -143,8 +143,8 @@ class InterruptedEmbedder(CountingEmbedder):
         return super().embed_documents(texts)
 
 
-def test_rebuild_for_another_model_resumes_and_switches(tmp_path: Path, embedder: CountingEmbedder) -> None:
-    path = tmp_path / "r.db"
+def test_rebuild_for_another_model_resumes_and_switches(store_url: str, embedder: CountingEmbedder) -> None:
+    path = store_url
     ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
     use_memory: dict[str, object] = {}
     interrupted = InterruptedEmbedder(UniversalSentenceEncoder(), use_memory, batches=1)  # type: ignore[arg-type]

@@ -6,10 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolrag import ModelMismatchError, StoreError
+from toolrag import ModelMismatchError, StoreError, open_store
 from toolrag.store import IndexModel, SQLiteStore
 
 from .conftest import make_tool
+
+# The conformance suite: every test taking `store_url` runs unchanged on SQLite and on PostgreSQL.
 
 MODEL = IndexModel("test-model", 4)
 
@@ -18,8 +20,8 @@ def vec(*values: float) -> np.ndarray:
     return np.array(values, dtype=np.float32)
 
 
-def test_upsert_versions_and_history(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+def test_upsert_versions_and_history(store_url: str) -> None:
+    store = open_store(store_url)
     first = make_tool("a.tool", "First text.")
     report = store.upsert([first], {"h1": vec(1, 0, 0, 0)}, MODEL)
     assert report.added == ["a.tool"]
@@ -33,8 +35,8 @@ def test_upsert_versions_and_history(tmp_path: Path) -> None:
     assert store.vectors("test-model", ["h1", "unknown"])["h1"].tolist() == [1, 0, 0, 0]
 
 
-def test_generation_grows_with_every_write_and_changes_are_listed(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+def test_generation_grows_with_every_write_and_changes_are_listed(store_url: str) -> None:
+    store = open_store(store_url)
     start = store.generation()
     store.upsert([make_tool("a", "A.")], {}, MODEL)
     middle = store.generation()
@@ -43,8 +45,8 @@ def test_generation_grows_with_every_write_and_changes_are_listed(tmp_path: Path
     assert [t.name for t in store.changed_since(middle)] == ["b"]
 
 
-def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+def test_a_failed_write_leaves_nothing_behind(store_url: str) -> None:
+    store = open_store(store_url)
     store.upsert([make_tool("keep", "Kept.")], {}, MODEL)
     before = (store.generation(), [t.name for t in store.tools()])
     with pytest.raises(StoreError, match="dimension 4"):
@@ -54,8 +56,8 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
     assert store.history("new") == []
 
 
-def test_another_model_is_refused(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+def test_another_model_is_refused(store_url: str) -> None:
+    store = open_store(store_url)
     store.upsert([make_tool("a", "A.")], {}, MODEL)
     with pytest.raises(ModelMismatchError, match="rebuild"):
         store.upsert([make_tool("b", "B.")], {}, IndexModel("other-model", 8))
@@ -77,7 +79,62 @@ def test_unusable_files_give_clear_errors(tmp_path: Path) -> None:
         SQLiteStore(newer)
 
 
-def test_two_connections_see_each_others_writes(tmp_path: Path) -> None:
-    one, two = SQLiteStore(tmp_path / "s.db"), SQLiteStore(tmp_path / "s.db")
+def test_two_connections_see_each_others_writes(store_url: str) -> None:
+    one, two = open_store(store_url), open_store(store_url)
     one.upsert([make_tool("a", "A.")], {}, MODEL)
     assert two.get("a") is not None and two.generation() == one.generation()
+
+
+def test_switching_model_keeps_only_its_vectors_and_rereads_every_tool(store_url: str) -> None:
+    store = open_store(store_url)
+    store.upsert([make_tool("a", "A."), make_tool("b", "B.")], {"h1": vec(1, 0, 0, 0)}, MODEL)
+    other = IndexModel("other-model", 2)
+    store.save_vectors(other, {"h1": vec(0, 1)})
+    assert store.index_model() == MODEL  # saving vectors of another model does not switch
+    before = store.generation()
+    store.switch_model(other)
+    assert store.index_model() == other
+    assert store.vectors("test-model", ["h1"]) == {}
+    assert store.vectors("other-model", ["h1"])["h1"].tolist() == [0, 1]
+    assert [t.name for t in store.changed_since(before)] == ["a", "b"]
+
+
+def test_inactive_tools_are_kept_but_not_listed(store_url: str) -> None:
+    store = open_store(store_url)
+    tool = make_tool("a", "A.")
+    store.upsert([tool, make_tool("b", "B.")], {}, MODEL)
+    store.upsert([tool.model_copy(update={"active": False})], {}, MODEL)
+    assert [t.name for t in store.tools()] == ["b"]
+    assert [t.name for t in store.tools(include_inactive=True)] == ["a", "b"]
+    assert [t.active for t in store.history("a")] == [True, False]
+
+
+def test_dump_and_restore_copy_everything_exactly(store_url: str, tmp_path: Path) -> None:
+    source = open_store(store_url)
+    tool = make_tool("a.tool", "First.", scopes=["x:read"], aliases=["alias"])
+    source.upsert([tool, make_tool("b", "B.")], {"h1": vec(1, 0, 0, 0), "h2": vec(0, 1, 0, 0)}, MODEL)
+    source.upsert([tool.model_copy(update={"description": "Second.", "active": False})], {}, MODEL)
+    copy = SQLiteStore(tmp_path / "copy.db")
+    copy.restore(source.dump())
+    for store in (source, copy):
+        assert store.index_model() == MODEL
+    assert copy.tools(include_inactive=True) == source.tools(include_inactive=True)
+    assert copy.history("a.tool") == source.history("a.tool") and len(copy.history("a.tool")) == 2
+    assert {k: v.tolist() for k, v in copy.vectors("test-model", ["h1", "h2"]).items()} == {
+        k: v.tolist() for k, v in source.vectors("test-model", ["h1", "h2"]).items()
+    }
+    with pytest.raises(StoreError, match="already holds tools"):
+        copy.restore(source.dump())
+
+
+def test_a_store_url_of_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="unsupported store URL 'mysql://x'"):
+        open_store("mysql://x")
+
+
+def test_schemas_keep_their_key_order(store_url: str) -> None:
+    store = open_store(store_url)
+    properties = {"zeta": {"type": "string"}, "alpha": {"type": "integer"}, "mid": {"type": "boolean"}}
+    store.upsert([make_tool("a", "A.", input_schema={"type": "object", "properties": properties})], {}, MODEL)
+    stored = store.get("a")
+    assert stored is not None and list(stored.input_schema["properties"]) == ["zeta", "alpha", "mid"]

@@ -26,8 +26,8 @@ from toolrag.search.config import SearchConfig
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.text import dense_texts
-from toolrag.store.base import IndexModel, Store, UpsertReport
-from toolrag.store.sqlite import SQLiteStore, model_mismatch_message
+from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
+from toolrag.store.sqlite import SQLiteStore
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
 
@@ -54,12 +54,17 @@ def _dense_texts(tools: Sequence[Tool]) -> dict[str, str]:
 
 
 def open_store(location: str | Path) -> Store:
-    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files."""
+    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files,
+    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra)."""
     text = str(location)
     if text.startswith("sqlite:///"):
         return SQLiteStore(text.removeprefix("sqlite:///"))
+    if text.startswith(("postgresql://", "postgres://")):
+        from toolrag.store.postgres import PostgresStore
+
+        return PostgresStore.from_url(text)
     if "://" in text:
-        raise ValueError(f"unsupported store URL {text!r}: use a file path or sqlite:///PATH")
+        raise ValueError(f"unsupported store URL {text!r}: use a file path, sqlite:///PATH or postgresql://...")
     return SQLiteStore(text)
 
 
@@ -75,7 +80,8 @@ class ToolRegistry:
         self.store = store if not isinstance(store, str | Path) else open_store(store)
         self.embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
         self.config = config or SearchConfig()
-        self.retriever = Retriever(self._snapshot, self.embedder, self.config)
+        nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
+        self.retriever = Retriever(self._snapshot, self.embedder, self.config, nearest)
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prepared: dict[str, PreparedTool] = {}
         self._index: SearchIndex | None = None
@@ -272,6 +278,10 @@ class ToolRegistry:
             self._prepared[tool.name] = prepare(tool, vectors)
         ordered = [self._prepared[name] for name in sorted(self._prepared)]
         return SearchIndex.build(generation, ordered, model.dimension)
+
+    def _nearest(self, vector: Vector, limit: int) -> dict[str, float]:
+        assert isinstance(self.store, NearestNeighbours)
+        return self.store.nearest(self.embedder.model_id, vector, limit)
 
     def close(self) -> None:
         self.store.close()

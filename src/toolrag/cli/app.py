@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, cast
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from toolrag.errors import ToolragError
-from toolrag.model import Principal, SearchResult
-from toolrag.registry import ToolRegistry
+from toolrag.cli.common import (
+    DEFAULT_STORE,
+    EmbedderOption,
+    JsonOption,
+    StoreOption,
+    err,
+    fail,
+    guarded,
+    open_registry,
+    out,
+    principal_from,
+    print_json,
+    progress_bar,
+    results_table,
+)
+from toolrag.cli.store import store_app
 from toolrag.search.config import MAX_K, SearchConfig
 
 app = typer.Typer(
@@ -26,58 +35,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-T = TypeVar("T")
-
-DEFAULT_STORE = "toolrag.db"
-StoreOption = Annotated[str, typer.Option("--store", envvar="TOOLRAG_STORE", help="Registry file (or sqlite:///PATH).")]
-EmbedderOption = Annotated[
-    str,
-    typer.Option("--embedder", envvar="TOOLRAG_EMBEDDER", help="default, use, minilm or openai:MODEL[@BASE_URL]."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
-
-def fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(1)
-
-
-def guarded(action: Callable[[], T]) -> T:
-    """Run a command body, turning toolrag's errors into one line on stderr and exit code 1."""
-    try:
-        return action()
-    except (ToolragError, ValueError, OSError) as exc:
-        fail(str(exc))
-        raise AssertionError("unreachable") from None
-
-
-def open_registry(store: str, embedder: str = "default") -> ToolRegistry:
-    return guarded(lambda: ToolRegistry(store, embedder))
-
-
-@contextmanager
-def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr; `advance(n)` moves it by n."""
-    if not enabled or total == 0:
-        yield lambda n: None
-        return
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        task = progress.add_task(label, total=total)
-        yield lambda n: progress.advance(task, n)
-
-
-def principal_from(user: str | None, tenant: str | None, scopes: str | None) -> Principal:
-    held = frozenset(s.strip() for s in (scopes or "").split(",") if s.strip())
-    return Principal(user=user, tenant=tenant, scopes=held)
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
 # -- catalog ------------------------------------------------------------------------------------------------------
 
 
@@ -166,6 +123,7 @@ def show(
 
 index_app = typer.Typer(help="Maintain the search index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
+app.add_typer(store_app, name="store")
 
 
 @index_app.command("rebuild")
@@ -223,28 +181,6 @@ def search(
         f"prompt tokens: {selection.injected_tokens} injected instead of {selection.catalog_tokens} "
         f"for every visible tool ({selection.saved_pct}% saved)"
     )
-
-
-def results_table(request: str, results: list[SearchResult]) -> Table:
-    table = Table("tool", "score", "dense", "lexical", "why", title=request, title_justify="left")
-    if not results:
-        table.add_row("[dim](no tool passes the threshold: answer without tools)[/]", "", "", "", "")
-    for result in results:
-        why = []
-        if result.signals.name_match:
-            why.append("named")
-        if result.signals.routed_category:
-            why.append(f"route:{result.signals.routed_category}")
-        if result.signals.always_included:
-            why.append("always")
-        table.add_row(
-            result.name,
-            f"{result.score:.2f}",
-            f"{result.signals.dense:.2f}",
-            f"{result.signals.lexical:.2f}",
-            ", ".join(why),
-        )
-    return table
 
 
 # -- chat ---------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from toolrag.catalog.files import load_catalog
+from toolrag.cli.common import print_json, progress_bar, results_table
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 
@@ -38,8 +39,6 @@ def example_catalog_path() -> Any:
 
 
 def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> None:
-    from toolrag.cli.app import print_json, progress_bar, results_table
-
     registry = ToolRegistry(store)
     with resources.as_file(example_catalog_path()) as path:
         tools = load_catalog(path)

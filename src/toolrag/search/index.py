@@ -30,6 +30,7 @@ class PreparedTool:
     tool: Tool
     tokens: list[str]
     vectors: npt.NDArray[np.float32]  # one row per dense text (description, then aliases)
+    text_hashes: list[str]  # of those texts, row for row
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class SearchIndex:
     row_tool: npt.NDArray[np.int64]
     restricted: npt.NDArray[np.int64]  # positions of tools with scopes or tenant lists
     by_name: dict[str, int] = field(default_factory=dict)
+    row_of_text: dict[str, int] = field(default_factory=dict)  # text hash -> matrix row
 
     @classmethod
     def build(cls, generation: int, prepared: list[PreparedTool], dimension: int) -> SearchIndex:
@@ -56,7 +58,10 @@ class SearchIndex:
         for position, tool in enumerate(tools):
             by_name[tool.name.lower()] = position
             by_name.setdefault(split_identifier(tool.name).lower(), position)
-        return cls(generation, tools, lexical, np.ascontiguousarray(matrix), row_tool, restricted, by_name)
+        hashes = [key for p in prepared for key in p.text_hashes]
+        row_of_text = {key: row for row, key in enumerate(hashes)}
+        matrix = np.ascontiguousarray(matrix)
+        return cls(generation, tools, lexical, matrix, row_tool, restricted, by_name, row_of_text)
 
     @property
     def size(self) -> int:
@@ -68,10 +73,9 @@ class SearchIndex:
 
 def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
     """Tokens and vector rows of one tool; raises if a vector is missing (the store is then out of date)."""
-    rows = []
-    for text in dense_texts(tool):
-        key = text_hash(text)
-        if key not in vectors:
-            raise ToolragError(f"tool {tool.name!r} has no embedding for the current model: rebuild the index")
-        rows.append(vectors[key])
-    return PreparedTool(tool, tokenize(lexical_text(tool)), np.vstack(rows).astype(np.float32))
+    keys = [text_hash(text) for text in dense_texts(tool)]
+    missing = [key for key in keys if key not in vectors]
+    if missing:
+        raise ToolragError(f"tool {tool.name!r} has no embedding for the current model: rebuild the index")
+    rows = np.vstack([vectors[key] for key in keys]).astype(np.float32)
+    return PreparedTool(tool, tokenize(lexical_text(tool)), rows, keys)

@@ -16,7 +16,7 @@ from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Ranked, cut
-from toolrag.search.dense import dense_scores
+from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.index import SearchIndex
@@ -56,8 +56,15 @@ def _lead(dense: FloatArray, candidates: IntArray) -> tuple[int, float]:
 class Retriever:
     """Searches the latest snapshot that `snapshot()` provides; thread-safe."""
 
-    def __init__(self, snapshot: Callable[[], SearchIndex], embedder: Embedder, config: SearchConfig) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], SearchIndex],
+        embedder: Embedder,
+        config: SearchConfig,
+        nearest: NearestSearch | None = None,
+    ) -> None:
         self._snapshot = snapshot
+        self._nearest = nearest
         self.embedder = embedder
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
@@ -152,7 +159,10 @@ class Retriever:
     def _dense(self, index: SearchIndex, query: str, visible: BoolArray | None, mode: str) -> FloatArray:
         if mode == "lexical":
             return np.zeros(index.size, dtype=np.float32)
-        return dense_scores(index, self.embedder.embed_query(query), visible)
+        vector = self.embedder.embed_query(query)
+        if self._nearest is not None and index.size >= self.config.ann_min_tools:
+            return approximate_dense_scores(index, vector, visible, self._nearest, self.config.ann_candidates)
+        return dense_scores(index, vector, visible)
 
     @staticmethod
     def _coverage(index: SearchIndex, tokens: list[str], lexical: FloatArray, visible: BoolArray | None) -> FloatArray:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from importlib import resources
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from toolrag.errors import StoreError
 from toolrag.model import Tool
 
 Vector = npt.NDArray[np.float32]
@@ -33,6 +35,16 @@ class UpsertReport:
     @property
     def changed(self) -> int:
         return len(self.added) + len(self.updated)
+
+
+@dataclass
+class RegistryDump:
+    """Everything a registry holds, for copying it to another store exactly (history and vectors included)."""
+
+    model: IndexModel | None
+    tools: list[Tool]  # current state of every tool, inactive ones too
+    versions: list[Tool]  # every version of every tool, oldest first per tool
+    vectors: dict[str, Vector]  # the index model's vectors by text hash
 
 
 class Store(Protocol):
@@ -71,4 +83,49 @@ class Store(Protocol):
         """A counter that grows with every committed write: equal generations mean equal registries."""
         ...
 
+    def dump(self) -> RegistryDump: ...
+
+    def restore(self, dump: RegistryDump) -> None:
+        """Load a dump into this store, which must be empty, in one transaction."""
+        ...
+
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class NearestNeighbours(Protocol):
+    """A store that can find the vectors nearest to a query itself (an approximate index in the database)."""
+
+    def nearest(self, model_id: str, vector: Vector, limit: int) -> dict[str, float]:
+        """Cosine similarity of the `limit` stored vectors of `model_id` nearest to `vector`, by text hash."""
+        ...
+
+
+def migrations(dialect: str) -> list[tuple[int, str]]:
+    """(number, sql) of every bundled migration of a database dialect, in order."""
+    folder = resources.files("toolrag.store") / "migrations" / dialect
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def sql_statements(script: str) -> list[str]:
+    """The statements of a migration script (one per `;` at a line end)."""
+    return [statement for statement in script.split(";\n") if statement.strip()]
+
+
+def checked_vector(vector: Vector, dimension: int) -> Vector:
+    array = np.asarray(vector, dtype=np.float32)
+    if array.shape != (dimension,):
+        raise StoreError(f"vector of shape {array.shape} does not fit an index of dimension {dimension}")
+    return array
+
+
+def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
+    return (
+        f"this registry was indexed with {recorded.model_id} ({recorded.dimension} dimensions), not "
+        f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
+        f"index for the new model with `toolrag index rebuild --embedder NAME` (or `ToolRegistry.rebuild()`)"
+    )

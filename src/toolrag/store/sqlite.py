@@ -7,26 +7,24 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
-from toolrag.store.base import IndexModel, UpsertReport, Vector
+from toolrag.store.base import (
+    IndexModel,
+    RegistryDump,
+    UpsertReport,
+    Vector,
+    checked_vector,
+    migrations,
+    model_mismatch_message,
+    sql_statements,
+)
 
 _CHUNK = 500  # SQLite limits the number of bound parameters per statement
-
-
-def migrations() -> list[tuple[int, str]]:
-    """(number, sql) of every bundled migration, in order."""
-    folder = resources.files("toolrag.store") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
-    return sorted(found)
 
 
 class SQLiteStore:
@@ -63,7 +61,7 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
-        bundled = migrations()
+        bundled = migrations("sqlite")
         newest = bundled[-1][0]
         if current > newest:
             raise StoreError(
@@ -72,9 +70,8 @@ class SQLiteStore:
         for number, sql in bundled:
             if number > current:
                 with self._transaction() as db:
-                    for statement in sql.split(";\n"):
-                        if statement.strip():
-                            db.execute(statement)
+                    for statement in sql_statements(sql):
+                        db.execute(statement)
                     db.execute(f"PRAGMA user_version = {number}")
 
     # -- writes ---------------------------------------------------------------------------------------------------
@@ -104,20 +101,24 @@ class SQLiteStore:
     def _insert_vectors(db: sqlite3.Connection, model: IndexModel, vectors: dict[str, Vector]) -> None:
         db.executemany(
             "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?, ?, ?)",
-            [(model.model_id, key, _to_blob(vec, model.dimension)) for key, vec in vectors.items()],
+            [(model.model_id, key, checked_vector(vec, model.dimension).tobytes()) for key, vec in vectors.items()],
         )
 
     def _upsert_one(self, db: sqlite3.Connection, tool: Tool, generation: int, report: UpsertReport) -> None:
         row = db.execute("SELECT content_hash, version, created_at FROM tools WHERE name = ?", (tool.name,)).fetchone()
-        digest = tool.content_hash
-        if row is not None and row[0] == digest:
+        if row is not None and row[0] == tool.content_hash:
             report.unchanged.append(tool.name)
             return
         now = utc_now()
         version = 1 if row is None else row[1] + 1
         created = now if row is None else datetime.fromisoformat(row[2])
         stored = tool.model_copy(update={"version": version, "created_at": created, "updated_at": now})
-        definition = stored.model_dump_json()
+        self._write_current(db, stored, generation)
+        self._write_version(db, stored)
+        (report.added if row is None else report.updated).append(tool.name)
+
+    @staticmethod
+    def _write_current(db: sqlite3.Connection, tool: Tool, generation: int) -> None:
         db.execute(
             "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition,"
@@ -125,21 +126,23 @@ class SQLiteStore:
             " source = excluded.source, updated_at = excluded.updated_at, seq = excluded.seq",
             (
                 tool.name,
-                definition,
-                digest,
-                version,
+                tool.model_dump_json(),
+                tool.content_hash,
+                tool.version,
                 int(tool.active),
                 tool.source,
-                created.isoformat(),
-                now.isoformat(),
+                tool.created_at.isoformat(),
+                tool.updated_at.isoformat(),
                 generation,
             ),
         )
+
+    @staticmethod
+    def _write_version(db: sqlite3.Connection, tool: Tool) -> None:
         db.execute(
             "INSERT INTO tool_versions(name, version, definition, content_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-            (tool.name, version, definition, digest, now.isoformat()),
+            (tool.name, tool.version, tool.model_dump_json(), tool.content_hash, tool.updated_at.isoformat()),
         )
-        (report.added if row is None else report.updated).append(tool.name)
 
     def _check_or_set_model(self, db: sqlite3.Connection, model: IndexModel) -> None:
         recorded = self._read_model(db)
@@ -214,21 +217,35 @@ class SQLiteStore:
     def generation(self) -> int:
         return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
 
+    def dump(self) -> RegistryDump:
+        with self._lock:
+            model = self._read_model(self._db)
+            versions = self._query("SELECT definition FROM tool_versions ORDER BY name, version")
+            rows = (
+                []
+                if model is None
+                else self._query("SELECT text_hash, vector FROM embeddings WHERE model = ?", (model.model_id,))
+            )
+            return RegistryDump(
+                model=model,
+                tools=self.tools(include_inactive=True),
+                versions=[Tool.from_store(str(row[0])) for row in versions],
+                vectors={str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows},  # type: ignore[call-overload]
+            )
+
+    def restore(self, dump: RegistryDump) -> None:
+        with self._transaction() as db:
+            if db.execute("SELECT count(*) FROM tool_versions").fetchone()[0]:
+                raise StoreError(f"cannot restore into {self.path}: it already holds tools")
+            generation = self._bump_generation(db)
+            for tool in dump.tools:
+                self._write_current(db, tool, generation)
+            for version in dump.versions:
+                self._write_version(db, version)
+            if dump.model is not None:
+                self._write_model(db, dump.model)
+                self._insert_vectors(db, dump.model, dump.vectors)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def _to_blob(vector: Vector, dimension: int) -> bytes:
-    array = np.asarray(vector, dtype=np.float32)
-    if array.shape != (dimension,):
-        raise StoreError(f"vector of shape {array.shape} does not fit an index of dimension {dimension}")
-    return array.tobytes()
-
-
-def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
-    return (
-        f"this registry was indexed with {recorded.model_id} ({recorded.dimension} dimensions), not "
-        f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
-        f"index for the new model with `toolrag index rebuild --embedder NAME` (or `ToolRegistry.rebuild()`)"
-    )

@@ -1,0 +1,380 @@
+"""A registry in PostgreSQL with pgvector, shared by every process that points at it.
+
+Tables live in their own schema (`toolrag` by default). Writers serialize on a transaction-level advisory lock, so
+the generation counter orders every change and no update is lost; readers notice other processes' writes by the
+counter. Migrations run under a session-level advisory lock, so instances starting together do not race.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from toolrag.errors import ModelMismatchError, StoreError
+from toolrag.model import Tool, utc_now
+from toolrag.store.base import (
+    IndexModel,
+    RegistryDump,
+    UpsertReport,
+    Vector,
+    checked_vector,
+    migrations,
+    model_mismatch_message,
+    sql_statements,
+)
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
+    raise ImportError('the PostgreSQL store needs `pip install "toolrag[postgres]"`') from exc
+
+_MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
+_WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
+_NEAREST_EF_SEARCH = 200
+
+
+class PostgresStore:
+    """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
+
+    def __init__(self, url: str, schema: str = "toolrag") -> None:
+        self.url = url
+        self.schema = schema
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        with self._lock:
+            self._connection()
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`)."""
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        schemas = [value for key, value in query if key == "schema"]
+        rest = urlencode([(key, value) for key, value in query if key != "schema"], safe="/")
+        plain = urlunsplit(parts._replace(query=rest))
+        return cls(plain, schema=schemas[-1]) if schemas else cls(plain)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redacted(self.url)!r}, schema={self.schema!r})"
+
+    # -- connection ---------------------------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(self.url)}: {_reason(exc)}") from exc
+        try:
+            self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            try:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"PostgreSQL at {_redacted(self.url)} has no usable pgvector extension ({_reason(exc)}): "
+                    "install pgvector, or have an administrator run CREATE EXTENSION vector"
+                ) from exc
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+            register_vector(conn)
+            self._migrate(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        current = int(row[0]) if row and row[0] is not None else 0
+        bundled = migrations("postgres")
+        newest = bundled[-1][0]
+        if current > newest:
+            raise StoreError(
+                f"schema {self.schema!r} has version {current}, newer than this toolrag knows ({newest}): "
+                "upgrade toolrag"
+            )
+        for number, script in bundled:
+            if number > current:
+                with conn.transaction():
+                    for statement in sql_statements(script):
+                        conn.execute(statement.encode())
+                    conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (number,))
+
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection, with database failures turned into StoreError (and the connection dropped if broken)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                yield conn
+            except psycopg.OperationalError as exc:
+                conn.close()
+                self._conn = None
+                raise StoreError(f"PostgreSQL at {_redacted(self.url)} failed: {_reason(exc)}") from exc
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL at {_redacted(self.url)}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A write transaction, serialized with every other writer of the database."""
+        with self._session() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+            yield conn
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
+        report = UpsertReport()
+        with self._transaction() as db:
+            self._check_or_set_model(db, model)
+            generation = self._bump_generation(db)
+            current = self._current_rows(db, [t.name for t in tools])
+            for tool in tools:
+                self._upsert_one(db, tool, current.get(tool.name), generation, report)
+            self._insert_vectors(db, model, vectors)
+        return report
+
+    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
+        with self._transaction() as db:
+            self._insert_vectors(db, model, vectors)
+
+    def switch_model(self, model: IndexModel) -> None:
+        with self._transaction() as db:
+            previous = self._read_model(db)
+            self._write_model(db, model)
+            db.execute("DELETE FROM embeddings WHERE model <> %s", (model.model_id,))
+            if previous is not None and previous.model_id != model.model_id:
+                db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(_hnsw_name(previous.model_id)))
+            generation = self._bump_generation(db)
+            db.execute("UPDATE tools SET seq = %s", (generation,))  # every tool must be re-read with new vectors
+
+    @staticmethod
+    def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, tuple[str, int, Any]]:
+        rows = db.execute(
+            "SELECT name, content_hash, version, created_at FROM tools WHERE name = ANY(%s)", (names,)
+        ).fetchall()
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+    def _upsert_one(
+        self,
+        db: psycopg.Connection[Any],
+        tool: Tool,
+        row: tuple[str, int, Any] | None,
+        generation: int,
+        report: UpsertReport,
+    ) -> None:
+        if row is not None and row[0] == tool.content_hash:
+            report.unchanged.append(tool.name)
+            return
+        now = utc_now()
+        version = 1 if row is None else row[1] + 1
+        created = now if row is None else row[2]
+        stored = tool.model_copy(update={"version": version, "created_at": created, "updated_at": now})
+        self._write_current(db, stored, generation)
+        self._write_version(db, stored)
+        (report.added if row is None else report.updated).append(tool.name)
+
+    @staticmethod
+    def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:
+        db.execute(
+            "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT(name) DO UPDATE SET"
+            " definition = excluded.definition, content_hash = excluded.content_hash, version = excluded.version,"
+            " active = excluded.active, source = excluded.source, updated_at = excluded.updated_at,"
+            " seq = excluded.seq",
+            (
+                tool.name,
+                tool.model_dump_json(),
+                tool.content_hash,
+                tool.version,
+                tool.active,
+                tool.source,
+                tool.created_at,
+                tool.updated_at,
+                generation,
+            ),
+        )
+
+    @staticmethod
+    def _write_version(db: psycopg.Connection[Any], tool: Tool) -> None:
+        db.execute(
+            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (tool.name, tool.version, tool.model_dump_json(), tool.content_hash, tool.updated_at),
+        )
+
+    @staticmethod
+    def _insert_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
+        rows = [(model.model_id, key, checked_vector(vec, model.dimension)) for key, vec in vectors.items()]
+        if rows:
+            with db.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO embeddings(model, text_hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
+                )
+
+    def _check_or_set_model(self, db: psycopg.Connection[Any], model: IndexModel) -> None:
+        recorded = self._read_model(db)
+        if recorded is None:
+            self._write_model(db, model)
+        elif recorded != model:
+            raise ModelMismatchError(model_mismatch_message(recorded, model))
+
+    @staticmethod
+    def _write_model(db: psycopg.Connection[Any], model: IndexModel) -> None:
+        with db.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [("model_id", model.model_id), ("dimension", str(model.dimension))],
+            )
+        db.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+                " WHERE model = {}"
+            ).format(_hnsw_name(model.model_id), sql.Literal(model.dimension), sql.Literal(model.model_id))
+        )
+
+    @staticmethod
+    def _bump_generation(db: psycopg.Connection[Any]) -> int:
+        row = db.execute(
+            "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation' RETURNING value"
+        ).fetchone()
+        assert row is not None  # the first migration inserts the counter
+        return int(row[0])
+
+    # -- reads --------------------------------------------------------------------------------------------------
+
+    def _query(self, query: str | sql.Composed, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        with self._session() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def get(self, name: str) -> Tool | None:
+        rows = self._query("SELECT definition::text FROM tools WHERE name = %s", (name,))
+        return Tool.from_store(rows[0][0]) if rows else None
+
+    def tools(self, include_inactive: bool = False) -> list[Tool]:
+        where = "" if include_inactive else " WHERE active"
+        rows = self._query(f"SELECT definition::text FROM tools{where} ORDER BY name")
+        return [Tool.from_store(row[0]) for row in rows]
+
+    def changed_since(self, generation: int) -> list[Tool]:
+        rows = self._query("SELECT definition::text FROM tools WHERE seq > %s ORDER BY name", (generation,))
+        return [Tool.from_store(row[0]) for row in rows]
+
+    def history(self, name: str) -> list[Tool]:
+        rows = self._query("SELECT definition::text FROM tool_versions WHERE name = %s ORDER BY version", (name,))
+        return [Tool.from_store(row[0]) for row in rows]
+
+    def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
+        keys = list(dict.fromkeys(text_hashes))
+        rows = self._query(
+            "SELECT text_hash, vector FROM embeddings WHERE model = %s AND text_hash = ANY(%s)", (model_id, keys)
+        )
+        return {key: _as_array(vector) for key, vector in rows}
+
+    def nearest(self, model_id: str, vector: Vector, limit: int) -> dict[str, float]:
+        model = self.index_model()
+        if model is None or model.model_id != model_id:
+            return {}
+        # Literals, not parameters: the planner can use a partial index only when it sees the model's name.
+        query = sql.SQL(
+            "SELECT text_hash, 1 - (vector::vector({dim}) <=> %s::vector({dim})) FROM embeddings"
+            " WHERE model = {model} ORDER BY vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
+        ).format(dim=sql.Literal(model.dimension), model=sql.Literal(model_id))
+        query_vector = checked_vector(vector, model.dimension)
+        with self._session() as conn, conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(_NEAREST_EF_SEARCH, limit))))
+            rows = conn.execute(query, (query_vector, query_vector, limit)).fetchall()
+        return {key: float(similarity) for key, similarity in rows}
+
+    def index_model(self) -> IndexModel | None:
+        with self._session() as conn:
+            return self._read_model(conn)
+
+    @staticmethod
+    def _read_model(db: psycopg.Connection[Any]) -> IndexModel | None:
+        rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('model_id', 'dimension')").fetchall())
+        if "model_id" not in rows:
+            return None
+        return IndexModel(rows["model_id"], int(rows["dimension"]))
+
+    def generation(self) -> int:
+        return int(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0])
+
+    def dump(self) -> RegistryDump:
+        with self._session() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            model = self._read_model(conn)
+            tools = conn.execute("SELECT definition::text FROM tools ORDER BY name").fetchall()
+            versions = conn.execute("SELECT definition::text FROM tool_versions ORDER BY name, version").fetchall()
+            vectors = (
+                []
+                if model is None
+                else conn.execute(
+                    "SELECT text_hash, vector FROM embeddings WHERE model = %s", (model.model_id,)
+                ).fetchall()
+            )
+        return RegistryDump(
+            model=model,
+            tools=[Tool.from_store(row[0]) for row in tools],
+            versions=[Tool.from_store(row[0]) for row in versions],
+            vectors={key: _as_array(vector) for key, vector in vectors},
+        )
+
+    def restore(self, dump: RegistryDump) -> None:
+        with self._transaction() as db:
+            if db.execute("SELECT count(*) FROM tool_versions").fetchone() != (0,):
+                raise StoreError(f"cannot restore into {self!r}: it already holds tools")
+            generation = self._bump_generation(db)
+            for tool in dump.tools:
+                self._write_current(db, tool, generation)
+            for version in dump.versions:
+                self._write_version(db, version)
+            if dump.model is not None:
+                self._write_model(db, dump.model)
+                self._insert_vectors(db, dump.model, dump.vectors)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _as_array(vector: Any) -> Vector:
+    values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
+    return np.asarray(values, dtype=np.float32)
+
+
+def _hnsw_name(model_id: str) -> sql.Identifier:
+    return sql.Identifier("embeddings_hnsw_" + hashlib.sha256(model_id.encode()).hexdigest()[:16])
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"

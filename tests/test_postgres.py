@@ -1,0 +1,104 @@
+"""What only the PostgreSQL store does: connection errors, schemas, migrations under a lock, a vector index."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import psycopg
+import pytest
+
+from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
+from toolrag.store import IndexModel
+from toolrag.store.postgres import PostgresStore
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, make_tool
+
+MODEL = IndexModel("test-model", 4)
+
+
+def test_an_unreachable_database_is_named_without_its_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(StoreError, match=r"cannot connect to PostgreSQL at postgresql://bob@/db\?host=") as caught:
+        open_store(f"postgresql://bob:hunter2@/db?host={tmp_path}")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_schemas_hold_separate_registries(postgres_url: str) -> None:
+    one, two = open_store(in_schema(postgres_url, "sep_one")), open_store(in_schema(postgres_url, "sep_two"))
+    one.upsert([make_tool("a", "A.")], {}, MODEL)
+    assert two.tools() == [] and [t.name for t in one.tools()] == ["a"]
+
+
+def test_instances_starting_together_migrate_once(postgres_url: str) -> None:
+    url = in_schema(postgres_url, "racing")
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            open_store(url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM racing.schema_version").fetchone() == (1,)
+
+
+def test_a_newer_schema_is_refused(postgres_url: str) -> None:
+    open_store(in_schema(postgres_url, "newer")).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO newer.schema_version(version) VALUES (999)")
+    with pytest.raises(StoreError, match="newer than this toolrag"):
+        open_store(in_schema(postgres_url, "newer"))
+
+
+def test_nearest_uses_the_models_hnsw_index(postgres_url: str) -> None:
+    store = PostgresStore.from_url(in_schema(postgres_url, "nearest"))
+    rng = np.random.default_rng(7)
+    vectors = {f"h{i}": v / np.linalg.norm(v) for i, v in enumerate(rng.normal(size=(300, 4)).astype(np.float32))}
+    store.upsert([make_tool("a", "A.")], vectors, MODEL)
+    query = vectors["h42"]
+    found = store.nearest("test-model", query, 5)
+    assert next(iter(found)) == "h42" and found["h42"] == pytest.approx(1.0, abs=1e-5)
+    exact = sorted(vectors, key=lambda key: -float(vectors[key] @ query))[:5]
+    assert set(found) == set(exact)
+    assert store.nearest("another-model", query, 5) == {}
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("SET search_path TO nearest, public")
+        conn.execute("ANALYZE embeddings")
+        conn.execute("SET enable_sort = off")  # a table this small would otherwise be sorted; large ones are not
+        plan = conn.execute(
+            "EXPLAIN SELECT text_hash FROM embeddings WHERE model = 'test-model'"
+            " ORDER BY vector::vector(4) <=> '[1,0,0,0]'::vector(4) LIMIT 5"
+        ).fetchall()
+    assert "embeddings_hnsw_" in " ".join(row[0] for row in plan)
+
+
+def test_a_dropped_connection_fails_clearly_then_recovers(postgres_url: str) -> None:
+    store = PostgresStore.from_url(in_schema(postgres_url, "reconnect"))
+    store.upsert([make_tool("a", "A.")], {}, MODEL)
+    pid = store._query("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(StoreError, match=r"PostgreSQL at .* failed"):
+        store.get("a")
+    assert store.get("a") is not None  # the next call reconnects
+
+
+def test_search_with_the_databases_vector_index_matches_the_exact_scan(
+    postgres_url: str, embedder: CountingEmbedder
+) -> None:
+    url = in_schema(postgres_url, "approximate")
+    exact = ToolRegistry(url, embedder)
+    exact.register_many(SAMPLE_TOOLS)
+    approximate = ToolRegistry(url, embedder, SearchConfig(ann_min_tools=0, ann_candidates=10))
+    nobody = Principal()
+    for query in ["will it rain in Kyiv", "refund the customer", "where is my parcel", "email my boss"]:
+        assert [r.name for r in approximate.search(query, nobody)] == [r.name for r in exact.search(query, nobody)]
+        ranked = approximate.rank(query, nobody, limit=10)
+        assert not {r.name for r in ranked} & {"payments.refund_payment", "payments.list_payments", "hr.update_salary"}
