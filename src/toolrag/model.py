@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from typing import Any
 
 import jsonschema
@@ -163,13 +164,17 @@ class CapabilityCard(BaseModel):
 
 
 class Principal(BaseModel):
-    """Who a request is made for. Visibility and execution rights derive from tenant and scopes only."""
+    """Who a request is made for. Visibility and execution rights derive from tenant, scopes and name rules only."""
 
     model_config = ConfigDict(frozen=True)
 
     user: str | None = None
     tenant: str | None = None
     scopes: frozenset[str] = frozenset()
+    allow_tools: frozenset[str] | None = Field(
+        default=None, description="glob patterns of tool names this principal may use; None allows every name"
+    )
+    deny_tools: frozenset[str] = Field(default=frozenset(), description="glob patterns of tool names it may not use")
 
     @classmethod
     def anonymous(cls) -> Principal:
@@ -182,17 +187,27 @@ class Principal(BaseModel):
         namespace = scope.split(":", 1)[0]
         return f"{namespace}:*" in self.scopes
 
+    def may_name(self, name: str) -> bool:
+        """Whether the name rules let this principal use a tool of that name."""
+        if any(fnmatchcase(name, pattern) for pattern in self.deny_tools):
+            return False
+        return self.allow_tools is None or any(fnmatchcase(name, pattern) for pattern in self.allow_tools)
+
+    @property
+    def has_name_rules(self) -> bool:
+        return self.allow_tools is not None or bool(self.deny_tools)
+
     def can_use(self, tool: Tool) -> bool:
-        if not tool.active:
+        if not tool.active or not self.may_name(tool.name):
             return False
         if tool.tenants and self.tenant not in tool.tenants:
             return False
         return all(self.holds(scope) for scope in tool.scopes)
 
     @property
-    def visibility_key(self) -> tuple[str | None, frozenset[str]]:
+    def visibility_key(self) -> tuple[object, ...]:
         """Two principals with equal keys see exactly the same tools."""
-        return (self.tenant, self.scopes)
+        return (self.tenant, self.scopes, self.allow_tools, self.deny_tools)
 
 
 class SignalScores(BaseModel):

@@ -26,6 +26,7 @@ from toolrag.cli.common import (
     progress_bar,
     results_table,
 )
+from toolrag.cli.mcp import mcp_app
 from toolrag.cli.store import store_app
 from toolrag.search.config import MAX_K, SearchConfig
 
@@ -124,6 +125,7 @@ def show(
 index_app = typer.Typer(help="Maintain the search index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
 app.add_typer(store_app, name="store")
+app.add_typer(mcp_app, name="mcp")
 
 
 @index_app.command("rebuild")

@@ -49,6 +49,7 @@ class CallResult:
     message: Message
     tool: Tool | None
     outcome: Outcome
+    value: Any = None  # what the tool returned, before it was serialized into the message
 
     @property
     def return_direct(self) -> bool:
@@ -85,6 +86,7 @@ class ToolGateway:
         started = time.perf_counter()
         resolution: Resolution | None = None
         tool: Tool | None = None
+        result: Any = None
         try:
             resolution = self._resolve(call.name)
             tool = self.tools[resolution.name]
@@ -107,7 +109,7 @@ class ToolGateway:
             self._record(call, resolution, "propagated", started, offered, "non-Exception error")
             raise
         self._record(call, resolution, outcome, started, offered, message.content if message.is_error else None)
-        return CallResult(message, tool, outcome)
+        return CallResult(message, tool, outcome, result)
 
     def _resolve(self, requested: str) -> Resolution:
         try:

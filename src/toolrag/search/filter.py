@@ -40,8 +40,9 @@ class VisibilityFilter:
 
 
 def compute_mask(index: SearchIndex, principal: Principal) -> BoolArray | None:
-    """Only restricted tools need a check: a tool without scopes or tenants is visible to everyone."""
-    hidden = [int(p) for p in index.restricted if not principal.can_use(index.tools[int(p)])]
+    """Without name rules only restricted tools need a check: a tool without scopes or tenants is visible to all."""
+    checked = range(index.size) if principal.has_name_rules else (int(p) for p in index.restricted)
+    hidden = [p for p in checked if not principal.can_use(index.tools[p])]
     if not hidden:
         return None
     mask = np.ones(index.size, dtype=np.bool_)

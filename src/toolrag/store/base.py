@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from typing import Protocol, runtime_checkable
 
@@ -11,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from toolrag.errors import StoreError
-from toolrag.model import Tool
+from toolrag.model import Tool, utc_now
 
 Vector = npt.NDArray[np.float32]
 
@@ -45,6 +46,35 @@ class RegistryDump:
     tools: list[Tool]  # current state of every tool, inactive ones too
     versions: list[Tool]  # every version of every tool, oldest first per tool
     vectors: dict[str, Vector]  # the index model's vectors by text hash
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The approved content hash of a tool imported from an MCP server, and a changed version awaiting approval."""
+
+    tool: str
+    server: str
+    approved_hash: str | None
+    pending_hash: str | None = None
+    pending: Tool | None = None
+    findings: tuple[str, ...] = ()
+    updated_at: datetime = field(default_factory=utc_now)
+
+    @property
+    def quarantined(self) -> bool:
+        return self.pending_hash is not None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One line of the audit log: what happened to which tool, for whom, and why."""
+
+    action: str
+    detail: str
+    tool: str | None = None
+    server: str | None = None
+    principal: str | None = None
+    at: datetime = field(default_factory=utc_now)
 
 
 class Store(Protocol):
@@ -81,6 +111,18 @@ class Store(Protocol):
 
     def generation(self) -> int:
         """A counter that grows with every committed write: equal generations mean equal registries."""
+        ...
+
+    def pins(self, server: str | None = None) -> list[Pin]: ...
+
+    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
+        """Insert or replace pins and append audit entries, in one transaction."""
+        ...
+
+    def audit(self, entries: Sequence[AuditEntry]) -> None: ...
+
+    def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
+        """The newest entries first."""
         ...
 
     def dump(self) -> RegistryDump: ...

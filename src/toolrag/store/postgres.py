@@ -8,6 +8,7 @@ counter. Migrations run under a session-level advisory lock, so instances starti
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,9 @@ import numpy as np
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
+    AuditEntry,
     IndexModel,
+    Pin,
     RegistryDump,
     UpsertReport,
     Vector,
@@ -316,6 +319,66 @@ class PostgresStore:
 
     def generation(self) -> int:
         return int(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0])
+
+    def pins(self, server: str | None = None) -> list[Pin]:
+        where, params = (" WHERE server = %s", (server,)) if server is not None else ("", ())
+        rows = self._query(
+            "SELECT tool, server, approved_hash, pending_hash, pending, findings::text, updated_at FROM pins"
+            f"{where} ORDER BY tool",
+            params,
+        )
+        return [
+            Pin(
+                tool,
+                srv,
+                approved,
+                pending_hash,
+                None if pending is None else Tool.from_store(pending),
+                tuple(json.loads(findings)),
+                updated,
+            )
+            for tool, srv, approved, pending_hash, pending, findings, updated in rows
+        ]
+
+    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
+        with self._transaction() as db:
+            for pin in pins:
+                db.execute(
+                    "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT(tool) DO UPDATE SET server = excluded.server,"
+                    " approved_hash = excluded.approved_hash, pending_hash = excluded.pending_hash,"
+                    " pending = excluded.pending, findings = excluded.findings, updated_at = excluded.updated_at",
+                    (
+                        pin.tool,
+                        pin.server,
+                        pin.approved_hash,
+                        pin.pending_hash,
+                        pin.pending.model_dump_json() if pin.pending else None,
+                        json.dumps(list(pin.findings)),
+                        pin.updated_at,
+                    ),
+                )
+            self._append_audit(db, audit)
+
+    def audit(self, entries: Sequence[AuditEntry]) -> None:
+        with self._transaction() as db:
+            self._append_audit(db, entries)
+
+    @staticmethod
+    def _append_audit(db: psycopg.Connection[Any], entries: Sequence[AuditEntry]) -> None:
+        for e in entries:
+            db.execute(
+                "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (%s, %s, %s, %s, %s, %s)",
+                (e.at, e.action, e.tool, e.server, e.principal, e.detail),
+            )
+
+    def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
+        where, params = (" WHERE tool = %s", (tool, limit)) if tool is not None else ("", (limit,))
+        rows = self._query(
+            f"SELECT action, detail, tool, server, principal, at FROM audit_log{where} ORDER BY id DESC LIMIT %s",
+            params,
+        )
+        return [AuditEntry(*row) for row in rows]
 
     def dump(self) -> RegistryDump:
         with self._session() as conn, conn.transaction():

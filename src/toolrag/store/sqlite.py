@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -14,7 +15,9 @@ import numpy as np
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
+    AuditEntry,
     IndexModel,
+    Pin,
     RegistryDump,
     UpsertReport,
     Vector,
@@ -217,6 +220,68 @@ class SQLiteStore:
     def generation(self) -> int:
         return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
 
+    def pins(self, server: str | None = None) -> list[Pin]:
+        where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
+        rows = self._query(
+            f"SELECT tool, server, approved_hash, pending_hash, pending, findings, updated_at FROM pins{where}"
+            " ORDER BY tool",
+            params,
+        )
+        return [
+            Pin(
+                str(tool),
+                str(srv),
+                _text(approved),
+                _text(pending_hash),
+                None if pending is None else Tool.from_store(str(pending)),
+                tuple(json.loads(str(findings))),
+                datetime.fromisoformat(str(updated)),
+            )
+            for tool, srv, approved, pending_hash, pending, findings, updated in rows
+        ]
+
+    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        pin.tool,
+                        pin.server,
+                        pin.approved_hash,
+                        pin.pending_hash,
+                        pin.pending.model_dump_json() if pin.pending else None,
+                        json.dumps(list(pin.findings)),
+                        pin.updated_at.isoformat(),
+                    )
+                    for pin in pins
+                ],
+            )
+            self._append_audit(db, audit)
+
+    def audit(self, entries: Sequence[AuditEntry]) -> None:
+        with self._transaction() as db:
+            self._append_audit(db, entries)
+
+    @staticmethod
+    def _append_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry]) -> None:
+        db.executemany(
+            "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            [(e.at.isoformat(), e.action, e.tool, e.server, e.principal, e.detail) for e in entries],
+        )
+
+    def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
+        where, params = (" WHERE tool = ?", (tool, limit)) if tool is not None else ("", (limit,))
+        rows = self._query(
+            f"SELECT action, detail, tool, server, principal, at FROM audit_log{where} ORDER BY id DESC LIMIT ?",
+            params,
+        )
+        return [
+            AuditEntry(str(a), str(d), _text(t), _text(sv), _text(p), datetime.fromisoformat(str(at)))
+            for a, d, t, sv, p, at in rows
+        ]
+
     def dump(self) -> RegistryDump:
         with self._lock:
             model = self._read_model(self._db)
@@ -249,3 +314,7 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

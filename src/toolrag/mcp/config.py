@@ -1,0 +1,168 @@
+"""The gateway's configuration file (TOML): upstream MCP servers, principals and their rules, limits.
+
+store = "toolrag.db"
+local_principal = "me"          # who a stdio client is
+
+[servers.time]                  # stdio upstream
+command = "uvx"
+args = ["mcp-server-time"]
+
+[servers.docs]                  # streamable HTTP upstream
+url = "https://docs.example.com/mcp"
+headers = { Authorization = "Bearer ..." }
+
+[principals.me]
+scopes = ["*"]
+servers = ["*"]                 # globs of servers whose tools this principal may use ...
+tools = []                      # ... plus globs of single tools (`git.git_status`)
+deny_tools = ["git.git_reset"]  # never, whatever else allows it
+token = "..."                   # bearer token over HTTP (or token_env = "VARIABLE")
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from toolrag.errors import ToolragError
+from toolrag.model import Principal
+
+SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,48}$"  # no dots: the dot separates server and tool
+
+
+class ConfigError(ToolragError):
+    """The gateway configuration is missing, unreadable or invalid."""
+
+
+class ServerConfig(BaseModel):
+    """One upstream MCP server, over stdio (`command`) or streamable HTTP (`url`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    description: str | None = Field(default=None, description="what the server is for; added to its tools' text")
+    scopes: list[str] = Field(default_factory=list, description="scopes every tool of this server requires")
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either `command` (stdio) or `url` (streamable HTTP), not both or neither")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+
+class PrincipalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    tenant: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    servers: list[str] = Field(default_factory=lambda: ["*"], description="globs of servers")
+    tools: list[str] = Field(default_factory=list, description="globs of namespaced tool names")
+    deny_tools: list[str] = Field(default_factory=list)
+    token: str | None = None
+    token_env: str | None = None
+
+    def bearer_token(self) -> str | None:
+        if self.token_env is not None:
+            return os.environ.get(self.token_env) or None
+        return self.token
+
+    def principal(self, name: str) -> Principal:
+        allowed = frozenset([f"{server}.*" for server in self.servers] + self.tools)
+        return Principal(
+            user=self.user or name,
+            tenant=self.tenant,
+            scopes=frozenset(self.scopes),
+            allow_tools=allowed,
+            deny_tools=frozenset(self.deny_tools),
+        )
+
+
+class GatewayConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    store: str = "toolrag.db"
+    embedder: str = "default"
+    local_principal: str | None = Field(default=None, description="the principal of stdio clients")
+    expose: list[str] = Field(default_factory=list, description="tools listed beside find_tools and call_tool")
+    approve_new_tools: bool = Field(
+        default=True, description="trust a tool the first time it is seen (flagged tools are quarantined anyway)"
+    )
+    call_timeout_seconds: float = Field(default=30.0, gt=0)
+    connect_timeout_seconds: float = Field(default=20.0, gt=0)
+    ping_interval_seconds: float = Field(default=5.0, gt=0)
+    max_backoff_seconds: float = Field(default=30.0, gt=0)
+    find_k: int = Field(default=3, ge=1, le=5)
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_and_references(self) -> GatewayConfig:
+        import re
+
+        for name in self.servers:
+            if not re.fullmatch(SERVER_NAME_PATTERN, name):
+                raise ValueError(f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots)")
+        if self.local_principal is not None and self.local_principal not in self.principals:
+            raise ValueError(f"local_principal {self.local_principal!r} is not in [principals]")
+        tokens: dict[str, str] = {}
+        for name, principal in self.principals.items():
+            token = principal.bearer_token()
+            if token is not None and token in tokens:
+                raise ValueError(f"principals {tokens[token]!r} and {name!r} have the same token")
+            if token is not None:
+                tokens[token] = name
+        return self
+
+    def principal_for_token(self, token: str) -> Principal | None:
+        for name, principal in self.principals.items():
+            if principal.bearer_token() == token:
+                return principal.principal(name)
+        return None
+
+    def local(self) -> Principal:
+        """The principal of a stdio client: the configured one, or a user without scopes (unrestricted tools only)."""
+        if self.local_principal is None:
+            return Principal(user="local")
+        return self.principals[self.local_principal].principal(self.local_principal)
+
+    @property
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        return {name: server for name, server in self.servers.items() if server.enabled}
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a gateway configuration; relative store paths are taken from the file's folder."""
+    source = Path(path)
+    try:
+        data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"gateway configuration {source} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read gateway configuration {source}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from None
+    try:
+        config = GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid gateway configuration {source}: {problems}") from None
+    if "://" not in config.store and not Path(config.store).is_absolute():
+        config = config.model_copy(update={"store": str(source.parent / config.store)})
+    return config

@@ -1,0 +1,292 @@
+"""The MCP gateway: many upstream MCP servers behind two tools, `find_tools` and `call_tool`.
+
+Clients (Claude Desktop, IDEs, agents on any MCP SDK) connect over stdio or streamable HTTP. `find_tools` searches
+the registry for the caller's principal and returns capability cards with full input schemas; `call_tool` goes
+through the runtime's execution gateway (authorization, name resolution, schema validation, timeout) and is
+forwarded to the upstream that owns the tool. Over HTTP every request needs a configured bearer token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from toolrag.inject.formats import render
+from toolrag.mcp.config import GatewayConfig
+from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
+from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool
+from toolrag.model import Principal
+from toolrag.registry import ToolRegistry
+from toolrag.runtime.events import Event, SecurityEvent
+from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
+from toolrag.runtime.messages import ToolCall
+from toolrag.store.base import AuditEntry
+
+log = logging.getLogger("toolrag.mcp")
+
+FIND_TOOLS = types.Tool(
+    name="find_tools",
+    description=(
+        "Search the tools available to you by what you want to do. Returns the best matching tools with their full "
+        "input schemas; then run one with call_tool. Search again with other words if none fits."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what you want to do, in a sentence"},
+            "k": {"type": "integer", "minimum": 1, "maximum": 5, "description": "how many tools at most"},
+        },
+        "required": ["query"],
+    },
+)
+CALL_TOOL = types.Tool(
+    name="call_tool",
+    description="Run a tool that find_tools returned, by its name, with arguments that follow its input schema.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "the tool's name as find_tools gave it"},
+            "arguments": {"type": "object", "description": "the tool's arguments"},
+        },
+        "required": ["name"],
+    },
+)
+
+
+class AuditSink:
+    """Writes refused calls (a principal asking for a tool it may not use) to the registry's audit log."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, SecurityEvent):
+            server = split_name(event.tool)[0]
+            entry = AuditEntry("refused", event.reason, event.tool, server, event.user)
+            self.registry.store.audit([entry])
+
+
+@dataclass
+class McpGateway:
+    """The gateway's state: registry, importer, upstream connections, and one execution gateway per principal."""
+
+    settings: GatewayConfig
+    registry: ToolRegistry
+    reports: dict[str, SyncReport] = field(default_factory=dict)  # what each server's syncs did, merged
+
+    def __post_init__(self) -> None:
+        self.importer = ToolImporter(self.registry, self.settings)
+        self.pool = UpstreamPool(self.settings, self._on_tools)
+        self._gateways: dict[tuple[object, ...], ToolGateway] = {}
+        self._audit = AuditSink(self.registry)
+
+    @classmethod
+    def from_config(cls, settings: GatewayConfig) -> McpGateway:
+        return cls(settings, ToolRegistry(settings.store, settings.embedder))
+
+    async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
+        report = await anyio.to_thread.run_sync(self.importer.apply, server, tools)
+        self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
+        log.info(
+            "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused",
+            server,
+            len(report.imported),
+            len(report.unchanged),
+            len(report.quarantined),
+            len(report.deactivated),
+            len(report.refused),
+        )
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Deactivate tools of servers no longer configured, connect every upstream, wait for the first attempts."""
+        await anyio.to_thread.run_sync(self.importer.forget_servers, list(self.settings.enabled_servers))
+        await self.pool.run(task_group)
+        await self.pool.wait_attempted(self.settings.connect_timeout_seconds + 1)
+
+    # -- the two tools ------------------------------------------------------------------------------------------
+
+    def find_tools(self, query: str, principal: Principal, k: int | None = None) -> dict[str, Any]:
+        results = self.registry.search(query, principal, k or self.settings.find_k)
+        definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
+        return {
+            "tools": [
+                {
+                    "name": r.name,
+                    "description": definitions[r.name].get("description", ""),
+                    "input_schema": definitions[r.name].get("inputSchema", {}),
+                    "score": round(r.score, 3),
+                }
+                for r in results
+            ],
+            "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
+        }
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], principal: Principal) -> types.CallToolResult:
+        gateway = self._gateway_for(principal)
+        call = ToolCall(id=uuid.uuid4().hex, name=name, arguments=json.dumps(arguments))
+        result = await gateway.call(call, offered=set())
+        if result.outcome == "ok" and isinstance(result.value, types.CallToolResult):
+            return result.value
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.message.content)], is_error=result.message.is_error
+        )
+
+    def _gateway_for(self, principal: Principal) -> ToolGateway:
+        key = (self.registry.generation, principal.visibility_key, principal.user)
+        gateway = self._gateways.get(key)
+        if gateway is None:
+            if len(self._gateways) > 256:
+                self._gateways.clear()
+            visible, hidden = self.registry.partition(principal)
+            policy = ExecutionPolicy(timeout_seconds=self.settings.call_timeout_seconds + 1)
+            gateway = ToolGateway(visible, hidden, principal, self._forwarder, policy=policy, events=self._audit)
+            self._gateways[key] = gateway
+        return gateway
+
+    def _forwarder(self, name: str) -> Callable[..., Awaitable[types.CallToolResult]] | None:
+        tool = self.registry.store.get(name)
+        if tool is None or not tool.source.startswith(SOURCE_PREFIX):
+            return None
+
+        async def forward(**arguments: Any) -> types.CallToolResult:
+            return await self._forward(name, **arguments)
+
+        return forward
+
+    async def _forward(self, name: str, **arguments: Any) -> types.CallToolResult:
+        server, tool = split_name(name)
+        result = await self.pool.call(server, tool, arguments)
+        if result.is_error:
+            text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent)) or "no details"
+            raise UpstreamCallFailed(f"MCP server {server!r} reported an error: {text}")
+        return result
+
+    # -- the MCP server -----------------------------------------------------------------------------------------
+
+    def mcp_server(self, principal_of: Callable[[Any], Principal]) -> Server[Any]:
+        """The downstream MCP server; `principal_of(request)` names the caller (request is None over stdio)."""
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            principal = principal_of(ctx.request)
+            exposed = self._exposed(principal)
+            return types.ListToolsResult(tools=[FIND_TOOLS, CALL_TOOL, *exposed])
+
+        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            principal = principal_of(ctx.request)
+            arguments = dict(params.arguments or {})
+            if params.name == "find_tools":
+                return await self._answer_find(arguments, principal)
+            if params.name == "call_tool":
+                target = arguments.get("name")
+                if not isinstance(target, str) or not target:
+                    return _error("call_tool needs `name`: the tool's name as find_tools gave it")
+                inner = arguments.get("arguments") or {}
+                if not isinstance(inner, dict):
+                    return _error("call_tool's `arguments` must be an object")
+                return await self.call_tool(target, inner, principal)
+            if params.name in self.settings.expose:
+                return await self.call_tool(params.name, arguments, principal)
+            return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
+
+        return Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def _answer_find(self, arguments: dict[str, Any], principal: Principal) -> types.CallToolResult:
+        query = arguments.get("query")
+        k = arguments.get("k")
+        if not isinstance(query, str) or not query.strip():
+            return _error("find_tools needs `query`: what you want to do, in a sentence")
+        if k is not None and (not isinstance(k, int) or not 1 <= k <= 5):
+            return _error("find_tools' `k` must be an integer from 1 to 5")
+        found = await anyio.to_thread.run_sync(self.find_tools, query, principal, k)
+        text = json.dumps(found, ensure_ascii=False)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=found)
+
+    def _exposed(self, principal: Principal) -> list[types.Tool]:
+        if not self.settings.expose:
+            return []
+        visible = {t.name: t for t in self.registry.visible_tools(principal)}
+        chosen = [visible[name] for name in self.settings.expose if name in visible]
+        return [types.Tool.model_validate(d) for d in render(chosen, "mcp")]
+
+    async def serve_stdio(self) -> None:
+        server = self.mcp_server(lambda request: self.settings.local())
+        async with anyio.create_task_group() as group:
+            await self.start(group)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+    async def serve_http(self, host: str, port: int) -> None:
+        import uvicorn
+
+        server = self.mcp_server(self._principal_of_request)
+        app = BearerAuth(server.streamable_http_app(host=host), self.settings)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        async with anyio.create_task_group() as group:
+            await self.start(group)
+            await uvicorn.Server(config).serve()
+            group.cancel_scope.cancel()
+
+    def _principal_of_request(self, request: Any) -> Principal:
+        token = _bearer(getattr(request, "headers", None) or {})
+        principal = self.settings.principal_for_token(token) if token else None
+        if principal is None:  # BearerAuth refuses such requests before they get here
+            raise PermissionError("unknown bearer token")
+        return principal
+
+    async def sync_once(self) -> dict[str, SyncReport]:
+        """Connect to every upstream, import its tools, disconnect."""
+        async with anyio.create_task_group() as group:
+            await self.start(group)
+            group.cancel_scope.cancel()
+        return dict(self.reports)
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>` of a configured principal."""
+
+    def __init__(self, app: Any, settings: GatewayConfig) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+            token = _bearer(headers)
+            if token is None or self.settings.principal_for_token(token) is None:
+                reason = "missing bearer token" if token is None else "unknown bearer token"
+                body = json.dumps({"error": reason}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="toolrag"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _bearer(headers: Any) -> str | None:
+    value = headers.get("authorization") or headers.get("Authorization")
+    if not value or not value.lower().startswith("bearer "):
+        return None
+    return str(value[7:].strip()) or None
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -1,0 +1,214 @@
+"""Importing upstream tools into the registry: namespacing, poisoning checks, pinning and quarantine.
+
+Every upstream tool becomes `server.tool` (so no server can shadow another's tool). Its content (name,
+description, input schema) is pinned by hash when approved; an upstream that changes an approved tool gets the new
+version quarantined: the tool is deactivated (neither retrievable nor callable) until `toolrag mcp approve`.
+Tools of a server that no longer lists them, or of a server removed from the configuration, are deactivated, never
+deleted. Pins are written before tools, so a crash in between errs towards the tool staying unavailable.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import mcp.types as types
+
+from toolrag.catalog.files import repair_schema
+from toolrag.errors import InvalidToolError, ToolNotFoundError
+from toolrag.mcp.config import GatewayConfig, ServerConfig
+from toolrag.mcp.poisoning import scan
+from toolrag.model import Tool
+from toolrag.registry import ToolRegistry
+from toolrag.store.base import AuditEntry, Pin
+
+SOURCE_PREFIX = "mcp:"
+
+
+def source_of(server: str) -> str:
+    return f"{SOURCE_PREFIX}{server}"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """(server, upstream tool name) of a namespaced tool name."""
+    server, _, tool = name.partition(".")
+    return server, tool
+
+
+def upstream_hash(tool: types.Tool) -> str:
+    """What is pinned: the text the model reads (name, title, description, input schema)."""
+    content = {"name": tool.name, "title": tool.title, "description": tool.description, "schema": tool.input_schema}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass
+class SyncReport:
+    server: str
+    imported: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+    deactivated: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def merged(self, later: SyncReport) -> SyncReport:
+        """Both syncs in one report; a tool imported by the first and unchanged in the second stays imported."""
+        imported = list(dict.fromkeys(self.imported + later.imported))
+        return SyncReport(
+            self.server,
+            imported,
+            [name for name in dict.fromkeys(self.unchanged + later.unchanged) if name not in imported],
+            list(dict.fromkeys(self.quarantined + later.quarantined)),
+            list(dict.fromkeys(self.deactivated + later.deactivated)),
+            list(dict.fromkeys(self.refused + later.refused)),
+        )
+
+
+class ToolImporter:
+    """Keeps the registry consistent with what the upstream servers list. Thread-safe (one sync at a time)."""
+
+    def __init__(self, registry: ToolRegistry, settings: GatewayConfig) -> None:
+        self.registry = registry
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    def apply(self, server: str, listed: Sequence[types.Tool]) -> SyncReport:
+        """Import what `server` lists now; deactivate its tools that it no longer lists."""
+        with self._lock:
+            return self._apply(server, self.settings.servers[server], listed)
+
+    def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool]) -> SyncReport:
+        plan = _Plan(SyncReport(server))
+        pins = {pin.tool: pin for pin in self.registry.store.pins(server)}
+        current = self._tools_of(server)
+        for upstream_tool in listed:
+            try:
+                tool = to_tool(server, config, upstream_tool)
+            except InvalidToolError as exc:
+                plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
+                continue
+            self._plan_one(plan, tool, upstream_hash(upstream_tool), pins.get(tool.name), current.get(tool.name))
+        listed_names = {f"{server}.{t.name}" for t in listed}
+        for name, tool in current.items():
+            if name not in listed_names and tool.active:
+                plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
+        self.registry.store.save_pins(plan.pins, plan.audit)
+        if plan.upserts:
+            self.registry.register_many(plan.upserts)
+        return plan.report
+
+    def _plan_one(self, plan: _Plan, tool: Tool, digest: str, pin: Pin | None, existing: Tool | None) -> None:
+        server = split_name(tool.name)[0]
+        findings = tuple(scan(tool.description, tool.input_schema))
+        if pin is not None and pin.approved_hash == digest:
+            if pin.quarantined:
+                plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
+            plan.activate(tool, existing)
+        elif pin is None and not findings and self.settings.approve_new_tools:
+            plan.pin(Pin(tool.name, server, digest), "imported", "new tool, approved on first sight")
+            plan.activate(tool, existing)
+        else:
+            if pin is None or pin.pending_hash != digest:
+                approved = pin.approved_hash if pin is not None else None
+                plan.pin(
+                    Pin(tool.name, server, approved, digest, tool, findings), "quarantined", _reason(pin, findings)
+                )
+            plan.report.quarantined.append(tool.name)
+            if existing is not None and existing.active:
+                plan.deactivate(existing, None, None)
+
+    def approve(self, names: Iterable[str], approver: str | None = None) -> list[str]:
+        """Approve quarantined versions: pin their hash and make them active. Returns the names approved."""
+        with self._lock:
+            pins = {pin.tool: pin for pin in self.registry.store.pins()}
+            wanted = list(names)
+            for name in wanted:
+                pin = pins.get(name)
+                if pin is None or not pin.quarantined:
+                    raise ToolNotFoundError(f"no quarantined tool named {name!r}")
+            who = approver or getpass.getuser()
+            approved = [pins[name] for name in wanted]
+            self.registry.store.save_pins(
+                [Pin(p.tool, p.server, p.pending_hash) for p in approved],
+                [AuditEntry("approved", _approval_detail(p), p.tool, p.server, who) for p in approved],
+            )
+            self.registry.register_many([p.pending.model_copy(update={"active": True}) for p in approved if p.pending])
+            return wanted
+
+    def forget_servers(self, configured: Iterable[str]) -> list[str]:
+        """Deactivate the tools of servers that are no longer configured (or disabled)."""
+        keep = {source_of(name) for name in configured}
+        stale = [
+            t.model_copy(update={"active": False})
+            for t in self.registry.tools()
+            if t.source.startswith(SOURCE_PREFIX) and t.source not in keep
+        ]
+        if stale:
+            self.registry.store.audit(
+                [AuditEntry("removed", "server no longer configured; deactivated", t.name, t.source[4:]) for t in stale]
+            )
+            self.registry.register_many(stale)
+        return [t.name for t in stale]
+
+    def _tools_of(self, server: str) -> dict[str, Tool]:
+        source = source_of(server)
+        return {t.name: t for t in self.registry.tools(include_inactive=True) if t.source == source}
+
+
+@dataclass
+class _Plan:
+    """What one sync will write: pins and audit entries first, then tools."""
+
+    report: SyncReport
+    pins: list[Pin] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
+    upserts: list[Tool] = field(default_factory=list)
+
+    def pin(self, pin: Pin, action: str, detail: str) -> None:
+        self.pins.append(pin)
+        self.audit.append(AuditEntry(action, detail, pin.tool, pin.server))
+
+    def activate(self, tool: Tool, existing: Tool | None) -> None:
+        unchanged = existing is not None and existing.active and existing.content_hash == tool.content_hash
+        (self.report.unchanged if unchanged else self.report.imported).append(tool.name)
+        self.upserts.append(tool)
+
+    def deactivate(self, tool: Tool, action: str | None, detail: str | None) -> None:
+        self.upserts.append(tool.model_copy(update={"active": False}))
+        if action is not None and detail is not None:
+            self.report.deactivated.append(tool.name)
+            self.audit.append(AuditEntry(action, detail, tool.name, split_name(tool.name)[0]))
+
+    def refuse(self, name: str, server: str, reason: str) -> None:
+        self.report.refused.append(name)
+        self.audit.append(AuditEntry("refused", reason, name, server))
+
+
+def _reason(pin: Pin | None, findings: tuple[str, ...]) -> str:
+    flagged = f": {'; '.join(findings)}" if findings else ""
+    if pin is None:
+        return f"new tool flagged{flagged}" if findings else "new tool awaiting approval"
+    return f"description or schema changed since approval{flagged}"
+
+
+def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
+    """The registry entry of an upstream tool. Its text is untrusted: it is stored, checked, never executed."""
+    description = (upstream.description or upstream.title or upstream.name).strip()
+    entry = {
+        "name": f"{server}.{upstream.name}",
+        "description": description,
+        "input_schema": repair_schema(upstream.input_schema) if upstream.input_schema else {"type": "object"},
+        "category": server,
+        "scopes": list(config.scopes),
+        "source": source_of(server),
+    }
+    return Tool.parse(entry)
+
+
+def _approval_detail(pin: Pin) -> str:
+    if pin.approved_hash is None:
+        return "first version approved" + (f" despite: {'; '.join(pin.findings)}" if pin.findings else "")
+    return "changed version approved" + (f" despite: {'; '.join(pin.findings)}" if pin.findings else "")
