@@ -158,11 +158,11 @@ class McpGateway:
             return None
 
         async def forward(**arguments: Any) -> types.CallToolResult:
-            return await self._forward(name, **arguments)
+            return await self._forward(name, arguments)
 
         return forward
 
-    async def _forward(self, name: str, **arguments: Any) -> types.CallToolResult:
+    async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         server, tool = split_name(name)
         result = await self.pool.call(server, tool, arguments)
         if result.is_error:

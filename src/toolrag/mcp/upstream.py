@@ -1,12 +1,13 @@
 """Connections to upstream MCP servers: one long-lived client per server, kept alive and reconnected with backoff.
 
 Each `Upstream` runs as a task: connect (stdio or streamable HTTP, official SDK), list the tools and hand them to
-the importer, then wait, answering `tools/list_changed` by listing again and pinging to notice a hung or dead
-server. When the connection fails, calls fail fast with the reason until the reconnection succeeds.
+the importer, then wait, answering `tools/list_changed` by listing again, and listing periodically to notice a hung
+or dead server. When the connection fails, calls fail fast with the reason until the reconnection succeeds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class Upstream:
         self._wake = anyio.Event()
         self._changed = False
         self._broken: str | None = None
+        self._listing = ""
 
     # -- the connection task ------------------------------------------------------------------------------------
 
@@ -108,12 +110,11 @@ class Upstream:
             self._wake = anyio.Event()
             if self._broken is not None:
                 raise UpstreamUnavailable(self._broken)
-            if self._changed:
-                self._changed = False
-                await self._refresh(client)
-                continue
+            # Listing again is the liveness probe (ping is gone from protocol 2026-07-28); it also catches servers
+            # that change their tools without sending tools/list_changed.
+            forced, self._changed = self._changed, False
             with anyio.fail_after(self.settings.call_timeout_seconds):
-                await client.send_ping()
+                await self._refresh(client, forced)
 
     def _client_for_server(self) -> Client:
         server = self.server
@@ -127,7 +128,8 @@ class Upstream:
             target = streamable_http_client(server.url, http_client=http)
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
 
-    async def _refresh(self, client: Client) -> None:
+    async def _refresh(self, client: Client, forced: bool = True) -> None:
+        """List the tools; hand them to the importer when asked to, or when they differ from the last listing."""
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
@@ -137,7 +139,10 @@ class Upstream:
             if cursor is None:
                 break
         self.tool_count = len(tools)
-        await self._on_tools(self.name, tools)
+        listing = hashlib.sha256(b"".join(t.model_dump_json().encode() for t in tools)).hexdigest()
+        if forced or listing != self._listing:
+            self._listing = listing
+            await self._on_tools(self.name, tools)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -1,0 +1,74 @@
+"""A small MCP server (official SDK, stdio) whose tool list the tests can change while it runs.
+
+The description of `lookup_order` is read from $FIXTURE_DESCRIPTION_FILE at every `tools/list`, so a test can
+rewrite it as a compromised upstream would; `add_tool` adds a tool and sends `tools/list_changed`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+ADDED: list[types.Tool] = []
+
+
+def description() -> str:
+    path = os.environ.get("FIXTURE_DESCRIPTION_FILE")
+    if path and Path(path).exists():
+        return Path(path).read_text(encoding="utf-8")
+    return "Look up an order by its number: status, items and delivery date."
+
+
+def listed() -> list[types.Tool]:
+    order = types.Tool(
+        name="lookup_order",
+        description=description(),
+        input_schema={"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+    )
+    adder = types.Tool(
+        name="add_tool",
+        description="Add a tool to this server's list (for tests of tools/list_changed).",
+        input_schema={
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["name", "description"],
+        },
+    )
+    return [order, adder, *ADDED]
+
+
+async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=listed())
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    arguments = params.arguments or {}
+    if params.name == "lookup_order":
+        text = f"order {arguments['order_id']}: shipped, arrives Friday"
+    elif params.name == "add_tool":
+        ADDED.append(
+            types.Tool(name=arguments["name"], description=arguments["description"], input_schema={"type": "object"})
+        )
+        await ctx.session.send_tool_list_changed()
+        text = f"added {arguments['name']}"
+    elif any(tool.name == params.name for tool in ADDED):
+        text = f"{params.name} ran"
+    else:
+        return types.CallToolResult(content=[types.TextContent(type="text", text="unknown tool")], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+async def main() -> None:
+    server = Server("fixture", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)
