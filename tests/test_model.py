@@ -86,3 +86,14 @@ def test_principal_scopes_and_wildcards() -> None:
     assert not Principal(tenant="acme", scopes=frozenset({"billing:write"})).can_use(
         tool.model_copy(update={"active": False})
     )
+
+
+def test_principal_name_rules() -> None:
+    git_status = Tool.parse({"name": "git.git_status", "description": "d"})
+    git_reset = Tool.parse({"name": "git.git_reset", "description": "d"})
+    clock = Tool.parse({"name": "time.now", "description": "d"})
+    only_git = Principal(allow_tools=frozenset({"git.*"}), deny_tools=frozenset({"git.git_reset"}))
+    assert only_git.can_use(git_status) and not only_git.can_use(git_reset) and not only_git.can_use(clock)
+    assert Principal(allow_tools=frozenset()).can_use(clock) is False  # an empty allow-list allows nothing
+    assert Principal().can_use(clock)  # no rules: names do not restrict
+    assert only_git.visibility_key != Principal().visibility_key

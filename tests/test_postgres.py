@@ -10,6 +10,7 @@ import pytest
 
 from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
 from toolrag.store import IndexModel
+from toolrag.store.base import migrations
 from toolrag.store.postgres import PostgresStore
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, make_tool
@@ -46,7 +47,8 @@ def test_instances_starting_together_migrate_once(postgres_url: str) -> None:
         thread.join()
     assert errors == []
     with psycopg.connect(postgres_url) as conn:
-        assert conn.execute("SELECT count(*) FROM racing.schema_version").fetchone() == (1,)
+        applied = [row[0] for row in conn.execute("SELECT version FROM racing.schema_version ORDER BY version")]
+    assert applied == [number for number, _ in migrations("postgres")]  # each migration exactly once
 
 
 def test_a_newer_schema_is_refused(postgres_url: str) -> None:

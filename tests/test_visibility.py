@@ -44,10 +44,14 @@ tool_access = st.tuples(
     st.lists(st.sampled_from(TENANTS), max_size=2, unique=True),
     st.booleans(),
 )
+NAME_PATTERNS = ["weather.*", "payments.*", "hr.salary", "*.send", "shop.*", "k8s.*", "*"]
 principals = st.builds(
     Principal,
     tenant=st.sampled_from([None, *TENANTS]),
     scopes=st.frozensets(st.sampled_from([*SCOPES, "billing:*", "*"]), max_size=3),
+    # Name rules as the MCP gateway's configuration gives them (allowed servers and tools, denied tools).
+    allow_tools=st.one_of(st.none(), st.frozensets(st.sampled_from(NAME_PATTERNS), max_size=3)),
+    deny_tools=st.frozensets(st.sampled_from(NAME_PATTERNS[:-1]), max_size=2),
 )
 
 
