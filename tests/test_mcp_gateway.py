@@ -352,3 +352,23 @@ def test_ordinary_descriptions_and_schema_texts_are_not_flagged() -> None:
     assert scan("Get the current time in a timezone.", schema) == []
     assert scan("Reset the password of a user account after verifying their identity.", {}) == []
     assert scan("Create a secret in the vault.", {"properties": {"value": {"type": "string"}}}) == []
+
+
+def test_exposed_tools_are_listed_beside_the_two_and_callable_directly(tmp_path: Path) -> None:
+    server = python_server("tests.mcp_fixture_server")
+    principals = {"me": {"scopes": ["*"], "deny_tools": ["shop.add_tool"]}}
+    config = write_config(
+        tmp_path, {"shop": server}, principals, local_principal="me", expose=["shop.lookup_order", "shop.add_tool"]
+    )
+
+    async def session() -> None:
+        async with stdio_gateway(config) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert list(listed) == ["find_tools", "call_tool", "shop.lookup_order"]  # a denied tool is not exposed
+            assert listed["shop.lookup_order"].input_schema["required"] == ["order_id"]
+            direct = await client.call_tool("shop.lookup_order", {"order_id": "7"})
+            assert not direct.is_error and "order 7: shipped" in tool_text(direct)
+            denied = await client.call_tool("shop.add_tool", {"name": "x", "description": "y"})
+            assert denied.is_error
+
+    anyio.run(session)
