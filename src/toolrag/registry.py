@@ -12,22 +12,26 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrag.catalog.decorator import tool_from_callable
 from toolrag.catalog.files import load_catalog, tool_from_entry
-from toolrag.embed import make_embedder
+from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
 from toolrag.errors import InvalidToolError, ModelMismatchError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
 from toolrag.model import Principal, SearchResult, Tool
+from toolrag.monitor.config import MonitorConfig
 from toolrag.search.config import SearchConfig
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.text import dense_texts
 from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from toolrag.monitor.recorder import UsageRecorder
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
 
@@ -76,9 +80,15 @@ class ToolRegistry:
         store: Store | str | Path = "toolrag.db",
         embedder: Embedder | str = "default",
         config: SearchConfig | None = None,
+        monitor: MonitorConfig | bool = False,
     ) -> None:
+        """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log."""
         self.store = store if not isinstance(store, str | Path) else open_store(store)
-        self.embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
+        # "auto": the model the registry was indexed with, followed when a migration switches it.
+        self._follows_model = embedder == "auto"
+        if isinstance(embedder, str):
+            embedder = make_embedder(self._recorded_embedder_name() if self._follows_model else embedder)
+        self.embedder = embedder
         self.config = config or SearchConfig()
         nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
         self.retriever = Retriever(self._snapshot, self.embedder, self.config, nearest)
@@ -87,6 +97,11 @@ class ToolRegistry:
         self._index: SearchIndex | None = None
         self._lock = threading.Lock()
         self._token_cache: dict[tuple[str, str], int] = {}
+        self.usage: UsageRecorder | None = None
+        if monitor:
+            from toolrag.monitor.recorder import UsageRecorder  # the recorder knows runtime events: import late
+
+            self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
         self._catalog_totals: dict[tuple[object, ...], int] = {}
 
     # -- registration -------------------------------------------------------------------------------------------
@@ -160,16 +175,77 @@ class ToolRegistry:
             self._index = None
         return len(missing)
 
+    def tools_without_embeddings(self) -> list[str]:
+        """Active tools with a text that has no vector for the index's model."""
+        model = self._index_model()
+        tools = self.store.tools()
+        known = self.store.vectors(model.model_id, _dense_texts(tools))
+        return [t.name for t in tools if any(text_hash(x) not in known for x in dense_texts(t))]
+
+    def embed_missing(self, progress: ProgressCallback | None = None) -> int:
+        """Embed the texts that have no vector for the index's model; returns how many."""
+        model = self._index_model()
+        texts = _dense_texts(self.store.tools(include_inactive=True))
+        missing = self._missing(texts, model.model_id)
+        vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
+        self.store.save_vectors(model, dict(zip(missing, vectors, strict=True)))
+        with self._lock:  # saving vectors moves no generation: rebuild the snapshot from scratch
+            self._prepared.clear()
+            self._index = None
+        return len(missing)
+
     def texts_to_rebuild(self) -> int:
         """How many texts a rebuild with this registry's model would embed."""
         return len(self._missing(_dense_texts(self.store.tools(include_inactive=True)), self.embedder.model_id))
+
+    def _recorded_embedder_name(self) -> str:
+        recorded = self.store.index_model()
+        return embedder_name_for(recorded.model_id) if recorded is not None else "default"
 
     def _index_model(self) -> IndexModel:
         requested = IndexModel(self.embedder.model_id, self.embedder.dimension)
         recorded = self.store.index_model()
         if recorded is not None and recorded != requested:
-            raise ModelMismatchError(model_mismatch_message(recorded, requested))
+            if not self._follows_model:
+                raise ModelMismatchError(model_mismatch_message(recorded, requested))
+            self.embedder = make_embedder(embedder_name_for(recorded.model_id))
+            self.retriever.embedder = self.embedder
+            return recorded
         return requested
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def update(self, name: str, **changes: Any) -> Tool:
+        """A new version of a tool with some fields changed (description, aliases, not_for, scopes, ...).
+
+        Only texts that changed are embedded again."""
+        current = self.store.get(name)
+        if current is None:
+            raise ToolNotFoundError(f"no tool named {name!r}")
+        unknown = set(changes) - set(Tool.model_fields) - {"name"}
+        if unknown or "name" in changes:
+            raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+        entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
+        self.register_many([Tool.parse(entry)])
+        return self.get(name)
+
+    def set_active(self, name: str, active: bool) -> Tool:
+        """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays."""
+        return self.update(name, active=active)
+
+    def history(self, name: str) -> list[Tool]:
+        versions = self.store.history(name)
+        if not versions:
+            raise ToolNotFoundError(f"no tool named {name!r}")
+        return versions
+
+    def rollback(self, name: str, version: int) -> Tool:
+        """A new version whose content is that of an earlier version (history only grows)."""
+        earlier = next((t for t in self.history(name) if t.version == version), None)
+        if earlier is None:
+            known = ", ".join(str(t.version) for t in self.history(name))
+            raise ToolNotFoundError(f"{name!r} has no version {version} (versions: {known})")
+        return self.update(name, **earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"}))
 
     # -- reading ------------------------------------------------------------------------------------------------
 
@@ -206,9 +282,17 @@ class ToolRegistry:
 
     # -- search -------------------------------------------------------------------------------------------------
 
-    def search(self, query: str, principal: Principal | None = None, k: int | None = None) -> list[SearchResult]:
-        """The tools for a request: at most k (default 3), possibly none when nothing is relevant."""
-        return self.retriever.search(query, principal or Principal.anonymous(), k)
+    def search(
+        self, query: str, principal: Principal | None = None, k: int | None = None, session: str | None = None
+    ) -> list[SearchResult]:
+        """The tools for a request: at most k (default 3), possibly none when nothing is relevant.
+
+        `session` groups the searches and calls of one conversation in the usage log."""
+        principal = principal or Principal.anonymous()
+        results = self.retriever.search(query, principal, k)
+        if self.usage is not None:
+            self.usage.record_retrieval(query, principal, results, session)
+        return results
 
     def rank(
         self, query: str, principal: Principal | None = None, limit: int = 10, mode: str | None = None
@@ -217,11 +301,16 @@ class ToolRegistry:
         return self.retriever.rank(query, principal or Principal.anonymous(), limit, mode)
 
     def select(
-        self, query: str, principal: Principal | None = None, fmt: str = "openai", k: int | None = None
+        self,
+        query: str,
+        principal: Principal | None = None,
+        fmt: str = "openai",
+        k: int | None = None,
+        session: str | None = None,
     ) -> Selection:
         """Search, then render the chosen tools' full schemas for a provider and count their tokens."""
         principal = principal or Principal.anonymous()
-        results = self.search(query, principal, k)
+        results = self.search(query, principal, k, session)
         index = self._snapshot()
         chosen = [index.tools[index.by_name[r.name.lower()]] for r in results]
         rendered = render(chosen, fmt)
@@ -255,6 +344,10 @@ class ToolRegistry:
 
     # -- the in-memory snapshot ---------------------------------------------------------------------------------
 
+    def snapshot(self) -> SearchIndex:
+        """The current in-memory index (tools, postings, vectors): what search sees right now."""
+        return self._snapshot()
+
     def _snapshot(self) -> SearchIndex:
         generation = self.store.generation()
         index = self._index
@@ -277,13 +370,15 @@ class ToolRegistry:
         for tool in fresh:
             self._prepared[tool.name] = prepare(tool, vectors)
         ordered = [self._prepared[name] for name in sorted(self._prepared)]
-        return SearchIndex.build(generation, ordered, model.dimension)
+        return SearchIndex.build(generation, ordered, model.dimension, self.embedder)
 
     def _nearest(self, vector: Vector, limit: int) -> dict[str, float]:
         assert isinstance(self.store, NearestNeighbours)
         return self.store.nearest(self.embedder.model_id, vector, limit)
 
     def close(self) -> None:
+        if self.usage is not None:
+            self.usage.flush()
         self.store.close()
 
     def __enter__(self) -> ToolRegistry:

@@ -90,7 +90,7 @@ def tool_from_callable(func: Callable[..., Any], **overrides: Any) -> Tool:
         "name": func.__name__,
         "description": description or f"Calls {func.__name__}.",
         "input_schema": input_schema,
-        "source": "python",
+        "source": f"python:{func.__module__}:{func.__qualname__}",
     }
     data.update(overrides)
     return Tool.parse(data)

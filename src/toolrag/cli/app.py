@@ -26,6 +26,14 @@ from toolrag.cli.common import (
     progress_bar,
     results_table,
 )
+from toolrag.cli.lifecycle import (
+    export_registry,
+    migrate,
+    report_command,
+    restore_backup,
+    tools_app,
+    validate_command,
+)
 from toolrag.cli.mcp import mcp_app
 from toolrag.cli.store import store_app
 from toolrag.search.config import MAX_K, SearchConfig
@@ -43,13 +51,18 @@ app = typer.Typer(
 def import_catalog(
     files: Annotated[list[Path], typer.Argument(help="Catalog files: .json, .jsonl, .yaml/.yml.")],
     store: StoreOption = DEFAULT_STORE,
-    embedder: EmbedderOption = "default",
+    embedder: EmbedderOption = "auto",
     lenient: Annotated[bool, typer.Option(help="Repair non-JSON-Schema types such as 'String' or 'any'.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Add or update the tools of catalog files. Each file is imported whole or not at all."""
+    """Add or update the tools of catalog files (each whole or not at all), or restore a `toolrag export` backup
+    into an empty registry."""
     from toolrag.catalog.files import load_catalog
+    from toolrag.store.backup import is_backup
 
+    if len(files) == 1 and is_backup(files[0]):
+        restore_backup(files[0], store, as_json)
+        return
     registry = open_registry(store, embedder)
     reports = {}
     for path in files:
@@ -126,6 +139,11 @@ index_app = typer.Typer(help="Maintain the search index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
 app.add_typer(store_app, name="store")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(tools_app, name="tools")
+index_app.command("migrate")(migrate)
+app.command("export")(export_registry)
+app.command("validate")(validate_command)
+app.command("report")(report_command)
 
 
 @index_app.command("rebuild")
@@ -152,7 +170,7 @@ def rebuild_index(
 def search(
     request: Annotated[str, typer.Argument(help="What the user asked for.")],
     store: StoreOption = DEFAULT_STORE,
-    embedder: EmbedderOption = "default",
+    embedder: EmbedderOption = "auto",
     user: Annotated[str | None, typer.Option(help="User the request is made for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
     scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,
@@ -194,7 +212,7 @@ def chat(
     model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
     api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key (OPENAI_API_KEY).")] = "none",
     store: StoreOption = DEFAULT_STORE,
-    embedder: EmbedderOption = "default",
+    embedder: EmbedderOption = "auto",
     user: Annotated[str | None, typer.Option(help="User the agent acts for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
     scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,

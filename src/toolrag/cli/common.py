@@ -33,7 +33,11 @@ StoreOption = Annotated[
 ]
 EmbedderOption = Annotated[
     str,
-    typer.Option("--embedder", envvar="TOOLRAG_EMBEDDER", help="default, use, minilm or openai:MODEL[@BASE_URL]."),
+    typer.Option(
+        "--embedder",
+        envvar="TOOLRAG_EMBEDDER",
+        help="auto (the model the registry was indexed with), default, use, minilm or openai:MODEL[@BASE_URL].",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
@@ -52,7 +56,7 @@ def guarded(action: Callable[[], T]) -> T:
         raise AssertionError("unreachable") from None
 
 
-def open_registry(store: str, embedder: str = "default") -> ToolRegistry:
+def open_registry(store: str, embedder: str = "auto") -> ToolRegistry:
     return guarded(lambda: ToolRegistry(store, embedder))
 
 

@@ -9,7 +9,22 @@ from toolrag.embed.openai_compat import OpenAICompatibleEmbedder
 from toolrag.embed.use import UniversalSentenceEncoder
 
 DEFAULT_EMBEDDER = "default"
-EMBEDDER_NAMES = ("default", "use", "minilm", "openai:MODEL[@BASE_URL]")
+EMBEDDER_NAMES = ("auto", "default", "use", "minilm", "openai:MODEL[@BASE_URL]")
+_NAMES_BY_MODEL_ID = {
+    "use-multilingual-v3+all-minilm-l6-v2@0.5": "default",
+    "use-multilingual-v3": "use",
+    "all-minilm-l6-v2": "minilm",
+}
+
+
+def embedder_name_for(model_id: str) -> str:
+    """The embedder name that produces vectors of `model_id` (what `auto` uses for an indexed registry)."""
+    if model_id in _NAMES_BY_MODEL_ID:
+        return _NAMES_BY_MODEL_ID[model_id]
+    if model_id.startswith("openai-compatible:"):
+        model, _, base_url = model_id.removeprefix("openai-compatible:").partition("@")
+        return f"openai:{model}@{base_url}"
+    raise ValueError(f"this registry was indexed with {model_id!r}, which no built-in embedder produces")
 
 
 def make_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
@@ -35,6 +50,7 @@ __all__ = [
     "UniversalSentenceEncoder",
     "Vectors",
     "embed_in_batches",
+    "embedder_name_for",
     "make_embedder",
     "normalized",
 ]

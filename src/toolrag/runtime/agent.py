@@ -28,7 +28,7 @@ from toolrag.inject.formats import provider_name
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
-from toolrag.runtime.events import EventSink, NullSink, RoundEvent
+from toolrag.runtime.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import Conversation, Message, ToolCall
 from toolrag.runtime.resolve import normalize_name
@@ -104,7 +104,8 @@ class Agent:
         self.on_max_rounds = on_max_rounds
         self.policy = policy or ExecutionPolicy()
         self.context = context
-        self.events = events or NullSink()
+        sinks = [sink for sink in (events, registry.usage) if sink is not None]
+        self.events: EventSink = FanoutSink(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else NullSink())
         self.discovered: set[str] = set()
         self._request_id = uuid.uuid4().hex
         self._gateway_cache: tuple[tuple[int, str], ToolGateway] | None = None
@@ -118,7 +119,7 @@ class Agent:
         request = Conversation(list(messages)).latest_user_text(self.context_window)
         if not request:
             return []
-        names = [r.name for r in self.registry.search(request, self.principal, self.k)]
+        names = [r.name for r in self.registry.search(request, self.principal, self.k, session=self._request_id)]
         return self._visible(names)
 
     def execute(self, response: Message, history: Sequence[Message], offered: Sequence[Tool] = ()) -> RoundResult:
@@ -207,7 +208,7 @@ class Agent:
         except (ValueError, KeyError, TypeError):
             text = 'Error: find_tools takes {"query": "...", "k": 3}'
             return CallResult(Message.tool_result(call.id, text, is_error=True), FIND_TOOLS, "invalid_arguments")
-        found = self.registry.search(query, self.principal, max(1, min(k, 5)))
+        found = self.registry.search(query, self.principal, max(1, min(k, 5)), session=self._request_id)
         self.discovered.update(r.name for r in found)
         cards = [{"name": provider_name(r.name), "description": r.card.text()} for r in found]
         return CallResult(Message.tool_result(call.id, json.dumps(cards, ensure_ascii=False)), FIND_TOOLS, "ok")

@@ -33,6 +33,8 @@ class ToolCallEvent:
     latency_ms: float
     offered: bool  # was the tool's schema in the model's prompt
     error: str | None = None
+    session: str | None = None  # the conversation (agent run, MCP session) the call belongs to
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,17 @@ class EventSink(Protocol):
 class NullSink:
     def emit(self, event: Event) -> None:
         pass
+
+
+class FanoutSink:
+    """Passes every event to several sinks (for example your tracing and the registry's usage log)."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = sinks
+
+    def emit(self, event: Event) -> None:
+        for sink in self.sinks:
+            sink.emit(event)
 
 
 @dataclass

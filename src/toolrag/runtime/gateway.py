@@ -82,8 +82,10 @@ class ToolGateway:
         self.resolver = NameResolver(self.tools, self.policy.fuzzy_cutoff)
         self._hidden = {normalize_name(t.name): t.name for t in hidden if t.name not in self.tools}
 
-    async def call(self, call: ToolCall, offered: set[str]) -> CallResult:
+    async def call(self, call: ToolCall, offered: set[str], session: str | None = None) -> CallResult:
+        """Run one call. `session` names the conversation in events (default: the context's request id)."""
         started = time.perf_counter()
+        session = session or self.context.request_id
         resolution: Resolution | None = None
         tool: Tool | None = None
         result: Any = None
@@ -98,7 +100,7 @@ class ToolGateway:
             outcome, message = refusal.outcome, Message.tool_result(call.id, f"Error: {refusal}", is_error=True)
         except Exception as exc:
             if self.policy.always_raise or isinstance(exc, self.policy.propagate):
-                self._record(call, resolution, "propagated", started, offered, repr(exc))
+                self._record(call, resolution, "propagated", started, offered, repr(exc), session)
                 raise
             outcome = "timeout" if isinstance(exc, ToolTimeout) else "error"
             text = str(exc) if isinstance(exc, ToolTimeout) else f"tool {tool.name if tool else call.name} failed: "
@@ -106,9 +108,10 @@ class ToolGateway:
                 text += f"{type(exc).__name__}: {exc}"
             message = Message.tool_result(call.id, f"Error: {text}", is_error=True)
         except BaseException:
-            self._record(call, resolution, "propagated", started, offered, "non-Exception error")
+            self._record(call, resolution, "propagated", started, offered, "non-Exception error", session)
             raise
-        self._record(call, resolution, outcome, started, offered, message.content if message.is_error else None)
+        error = message.content if message.is_error else None
+        self._record(call, resolution, outcome, started, offered, error, session)
         return CallResult(message, tool, outcome, result)
 
     def _resolve(self, requested: str) -> Resolution:
@@ -168,6 +171,7 @@ class ToolGateway:
         started: float,
         offered: set[str],
         error: str | None,
+        session: str | None,
     ) -> None:
         name = resolution.name if resolution else None
         self.events.emit(
@@ -181,6 +185,8 @@ class ToolGateway:
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 offered=name in offered if name else False,
                 error=error,
+                session=session,
+                user=self.principal.user,
             )
         )
 

@@ -33,10 +33,11 @@ class SearchConfig(BaseModel):
     routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")
     route_mode: Literal["boost", "filter"] = "boost"
     route_boost: float = Field(default=0.15, ge=0.0, le=1.0)
-    ann_min_tools: int = Field(
-        default=50_000,
+    ann_min_tools: int | None = Field(
+        default=None,
         ge=0,
-        description="from this many tools on, a store with a vector index (PostgreSQL) proposes the dense candidates",
+        description="from this many tools on, a store with a vector index (PostgreSQL) proposes the dense candidates;"
+        " None (the default) always scans exactly, which measured faster up to 100k tools (docs/benchmarks.md)",
     )
     ann_candidates: int = Field(default=400, ge=10, le=10_000, description="vectors the store's index proposes")
     cache_entries: int = Field(default=1024, ge=0)

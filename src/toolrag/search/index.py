@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.lexical import LexicalIndex
@@ -43,9 +44,12 @@ class SearchIndex:
     restricted: npt.NDArray[np.int64]  # positions of tools with scopes or tenant lists
     by_name: dict[str, int] = field(default_factory=dict)
     row_of_text: dict[str, int] = field(default_factory=dict)  # text hash -> matrix row
+    embedder: Embedder | None = None  # the model whose vectors these are: requests are embedded with it
 
     @classmethod
-    def build(cls, generation: int, prepared: list[PreparedTool], dimension: int) -> SearchIndex:
+    def build(
+        cls, generation: int, prepared: list[PreparedTool], dimension: int, embedder: Embedder | None = None
+    ) -> SearchIndex:
         tools = [p.tool for p in prepared]
         lexical = LexicalIndex.build([p.tokens for p in prepared])
         blocks = [p.vectors for p in prepared]
@@ -61,7 +65,7 @@ class SearchIndex:
         hashes = [key for p in prepared for key in p.text_hashes]
         row_of_text = {key: row for row, key in enumerate(hashes)}
         matrix = np.ascontiguousarray(matrix)
-        return cls(generation, tools, lexical, matrix, row_tool, restricted, by_name, row_of_text)
+        return cls(generation, tools, lexical, matrix, row_tool, restricted, by_name, row_of_text, embedder)
 
     @property
     def size(self) -> int:

@@ -159,8 +159,10 @@ class Retriever:
     def _dense(self, index: SearchIndex, query: str, visible: BoolArray | None, mode: str) -> FloatArray:
         if mode == "lexical":
             return np.zeros(index.size, dtype=np.float32)
-        vector = self.embedder.embed_query(query)
-        if self._nearest is not None and index.size >= self.config.ann_min_tools:
+        # The snapshot's own model: a search that began before a model switch finishes with the old model.
+        vector = (index.embedder or self.embedder).embed_query(query)
+        threshold = self.config.ann_min_tools
+        if self._nearest is not None and threshold is not None and index.size >= threshold:
             return approximate_dense_scores(index, vector, visible, self._nearest, self.config.ann_candidates)
         return dense_scores(index, vector, visible)
 

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from toolrag.errors import StoreError
 from toolrag.model import Tool, utc_now
+from toolrag.store.usage import UsageTables
 
 Vector = npt.NDArray[np.float32]
 
@@ -79,6 +80,8 @@ class AuditEntry:
 
 class Store(Protocol):
     """Durable registry state. Every write method is one transaction: it happens whole or not at all."""
+
+    usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
 
     def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
         """Insert or update tools and save the vectors (keyed by text hash) for `model`, atomically.

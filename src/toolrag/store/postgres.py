@@ -31,6 +31,7 @@ from toolrag.store.base import (
     model_mismatch_message,
     sql_statements,
 )
+from toolrag.store.usage import UsageTables
 
 try:
     import psycopg
@@ -54,6 +55,14 @@ class PostgresStore:
         self._conn: psycopg.Connection[Any] | None = None
         with self._lock:
             self._connection()
+        self.usage = UsageTables(
+            self._query,
+            self._transaction,
+            placeholder="%s",
+            timestamp=lambda moment: moment,
+            parse_time=lambda value: value,
+            day="to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+        )
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:

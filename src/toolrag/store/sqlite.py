@@ -26,6 +26,7 @@ from toolrag.store.base import (
     model_mismatch_message,
     sql_statements,
 )
+from toolrag.store.usage import UsageTables
 
 _CHUNK = 500  # SQLite limits the number of bound parameters per statement
 
@@ -47,6 +48,15 @@ class SQLiteStore:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open registry {self.path}: {exc}") from exc
+
+        self.usage = UsageTables(
+            self._query,
+            self._transaction,
+            placeholder="?",
+            timestamp=lambda moment: moment.isoformat(),
+            parse_time=lambda value: datetime.fromisoformat(str(value)),
+            day="substr(at, 1, 10)",
+        )
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

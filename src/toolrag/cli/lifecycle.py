@@ -1,0 +1,253 @@
+"""Registry lifecycle commands: edit tools (each edit a new version), history and rollback, backups, validation,
+model migration and the health report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from toolrag.cli.common import (
+    DEFAULT_STORE,
+    JsonOption,
+    StoreOption,
+    err,
+    fail,
+    guarded,
+    open_registry,
+    out,
+    print_json,
+    progress_bar,
+)
+from toolrag.model import Tool
+
+tools_app = typer.Typer(
+    help="Edit tools: every change is a new version; nothing is ever deleted.", no_args_is_help=True
+)
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _print_tool(tool: Tool, as_json: bool, what: str) -> None:
+    if as_json:
+        print_json({"name": tool.name, "version": tool.version, "active": tool.active})
+    else:
+        out.print(f"{tool.name}: {what}, now version {tool.version}")
+
+
+@tools_app.command()
+def update(
+    name: str,
+    store: StoreOption = DEFAULT_STORE,
+    description: Annotated[str | None, typer.Option(help="New description.")] = None,
+    aliases: Annotated[str | None, typer.Option(help="Comma-separated aliases (replaces the list).")] = None,
+    not_for: Annotated[str | None, typer.Option("--not-for", help="When not to use the tool.")] = None,
+    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes it requires (replaces the list).")] = None,
+    tenants: Annotated[str | None, typer.Option(help="Comma-separated tenants (replaces the list).")] = None,
+    category: Annotated[str | None, typer.Option(help="Category.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a tool's text or permissions; only texts that changed are embedded again."""
+    given: dict[str, Any] = {
+        "description": description,
+        "aliases": _csv(aliases),
+        "not_for": not_for,
+        "scopes": _csv(scopes),
+        "tenants": _csv(tenants),
+        "category": category,
+    }
+    changes = {key: value for key, value in given.items() if value is not None}
+    if not changes:
+        fail("nothing to change: give --description, --aliases, --not-for, --scopes, --tenants or --category")
+    registry = open_registry(store)
+    _print_tool(guarded(lambda: registry.update(name, **changes)), as_json, "updated")
+
+
+@tools_app.command()
+def deactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+    """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""
+    registry = open_registry(store)
+    _print_tool(guarded(lambda: registry.set_active(name, False)), as_json, "deactivated")
+
+
+@tools_app.command()
+def reactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+    """Bring a deactivated tool back."""
+    registry = open_registry(store)
+    _print_tool(guarded(lambda: registry.set_active(name, True)), as_json, "reactivated")
+
+
+@tools_app.command()
+def history(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+    """Every version of a tool, oldest first, with its full state."""
+    registry = open_registry(store)
+    versions = guarded(lambda: registry.history(name))
+    if as_json:
+        print_json([t.model_dump(mode="json") for t in versions])
+        return
+    table = Table("v", "at", "active", "scopes", "description", title=name)
+    for tool in versions:
+        table.add_row(
+            str(tool.version),
+            f"{tool.updated_at:%Y-%m-%d %H:%M:%S}",
+            str(tool.active),
+            ", ".join(tool.scopes),
+            tool.description,
+        )
+    out.print(table)
+
+
+@tools_app.command()
+def rollback(
+    name: str,
+    to: Annotated[int, typer.Option("--to", help="The version whose content to restore.")],
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Restore an earlier version's content as a new version."""
+    registry = open_registry(store)
+    _print_tool(guarded(lambda: registry.rollback(name, to)), as_json, f"rolled back to the content of version {to}")
+
+
+def export_registry(
+    file: Annotated[Path, typer.Argument(help="Backup file to write (JSON).")],
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Write the whole registry (tools, every version, vectors) to one file; `toolrag import FILE` restores it."""
+    from toolrag.store.backup import write_backup
+
+    registry = open_registry(store)
+    dump = guarded(registry.store.dump)
+    guarded(lambda: write_backup(dump, file))
+    summary = {
+        "file": str(file),
+        "tools": len(dump.tools),
+        "versions": len(dump.versions),
+        "vectors": len(dump.vectors),
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        out.print(
+            f"wrote {summary['tools']} tools, {summary['versions']} versions, {summary['vectors']} vectors to {file}"
+        )
+
+
+def restore_backup(file: Path, store: str, as_json: bool) -> None:
+    from toolrag.registry import open_store
+    from toolrag.store.backup import read_backup
+
+    dump = guarded(lambda: read_backup(file))
+    target = guarded(lambda: open_store(store))
+    guarded(lambda: target.restore(dump))
+    summary = {"file": str(file), "tools": len(dump.tools), "versions": len(dump.versions), "restored": True}
+    if as_json:
+        print_json(summary)
+    else:
+        out.print(f"{file}: restored {summary['tools']} tools with {summary['versions']} versions")
+
+
+def migrate(
+    model: Annotated[str, typer.Option("--model", help="default, use, minilm or openai:MODEL[@BASE_URL].")],
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Move the index to another embedding model (any dimension): built beside the old one, switched atomically,
+    resumable; searches keep being served by the old model until the switch."""
+    registry = open_registry(store, model)
+    total = guarded(registry.texts_to_rebuild)
+    with progress_bar(f"embedding with {model}", total, not as_json) as advance:
+        embedded = guarded(lambda: registry.rebuild(advance))
+    if as_json:
+        print_json(
+            {"model": registry.embedder.model_id, "dimension": registry.embedder.dimension, "embedded": embedded}
+        )
+    else:
+        out.print(
+            f"index now uses {registry.embedder.model_id} ({registry.embedder.dimension} dimensions): "
+            f"{embedded} texts embedded"
+        )
+
+
+def validate_command(
+    store: StoreOption = DEFAULT_STORE,
+    fix: Annotated[bool, typer.Option("--fix", help="Embed tools that have no vectors.")] = False,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option("--mcp-config", help="Gateway configuration: MCP tools of unlisted servers are orphans."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Report orphans, tools without embeddings, near-duplicates, and descriptions too short or too long."""
+    from toolrag.monitor.validate import validate
+
+    servers = None
+    if mcp_config is not None:
+        from toolrag.mcp.config import load_config
+
+        servers = set(guarded(lambda: load_config(mcp_config)).enabled_servers)
+    registry = open_registry(store)
+    findings = guarded(lambda: validate(registry, servers, fix))
+    if as_json:
+        print_json([{"kind": f.kind, "tools": list(f.tools), "detail": f.detail, "fixed": f.fixed} for f in findings])
+    else:
+        table = Table("kind", "tools", "detail", title=f"{len(findings)} findings")
+        for finding in findings:
+            table.add_row(
+                finding.kind, "\n".join(finding.tools), finding.detail + (" (fixed)" if finding.fixed else "")
+            )
+        out.print(table)
+    if any(not f.fixed for f in findings if f.kind in ("orphan", "missing_embedding")):
+        raise typer.Exit(2)  # problems that break search or execution: a non-zero exit for CI
+
+
+def report_command(
+    store: StoreOption = DEFAULT_STORE,
+    days: Annotated[int, typer.Option(min=1, help="Time window, in days back from now.")] = 30,
+    as_json: JsonOption = False,
+) -> None:
+    """The usage health report: dead, unused and low-relevance tools, retrieval misses and the requests behind them."""
+    from toolrag.monitor.report import build_report
+
+    registry = open_registry(store)
+    report = guarded(lambda: build_report(registry.store, days))
+    if as_json:
+        print_json(report.as_json())
+        return
+    totals = report.totals
+    out.print(
+        f"[bold]Last {days} days[/]: {totals.retrievals} searches in {totals.sessions} sessions "
+        f"({totals.no_tool} found no tool), {totals.calls} calls ({totals.failed_calls} failed); "
+        f"{report.active_tools} active tools, {report.inactive_tools} inactive",
+        highlight=False,
+    )
+    table = Table("tool", "injected", "called", "call rate", "mean rel.", "min rel.", title="tools")
+    for usage in sorted(report.tools, key=lambda u: -u.injected)[:30]:
+        table.add_row(
+            usage.tool,
+            str(usage.injected),
+            str(usage.called),
+            f"{usage.call_rate:.2f}",
+            "" if usage.mean_score is None else f"{usage.mean_score:.2f}",
+            "" if usage.min_score is None else f"{usage.min_score:.2f}",
+        )
+    out.print(table)
+    _names("dead tools (offered often, rarely called: rewrite or retire)", [u.tool for u in report.dead])
+    _names(
+        "low-relevance tools (descriptions far from the requests they serve)", [u.tool for u in report.low_relevance]
+    )
+    _names("unused tools (never offered nor called)", report.unused)
+    for kind, samples in report.misses.items():
+        _names(f"misses: {kind.replace('_', ' ')}", [f"{s.request or '(hashed)'} {s.detail}".strip() for s in samples])
+
+
+def _names(title: str, names: list[str]) -> None:
+    if names:
+        out.print(f"[bold]{title}[/]: " + "; ".join(names[:20]), highlight=False)
+    else:
+        err.print(f"{title}: none", style="dim", highlight=False)

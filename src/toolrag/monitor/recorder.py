@@ -1,0 +1,145 @@
+"""Writes retrievals and tool calls to the store's usage log, in batches, off the request path.
+
+Searches and calls only enqueue a record; a background thread writes a batch every `flush_seconds` (or when asked
+to flush), so logging adds microseconds to a search, and a failing database loses log entries, not requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import re
+import threading
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from toolrag.model import Principal, SearchResult, utc_now
+from toolrag.monitor.config import MonitorConfig
+from toolrag.runtime.events import Event, ToolCallEvent
+from toolrag.store.base import Store
+from toolrag.store.usage import CallRecord, RetrievalRecord
+
+log = logging.getLogger("toolrag.monitor")
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_NUMBER = re.compile(r"\d[\d\s.,/-]{2,}\d|\d{3,}")
+
+
+def redact(text: str) -> str:
+    """Mask e-mail addresses and long numbers (card, phone, order and account numbers)."""
+    return _NUMBER.sub("<number>", _EMAIL.sub("<email>", text))
+
+
+def principal_label(principal: Principal) -> str | None:
+    if principal.user is None and principal.tenant is None:
+        return None
+    return f"{principal.user or '-'}@{principal.tenant}" if principal.tenant else principal.user
+
+
+class UsageRecorder:
+    """The usage log of one store. Also an `EventSink`: tool-call events of the runtime are recorded as calls."""
+
+    def __init__(self, store: Store, config: MonitorConfig | None = None) -> None:
+        self.store = store
+        self.config = config or MonitorConfig()
+        self._queue: queue.Queue[RetrievalRecord | CallRecord | threading.Event] = queue.Queue()
+        self._thread = threading.Thread(target=self._write_forever, name="toolrag-usage", daemon=True)
+        self._thread.start()
+        self.prune()
+
+    def record_retrieval(
+        self,
+        request: str,
+        principal: Principal,
+        results: Sequence[SearchResult],
+        session: str | None = None,
+        step: str | None = None,
+    ) -> None:
+        self._queue.put(
+            RetrievalRecord(
+                request_hash=hashlib.sha256(request.strip().lower().encode()).hexdigest()[:32],
+                results=tuple((r.name, round(r.score, 4), round(r.signals.dense, 4)) for r in results),
+                request=self._kept_text(request),
+                session=session,
+                principal=principal_label(principal),
+                step=step,
+            )
+        )
+
+    def record_call(
+        self,
+        tool: str,
+        outcome: str,
+        latency_ms: float,
+        injected: bool,
+        session: str | None = None,
+        principal: str | None = None,
+    ) -> None:
+        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal))
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, ToolCallEvent):
+            self.record_call(
+                event.resolved_name or event.requested_name,
+                event.outcome,
+                event.latency_ms,
+                event.offered,
+                event.session,
+                event.user,
+            )
+
+    def _kept_text(self, request: str) -> str | None:
+        if self.config.requests == "hash":
+            return None
+        return redact(request) if self.config.requests == "redacted" else request
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Block until everything recorded so far is written."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def prune(self) -> int:
+        """Apply the retention setting now (it also runs once a day while recording)."""
+        return self.store.usage.prune(utc_now() - timedelta(days=self.config.retention_days))
+
+    def _write_forever(self) -> None:
+        last_prune = utc_now()
+        while True:
+            batch: list[RetrievalRecord | CallRecord] = []
+            waiting: list[threading.Event] = []
+            item = self._queue.get()
+            deadline = utc_now() + timedelta(seconds=self.config.flush_seconds)
+            while True:
+                if isinstance(item, threading.Event):
+                    waiting.append(item)
+                    break
+                batch.append(item)
+                remaining = (deadline - utc_now()).total_seconds()
+                if remaining <= 0 or len(batch) >= 500:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            self._write(batch)
+            for event in waiting:
+                event.set()
+            if utc_now() - last_prune > timedelta(days=1):
+                last_prune = utc_now()
+                self._safely(self.prune)
+
+    def _write(self, batch: list[RetrievalRecord | CallRecord]) -> None:
+        if not batch:
+            return
+        retrievals = [r for r in batch if isinstance(r, RetrievalRecord)]
+        calls = [c for c in batch if isinstance(c, CallRecord)]
+        self._safely(lambda: self.store.usage.record(retrievals, calls))
+
+    @staticmethod
+    def _safely(action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception as exc:  # the log must never break searches or calls
+            log.warning("usage log write failed: %s", exc)

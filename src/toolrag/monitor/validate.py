@@ -1,0 +1,119 @@
+"""`toolrag validate`: problems in a registry that hurt retrieval or execution, and the ones it can repair.
+
+- orphans: a Python tool whose function no longer imports, an MCP tool whose server is no longer configured;
+- tools without embeddings for the index's model (repaired with `fix`);
+- near-duplicates: pairs whose descriptions are so close that retrieval and the model will confuse them (compared
+  within a namespace or category, where confusable tools live; that keeps 100k-tool registries tractable);
+- descriptions too short or too long to retrieve well, and near-duplicates without a "not for" line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from toolrag.model import Tool
+from toolrag.registry import ToolRegistry
+
+Kind = Literal["orphan", "missing_embedding", "near_duplicate", "no_not_for", "too_short", "too_long"]
+MIN_WORDS = 5
+MAX_WORDS = 250
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    tools: tuple[str, ...]
+    detail: str
+    fixed: bool = False
+
+
+def validate(
+    registry: ToolRegistry,
+    mcp_servers: set[str] | None = None,
+    fix: bool = False,
+    duplicate_similarity: float = 0.9,
+) -> list[Finding]:
+    """Every finding, worst kinds first. `mcp_servers`: the configured servers (None: do not judge MCP tools)."""
+    tools = registry.tools()
+    missing = _missing_embeddings(registry, fix)
+    findings = [*_orphans(tools, mcp_servers), *missing, *_lengths(tools)]
+    if not missing or fix:  # comparing needs every vector
+        findings.extend(_near_duplicates(registry, duplicate_similarity))
+    return findings
+
+
+def _orphans(tools: list[Tool], mcp_servers: set[str] | None) -> list[Finding]:
+    found = []
+    for tool in tools:
+        kind, _, where = tool.source.partition(":")
+        if kind == "python" and where and not _importable(where):
+            found.append(Finding("orphan", (tool.name,), f"its function {where} no longer imports"))
+        elif kind == "mcp" and mcp_servers is not None and where not in mcp_servers:
+            found.append(Finding("orphan", (tool.name,), f"its MCP server {where!r} is not configured"))
+    return found
+
+
+def _importable(target: str) -> bool:
+    module_name, _, qualname = target.partition(":")
+    try:
+        value: object = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            if part == "<locals>":
+                return True  # a function defined inside another cannot be looked up; assume it exists
+            value = getattr(value, part)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    return True
+
+
+def _missing_embeddings(registry: ToolRegistry, fix: bool) -> list[Finding]:
+    missing = registry.tools_without_embeddings()
+    if not missing:
+        return []
+    if fix:
+        registry.embed_missing()
+    detail = "embedded now" if fix else "no vector for the index's model: run `toolrag validate --fix`"
+    return [Finding("missing_embedding", tuple(missing), detail, fixed=fix)]
+
+
+def _lengths(tools: list[Tool]) -> list[Finding]:
+    found = []
+    for tool in tools:
+        words = len(tool.description.split())
+        if words < MIN_WORDS:
+            found.append(Finding("too_short", (tool.name,), f"{words} words: say what it does, with what, for whom"))
+        elif words > MAX_WORDS:
+            found.append(Finding("too_long", (tool.name,), f"{words} words: the first sentences carry retrieval"))
+    return found
+
+
+def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
+    index = registry.snapshot()
+    if index.size < 2:
+        return []
+    _, first_rows = np.unique(index.row_tool, return_index=True)  # each tool's description vector
+    groups: dict[str, list[int]] = {}
+    for position, tool in enumerate(index.tools):
+        groups.setdefault(tool.category or tool.name.split(".")[0], []).append(position)
+    found = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        vectors = index.matrix[first_rows[members]]
+        similarity = vectors @ vectors.T
+        left, right = np.nonzero(np.triu(similarity, k=1) >= threshold)
+        for i, j in zip(left.tolist(), right.tolist(), strict=True):
+            first, second = index.tools[members[i]], index.tools[members[j]]
+            pair = (first.name, second.name)
+            cosine = float(similarity[i, j])
+            found.append(
+                Finding("near_duplicate", pair, f"descriptions {cosine:.2f} alike: say in each when not to use it")
+            )
+            if not first.not_for or not second.not_for:
+                lacking = [t.name for t in (first, second) if not t.not_for]
+                found.append(Finding("no_not_for", pair, f"{', '.join(lacking)} has no 'not for' line"))
+    return found

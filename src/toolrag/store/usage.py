@@ -1,0 +1,251 @@
+"""The usage log in the store: retrievals with their chosen tools, and tool calls; aggregated in SQL.
+
+The SQL is written once in the subset SQLite and PostgreSQL share (`?` placeholders are rewritten for psycopg);
+each store supplies how to run a query and a transaction through `UsageTables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from typing import Any, Literal
+
+from toolrag.model import utc_now
+
+SampleKind = Literal["no_tool", "unshortlisted_call", "repeated_search"]
+
+
+@dataclass(frozen=True)
+class RetrievalRecord:
+    """One search: who asked what, and which tools came back with which scores."""
+
+    request_hash: str
+    results: tuple[tuple[str, float, float], ...]  # (tool, fused score, dense cosine), best first
+    request: str | None = None
+    session: str | None = None
+    principal: str | None = None
+    step: str | None = None
+    at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    tool: str
+    outcome: str
+    latency_ms: float
+    injected: bool
+    session: str | None = None
+    principal: str | None = None
+    at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class ToolUsage:
+    """One tool over a time window."""
+
+    tool: str
+    injected: int
+    called: int
+    mean_score: float | None  # relevance: the mean request-tool cosine when it was chosen
+    min_score: float | None
+    last_injected: datetime | None
+    last_called: datetime | None
+
+    @property
+    def call_rate(self) -> float:
+        return self.called / self.injected if self.injected else 0.0
+
+
+@dataclass(frozen=True)
+class RequestSample:
+    """A request behind a retrieval miss, to enrich descriptions with the words users actually use."""
+
+    kind: SampleKind
+    at: datetime
+    request: str | None
+    session: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    retrievals: int
+    no_tool: int
+    calls: int
+    failed_calls: int
+    sessions: int
+
+
+Rows = list[tuple[Any, ...]]
+
+
+class UsageTables:
+    """Usage SQL over one store's connection: `query(sql, params)` reads, `transaction()` yields a cursor-like
+    object with `execute(sql, params)` whose writes commit together."""
+
+    def __init__(
+        self,
+        query: Callable[[str, Sequence[object]], Rows],
+        transaction: Callable[[], AbstractContextManager[Any]],
+        placeholder: str,
+        timestamp: Callable[[datetime], object],
+        parse_time: Callable[[Any], datetime],
+        day: str,
+    ) -> None:
+        self._query = query
+        self._transaction = transaction
+        self._placeholder = placeholder
+        self._timestamp = timestamp
+        self._parse_time = parse_time
+        self._day = day  # the dialect's expression for the UTC day of `at`, as YYYY-MM-DD
+
+    def _sql(self, text: str) -> str:
+        return text if self._placeholder == "?" else text.replace("?", self._placeholder)
+
+    def record(self, retrievals: Sequence[RetrievalRecord], calls: Sequence[CallRecord]) -> None:
+        with self._transaction() as db:
+            for retrieval in retrievals:
+                row = db.execute(
+                    self._sql(
+                        "INSERT INTO retrievals(at, session, principal, request, request_hash, chosen, step)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"
+                    ),
+                    (
+                        self._timestamp(retrieval.at),
+                        retrieval.session,
+                        retrieval.principal,
+                        retrieval.request,
+                        retrieval.request_hash,
+                        len(retrieval.results),
+                        retrieval.step,
+                    ),
+                ).fetchone()
+                for rank, (tool, score, dense) in enumerate(retrieval.results, start=1):
+                    db.execute(
+                        self._sql(
+                            "INSERT INTO retrieval_results(retrieval_id, tool, rank, score, dense)"
+                            " VALUES (?, ?, ?, ?, ?)"
+                        ),
+                        (row[0], tool, rank, score, dense),
+                    )
+            for call in calls:
+                db.execute(
+                    self._sql(
+                        "INSERT INTO calls(at, session, principal, tool, outcome, latency_ms, injected)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    ),
+                    (
+                        self._timestamp(call.at),
+                        call.session,
+                        call.principal,
+                        call.tool,
+                        call.outcome,
+                        call.latency_ms,
+                        call.injected,
+                    ),
+                )
+
+    def tool_usage(self, since: datetime) -> list[ToolUsage]:
+        start = self._timestamp(since)
+        injected = self._query(
+            self._sql(
+                "SELECT rr.tool, COUNT(*), AVG(rr.dense), MIN(rr.dense), MAX(r.at) FROM retrieval_results rr"
+                " JOIN retrievals r ON r.id = rr.retrieval_id WHERE r.at >= ? GROUP BY rr.tool"
+            ),
+            (start,),
+        )
+        called = self._query(
+            self._sql("SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ? GROUP BY tool"), (start,)
+        )
+        calls = {row[0]: (int(row[1]), self._parse_time(row[2])) for row in called}
+        usage = []
+        for tool, count, mean, minimum, last in injected:
+            made, last_call = calls.pop(tool, (0, None))
+            usage.append(
+                ToolUsage(tool, int(count), made, float(mean), float(minimum), self._parse_time(last), last_call)
+            )
+        usage.extend(ToolUsage(tool, 0, made, None, None, None, last) for tool, (made, last) in calls.items())
+        return sorted(usage, key=lambda u: u.tool)
+
+    def totals(self, since: datetime) -> UsageTotals:
+        start = self._timestamp(since)
+        retrievals = self._query(
+            self._sql(
+                "SELECT COUNT(*), SUM(CASE WHEN chosen = 0 THEN 1 ELSE 0 END), COUNT(DISTINCT session)"
+                " FROM retrievals WHERE at >= ?"
+            ),
+            (start,),
+        )[0]
+        calls = self._query(
+            self._sql("SELECT COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END) FROM calls WHERE at >= ?"),
+            (start,),
+        )[0]
+        return UsageTotals(
+            int(retrievals[0]), int(retrievals[1] or 0), int(calls[0]), int(calls[1] or 0), int(retrievals[2])
+        )
+
+    def samples(self, kind: SampleKind, since: datetime, limit: int = 50) -> list[RequestSample]:
+        start = self._timestamp(since)
+        if kind == "no_tool":
+            rows = self._query(
+                self._sql(
+                    "SELECT at, request, session, '' FROM retrievals WHERE at >= ? AND chosen = 0 ORDER BY at DESC"
+                    " LIMIT ?"
+                ),
+                (start, limit),
+            )
+        elif kind == "unshortlisted_call":
+            # The call, and the latest request of its session before it: the words that should have found the tool.
+            rows = self._query(
+                self._sql(
+                    "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
+                    " ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
+                    " WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok' ORDER BY c.at DESC LIMIT ?"
+                ),
+                (start, limit),
+            )
+        else:
+            rows = self._query(
+                self._sql(
+                    "SELECT r.at, r.request, r.session, '' FROM retrievals r WHERE r.at >= ? AND r.session IN"
+                    " (SELECT session FROM retrievals WHERE at >= ? AND session IS NOT NULL GROUP BY session"
+                    " HAVING COUNT(*) > 1) ORDER BY r.session, r.at LIMIT ?"
+                ),
+                (start, start, limit),
+            )
+        return [
+            RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
+        ]
+
+    def score_histogram(self, since: datetime, buckets: int = 10) -> list[int]:
+        """How many chosen tools had a relevance (request-tool cosine) in each of `buckets` ranges of [0, 1]."""
+        # One SUM per range: casts and FLOOR round differently (or are missing) across the two databases.
+        edges = [i / buckets for i in range(buckets)] + [2.0]
+        ranges = ", ".join(
+            f"SUM(CASE WHEN rr.dense >= {low!r} AND rr.dense < {high!r} THEN 1 ELSE 0 END)"
+            for low, high in pairwise(edges)
+        )
+        query = f"SELECT {ranges} FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id WHERE r.at >= ?"
+        row = self._query(self._sql(query), (self._timestamp(since),))[0]
+        return [int(count or 0) for count in row]
+
+    def daily(self, since: datetime) -> list[tuple[str, int, int]]:
+        """(day, retrievals, calls) per UTC day."""
+        start = self._timestamp(since)
+        per_day: dict[str, list[int]] = {}
+        for table, slot in (("retrievals", 0), ("calls", 1)):
+            query = f"SELECT {self._day}, COUNT(*) FROM {table} WHERE at >= ? GROUP BY 1"
+            for day, count in self._query(self._sql(query), (start,)):
+                per_day.setdefault(str(day), [0, 0])[slot] += int(count)
+        return [(day, counts[0], counts[1]) for day, counts in sorted(per_day.items())]
+
+    def prune(self, before: datetime) -> int:
+        """Delete log entries older than `before` (the retention bound); returns rows deleted."""
+        cutoff = self._timestamp(before)
+        with self._transaction() as db:
+            retrievals = db.execute(self._sql("DELETE FROM retrievals WHERE at < ?"), (cutoff,)).rowcount
+            calls = db.execute(self._sql("DELETE FROM calls WHERE at < ?"), (cutoff,)).rowcount
+        return int(retrievals) + int(calls)

@@ -1,0 +1,180 @@
+"""Registry lifecycle on both stores: versions, rollback, backups, validation, model migration under load."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolrag import Principal, ToolNotFoundError, ToolRegistry, open_store
+from toolrag.cli.app import app
+from toolrag.embed import UniversalSentenceEncoder
+from toolrag.monitor.validate import validate
+from toolrag.store.base import IndexModel
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder, make_tool
+
+runner = CliRunner()
+ADMIN = Principal(tenant="acme", scopes=frozenset({"*"}))
+
+
+def test_update_reembeds_only_that_tool_and_keeps_history(registry: ToolRegistry, embedder: CountingEmbedder) -> None:
+    registry.register_many(SAMPLE_TOOLS)
+    before = len(embedder.embedded)
+    updated = registry.update("email.send", description="Send an e-mail message with attachments to recipients.")
+    assert updated.version == 2 and len(embedder.embedded) == before + 1
+    registry.update("email.send", not_for="chat messages: use chat.post")
+    registry.set_active("email.send", False)
+    assert "email.send" not in [r.name for r in registry.search("send an email with an attachment", ADMIN)]
+    registry.set_active("email.send", True)
+    assert registry.search("send an email with an attachment", ADMIN)[0].name == "email.send"
+    versions = registry.history("email.send")
+    assert [t.version for t in versions] == [1, 2, 3, 4, 5] and [t.active for t in versions][-2:] == [False, True]
+    assert versions[0].description == "Send an email to one or more recipients."
+    rolled = registry.rollback("email.send", 1)
+    assert rolled.version == 6 and rolled.description == versions[0].description and rolled.not_for is None
+    assert len(registry.history("email.send")) == 6  # a rollback adds a version, it never rewrites history
+
+
+def test_lifecycle_errors_name_the_problem(registry: ToolRegistry) -> None:
+    registry.register_many(SAMPLE_TOOLS)
+    with pytest.raises(ToolNotFoundError, match="no tool named 'nope'"):
+        registry.update("nope", description="x")
+    with pytest.raises(ToolNotFoundError, match=r"has no version 9 \(versions: 1\)"):
+        registry.rollback("email.send", 9)
+    with pytest.raises(ValueError, match="cannot update colour"):
+        registry.update("email.send", colour="red")
+    with pytest.raises(ValueError, match="input_schema"):
+        registry.update("email.send", input_schema={"type": 5})
+    assert registry.get("email.send").version == 1
+
+
+def test_cli_edits_and_history(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps([{"name": "a.tool", "description": "Look up the weather for a city."}]))
+    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    edited = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--aliases", "forecast,rain", "--json"])
+    assert json.loads(edited.stdout) == {"name": "a.tool", "version": 2, "active": True}
+    assert runner.invoke(app, ["tools", "deactivate", "a.tool", "--store", store]).exit_code == 0
+    assert runner.invoke(app, ["tools", "reactivate", "a.tool", "--store", store]).exit_code == 0
+    rolled = runner.invoke(app, ["tools", "rollback", "a.tool", "--to", "1", "--store", store])
+    assert "now version 5" in rolled.stdout
+    history = json.loads(runner.invoke(app, ["tools", "history", "a.tool", "--store", store, "--json"]).stdout)
+    assert [(h["version"], h["aliases"], h["active"]) for h in history] == [
+        (1, [], True),
+        (2, ["forecast", "rain"], True),
+        (3, ["forecast", "rain"], False),
+        (4, ["forecast", "rain"], True),
+        (5, [], True),
+    ]
+    nothing = runner.invoke(app, ["tools", "update", "a.tool", "--store", store])
+    assert nothing.exit_code == 1 and "nothing to change" in nothing.stderr
+
+
+def test_export_and_import_restore_a_registry_exactly(
+    store_url: str, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    source = ToolRegistry(store_url, embedder)
+    source.register_many(SAMPLE_TOOLS)
+    source.update("email.send", description="Send an e-mail with attachments.")
+    source.set_active("hr.update_salary", False)
+    backup = tmp_path / "backup.json"
+    exported = runner.invoke(app, ["export", str(backup), "--store", store_url, "--json"])
+    assert exported.exit_code == 0, exported.output
+    target = str(tmp_path / "restored.db")
+    restored = runner.invoke(app, ["import", str(backup), "--store", target, "--json"])
+    assert json.loads(restored.stdout)["restored"] is True
+    copy = ToolRegistry(target, embedder)
+    before = len(embedder.embedded)
+    assert copy.tools(include_inactive=True) == source.tools(include_inactive=True)
+    for tool in SAMPLE_TOOLS:
+        assert copy.history(tool.name) == source.history(tool.name)
+    assert [r.name for r in copy.search("mail a report", ADMIN)] == [
+        r.name for r in source.search("mail a report", ADMIN)
+    ]
+    assert len(embedder.embedded) == before  # vectors came with the backup
+    again = runner.invoke(app, ["import", str(backup), "--store", target])
+    assert again.exit_code == 1 and "already holds tools" in again.stderr
+    backup.write_text(backup.read_text()[:500])
+    damaged = runner.invoke(app, ["import", str(backup), "--store", str(tmp_path / "other.db")])
+    assert damaged.exit_code == 1 and "cannot read backup" in damaged.stderr
+
+
+def test_validate_finds_and_repairs(store_url: str, embedder: CountingEmbedder, tmp_path: Path) -> None:
+    registry = ToolRegistry(store_url, embedder)
+
+    def import_me() -> None:
+        """Imported from this test module: this function exists."""
+
+    registry.register(import_me)
+    registry.register_many(
+        [
+            make_tool("gone", "A function that was deleted from the code base.", source="python:no_such_module:f"),
+            make_tool("srv.tool", "A tool of an MCP server that was removed from the config.", source="mcp:srv"),
+            make_tool("tiny", "Does it."),
+            make_tool("long", "word " * 300),
+            make_tool("pay.refund", "Refund a customer's card payment in full.", category="pay"),
+            make_tool("pay.refund_card", "Refund a customer's card payment in full or in part.", category="pay"),
+        ]
+    )
+    model = IndexModel(embedder.model_id, embedder.dimension)
+    registry.store.upsert([make_tool("unembedded", "A tool written straight to the store without vectors.")], {}, model)
+    findings = validate(registry, mcp_servers={"other"})
+    kinds = {(f.kind, f.tools) for f in findings}
+    assert ("orphan", ("gone",)) in kinds and ("orphan", ("srv.tool",)) in kinds
+    assert not any(f.kind == "orphan" and "import_me" in f.tools for f in findings)
+    assert ("missing_embedding", ("unembedded",)) in kinds
+    assert ("too_short", ("tiny",)) in kinds and ("too_long", ("long",)) in kinds
+    fixed = validate(registry, fix=True)
+    assert [f.fixed for f in fixed if f.kind == "missing_embedding"] == [True]
+    assert ("near_duplicate", ("pay.refund", "pay.refund_card")) in {(f.kind, f.tools) for f in fixed}
+    assert ("no_not_for", ("pay.refund", "pay.refund_card")) in {(f.kind, f.tools) for f in fixed}
+    assert validate(registry) and not any(f.kind == "missing_embedding" for f in validate(registry))
+    assert registry.search("A tool written straight to the store without vectors")[0].name == "unembedded"
+
+
+def test_validate_cli_exits_non_zero_on_breaking_problems(tmp_path: Path) -> None:
+    store = str(tmp_path / "v.db")
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps([{"name": "x", "description": "Gone.", "source": "python:no_such_module:f"}]))
+    runner.invoke(app, ["import", str(catalog), "--store", store])
+    result = runner.invoke(app, ["validate", "--store", store, "--json"])
+    assert result.exit_code == 2
+    assert {f["kind"] for f in json.loads(result.stdout)} == {"orphan", "too_short"}
+
+
+def test_migration_to_another_dimension_never_fails_a_concurrent_search(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    ToolRegistry(store_url, embedder).register_many(SAMPLE_TOOLS)
+    reader = ToolRegistry(store_url, "auto")  # follows the registry's model
+    assert reader.embedder.dimension == 896
+    errors: list[BaseException] = []
+    found: list[str] = []
+    stop = threading.Event()
+
+    def search_forever() -> None:
+        while not stop.is_set():
+            try:
+                found.append(reader.search("will it rain tomorrow in Lviv", ADMIN)[0].name)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=search_forever)
+    thread.start()
+    try:
+        migrated = runner.invoke(app, ["index", "migrate", "--model", "use", "--store", store_url, "--json"])
+    finally:
+        stop.set()
+        thread.join()
+    assert migrated.exit_code == 0, migrated.output
+    assert json.loads(migrated.stdout)["dimension"] == 512
+    assert errors == [] and found and set(found) == {"weather.forecast"}
+    assert reader.search("will it rain tomorrow in Lviv", ADMIN)[0].name == "weather.forecast"
+    assert reader.embedder.model_id == UniversalSentenceEncoder.model_id
+    assert open_store(store_url).index_model() == IndexModel("use-multilingual-v3", 512)

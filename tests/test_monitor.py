@@ -1,0 +1,113 @@
+"""Usage monitoring on both stores: what is logged from searches and agent runs, and the health report over it."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from typer.testing import CliRunner
+
+from toolrag import Principal, ToolRegistry
+from toolrag.cli.app import app
+from toolrag.model import utc_now
+from toolrag.monitor import MonitorConfig, build_report
+from toolrag.monitor.recorder import redact
+from toolrag.runtime import Agent, Message, ScriptedModel, ToolCall
+from toolrag.store.usage import CallRecord, RetrievalRecord
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder
+
+runner = CliRunner()
+ADMIN = Principal(user="ann", tenant="acme", scopes=frozenset({"*"}))
+FAST = MonitorConfig(flush_seconds=0.05)
+
+
+def monitored(store_url: str, embedder: CountingEmbedder, config: MonitorConfig = FAST) -> ToolRegistry:
+    registry = ToolRegistry(store_url, embedder, monitor=config)
+    registry.register_many(SAMPLE_TOOLS)
+
+    def send(to: str, body: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    registry._functions["email.send"] = send
+    registry._functions["calendar.create_event"] = lambda **kwargs: "scheduled"
+    return registry
+
+
+def call(call_id: str, name: str, arguments: dict[str, object]) -> Message:
+    return Message("assistant", "", (ToolCall(call_id, name, json.dumps(arguments)),))
+
+
+def test_searches_and_agent_calls_are_logged_and_reported(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = monitored(store_url, embedder)
+    for _ in range(6):  # offered six times, never called: a dead tool
+        registry.search("what is the exchange rate of the dollar", ADMIN, session="s-rates")
+    registry.search("tell me a joke", ADMIN, session="s-joke")
+    model = ScriptedModel(
+        [
+            call("c1", "email.send", {"to": "bob@example.com", "body": "hi"}),
+            call("c2", "calendar.create_event", {}),  # not in the shortlist of an e-mail request
+            Message("assistant", "Done."),
+        ]
+    )
+    Agent(registry, model, ADMIN).run("send an email to Bob saying the report is ready")
+    registry.usage.flush()  # type: ignore[union-attr]
+    report = build_report(registry.store, days=30)
+    usage = {u.tool: u for u in report.tools}
+    assert usage["finance.exchange_rate"].injected >= 6 and usage["finance.exchange_rate"].called == 0
+    assert usage["email.send"].called == 1 and usage["email.send"].injected >= 1
+    assert usage["email.send"].call_rate > 0 and 0 < (usage["email.send"].mean_score or 0) <= 1
+    assert usage["calendar.create_event"].called == 1
+    assert "finance.exchange_rate" in [u.tool for u in report.dead]
+    assert "shop.track_shipment" in report.unused
+    assert [s.request for s in report.misses["no_tool"]] == ["tell me a joke"]
+    unshortlisted = report.misses["unshortlisted_call"]
+    assert [(s.detail, s.request) for s in unshortlisted] == [
+        ("calendar.create_event", "send an email to Bob saying the report is ready")
+    ]
+    assert {s.session for s in report.misses["repeated_search"]} >= {"s-rates"}
+    assert report.totals.calls == 2 and report.totals.no_tool == 1
+    assert sum(report.relevance_histogram) == sum(u.injected for u in report.tools)
+    assert report.daily[-1][1] == report.totals.retrievals
+
+
+def test_request_texts_can_be_redacted_or_hashed(store_url: str, embedder: CountingEmbedder) -> None:
+    assert redact("refund order 12345678 for ann@example.com") == "refund order <number> for <email>"
+    registry = monitored(store_url, embedder, MonitorConfig(requests="redacted", flush_seconds=0.05))
+    registry.search("refund order 12345678 for ann@example.com", ADMIN)
+    registry.usage.flush()  # type: ignore[union-attr]
+    hashed = ToolRegistry(registry.store, embedder, monitor=MonitorConfig(requests="hash", flush_seconds=0.05))
+    hashed.search("what is the exchange rate of the dollar to the euro", ADMIN)
+    hashed.usage.flush()  # type: ignore[union-attr]
+    report = build_report(registry.store).as_json()
+    assert report["totals"]["retrievals"] == 2
+    samples = registry.store.usage._query("SELECT request FROM retrievals ORDER BY id", ())
+    assert [row[0] for row in samples] == ["refund order <number> for <email>", None]
+
+
+def test_retention_prunes_old_entries(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = monitored(store_url, embedder, MonitorConfig(retention_days=7, flush_seconds=0.05))
+    old = utc_now() - timedelta(days=10)
+    registry.store.usage.record(
+        [RetrievalRecord("h", (("email.send", 0.9, 0.6),), "old request", at=old)],
+        [CallRecord("email.send", "ok", 3.0, True, at=old)],
+    )
+    registry.search("send an email", ADMIN)
+    registry.usage.flush()  # type: ignore[union-attr]
+    assert registry.usage.prune() == 2  # type: ignore[union-attr]
+    totals = registry.store.usage.totals(utc_now() - timedelta(days=365))
+    assert (totals.retrievals, totals.calls) == (1, 0)
+
+
+def test_report_cli(tmp_path, embedder: CountingEmbedder) -> None:  # type: ignore[no-untyped-def]
+    store = str(tmp_path / "r.db")
+    registry = monitored(store, embedder)
+    registry.search("tell me a joke", ADMIN)
+    registry.search("will it rain tomorrow", ADMIN, session="x")
+    registry.close()
+    text = runner.invoke(app, ["report", "--store", store])
+    assert text.exit_code == 0, text.output
+    assert "2 searches" in text.stdout and "misses: no tool: tell me a joke" in text.stdout
+    data = json.loads(runner.invoke(app, ["report", "--store", store, "--json", "--days", "7"]).stdout)
+    assert data["totals"]["retrievals"] == 2 and data["registry"]["active_tools"] == len(SAMPLE_TOOLS)
