@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from toolrag.cli.api import api_app
 from toolrag.cli.common import (
     DEFAULT_STORE,
     EmbedderOption,
@@ -140,6 +141,7 @@ app.add_typer(index_app, name="index")
 app.add_typer(store_app, name="store")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(tools_app, name="tools")
+app.add_typer(api_app, name="api")
 index_app.command("migrate")(migrate)
 app.command("export")(export_registry)
 app.command("validate")(validate_command)

@@ -243,7 +243,8 @@ def report_command(
     )
     _names("unused tools (never offered nor called)", report.unused)
     for kind, samples in report.misses.items():
-        _names(f"misses: {kind.replace('_', ' ')}", [f"{s.request or '(hashed)'} {s.detail}".strip() for s in samples])
+        lines = [f"{s.request or '(no request text)'} {s.detail}".strip() for s in samples]
+        _names(f"misses: {kind.replace('_', ' ')}", lines)
 
 
 def _names(title: str, names: list[str]) -> None:

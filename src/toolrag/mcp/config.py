@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from toolrag.errors import ToolragError
 from toolrag.model import Principal
+from toolrag.monitor.config import MonitorConfig
 
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,48}$"  # no dots: the dot separates server and tool
 
@@ -98,7 +99,7 @@ class GatewayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     store: str = "toolrag.db"
-    embedder: str = "default"
+    embedder: str = "auto"
     local_principal: str | None = Field(default=None, description="the principal of stdio clients")
     expose: list[str] = Field(default_factory=list, description="tools listed beside find_tools and call_tool")
     approve_new_tools: bool = Field(
@@ -111,6 +112,7 @@ class GatewayConfig(BaseModel):
     find_k: int = Field(default=3, ge=1, le=5)
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="the usage log of find_tools and calls")
 
     @model_validator(mode="after")
     def _names_and_references(self) -> GatewayConfig:

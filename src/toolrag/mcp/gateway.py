@@ -26,7 +26,7 @@ from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
-from toolrag.runtime.events import Event, SecurityEvent
+from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
 from toolrag.store.base import AuditEntry
@@ -87,11 +87,13 @@ class McpGateway:
         self.importer = ToolImporter(self.registry, self.settings)
         self.pool = UpstreamPool(self.settings, self._on_tools)
         self._gateways: dict[tuple[object, ...], ToolGateway] = {}
-        self._audit = AuditSink(self.registry)
+        self._found: dict[str, set[str]] = {}
+        audit = AuditSink(self.registry)
+        self._events: EventSink = FanoutSink(audit, self.registry.usage) if self.registry.usage else audit
 
     @classmethod
     def from_config(cls, settings: GatewayConfig) -> McpGateway:
-        return cls(settings, ToolRegistry(settings.store, settings.embedder))
+        return cls(settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor))
 
     async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools)
@@ -114,8 +116,14 @@ class McpGateway:
 
     # -- the two tools ------------------------------------------------------------------------------------------
 
-    def find_tools(self, query: str, principal: Principal, k: int | None = None) -> dict[str, Any]:
-        results = self.registry.search(query, principal, k or self.settings.find_k)
+    def find_tools(
+        self, query: str, principal: Principal, k: int | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        results = self.registry.search(query, principal, k or self.settings.find_k, session)
+        if session is not None:  # what the model was shown, so the usage log knows whether a call was offered
+            if len(self._found) > 10_000:
+                self._found.clear()
+            self._found.setdefault(session, set()).update(r.name for r in results)
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
         return {
             "tools": [
@@ -130,10 +138,13 @@ class McpGateway:
             "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
         }
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], principal: Principal) -> types.CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
+    ) -> types.CallToolResult:
         gateway = self._gateway_for(principal)
         call = ToolCall(id=uuid.uuid4().hex, name=name, arguments=json.dumps(arguments))
-        result = await gateway.call(call, offered=set())
+        offered = self._found.get(session or "", set())
+        result = await gateway.call(call, offered, session)
         if result.outcome == "ok" and isinstance(result.value, types.CallToolResult):
             return result.value
         return types.CallToolResult(
@@ -148,7 +159,7 @@ class McpGateway:
                 self._gateways.clear()
             visible, hidden = self.registry.partition(principal)
             policy = ExecutionPolicy(timeout_seconds=self.settings.call_timeout_seconds + 1)
-            gateway = ToolGateway(visible, hidden, principal, self._forwarder, policy=policy, events=self._audit)
+            gateway = ToolGateway(visible, hidden, principal, self._forwarder, policy=policy, events=self._events)
             self._gateways[key] = gateway
         return gateway
 
@@ -175,6 +186,9 @@ class McpGateway:
     def mcp_server(self, principal_of: Callable[[Any], Principal]) -> Server[Any]:
         """The downstream MCP server; `principal_of(request)` names the caller (request is None over stdio)."""
 
+        def session_of(ctx: Any) -> str:
+            return f"mcp-{id(ctx.session):x}"
+
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             principal = principal_of(ctx.request)
             exposed = self._exposed(principal)
@@ -184,7 +198,7 @@ class McpGateway:
             principal = principal_of(ctx.request)
             arguments = dict(params.arguments or {})
             if params.name == "find_tools":
-                return await self._answer_find(arguments, principal)
+                return await self._answer_find(arguments, principal, session_of(ctx))
             if params.name == "call_tool":
                 target = arguments.get("name")
                 if not isinstance(target, str) or not target:
@@ -192,21 +206,21 @@ class McpGateway:
                 inner = arguments.get("arguments") or {}
                 if not isinstance(inner, dict):
                     return _error("call_tool's `arguments` must be an object")
-                return await self.call_tool(target, inner, principal)
+                return await self.call_tool(target, inner, principal, session_of(ctx))
             if params.name in self.settings.expose:
-                return await self.call_tool(params.name, arguments, principal)
+                return await self.call_tool(params.name, arguments, principal, session_of(ctx))
             return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
 
         return Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
-    async def _answer_find(self, arguments: dict[str, Any], principal: Principal) -> types.CallToolResult:
+    async def _answer_find(self, arguments: dict[str, Any], principal: Principal, session: str) -> types.CallToolResult:
         query = arguments.get("query")
         k = arguments.get("k")
         if not isinstance(query, str) or not query.strip():
             return _error("find_tools needs `query`: what you want to do, in a sentence")
         if k is not None and (not isinstance(k, int) or not 1 <= k <= 5):
             return _error("find_tools' `k` must be an integer from 1 to 5")
-        found = await anyio.to_thread.run_sync(self.find_tools, query, principal, k)
+        found = await anyio.to_thread.run_sync(self.find_tools, query, principal, k, session)
         text = json.dumps(found, ensure_ascii=False)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=found)
 

@@ -220,6 +220,17 @@ class UsageTables:
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
         ]
 
+    def requests_for_tool(self, tool: str, since: datetime, limit: int = 5) -> list[tuple[str | None, float]]:
+        """Recent requests the tool was offered for, with its relevance to each (what its description must serve)."""
+        rows = self._query(
+            self._sql(
+                "SELECT r.request, rr.dense FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id"
+                " WHERE rr.tool = ? AND r.at >= ? ORDER BY r.at DESC LIMIT ?"
+            ),
+            (tool, self._timestamp(since), limit),
+        )
+        return [(request, float(dense)) for request, dense in rows]
+
     def score_histogram(self, since: datetime, buckets: int = 10) -> list[int]:
         """How many chosen tools had a relevance (request-tool cosine) in each of `buckets` ranges of [0, 1]."""
         # One SUM per range: casts and FLOOR round differently (or are missing) across the two databases.

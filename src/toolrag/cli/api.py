@@ -1,0 +1,50 @@
+"""`toolrag api ...`: the HTTP API and dashboard."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from toolrag.cli.common import err, guarded
+
+api_app = typer.Typer(help="The HTTP API (FastAPI) and the dashboard.", no_args_is_help=True)
+ApiConfigOption = Annotated[
+    str, typer.Option("--config", "-c", envvar="TOOLRAG_API_CONFIG", help="API configuration (TOML).")
+]
+
+
+@api_app.command()
+def serve(
+    config: ApiConfigOption = "toolrag-api.toml",
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+) -> None:
+    """Serve the API; the dashboard is at /dashboard, the OpenAPI description at /docs and /openapi.json."""
+    import uvicorn
+
+    from toolrag.server.config import load_api_config
+    from toolrag.server.serve import build_api
+
+    settings = guarded(lambda: load_api_config(config))
+    app = guarded(lambda: build_api(settings))
+    err.print(f"toolrag API on http://{host}:{port} (dashboard: /dashboard, docs: /docs)", highlight=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@api_app.command()
+def openapi() -> None:
+    """Print the OpenAPI description (the one checked in as docs/openapi.json)."""
+    sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
+
+
+def openapi_document() -> dict[str, object]:
+    from toolrag.server.app import create_app
+    from toolrag.server.config import ApiConfig
+
+    class _Nothing:  # the description depends on no registry state
+        usage = None
+
+    return create_app(_Nothing(), ApiConfig()).openapi()  # type: ignore[arg-type]

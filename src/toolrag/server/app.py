@@ -1,0 +1,302 @@
+"""The HTTP API (FastAPI): manage tools, search for the caller's principal, execute through the execution gateway,
+reports, metrics, the dashboard. Every route needs a bearer token; a token's role limits what it may do.
+
+(No `from __future__ import annotations` here: FastAPI reads the route annotations at run time.)"""
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrag.errors import (
+    CatalogError,
+    InvalidToolError,
+    ModelMismatchError,
+    StoreError,
+    ToolNotFoundError,
+    ToolragError,
+)
+from toolrag.model import Principal, SearchResult, Tool, utc_now
+from toolrag.monitor.report import build_report
+from toolrag.registry import ToolRegistry
+from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
+from toolrag.runtime.messages import ToolCall
+from toolrag.server.config import ApiConfig, Role
+from toolrag.server.dashboard import render_dashboard
+from toolrag.server.metrics import ApiMetrics
+
+Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
+_RANK = {"reader": 0, "agent": 1, "admin": 2}
+
+
+class Caller(BaseModel):
+    name: str
+    role: Role
+    principal: Principal
+
+
+class ToolIn(BaseModel):
+    """A tool to register (the same fields as a catalog entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    category: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    not_for: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    return_direct: bool = False
+
+
+class ToolPatch(BaseModel):
+    """Fields to change; each change is a new version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    category: str | None = None
+    aliases: list[str] | None = None
+    not_for: str | None = None
+    scopes: list[str] | None = None
+    tenants: list[str] | None = None
+    active: bool | None = None
+
+
+class UpsertOut(BaseModel):
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    k: int | None = Field(default=None, ge=1, le=5)
+    session: str | None = Field(default=None, max_length=200)
+    format: Format = "openai"
+
+
+class SearchOut(BaseModel):
+    results: list[SearchResult]
+    tools: list[dict[str, Any]] = Field(description="the chosen tools' full definitions in the requested format")
+    injected_tokens: int
+    catalog_tokens: int
+
+
+class ExecuteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    session: str | None = Field(default=None, max_length=200)
+
+
+class ExecuteOut(BaseModel):
+    outcome: str
+    is_error: bool
+    content: str
+
+
+class ToolOut(BaseModel):
+    name: str
+    version: int
+    active: bool
+    category: str | None
+    scopes: list[str]
+    card: str
+
+
+Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    tools: int
+    generation: int
+    model: str | None
+
+
+_ERRORS: list[tuple[type[Exception], int]] = [
+    (ToolNotFoundError, 404),
+    (InvalidToolError, 422),
+    (CatalogError, 422),
+    (ModelMismatchError, 409),
+    (StoreError, 503),
+    (ToolragError, 400),
+]
+
+
+def create_app(
+    registry: ToolRegistry,
+    config: ApiConfig,
+    execute: Executor | None = None,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
+    (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open)."""
+    metrics = ApiMetrics(registry)
+    tokens = {entry.secret(): (name, entry) for name, entry in config.tokens.items() if entry.secret()}
+    bearer = HTTPBearer(auto_error=False)
+    app = FastAPI(
+        title="toolrag",
+        version="0.1.0",
+        description="Tool selection as retrieval: a permission-aware tool registry for LLM agents.",
+        lifespan=lifespan,
+    )
+
+    def caller(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+    ) -> Caller:
+        secret = credentials.credentials if credentials else request.query_params.get("token")
+        if not secret:
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if secret not in tokens:
+            raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+        name, entry = tokens[secret]
+        return Caller(name=name, role=entry.role, principal=entry.principal(name))
+
+    def allowed(role: Role) -> Callable[[Caller], Caller]:
+        def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
+            if _RANK[who.role] < _RANK[role]:
+                raise HTTPException(403, f"token {who.name!r} is {who.role}; this needs {role}")
+            return who
+
+        return check
+
+    Reader = Annotated[Caller, Depends(allowed("reader"))]
+    AgentRole = Annotated[Caller, Depends(allowed("agent"))]
+    Admin = Annotated[Caller, Depends(allowed("admin"))]
+
+    @app.exception_handler(ToolragError)
+    async def toolrag_error(request: Request, exc: ToolragError) -> JSONResponse:
+        status = next(code for kind, code in _ERRORS if isinstance(exc, kind))
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+        return response
+
+    @app.get("/health", response_model=Health, tags=["operations"])
+    def health(who: Reader) -> Health:
+        model = registry.store.index_model()
+        return Health(
+            status="ok", tools=registry.snapshot().size, generation=registry.generation, model=model and model.model_id
+        )
+
+    @app.get("/tools", response_model=list[ToolOut], tags=["tools"])
+    def list_tools(who: Reader, include_inactive: bool = False) -> list[ToolOut]:
+        """Every tool (operators' view: the caller's permissions do not filter this list)."""
+        return [_tool_out(t) for t in registry.tools(include_inactive)]
+
+    @app.get("/tools/{name}", response_model=Tool, tags=["tools"])
+    def get_tool(name: str, who: Reader) -> Tool:
+        return registry.get(name)
+
+    @app.get("/tools/{name}/history", response_model=list[Tool], tags=["tools"])
+    def tool_history(name: str, who: Reader) -> list[Tool]:
+        return registry.history(name)
+
+    @app.post("/tools", response_model=UpsertOut, tags=["tools"])
+    def register_tools(tools: list[ToolIn], who: Admin) -> UpsertOut:
+        """Add or update tools, all in one transaction."""
+        parsed = [Tool.parse({**t.model_dump(), "source": "api"}) for t in tools]
+        report = registry.register_many(parsed)
+        return UpsertOut(added=report.added, updated=report.updated, unchanged=report.unchanged)
+
+    @app.patch("/tools/{name}", response_model=Tool, tags=["tools"])
+    def update_tool(name: str, patch: ToolPatch, who: Admin) -> Tool:
+        changes = patch.model_dump(exclude_unset=True)
+        if not changes:
+            raise HTTPException(422, "nothing to change")
+        return registry.update(name, **changes)
+
+    @app.post("/tools/{name}/deactivate", response_model=Tool, tags=["tools"])
+    def deactivate(name: str, who: Admin) -> Tool:
+        return registry.set_active(name, False)
+
+    @app.post("/tools/{name}/reactivate", response_model=Tool, tags=["tools"])
+    def reactivate(name: str, who: Admin) -> Tool:
+        return registry.set_active(name, True)
+
+    @app.post("/search", response_model=SearchOut, tags=["agents"])
+    def search(body: SearchIn, who: Reader) -> SearchOut:
+        """The tools for a request, as the token's principal may see them, rendered for a provider."""
+        started = time.perf_counter()
+        selection = registry.select(body.query, who.principal, body.format, body.k, body.session)
+        metrics.search_seconds.observe(time.perf_counter() - started)
+        metrics.searches.labels(str(bool(selection.results)).lower()).inc()
+        return SearchOut(
+            results=selection.results,
+            tools=selection.tools,
+            injected_tokens=selection.injected_tokens,
+            catalog_tokens=selection.catalog_tokens,
+        )
+
+    @app.post("/execute", response_model=ExecuteOut, tags=["agents"])
+    async def run_tool(body: ExecuteIn, who: AgentRole) -> ExecuteOut:
+        """Run a tool through the execution gateway: authorization, name resolution, schema validation, timeout."""
+        started = time.perf_counter()
+        session = body.session or uuid.uuid4().hex
+        if execute is not None:
+            result = await execute(body.name, body.arguments, who.principal, session)
+        else:
+            result = await _execute_here(registry, body, who.principal, session)
+        metrics.calls.labels(result.outcome).inc()
+        metrics.call_seconds.observe(time.perf_counter() - started)
+        return result
+
+    @app.get("/reports/health", tags=["reports"])
+    def health_report(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> dict[str, Any]:
+        """Per-tool usage, dead, unused and low-relevance tools, and the requests behind retrieval misses."""
+        return build_report(registry.store, days).as_json()
+
+    @app.get("/metrics", tags=["operations"], response_class=Response)
+    def prometheus(who: Reader) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/dashboard", tags=["operations"], response_class=HTMLResponse)
+    def dashboard(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> HTMLResponse:
+        """Registry health for people (the token may also come as `?token=`)."""
+        report = build_report(registry.store, days)
+        since = utc_now() - timedelta(days=days)
+        candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
+        offered = {name: registry.store.usage.requests_for_tool(name, since) for name in candidates}
+        return HTMLResponse(render_dashboard(report, offered))
+
+    return app
+
+
+async def _execute_here(registry: ToolRegistry, body: ExecuteIn, principal: Principal, session: str) -> ExecuteOut:
+    visible, hidden = await anyio.to_thread.run_sync(registry.partition, principal)
+    events = registry.usage
+    gateway = ToolGateway(visible, hidden, principal, registry.function, policy=ExecutionPolicy(), events=events)
+    result = await gateway.call(ToolCall(uuid.uuid4().hex, body.name, json.dumps(body.arguments)), set(), session)
+    return ExecuteOut(outcome=result.outcome, is_error=result.message.is_error, content=result.message.content)
+
+
+def _tool_out(tool: Tool) -> ToolOut:
+    return ToolOut(
+        name=tool.name,
+        version=tool.version,
+        active=tool.active,
+        category=tool.category,
+        scopes=tool.scopes,
+        card=tool.card().text(),
+    )

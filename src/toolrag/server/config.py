@@ -1,0 +1,103 @@
+"""The HTTP API's configuration (TOML): the registry, tokens with their role and principal, monitoring.
+
+store = "toolrag.db"
+mcp_config = "toolrag-mcp.toml"     # optional: execute MCP tools through their upstream servers
+
+[tokens.ops]
+token_env = "TOOLRAG_OPS_TOKEN"     # or token = "..."
+role = "admin"                      # admin: everything; agent: search and execute; reader: read-only
+scopes = ["*"]
+
+[monitor]
+requests = "redacted"
+retention_days = 30
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from toolrag.errors import ToolragError
+from toolrag.model import Principal
+from toolrag.monitor.config import MonitorConfig
+
+Role = Literal["admin", "agent", "reader"]
+
+
+class ApiConfigError(ToolragError):
+    """The API configuration is missing, unreadable or invalid."""
+
+
+class TokenConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = None
+    token_env: str | None = None
+    role: Role = "reader"
+    user: str | None = None
+    tenant: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    tools: list[str] | None = Field(default=None, description="globs of tools this token may use (default: all)")
+    deny_tools: list[str] = Field(default_factory=list)
+
+    def secret(self) -> str | None:
+        return os.environ.get(self.token_env) or None if self.token_env else self.token
+
+    def principal(self, name: str) -> Principal:
+        return Principal(
+            user=self.user or name,
+            tenant=self.tenant,
+            scopes=frozenset(self.scopes),
+            allow_tools=None if self.tools is None else frozenset(self.tools),
+            deny_tools=frozenset(self.deny_tools),
+        )
+
+
+class ApiConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    store: str = "toolrag.db"
+    embedder: str = "auto"
+    mcp_config: str | None = None
+    tokens: dict[str, TokenConfig] = Field(default_factory=dict)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> ApiConfig:
+        seen: dict[str, str] = {}
+        for name, entry in self.tokens.items():
+            secret = entry.secret()
+            if secret is None:
+                continue
+            if len(secret) < 16:
+                raise ValueError(f"token {name!r} is shorter than 16 characters")
+            if secret in seen:
+                raise ValueError(f"tokens {seen[secret]!r} and {name!r} are the same")
+            seen[secret] = name
+        return self
+
+
+def load_api_config(path: str | Path) -> ApiConfig:
+    source = Path(path)
+    try:
+        data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ApiConfigError(f"API configuration {source} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ApiConfigError(f"cannot read API configuration {source}: {exc}") from None
+    try:
+        config = ApiConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise ApiConfigError(f"invalid API configuration {source}: {problems}") from None
+    updates: dict[str, Any] = {}
+    if "://" not in config.store and not Path(config.store).is_absolute():
+        updates["store"] = str(source.parent / config.store)
+    if config.mcp_config and not Path(config.mcp_config).is_absolute():
+        updates["mcp_config"] = str(source.parent / config.mcp_config)
+    return config.model_copy(update=updates)

@@ -1,0 +1,35 @@
+"""Prometheus metrics of one API process (counters since it started, registry gauges read at scrape time)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from toolrag.registry import ToolRegistry
+
+
+class ApiMetrics:
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.collector = CollectorRegistry()
+        self.searches = Counter(
+            "toolrag_searches", "Searches served, by whether a tool passed", ["found"], registry=self.collector
+        )
+        self.search_seconds = Histogram(
+            "toolrag_search_seconds",
+            "Search latency, request embedding included",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.collector,
+        )
+        self.calls = Counter("toolrag_calls", "Tool calls executed, by outcome", ["outcome"], registry=self.collector)
+        self.call_seconds = Histogram("toolrag_call_seconds", "Tool call latency", registry=self.collector)
+        self.requests = Counter(
+            "toolrag_http_requests", "HTTP requests, by route and status", ["route", "status"], registry=self.collector
+        )
+        tools = Gauge("toolrag_tools", "Tools in the registry, by state", ["state"], registry=self.collector)
+        tools.labels("active").set_function(lambda: len(registry.snapshot().tools))
+        tools.labels("all").set_function(lambda: len(registry.tools(include_inactive=True)))
+        Gauge("toolrag_registry_generation", "The registry's change counter", registry=self.collector).set_function(
+            lambda: registry.generation
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.collector)

@@ -1,0 +1,42 @@
+"""Building the API from its configuration file: registry, monitoring, and (optionally) the MCP upstreams."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp.types as types
+from fastapi import FastAPI
+
+from toolrag.model import Principal
+from toolrag.registry import ToolRegistry
+from toolrag.server.app import ExecuteOut, create_app
+from toolrag.server.config import ApiConfig
+
+
+def build_api(config: ApiConfig) -> FastAPI:
+    """The app `toolrag api serve` runs. With `mcp_config`, tools execute on their MCP servers, which stay
+    connected for the app's lifetime."""
+    registry = ToolRegistry(config.store, config.embedder, monitor=config.monitor)
+    if config.mcp_config is None:
+        return create_app(registry, config)
+    from toolrag.mcp.config import load_config
+    from toolrag.mcp.gateway import McpGateway
+
+    gateway = McpGateway(load_config(config.mcp_config), registry)
+
+    async def execute(name: str, arguments: dict[str, Any], principal: Principal, session: str) -> ExecuteOut:
+        result = await gateway.call_tool(name, arguments, principal, session)
+        text = "\n".join(part.text for part in result.content if isinstance(part, types.TextContent))
+        return ExecuteOut(outcome="error" if result.is_error else "ok", is_error=result.is_error, content=text)
+
+    @asynccontextmanager
+    async def upstreams(app: FastAPI) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            await gateway.start(group)
+            yield
+            group.cancel_scope.cancel()
+
+    return create_app(registry, config, execute, upstreams)

@@ -1,0 +1,171 @@
+"""The HTTP API over real HTTP (uvicorn on loopback), its token auth, its OpenAPI description, and the dashboard in
+a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from toolrag import ToolRegistry
+from toolrag.cli.api import openapi_document
+from toolrag.monitor import MonitorConfig
+from toolrag.server.app import create_app
+from toolrag.server.config import ApiConfig, TokenConfig
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder
+from .mcp_support import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN, AGENT, READER, BILLING = (
+    "admin-token-0123456789",
+    "agent-token-0123456789",
+    "reader-token-012345678",
+    "billing-token-01234567",
+)
+
+
+def api_config() -> ApiConfig:
+    return ApiConfig(
+        tokens={
+            "ops": TokenConfig(token=ADMIN, role="admin", scopes=["*"], tenant="acme"),
+            "bot": TokenConfig(token=AGENT, role="agent", scopes=[]),
+            "viewer": TokenConfig(token=READER, role="reader"),
+            "billing": TokenConfig(token=BILLING, role="agent", scopes=["billing:*"]),
+        }
+    )
+
+
+@pytest.fixture
+def api(store_url: str, embedder: CountingEmbedder) -> Iterator[tuple[str, ToolRegistry]]:
+    registry = ToolRegistry(store_url, embedder, monitor=MonitorConfig(flush_seconds=0.05))
+
+    def send(to: str, body: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    registry.register_many(SAMPLE_TOOLS)
+    registry._functions["email.send"] = send
+    registry._functions["payments.refund_payment"] = lambda: "refunded"
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(registry, api_config()), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the API did not start"
+        time.sleep(0.05)
+    try:
+        yield url, registry
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def call(url: str, method: str, path: str, token: str | None, **kwargs: object) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.request(method, url + path, headers=headers, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+
+def test_every_route_needs_a_token_and_roles_limit_writes(api: tuple[str, ToolRegistry]) -> None:
+    url, _ = api
+    for method, path in [("GET", "/health"), ("GET", "/tools"), ("POST", "/search"), ("GET", "/metrics")]:
+        assert call(url, method, path, None).status_code == 401
+        assert call(url, method, path, "not-a-token").status_code == 401
+    new_tool = [{"name": "crm.note", "description": "Add a note to a customer record in the CRM."}]
+    refused = call(url, "POST", "/tools", READER, json=new_tool)
+    assert refused.status_code == 403 and "viewer" in refused.json()["detail"]
+    assert call(url, "POST", "/tools", AGENT, json=new_tool).status_code == 403
+    assert call(url, "POST", "/execute", READER, json={"name": "email.send"}).status_code == 403
+    assert call(url, "GET", "/health", READER).json()["tools"] == len(SAMPLE_TOOLS)
+
+
+def test_manage_tools_over_http(api: tuple[str, ToolRegistry]) -> None:
+    url, _ = api
+    new_tool = [{"name": "crm.note", "description": "Add a note to a customer record in the CRM."}]
+    assert call(url, "POST", "/tools", ADMIN, json=new_tool).json() == {
+        "added": ["crm.note"],
+        "updated": [],
+        "unchanged": [],
+    }
+    patched = call(url, "PATCH", "/tools/crm.note", ADMIN, json={"aliases": ["annotate customer"]})
+    assert patched.status_code == 200 and patched.json()["version"] == 2
+    assert call(url, "POST", "/tools/crm.note/deactivate", ADMIN).json()["active"] is False
+    assert call(url, "POST", "/tools/crm.note/reactivate", ADMIN).json()["active"] is True
+    history = call(url, "GET", "/tools/crm.note/history", READER).json()
+    assert [h["version"] for h in history] == [1, 2, 3, 4]
+    assert call(url, "GET", "/tools/nope", READER).status_code == 404
+    bad = call(url, "POST", "/tools", ADMIN, json=[{"name": "bad name!", "description": "x"}])
+    assert bad.status_code == 422 and "bad name!" in bad.text
+    unknown_field = call(url, "PATCH", "/tools/crm.note", ADMIN, json={"colour": "red"})
+    assert unknown_field.status_code == 422
+
+
+def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegistry]) -> None:
+    url, registry = api
+    found = call(url, "POST", "/search", BILLING, json={"query": "refund the customer's payment", "session": "s1"})
+    assert found.status_code == 200
+    assert found.json()["results"][0]["name"] == "payments.refund_payment"
+    assert found.json()["tools"][0]["function"]["name"] == "payments__refund_payment"
+    hidden = call(url, "POST", "/search", AGENT, json={"query": "refund the customer's payment"})
+    assert "payments.refund_payment" not in [r["name"] for r in hidden.json()["results"]]
+    ran = call(url, "POST", "/execute", AGENT, json={"name": "email.send", "arguments": {"to": "bob", "body": "hi"}})
+    assert ran.json() == {"outcome": "ok", "is_error": False, "content": "sent to bob"}
+    refused = call(url, "POST", "/execute", AGENT, json={"name": "payments.refund_payment"})
+    assert refused.json()["outcome"] == "refused" and "is available" in refused.json()["content"]
+    invalid = call(url, "POST", "/execute", AGENT, json={"name": "email.send", "arguments": {"to": 5}})
+    assert invalid.json()["outcome"] == "invalid_arguments"
+    assert call(url, "POST", "/search", READER, json={"query": ""}).status_code == 422
+    registry.usage.flush()  # type: ignore[union-attr]
+    report = call(url, "GET", "/reports/health?days=1", READER).json()
+    assert report["totals"]["retrievals"] == 2 and report["totals"]["calls"] == 3
+    metrics = call(url, "GET", "/metrics", READER).text
+    assert 'toolrag_searches_total{found="true"}' in metrics and 'toolrag_calls_total{outcome="ok"} 1.0' in metrics
+    assert f'toolrag_tools{{state="active"}} {float(len(SAMPLE_TOOLS))}' in metrics
+
+
+def test_openapi_description_is_checked_in() -> None:
+    checked_in = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    assert checked_in == json.loads(json.dumps(openapi_document())), "run `toolrag api openapi > docs/openapi.json`"
+
+
+def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRegistry], tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, registry = api
+    for request in ["what is the exchange rate of the dollar"] * 6 + ["tell me a joke", "send an email to my boss"]:
+        call(url, "POST", "/search", ADMIN, json={"query": request, "session": request[:10]})
+    call(url, "POST", "/execute", ADMIN, json={"name": "email.send", "arguments": {"to": "boss", "body": "hi"}})
+    call(url, "POST", "/execute", ADMIN, json={"name": "payments.refund_payment"})
+    registry.usage.flush()  # type: ignore[union-attr]
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "the dashboard test needs Debian's chromium (apt-get install chromium; .ci/run does it)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        response = page.goto(f"{url}/dashboard?token={READER}")
+        assert response is not None and response.status == 200
+        assert page.title() == "toolrag dashboard"
+        assert page.locator('[data-card="searches"] b').inner_text() == "8"
+        for chart in ("#call-rate", "#daily", "#relevance"):
+            heights = page.eval_on_selector_all(f"{chart} svg rect.bar", "bars => bars.map(b => b.getBBox().height)")
+            assert heights and max(heights) > 0  # drawn, with data
+        assert "finance.exchange_rate" in page.locator("#rewrite").inner_text()
+        assert "tell me a joke" in page.locator("#no-tool").inner_text()
+        assert "payments.refund_payment" in page.locator("#misses").inner_text()
+        page.screenshot(
+            path=str(os.environ.get("TOOLRAG_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png")), full_page=True
+        )
+        browser.close()
+    assert call(url, "GET", "/dashboard", None).status_code == 401
