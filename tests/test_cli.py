@@ -90,7 +90,9 @@ def test_index_rebuild_switches_the_model(store: str) -> None:
     assert json.loads(result.stdout) == {"model": "use-multilingual-v3", "embedded": 3}
     found = runner.invoke(app, ["search", "weather forecast for Kyiv", "--store", store, "--embedder", "use", "--json"])
     assert json.loads(found.stdout)["results"][0]["name"] == "weather.forecast"
-    assert runner.invoke(app, ["search", "weather", "--store", store]).exit_code == 1
+    refused = runner.invoke(app, ["search", "weather", "--store", store, "--embedder", "default"])
+    assert refused.exit_code == 1 and "toolrag index rebuild" in refused.stderr
+    assert runner.invoke(app, ["search", "weather", "--store", store]).exit_code == 0  # auto: the registry's model
 
 
 def test_store_copy_to_postgres_and_back(store: str, postgres_url: str, tmp_path: Path) -> None:
