@@ -29,7 +29,8 @@ TOOLRAG = str(Path(sys.executable).parent / "toolrag")
 def node_bin() -> Path:
     """Where the npm servers are; installs them (pinned) the first time, as `.ci/run` does."""
     folder = NODE_SERVERS / "node_modules" / ".bin"
-    if not (folder / "mcp-server-memory").exists():
+    complete = (NODE_SERVERS / "node_modules" / "@modelcontextprotocol" / "sdk" / "dist").exists()
+    if not (folder / "mcp-server-memory").exists() or not complete:
         npm = shutil.which("npm")
         assert npm, "the MCP gateway tests need Node.js and npm (apt-get install nodejs npm)"
         command = [npm, "install", "--prefix", str(NODE_SERVERS), "--no-audit", "--no-fund", *NPM_PACKAGES]
