@@ -267,6 +267,19 @@ def chat(
 # -- evaluation ---------------------------------------------------------------------------------------------------
 
 
+def _settings(pairs: list[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator:
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE")
+        try:
+            parsed[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key.strip()] = value
+    return parsed
+
+
 @app.command("eval")
 def eval_command(
     folder: Annotated[Path, typer.Argument(help="Folder with tools.jsonl and queries.jsonl.")],
@@ -278,6 +291,9 @@ def eval_command(
     dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
     k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
     limit: Annotated[int | None, typer.Option(help="Evaluate an evenly spaced sample of this many requests.")] = None,
+    settings: Annotated[
+        list[str] | None, typer.Option("--set", help="A search setting as KEY=JSON, e.g. multi_intent=false.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
@@ -286,7 +302,8 @@ def eval_command(
 
     modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
     benchmark = guarded(lambda: load_benchmark(folder, limit))
-    config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k))
+    overrides = guarded(lambda: _settings(settings or []))
+    config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
     model = guarded(lambda: make_embedder(embedder))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=as_json) as bar:

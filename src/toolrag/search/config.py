@@ -29,6 +29,12 @@ class SearchConfig(BaseModel):
     max_drop: float = Field(
         default=0.45, ge=0.0, le=1.0, description="adaptive cut: drop tools scoring this much below the best one"
     )
+    multi_intent: bool = Field(
+        default=True, description="split requests with several intents and merge each intent's best tools in"
+    )
+    intent_min_similarity: float = Field(
+        default=0.3, ge=-1.0, le=1.0, description="each intent's best tool needs this cosine for a split to count"
+    )
     always_include: list[str] = Field(default_factory=list)
     routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")
     route_mode: Literal["boost", "filter"] = "boost"

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import zip_longest
 
 import numpy as np
 
 from toolrag.embed.base import Embedder
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
-from toolrag.search.config import SearchConfig
+from toolrag.search.config import MAX_K, SearchConfig
 from toolrag.search.cut import Ranked, cut
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.index import SearchIndex
+from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 from toolrag.search.route import CategoryRouter
 from toolrag.search.text import tokenize
@@ -78,8 +80,10 @@ class Retriever:
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
-        ranking = self._rank(index, query, principal, limit=max(k, 10), mode=self.config.mode)
-        chosen = cut(ranking, self.config, k)
+        parts = self._intents(query)
+        ranking = self._rank_intents(index, query, parts, principal, max(k, 10), self.config.mode)
+        # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
+        chosen = cut(ranking, self.config, min(MAX_K, k + len(parts) - 1))
         results = [self._result(index, item) for item in chosen]
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         self.cache.put(key, results)
@@ -88,8 +92,35 @@ class Retriever:
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
         """The top `limit` visible tools by fused score, with no threshold or cut."""
         index = self._snapshot()
-        ranking = self._rank(index, query, principal, limit, mode or self.config.mode)
+        ranking = self._rank_intents(index, query, self._intents(query), principal, limit, mode or self.config.mode)
         return [self._result(index, item) for item in ranking]
+
+    def _intents(self, query: str) -> list[str]:
+        return split_intents(query) if self.config.multi_intent else [query]
+
+    def _rank_intents(
+        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
+    ) -> list[Ranked]:
+        """The whole request's ranking, with each intent's best tools merged in fairly (one query embedding more
+        per intent): the whole request's best tool, then each intent's best, then the rest alternately."""
+        whole = self._rank(index, query, principal, limit, mode)
+        if len(parts) < 2:
+            return whole
+        rankings = [whole, *(self._rank(index, part, principal, limit, mode) for part in parts)]
+        tops = [ranking[0] for ranking in rankings[1:] if ranking]
+        # A split is trusted only when its parts point, with evidence, at different tools; otherwise it was one
+        # request phrased in several clauses, and the whole request's ranking is the better one.
+        floor = self.config.intent_min_similarity
+        if len({top.position for top in tops}) < 2 or any(top.dense < floor for top in tops):
+            return whole
+        merged: dict[int, Ranked] = {}
+        for item in [*whole[:1], *(ranking[0] for ranking in rankings[1:] if ranking)]:
+            merged.setdefault(item.position, item)
+        for items in zip_longest(*(ranking[1:] for ranking in rankings)):
+            for item in items:
+                if item is not None:
+                    merged.setdefault(item.position, item)
+        return list(merged.values())[:limit]
 
     def _rank(self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str) -> list[Ranked]:
         visible = self.visibility.mask(index, principal)

@@ -1,0 +1,39 @@
+"""Requests with several intents: split at explicit markers, retrieved per part, merged fairly."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrag import Principal, SearchConfig, ToolRegistry
+from toolrag.search.intents import split_intents
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder
+
+
+@pytest.mark.parametrize(
+    ("request_text", "parts"),
+    [
+        ("what is the weather in Kyiv and what is the dollar exchange rate?", 2),
+        ("Is it going to rain today and can you provide any news updates about local flooding?", 2),
+        ("Find the paper, summarize it, then email it to my team", 2),
+        ("Wie wird das Wetter morgen in Berlin und wie steht der Dollar?", 2),
+        ("Яка погода в Києві і який курс долара?", 2),
+        ("北京明天天气怎么样，然后告诉我美元汇率", 2),
+        ("Find the area of a triangle with a base of 10 units and height of 5 units.", 1),
+        ("Can you find me a job in a city that is close to affordable houses?", 1),
+        ("and", 1),
+        ("", 1),
+    ],
+)
+def test_requests_are_split_only_at_explicit_markers(request_text: str, parts: int) -> None:
+    assert len(split_intents(request_text)) == parts
+
+
+def test_each_intent_gets_its_tool(tmp_path, embedder: CountingEmbedder) -> None:  # type: ignore[no-untyped-def]
+    registry = ToolRegistry(tmp_path / "i.db", embedder)
+    registry.register_many(SAMPLE_TOOLS)
+    anyone = Principal(scopes=frozenset({"*"}), tenant="acme")
+    request = "will it rain in Kyiv tomorrow and what is the exchange rate of the dollar to the euro?"
+    assert {"weather.forecast", "finance.exchange_rate"} <= {r.name for r in registry.search(request, anyone, k=2)}
+    single = ToolRegistry(registry.store, embedder, SearchConfig(multi_intent=False))
+    assert len(single.search(request, anyone, k=2)) <= 2  # without the split, k bounds the whole request
