@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
@@ -111,3 +112,25 @@ def test_report_cli(tmp_path, embedder: CountingEmbedder) -> None:  # type: igno
     assert "2 searches" in text.stdout and "misses: no tool: tell me a joke" in text.stdout
     data = json.loads(runner.invoke(app, ["report", "--store", store, "--json", "--days", "7"]).stdout)
     assert data["totals"]["retrievals"] == 2 and data["registry"]["active_tools"] == len(SAMPLE_TOOLS)
+
+
+def test_alias_suggestions_come_from_misses_and_apply_after_review(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = monitored(store_url, embedder)
+    registry._functions["shop.track_shipment"] = lambda: "in Lviv, arrives Friday"
+    missed = "any news from the courier?"
+    assert "shop.track_shipment" not in [r.name for r in registry.search(missed, ADMIN)]
+    for session in ("a", "b"):  # two conversations with the same question, answered by a tool it did not find
+        registry.search(missed, ADMIN, session=session)
+        agent = Agent(registry, ScriptedModel([]), ADMIN)
+        agent._request_id = session
+        asyncio.run(agent.aexecute(call("c1", "shop.track_shipment", {}), []))
+    registry.usage.flush()  # type: ignore[union-attr]
+    listed = runner.invoke(app, ["suggest-aliases", "--store", store_url, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout)["suggestions"] == [{"tool": "shop.track_shipment", "alias": missed, "count": 2}]
+    assert registry.get("shop.track_shipment").aliases == ["where is my package"]  # nothing applied unreviewed
+    applied = runner.invoke(app, ["suggest-aliases", "--store", store_url, "--apply", "shop.track_shipment", "--json"])
+    assert json.loads(applied.stdout)["applied"] == ["shop.track_shipment"]
+    updated = ToolRegistry(store_url, embedder)
+    assert updated.get("shop.track_shipment").aliases == ["where is my package", missed]
+    assert updated.search(missed, ADMIN)[0].name == "shop.track_shipment"  # the next user is served

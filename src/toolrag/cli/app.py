@@ -32,6 +32,7 @@ from toolrag.cli.lifecycle import (
     migrate,
     report_command,
     restore_backup,
+    suggest_aliases_command,
     tools_app,
     validate_command,
 )
@@ -146,6 +147,7 @@ index_app.command("migrate")(migrate)
 app.command("export")(export_registry)
 app.command("validate")(validate_command)
 app.command("report")(report_command)
+app.command("suggest-aliases")(suggest_aliases_command)
 
 
 @index_app.command("rebuild")

@@ -252,3 +252,28 @@ def _names(title: str, names: list[str]) -> None:
         out.print(f"[bold]{title}[/]: " + "; ".join(names[:20]), highlight=False)
     else:
         err.print(f"{title}: none", style="dim", highlight=False)
+
+
+def suggest_aliases_command(
+    store: StoreOption = DEFAULT_STORE,
+    days: Annotated[int, typer.Option(min=1, help="Time window, in days back from now.")] = 30,
+    min_count: Annotated[int, typer.Option(min=1, help="Sessions a suggestion needs.")] = 1,
+    apply: Annotated[list[str] | None, typer.Option("--apply", help="Tool whose suggestions to apply.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Propose aliases from usage (requests after which a tool was called although they had not found it);
+    review them, then apply per tool with --apply."""
+    from toolrag.monitor.aliases import apply_suggestions, suggest_aliases
+
+    registry = open_registry(store)
+    suggestions = guarded(lambda: suggest_aliases(registry, days, min_count))
+    applied = guarded(lambda: apply_suggestions(registry, suggestions, set(apply or []))) if apply else []
+    if as_json:
+        print_json({"suggestions": [vars(s) for s in suggestions], "applied": applied})
+        return
+    table = Table("tool", "suggested alias", "sessions", title=f"{len(suggestions)} alias suggestions")
+    for suggestion in suggestions:
+        table.add_row(suggestion.tool, suggestion.alias, str(suggestion.count))
+    out.print(table)
+    if applied:
+        out.print(f"applied to {', '.join(applied)}")

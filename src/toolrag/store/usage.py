@@ -220,6 +220,20 @@ class UsageTables:
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
         ]
 
+    def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
+        """(tool, request) for every successful call and each request of its session, up to the call, whose
+        shortlist did not contain the tool: the words users use for a tool that retrieval did not connect."""
+        rows = self._query(
+            self._sql(
+                "SELECT c.tool, r.request FROM calls c JOIN retrievals r ON r.session = c.session AND r.at <= c.at"
+                " WHERE c.at >= ? AND c.outcome = 'ok' AND r.request IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)"
+                " ORDER BY c.at DESC LIMIT ?"
+            ),
+            (self._timestamp(since), limit),
+        )
+        return [(str(tool), str(request)) for tool, request in rows]
+
     def requests_for_tool(self, tool: str, since: datetime, limit: int = 5) -> list[tuple[str | None, float]]:
         """Recent requests the tool was offered for, with its relevance to each (what its description must serve)."""
         rows = self._query(
