@@ -164,8 +164,9 @@ class McpGateway:
         return gateway
 
     def _forwarder(self, name: str) -> Callable[..., Awaitable[types.CallToolResult]] | None:
-        tool = self.registry.store.get(name)
-        if tool is None or not tool.source.startswith(SOURCE_PREFIX):
+        index = self.registry.snapshot()  # the in-memory index, not a database read on every call
+        position = index.by_name.get(name.lower())
+        if position is None or not index.tools[position].source.startswith(SOURCE_PREFIX):
             return None
 
         async def forward(**arguments: Any) -> types.CallToolResult:
