@@ -100,3 +100,16 @@ def test_query_cache_is_bounded_and_expires() -> None:
     assert cache.get("a") is None and cache.get("c") == 3 and len(cache) == 2
     now[0] = 11
     assert cache.get("c") is None
+
+
+def test_a_calibrated_threshold_adapts_to_the_registry(registry: ToolRegistry) -> None:
+    from toolrag.search.calibrate import NO_TOOL_REQUESTS
+
+    registry.register_many(SAMPLE_TOOLS)
+    calibrated = ToolRegistry(registry.store, registry.embedder, SearchConfig(calibrate=True))
+    value = calibrated.retriever.threshold(calibrated.snapshot())
+    assert SearchConfig().lead_min_similarity <= value <= 0.7
+    anyone = Principal(scopes=frozenset({"*"}), tenant="acme")
+    assert calibrated.search("will it rain tomorrow in Lviv", anyone)[0].name == "weather.forecast"
+    assert calibrated.search(NO_TOOL_REQUESTS[2], anyone) == []  # "tell me a joke"
+    assert calibrated.retriever.threshold(calibrated.snapshot()) == value  # computed once per snapshot

@@ -19,6 +19,11 @@ class SearchConfig(BaseModel):
     min_similarity: float = Field(
         default=0.45, ge=-1.0, le=1.0, description="a tool passes when its cosine with the request reaches this"
     )
+    calibrate: bool = Field(
+        default=False,
+        description="replace min_similarity by a threshold calibrated on this registry and model (calibrate.py)",
+    )
+    calibration_quantile: float = Field(default=0.9, gt=0.0, lt=1.0)
     min_lead: float = Field(
         default=0.15, ge=0.0, le=2.0, description="... or, for the best tool, when its cosine leads the next by this"
     )

@@ -30,12 +30,13 @@ class Ranked:
     request_terms: int = 0
 
 
-def has_evidence(item: Ranked, config: SearchConfig) -> bool:
+def has_evidence(item: Ranked, config: SearchConfig, min_similarity: float | None = None) -> bool:
+    """`min_similarity` overrides the configured one (a calibrated threshold)."""
     if item.name_match or item.routed_category is not None:
         return True  # the request names the tool, or a configured routing rule sends it to the tool's category
+    threshold = config.min_similarity if min_similarity is None else min_similarity
     if config.mode != "lexical" and (
-        item.dense >= config.min_similarity
-        or (item.dense >= config.lead_min_similarity and item.dense_lead >= config.min_lead)
+        item.dense >= threshold or (item.dense >= config.lead_min_similarity and item.dense_lead >= config.min_lead)
     ):
         return True
     # One shared word is too little to go on ("tell me a joke" shares "tell" with a chat tool's alias).
@@ -43,8 +44,8 @@ def has_evidence(item: Ranked, config: SearchConfig) -> bool:
     return config.mode != "dense" and enough_words and item.lexical >= config.min_lexical_coverage
 
 
-def cut(ranking: list[Ranked], config: SearchConfig, k: int) -> list[Ranked]:
-    passing = [item for item in ranking if has_evidence(item, config)]
+def cut(ranking: list[Ranked], config: SearchConfig, k: int, min_similarity: float | None = None) -> list[Ranked]:
+    passing = [item for item in ranking if has_evidence(item, config, min_similarity)]
     if not passing:
         return []
     best = passing[0].score

@@ -15,6 +15,7 @@ import numpy as np
 from toolrag.embed.base import Embedder
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
+from toolrag.search.calibrate import calibrated_similarity
 from toolrag.search.config import MAX_K, SearchConfig
 from toolrag.search.cut import Ranked, cut
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
@@ -72,6 +73,7 @@ class Retriever:
         self.router = CategoryRouter.from_config(config.routes)
         self.visibility = VisibilityFilter()
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
+        self._calibrated: tuple[tuple[int, int], float] | None = None
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         k = self.config.k if k is None else k
@@ -83,7 +85,7 @@ class Retriever:
         parts = self._intents(query)
         ranking = self._rank_intents(index, query, parts, principal, max(k, 10), self.config.mode)
         # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
-        chosen = cut(ranking, self.config, min(MAX_K, k + len(parts) - 1))
+        chosen = cut(ranking, self.config, min(MAX_K, k + len(parts) - 1), self.threshold(index))
         results = [self._result(index, item) for item in chosen]
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         self.cache.put(key, results)
@@ -94,6 +96,19 @@ class Retriever:
         index = self._snapshot()
         ranking = self._rank_intents(index, query, self._intents(query), principal, limit, mode or self.config.mode)
         return [self._result(index, item) for item in ranking]
+
+    def threshold(self, index: SearchIndex) -> float:
+        """The cosine a tool needs: configured, or calibrated once per snapshot."""
+        if not self.config.calibrate:
+            return self.config.min_similarity
+        key = (index.generation, id(index))
+        if self._calibrated is None or self._calibrated[0] != key:
+            embedder = index.embedder or self.embedder
+            value = calibrated_similarity(
+                index, embedder, self.config.calibration_quantile, self.config.lead_min_similarity, 0.7
+            )
+            self._calibrated = (key, value)
+        return self._calibrated[1]
 
     def _intents(self, query: str) -> list[str]:
         return split_intents(query) if self.config.multi_intent else [query]
