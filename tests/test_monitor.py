@@ -117,7 +117,7 @@ def test_report_cli(tmp_path, embedder: CountingEmbedder) -> None:  # type: igno
 def test_alias_suggestions_come_from_misses_and_apply_after_review(store_url: str, embedder: CountingEmbedder) -> None:
     registry = monitored(store_url, embedder)
     registry._functions["shop.track_shipment"] = lambda: "in Lviv, arrives Friday"
-    missed = "any news from the courier?"
+    missed = "still nothing from Nova Poshta"
     assert "shop.track_shipment" not in [r.name for r in registry.search(missed, ADMIN)]
     for session in ("a", "b"):  # two conversations with the same question, answered by a tool it did not find
         registry.search(missed, ADMIN, session=session)

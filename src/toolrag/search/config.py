@@ -20,7 +20,7 @@ class SearchConfig(BaseModel):
         default=0.45, ge=-1.0, le=1.0, description="a tool passes when its cosine with the request reaches this"
     )
     calibrate: bool = Field(
-        default=False,
+        default=True,
         description="replace min_similarity by a threshold calibrated on this registry and model (calibrate.py)",
     )
     calibration_quantile: float = Field(default=0.9, gt=0.0, lt=1.0)
