@@ -196,6 +196,20 @@ def test_discovered_tools_are_callable_in_the_same_turn(registry: ToolRegistry) 
     assert tool_messages(result.messages)[1].content == "refunded pay_9"
 
 
+def test_discovered_tools_belong_to_one_conversation(registry: ToolRegistry) -> None:
+    model = ScriptedModel(
+        [
+            calls(("f1", "find_tools", {"query": "refund a payment"})),
+            answer("Found it."),
+            answer("Hello again."),
+        ]
+    )
+    agent = Agent(registry, model, BILLING, mode="discover")
+    agent.run("Please refund pay_9")
+    agent.run("hi")
+    assert [t.name for t in model.requests[2].tools] == ["find_tools"]  # the refund tool stayed in the first run
+
+
 def test_truncated_and_reshaped_names_resolve_and_are_logged(registry: ToolRegistry) -> None:
     sink = ListSink()
     model = ScriptedModel(

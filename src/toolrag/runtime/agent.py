@@ -147,6 +147,7 @@ class Agent:
 
     async def arun(self, request: str | Sequence[Message]) -> AgentResult:
         self._request_id = uuid.uuid4().hex
+        self.discovered = set()  # tools found in an earlier conversation are not offered in this one
         history = self._start(request)
         called: list[str] = []
         for round_number in range(1, self.max_rounds + 1):
