@@ -14,7 +14,7 @@ from rich.table import Table
 from toolrag.cli.common import JsonOption, err, guarded, out, print_json
 from toolrag.mcp.config import GatewayConfig, load_config
 from toolrag.mcp.gateway import McpGateway
-from toolrag.mcp.importer import source_of
+from toolrag.mcp.importer import SyncReport, source_of
 
 mcp_app = typer.Typer(help="Many MCP servers behind one small, permission-aware tool surface.", no_args_is_help=True)
 ConfigOption = Annotated[
@@ -61,32 +61,31 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
     gateway = guarded(lambda: McpGateway.from_config(settings))
     with err.status("connecting to the upstream servers", spinner="dots") if not as_json else nullcontext():
         reports = guarded(lambda: anyio.run(gateway.sync_once))
-    statuses = {s.name: s for s in gateway.pool.statuses()}
-    rows = []
-    for name, status in statuses.items():
-        report = reports.get(name)
-        rows.append(
-            {
-                "server": name,
-                "state": status.state,
-                "error": status.last_error,
-                "imported": report.imported if report else [],
-                "unchanged": len(report.unchanged) if report else 0,
-                "quarantined": report.quarantined if report else [],
-                "deactivated": report.deactivated if report else [],
-                "refused": report.refused if report else [],
-            }
-        )
+    pairs = [(status, reports.get(status.name) or SyncReport(status.name)) for status in gateway.pool.statuses()]
     if as_json:
-        print_json(rows)
+        print_json(
+            [
+                {
+                    "server": status.name,
+                    "state": status.state,
+                    "error": status.last_error,
+                    "imported": report.imported,
+                    "unchanged": len(report.unchanged),
+                    "quarantined": report.quarantined,
+                    "deactivated": report.deactivated,
+                    "refused": report.refused,
+                }
+                for status, report in pairs
+            ]
+        )
         return
     table = Table("server", "state", "imported", "unchanged", "quarantined", "deactivated", "refused")
-    for row in rows:
-        state = row["state"] if not row["error"] else f"{row['state']}: {row['error']}"
-        listed = [", ".join(row[key]) or "0" for key in ("quarantined", "deactivated", "refused")]  # type: ignore[arg-type]
-        table.add_row(str(row["server"]), str(state), str(len(row["imported"])), str(row["unchanged"]), *listed)  # type: ignore[arg-type]
+    for status, report in pairs:
+        state = f"{status.state}: {status.last_error}" if status.last_error else status.state
+        listed = [", ".join(names) or "0" for names in (report.quarantined, report.deactivated, report.refused)]
+        table.add_row(status.name, state, str(len(report.imported)), str(len(report.unchanged)), *listed)
     out.print(table)
-    if any(row["quarantined"] for row in rows):
+    if any(report.quarantined for _, report in pairs):
         out.print("review with `toolrag mcp approve --list`, then `toolrag mcp approve NAME ...`")
 
 
