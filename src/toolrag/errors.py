@@ -32,3 +32,7 @@ class StoreError(ToolragError):
 
 class EmbeddingError(ToolragError):
     """The embedding model failed or returned vectors of the wrong shape."""
+
+
+class ConfigError(ToolragError):
+    """A configuration file (gateway, API) is missing, unreadable or invalid."""

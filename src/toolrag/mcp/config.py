@@ -22,21 +22,15 @@ token = "..."                   # bearer token over HTTP (or token_env = "VARIAB
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.errors import ToolragError
+from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig
 
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,48}$"  # no dots: the dot separates server and tool
-
-
-class ConfigError(ToolragError):
-    """The gateway configuration is missing, unreadable or invalid."""
 
 
 class ServerConfig(BaseModel):
@@ -150,21 +144,6 @@ class GatewayConfig(BaseModel):
 
 
 def load_config(path: str | Path) -> GatewayConfig:
-    """Read and validate a gateway configuration; relative store paths are taken from the file's folder."""
-    source = Path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"gateway configuration {source} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read gateway configuration {source}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source} is not valid TOML: {exc}") from None
-    try:
-        config = GatewayConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid gateway configuration {source}: {problems}") from None
-    if "://" not in config.store and not Path(config.store).is_absolute():
-        config = config.model_copy(update={"store": str(source.parent / config.store)})
-    return config
+    """Read and validate a gateway configuration; a relative store path is taken from the file's folder."""
+    config = read_toml(path, GatewayConfig, "gateway configuration")
+    return config.model_copy(update={"store": beside(path, config.store)})

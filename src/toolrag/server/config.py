@@ -16,21 +16,16 @@ retention_days = 30
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.errors import ToolragError
+from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig
 
 Role = Literal["admin", "agent", "reader"]
-
-
-class ApiConfigError(ToolragError):
-    """The API configuration is missing, unreadable or invalid."""
 
 
 class TokenConfig(BaseModel):
@@ -83,21 +78,7 @@ class ApiConfig(BaseModel):
 
 
 def load_api_config(path: str | Path) -> ApiConfig:
-    source = Path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ApiConfigError(f"API configuration {source} does not exist") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ApiConfigError(f"cannot read API configuration {source}: {exc}") from None
-    try:
-        config = ApiConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise ApiConfigError(f"invalid API configuration {source}: {problems}") from None
-    updates: dict[str, Any] = {}
-    if "://" not in config.store and not Path(config.store).is_absolute():
-        updates["store"] = str(source.parent / config.store)
-    if config.mcp_config and not Path(config.mcp_config).is_absolute():
-        updates["mcp_config"] = str(source.parent / config.mcp_config)
-    return config.model_copy(update=updates)
+    """Read and validate an API configuration; relative paths in it are taken from the file's folder."""
+    config = read_toml(path, ApiConfig, "API configuration")
+    mcp_config = beside(path, config.mcp_config) if config.mcp_config else None
+    return config.model_copy(update={"store": beside(path, config.store), "mcp_config": mcp_config})
