@@ -3,16 +3,20 @@
 Cosines have a model-specific scale, and a registry whose tools are written broadly attracts unrelated requests
 more than one whose tools are narrow. Calibration measures both: it embeds a bank of requests that need no tool
 (small talk and general questions, in several languages), takes each one's best cosine against the registry's
-tools, and sets the threshold just above what most of them reach. It is recomputed when the registry changes.
+tools, and sets the threshold just above what most of them reach. It is recomputed when the registry changes;
+the bank is embedded once per model.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
 from toolrag.embed.base import Embedder
 from toolrag.search.dense import dense_scores
 from toolrag.search.index import SearchIndex
+from toolrag.search.lexical import FloatArray
 
 NO_TOOL_REQUESTS = [
     "hello, how are you today?",
@@ -48,11 +52,23 @@ NO_TOOL_REQUESTS = [
 ]
 
 
+_BANK_VECTORS: dict[str, list[FloatArray]] = {}
+_BANK_LOCK = threading.Lock()
+
+
+def bank_vectors(embedder: Embedder) -> list[FloatArray]:
+    """The no-tool requests embedded as queries, once per model (they do not depend on the registry)."""
+    with _BANK_LOCK:
+        if embedder.model_id not in _BANK_VECTORS:
+            _BANK_VECTORS[embedder.model_id] = [embedder.embed_query(text) for text in NO_TOOL_REQUESTS]
+        return _BANK_VECTORS[embedder.model_id]
+
+
 def calibrated_similarity(
     index: SearchIndex, embedder: Embedder, quantile: float, floor: float, ceiling: float
 ) -> float:
     """The `quantile` of the no-tool requests' best cosines, kept within [floor, ceiling]."""
     if index.size == 0:
         return ceiling
-    best = [float(dense_scores(index, embedder.embed_query(text), None).max()) for text in NO_TOOL_REQUESTS]
+    best = [float(dense_scores(index, vector, None).max()) for vector in bank_vectors(embedder)]
     return float(np.clip(np.quantile(best, quantile), floor, ceiling))
