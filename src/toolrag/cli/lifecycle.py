@@ -119,10 +119,10 @@ def export_registry(
     as_json: JsonOption = False,
 ) -> None:
     """Write the whole registry (tools, every version, vectors) to one file; `toolrag import FILE` restores it."""
+    from toolrag.cli.store import read_registry
     from toolrag.store.backup import write_backup
 
-    registry = open_registry(store)
-    dump = guarded(registry.store.dump)
+    dump = guarded(lambda: read_registry(store))
     guarded(lambda: write_backup(dump, file))
     summary = {
         "file": str(file),
@@ -139,12 +139,11 @@ def export_registry(
 
 
 def restore_backup(file: Path, store: str, as_json: bool) -> None:
-    from toolrag.registry import open_store
+    from toolrag.cli.store import write_registry
     from toolrag.store.backup import read_backup
 
     dump = guarded(lambda: read_backup(file))
-    target = guarded(lambda: open_store(store))
-    guarded(lambda: target.restore(dump))
+    guarded(lambda: write_registry(store, dump))
     summary = {"file": str(file), "tools": len(dump.tools), "versions": len(dump.versions), "restored": True}
     if as_json:
         print_json(summary)

@@ -24,9 +24,9 @@ def copy(
     """Copy every tool, every version and the index's vectors, in one transaction on the destination."""
     started = time.perf_counter()
     with err.status("reading the source registry", spinner="dots") if not as_json else nullcontext():
-        dump = guarded(lambda: _read(source))
+        dump = guarded(lambda: read_registry(source))
     with err.status(f"writing {len(dump.tools)} tools", spinner="dots") if not as_json else nullcontext():
-        guarded(lambda: _write(destination, dump))
+        guarded(lambda: write_registry(destination, dump))
     summary = {
         "tools": len(dump.tools),
         "versions": len(dump.versions),
@@ -43,7 +43,8 @@ def copy(
         )
 
 
-def _read(location: str) -> RegistryDump:
+def read_registry(location: str) -> RegistryDump:
+    """Everything a store holds (no embedding model is loaded)."""
     store = open_store(location)
     try:
         return store.dump()
@@ -51,7 +52,8 @@ def _read(location: str) -> RegistryDump:
         store.close()
 
 
-def _write(location: str, dump: RegistryDump) -> None:
+def write_registry(location: str, dump: RegistryDump) -> None:
+    """Restore a dump into the (empty) store at `location`, in one transaction."""
     store = open_store(location)
     try:
         store.restore(dump)
