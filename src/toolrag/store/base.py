@@ -146,6 +146,28 @@ class NearestNeighbours(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StoredRow:
+    """What a store knows of a tool's current version when it decides whether an upsert is a new version."""
+
+    content_hash: str
+    version: int
+    created_at: datetime
+
+
+def next_version(tool: Tool, current: StoredRow | None, report: UpsertReport) -> Tool | None:
+    """The tool as its next version (numbered, timestamped), or None when its definition did not change;
+    records the outcome in `report`."""
+    if current is not None and current.content_hash == tool.content_hash:
+        report.unchanged.append(tool.name)
+        return None
+    now = utc_now()
+    (report.added if current is None else report.updated).append(tool.name)
+    if current is None:
+        return tool.model_copy(update={"version": 1, "created_at": now, "updated_at": now})
+    return tool.model_copy(update={"version": current.version + 1, "created_at": current.created_at, "updated_at": now})
+
+
 def migrations(dialect: str) -> list[tuple[int, str]]:
     """(number, sql) of every bundled migration of a database dialect, in order."""
     folder = resources.files("toolrag.store") / "migrations" / dialect

@@ -18,17 +18,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from toolrag.errors import ModelMismatchError, StoreError
-from toolrag.model import Tool, utc_now
+from toolrag.model import Tool
 from toolrag.store.base import (
     AuditEntry,
     IndexModel,
     Pin,
     RegistryDump,
+    StoredRow,
     UpsertReport,
     Vector,
     checked_vector,
     migrations,
     model_mismatch_message,
+    next_version,
     sql_statements,
 )
 from toolrag.store.usage import UsageTables
@@ -178,30 +180,19 @@ class PostgresStore:
             db.execute("UPDATE tools SET seq = %s", (generation,))  # every tool must be re-read with new vectors
 
     @staticmethod
-    def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, tuple[str, int, Any]]:
+    def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, StoredRow]:
         rows = db.execute(
             "SELECT name, content_hash, version, created_at FROM tools WHERE name = ANY(%s)", (names,)
         ).fetchall()
-        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+        return {row[0]: StoredRow(row[1], row[2], row[3]) for row in rows}
 
     def _upsert_one(
-        self,
-        db: psycopg.Connection[Any],
-        tool: Tool,
-        row: tuple[str, int, Any] | None,
-        generation: int,
-        report: UpsertReport,
+        self, db: psycopg.Connection[Any], tool: Tool, current: StoredRow | None, generation: int, report: UpsertReport
     ) -> None:
-        if row is not None and row[0] == tool.content_hash:
-            report.unchanged.append(tool.name)
-            return
-        now = utc_now()
-        version = 1 if row is None else row[1] + 1
-        created = now if row is None else row[2]
-        stored = tool.model_copy(update={"version": version, "created_at": created, "updated_at": now})
-        self._write_current(db, stored, generation)
-        self._write_version(db, stored)
-        (report.added if row is None else report.updated).append(tool.name)
+        stored = next_version(tool, current, report)
+        if stored is not None:
+            self._write_current(db, stored, generation)
+            self._write_version(db, stored)
 
     @staticmethod
     def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:

@@ -13,17 +13,19 @@ from pathlib import Path
 import numpy as np
 
 from toolrag.errors import ModelMismatchError, StoreError
-from toolrag.model import Tool, utc_now
+from toolrag.model import Tool
 from toolrag.store.base import (
     AuditEntry,
     IndexModel,
     Pin,
     RegistryDump,
+    StoredRow,
     UpsertReport,
     Vector,
     checked_vector,
     migrations,
     model_mismatch_message,
+    next_version,
     sql_statements,
 )
 from toolrag.store.usage import UsageTables
@@ -119,16 +121,11 @@ class SQLiteStore:
 
     def _upsert_one(self, db: sqlite3.Connection, tool: Tool, generation: int, report: UpsertReport) -> None:
         row = db.execute("SELECT content_hash, version, created_at FROM tools WHERE name = ?", (tool.name,)).fetchone()
-        if row is not None and row[0] == tool.content_hash:
-            report.unchanged.append(tool.name)
-            return
-        now = utc_now()
-        version = 1 if row is None else row[1] + 1
-        created = now if row is None else datetime.fromisoformat(row[2])
-        stored = tool.model_copy(update={"version": version, "created_at": created, "updated_at": now})
-        self._write_current(db, stored, generation)
-        self._write_version(db, stored)
-        (report.added if row is None else report.updated).append(tool.name)
+        current = None if row is None else StoredRow(row[0], row[1], datetime.fromisoformat(row[2]))
+        stored = next_version(tool, current, report)
+        if stored is not None:
+            self._write_current(db, stored, generation)
+            self._write_version(db, stored)
 
     @staticmethod
     def _write_current(db: sqlite3.Connection, tool: Tool, generation: int) -> None:
