@@ -290,20 +290,26 @@ class SQLiteStore:
         ]
 
     def dump(self) -> RegistryDump:
+        # One read transaction: another process's write cannot land between the tools and their versions.
         with self._lock:
-            model = self._read_model(self._db)
-            versions = self._query("SELECT definition FROM tool_versions ORDER BY name, version")
-            rows = (
-                []
-                if model is None
-                else self._query("SELECT text_hash, vector FROM embeddings WHERE model = ?", (model.model_id,))
-            )
-            return RegistryDump(
-                model=model,
-                tools=self.tools(include_inactive=True),
-                versions=[Tool.from_store(str(row[0])) for row in versions],
-                vectors={str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows},  # type: ignore[call-overload]
-            )
+            self._db.execute("BEGIN")
+            try:
+                model = self._read_model(self._db)
+                tools = self.tools(include_inactive=True)
+                versions = self._query("SELECT definition FROM tool_versions ORDER BY name, version")
+                rows = (
+                    []
+                    if model is None
+                    else self._query("SELECT text_hash, vector FROM embeddings WHERE model = ?", (model.model_id,))
+                )
+            finally:
+                self._db.execute("COMMIT")
+        return RegistryDump(
+            model=model,
+            tools=tools,
+            versions=[Tool.from_store(str(row[0])) for row in versions],
+            vectors={str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows},  # type: ignore[call-overload]
+        )
 
     def restore(self, dump: RegistryDump) -> None:
         with self._transaction() as db:
