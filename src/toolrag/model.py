@@ -218,6 +218,9 @@ class SignalScores(BaseModel):
     name_match: bool = False
     routed_category: str | None = None
     always_included: bool = False
+    reformulation: str | None = Field(
+        default=None, description="the second-chance step that found the tool (expand, relax, rewrite), if any"
+    )
 
 
 class SearchResult(BaseModel):

@@ -26,6 +26,7 @@ from toolrag.monitor.config import MonitorConfig
 from toolrag.search.config import SearchConfig
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
+from toolrag.search.reformulate import Rewriter
 from toolrag.search.text import dense_texts
 from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
@@ -81,8 +82,10 @@ class ToolRegistry:
         embedder: Embedder | str = "default",
         config: SearchConfig | None = None,
         monitor: MonitorConfig | bool = False,
+        rewriter: Rewriter | None = None,
     ) -> None:
-        """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log."""
+        """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log.
+        `rewriter` (e.g. `toolrag.runtime.rewrite.ChatRewriter(model)`) rephrases requests nothing was found for."""
         self.store = store if not isinstance(store, str | Path) else open_store(store)
         # "auto": the model the registry was indexed with, followed when a migration switches it.
         self._follows_model = embedder == "auto"
@@ -91,7 +94,7 @@ class ToolRegistry:
         self.embedder = embedder
         self.config = config or SearchConfig()
         nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
-        self.retriever = Retriever(self._snapshot, self.embedder, self.config, nearest)
+        self.retriever = Retriever(self._snapshot, self.embedder, self.config, nearest, rewriter)
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prepared: dict[str, PreparedTool] = {}
         self._index: SearchIndex | None = None
@@ -291,7 +294,8 @@ class ToolRegistry:
         principal = principal or Principal.anonymous()
         results = self.retriever.search(query, principal, k)
         if self.usage is not None:
-            self.usage.record_retrieval(query, principal, results, session)
+            step = results[0].signals.reformulation if results else None
+            self.usage.record_retrieval(query, principal, results, session, step)
         return results
 
     def rank(

@@ -221,7 +221,8 @@ def report_command(
     totals = report.totals
     out.print(
         f"[bold]Last {days} days[/]: {totals.retrievals} searches in {totals.sessions} sessions "
-        f"({totals.no_tool} found no tool), {totals.calls} calls ({totals.failed_calls} failed); "
+        f"({totals.no_tool} found no tool, {totals.reformulated} found tools on a second chance), "
+        f"{totals.calls} calls ({totals.failed_calls} failed); "
         f"{report.active_tools} active tools, {report.inactive_tools} inactive",
         highlight=False,
     )

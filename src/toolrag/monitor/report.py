@@ -12,7 +12,7 @@ from typing import Any
 
 from toolrag.model import utc_now
 from toolrag.store.base import Store
-from toolrag.store.usage import RequestSample, SampleKind, ToolUsage, UsageTotals
+from toolrag.store.usage import SAMPLE_KINDS, RequestSample, SampleKind, ToolUsage, UsageTotals
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,7 @@ def build_report(store: Store, days: int = 30, rules: ReportRules | None = None,
             (u for u in judged if u.mean_score is not None and u.mean_score < rules.low_relevance),
             key=lambda u: u.mean_score or 0.0,
         ),
-        misses={
-            kind: store.usage.samples(kind, since, samples)
-            for kind in ("no_tool", "unshortlisted_call", "repeated_search")
-        },
+        misses={kind: store.usage.samples(kind, since, samples) for kind in SAMPLE_KINDS},
         relevance_histogram=store.usage.score_histogram(since),
         daily=store.usage.daily(since),
         rules=rules,

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_K = 5
 Mode = Literal["hybrid", "dense", "lexical"]
+ReformulationStep = Literal["expand", "relax", "rewrite"]
+DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
 
 
 class SearchConfig(BaseModel):
@@ -39,6 +41,15 @@ class SearchConfig(BaseModel):
     )
     intent_min_similarity: float = Field(
         default=0.3, ge=-1.0, le=1.0, description="each intent's best tool needs this cosine for a split to count"
+    )
+    stem_english_only: bool = Field(
+        default=True, description="stem request words only when the request looks English (search/text.py)"
+    )
+    reformulate: list[ReformulationStep] = Field(
+        default_factory=lambda: list(DEFAULT_REFORMULATION),
+        description="second chances, in order, for a request nothing passed for (search/reformulate.py);"
+        " `rewrite` needs a rewriter (a chat model); `relax` is off by default: most tools it found were wrong"
+        " (docs/benchmarks.md)",
     )
     always_include: list[str] = Field(default_factory=list)
     routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")

@@ -13,6 +13,7 @@ from itertools import zip_longest
 import numpy as np
 
 from toolrag.embed.base import Embedder
+from toolrag.embed.language import looks_english
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import calibrated_similarity
@@ -24,6 +25,7 @@ from toolrag.search.fuse import fuse, min_max
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+from toolrag.search.reformulate import Rewriter, Vocabulary, relaxed
 from toolrag.search.route import CategoryRouter
 from toolrag.search.text import tokenize
 
@@ -65,15 +67,18 @@ class Retriever:
         embedder: Embedder,
         config: SearchConfig,
         nearest: NearestSearch | None = None,
+        rewriter: Rewriter | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._nearest = nearest
+        self.rewriter = rewriter
         self.embedder = embedder
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
         self.visibility = VisibilityFilter()
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
         self._calibrated: tuple[tuple[int, int], float] | None = None
+        self._vocabulary: tuple[tuple[int, int], Vocabulary] | None = None
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         k = self.config.k if k is None else k
@@ -85,8 +90,12 @@ class Retriever:
         parts = self._intents(query)
         ranking = self._rank_intents(index, query, parts, principal, max(k, 10), self.config.mode)
         # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
-        chosen = cut(ranking, self.config, min(MAX_K, k + len(parts) - 1), self.threshold(index))
-        results = [self._result(index, item) for item in chosen]
+        bound = min(MAX_K, k + len(parts) - 1)
+        chosen = cut(ranking, self.config, bound, self.threshold(index))
+        step = None
+        if not chosen:
+            chosen, step = self._reformulate(index, query, principal, ranking, bound)
+        results = [self._result(index, item, step) for item in chosen]
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         self.cache.put(key, results)
         return list(results)
@@ -109,6 +118,40 @@ class Retriever:
             )
             self._calibrated = (key, value)
         return self._calibrated[1]
+
+    def _reformulate(
+        self, index: SearchIndex, query: str, principal: Principal, ranking: list[Ranked], bound: int
+    ) -> tuple[list[Ranked], str | None]:
+        """The first second-chance step that finds tools, and its name (search/reformulate.py)."""
+        for step in self.config.reformulate:
+            found = self._second_chance(step, index, query, principal, ranking)
+            if found:
+                found.sort(key=lambda item: -item.score)
+                return list({item.position: item for item in found}.values())[:bound], step
+        return [], None
+
+    def _second_chance(
+        self, step: str, index: SearchIndex, query: str, principal: Principal, ranking: list[Ranked]
+    ) -> list[Ranked]:
+        if step == "relax":
+            return relaxed(ranking, self.config)
+        if step == "expand":
+            words = self._words(index).expansions(query, index.lexical.vocabulary)
+            phrasings = [f"{query} {' '.join(words)}"] if words else []
+        else:
+            phrasings = self.rewriter.rewrite(query) if self.rewriter is not None else []
+        threshold = self.threshold(index)
+        found: list[Ranked] = []
+        for phrasing in phrasings:
+            ranked = self._rank(index, phrasing, principal, 10, self.config.mode)
+            found.extend(cut(ranked, self.config, MAX_K, threshold))
+        return found
+
+    def _words(self, index: SearchIndex) -> Vocabulary:
+        key = (index.generation, id(index))
+        if self._vocabulary is None or self._vocabulary[0] != key:
+            self._vocabulary = (key, Vocabulary(index))
+        return self._vocabulary[1]
 
     def _intents(self, query: str) -> list[str]:
         return split_intents(query) if self.config.multi_intent else [query]
@@ -143,7 +186,7 @@ class Retriever:
         if len(candidates) == 0 or not query.strip():
             return []
         candidates, routed = self._route(index, query, candidates)
-        tokens = tokenize(query)
+        tokens = tokenize(query, stem=not self.config.stem_english_only or looks_english(query))
         lexical, matched_terms = self._lexical(index, tokens, visible, mode)
         dense = self._dense(index, query, visible, mode)
         if mode == "hybrid":
@@ -249,12 +292,13 @@ class Retriever:
         return extra
 
     @staticmethod
-    def _result(index: SearchIndex, item: Ranked) -> SearchResult:
+    def _result(index: SearchIndex, item: Ranked, reformulation: str | None = None) -> SearchResult:
         tool = index.tools[item.position]
         signals = SignalScores(
             dense=round(item.dense, 4),
             lexical=round(item.lexical, 4),
             name_match=item.name_match,
             routed_category=item.routed_category,
+            reformulation=reformulation,
         )
         return SearchResult(name=tool.name, score=round(item.score, 4), signals=signals, card=tool.card())

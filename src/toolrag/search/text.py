@@ -103,17 +103,25 @@ def _cjk_grams(run: str) -> list[str]:
     return chars + [a + b for a, b in pairwise(chars)]
 
 
-def tokenize(text: str) -> list[str]:
-    """Lowercased, stemmed word tokens without stopwords; CJK as unigrams and bigrams."""
+def _unchanged(word: str) -> str:
+    return word
+
+
+def tokenize(text: str, stem: bool = True) -> list[str]:
+    """Lowercased word tokens without stopwords, stemmed unless `stem` is off; CJK as unigrams and bigrams.
+
+    Requests that are not English are tokenized with `stem=False`: the English stemmer turns German "suche" into
+    "such" and so invents matches; unstemmed, only words the tool text shares as they are (names, brands) match."""
+    normal = _stem if stem else _unchanged
     text = unicodedata.normalize("NFKC", split_identifier(text)).lower()
     tokens: list[str] = []
     for word in _WORD.findall(text):
         if CJK.search(word):
             latin = CJK.sub(" ", word).split()
-            tokens.extend(_stem(w) for w in latin if w not in STOPWORDS)
+            tokens.extend(normal(w) for w in latin if w not in STOPWORDS)
             tokens.extend(_cjk_grams(word))
         elif word not in STOPWORDS and not word.isdigit():
-            tokens.append(_stem(word))
+            tokens.append(normal(word))
     return tokens
 
 

@@ -35,6 +35,7 @@ def render_dashboard(report: HealthReport, offered_for: dict[str, list[tuple[str
         ("searches", totals.retrievals),
         ("sessions", totals.sessions),
         ("no-tool rate", f"{no_tool_rate:.0%}"),
+        ("found on a second chance", totals.reformulated),
         ("tool calls", totals.calls),
         ("failed calls", totals.failed_calls),
         ("dead tools", len(report.dead)),
@@ -62,6 +63,11 @@ def render_dashboard(report: HealthReport, offered_for: dict[str, list[tuple[str
             wide=True,
         ),
         _section("Requests that found no tool", _requests_table(report, "no_tool"), "no-tool"),
+        _section(
+            "Requests found only on a second chance (expanded, relaxed, rewritten)",
+            _requests_table(report, "reformulated"),
+            "reformulated",
+        ),
         _section(
             "Calls to tools that were not in the shortlist", _requests_table(report, "unshortlisted_call"), "misses"
         ),
@@ -168,7 +174,7 @@ def _requests_table(report: HealthReport, kind: Any) -> str:
         f"<td>{escape(s.detail)}</td></tr>"
         for s in samples
     )
-    return f"<table><tr><th>when</th><th>request</th><th>tool</th></tr>{rows}</table>"
+    return f"<table><tr><th>when</th><th>request</th><th>detail</th></tr>{rows}</table>"
 
 
 def _list(names: list[str]) -> str:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from toolrag.model import utc_now
 
-SampleKind = Literal["no_tool", "unshortlisted_call", "repeated_search"]
+SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
+SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class UsageTotals:
     calls: int
     failed_calls: int
     sessions: int
+    reformulated: int = 0  # searches whose tools only a second-chance step (search/reformulate.py) found
 
 
 Rows = list[tuple[Any, ...]]
@@ -174,8 +176,8 @@ class UsageTables:
         start = self._timestamp(since)
         retrievals = self._query(
             self._sql(
-                "SELECT COUNT(*), SUM(CASE WHEN chosen = 0 THEN 1 ELSE 0 END), COUNT(DISTINCT session)"
-                " FROM retrievals WHERE at >= ?"
+                "SELECT COUNT(*), SUM(CASE WHEN chosen = 0 THEN 1 ELSE 0 END), COUNT(DISTINCT session),"
+                " SUM(CASE WHEN step IS NULL THEN 0 ELSE 1 END) FROM retrievals WHERE at >= ?"
             ),
             (start,),
         )[0]
@@ -184,7 +186,12 @@ class UsageTables:
             (start,),
         )[0]
         return UsageTotals(
-            int(retrievals[0]), int(retrievals[1] or 0), int(calls[0]), int(calls[1] or 0), int(retrievals[2])
+            int(retrievals[0]),
+            int(retrievals[1] or 0),
+            int(calls[0]),
+            int(calls[1] or 0),
+            int(retrievals[2]),
+            int(retrievals[3] or 0),
         )
 
     def samples(self, kind: SampleKind, since: datetime, limit: int = 50) -> list[RequestSample]:
@@ -194,6 +201,14 @@ class UsageTables:
                 self._sql(
                     "SELECT at, request, session, '' FROM retrievals WHERE at >= ? AND chosen = 0 ORDER BY at DESC"
                     " LIMIT ?"
+                ),
+                (start, limit),
+            )
+        elif kind == "reformulated":
+            rows = self._query(
+                self._sql(
+                    "SELECT at, request, session, step FROM retrievals WHERE at >= ? AND step IS NOT NULL"
+                    " ORDER BY at DESC LIMIT ?"
                 ),
                 (start, limit),
             )
