@@ -9,7 +9,7 @@ client.chat.completions.create(..., tools=selection.tools)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,12 +18,13 @@ from toolrag.catalog.decorator import tool_from_callable
 from toolrag.catalog.files import load_catalog, tool_from_entry
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
-from toolrag.errors import InvalidToolError, ModelMismatchError, ToolNotFoundError
+from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.config import SearchConfig
+from toolrag.search.groups import group_text
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.reformulate import Rewriter
@@ -100,6 +101,7 @@ class ToolRegistry:
         self._index: SearchIndex | None = None
         self._lock = threading.Lock()
         self._token_cache: dict[tuple[str, str], int] = {}
+        self._group_cache: dict[str, Vector] = {}
         self.usage: UsageRecorder | None = None
         if monitor:
             from toolrag.monitor.recorder import UsageRecorder  # the recorder knows runtime events: import late
@@ -374,7 +376,28 @@ class ToolRegistry:
         for tool in fresh:
             self._prepared[tool.name] = prepare(tool, vectors)
         ordered = [self._prepared[name] for name in sorted(self._prepared)]
-        return SearchIndex.build(generation, ordered, model.dimension, self.embedder)
+        return SearchIndex.build(generation, ordered, model.dimension, self.embedder, self._group_vectors(model))
+
+    def _group_vectors(self, model: IndexModel) -> dict[str, Vector]:
+        """Description vectors of the described groups, embedded once per text and model (a handful per registry)."""
+        texts = {name: group_text(name, text) for name, text in self.store.group_descriptions().items()}
+        keys = {name: f"{model.model_id}:{text_hash(text)}" for name, text in texts.items()}
+        missing = [name for name, key in keys.items() if key not in self._group_cache]
+        if missing:
+            vectors = self.embedder.embed_documents([texts[name] for name in missing])
+            self._group_cache.update(zip([keys[name] for name in missing], vectors, strict=True))
+        return {name: self._group_cache[key] for name, key in keys.items()}
+
+    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
+        """Say what groups of tools (MCP servers, categories) are for; None forgets a description. Search ranks a
+        group's tools higher when the request matches its description (search/groups.py)."""
+        for name, text in descriptions.items():
+            if text is not None and not text.strip():
+                raise ConfigError(f"group {name!r}: the description is blank (use None to remove it)")
+        self.store.describe_groups(descriptions)
+
+    def group_descriptions(self) -> dict[str, str]:
+        return self.store.group_descriptions()
 
     def _nearest(self, vector: Vector, limit: int) -> dict[str, float]:
         assert isinstance(self.store, NearestNeighbours)

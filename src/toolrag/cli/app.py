@@ -29,6 +29,7 @@ from toolrag.cli.common import (
 )
 from toolrag.cli.lifecycle import (
     export_registry,
+    groups_app,
     migrate,
     report_command,
     restore_backup,
@@ -142,6 +143,7 @@ app.add_typer(index_app, name="index")
 app.add_typer(store_app, name="store")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(tools_app, name="tools")
+app.add_typer(groups_app, name="groups")
 app.add_typer(api_app, name="api")
 index_app.command("migrate")(migrate)
 app.command("export")(export_registry)

@@ -277,3 +277,41 @@ def suggest_aliases_command(
     out.print(table)
     if applied:
         out.print(f"applied to {', '.join(applied)}")
+
+
+groups_app = typer.Typer(
+    help="Say what groups of tools (categories, MCP servers) are for: search ranks groups as a whole too.",
+    no_args_is_help=True,
+)
+
+
+@groups_app.command("list")
+def list_groups(store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+    """Every group of the registry with its tool count and description."""
+    registry = open_registry(store)
+    index = guarded(registry.snapshot)
+    groups = index.groups
+    described = registry.group_descriptions()
+    counts = {name: int((groups.of_tool == i).sum()) for i, name in enumerate(groups.names)} if groups else {}
+    if as_json:
+        print_json({name: {"tools": counts[name], "description": described.get(name)} for name in counts})
+        return
+    table = Table("group", "tools", "description")
+    for name, count in counts.items():
+        table.add_row(name, str(count), described.get(name, ""))
+    out.print(table)
+
+
+@groups_app.command("describe")
+def describe_group(
+    name: str,
+    description: Annotated[str | None, typer.Argument(help="What the group is for; leave out with --remove.")] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Forget the group's description.")] = False,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Set or remove a group's description (embedded once; unchanged text is not embedded again)."""
+    if (description is None) == (not remove):
+        fail("give a description, or --remove (not both)")
+    registry = open_registry(store)
+    guarded(lambda: registry.describe_groups({name: None if remove else description}))
+    out.print(f"group {name}: " + ("description removed" if remove else "described"))

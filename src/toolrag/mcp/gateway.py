@@ -95,8 +95,8 @@ class McpGateway:
     def from_config(cls, settings: GatewayConfig) -> McpGateway:
         return cls(settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor))
 
-    async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
-        report = await anyio.to_thread.run_sync(self.importer.apply, server, tools)
+    async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
+        report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)
         self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
         log.info(
             "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused",

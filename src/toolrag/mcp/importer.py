@@ -29,6 +29,9 @@ from toolrag.store.base import AuditEntry, Pin
 SOURCE_PREFIX = "mcp:"
 
 
+MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
+
+
 def source_of(server: str) -> str:
     return f"{SOURCE_PREFIX}{server}"
 
@@ -75,10 +78,23 @@ class ToolImporter:
         self.settings = settings
         self._lock = threading.Lock()
 
-    def apply(self, server: str, listed: Sequence[types.Tool]) -> SyncReport:
-        """Import what `server` lists now; deactivate its tools that it no longer lists."""
+    def apply(self, server: str, listed: Sequence[types.Tool], instructions: str | None = None) -> SyncReport:
+        """Import what `server` lists now; deactivate its tools that it no longer lists. The server's group is
+        described by its configured `description`, else by the instructions it sent in the handshake."""
         with self._lock:
-            return self._apply(server, self.settings.servers[server], listed)
+            config = self.settings.servers[server]
+            self._describe(server, config.description or instructions)
+            return self._apply(server, config, listed)
+
+    def _describe(self, server: str, text: str | None) -> None:
+        text = (text or "").strip()[:MAX_GROUP_DESCRIPTION]
+        findings = scan(text, {}) if text else []
+        if findings:
+            # Text aimed at the model is refused as in a tool's description: the group goes undescribed.
+            detail = f"server description not used: {'; '.join(findings)}"
+            self.registry.store.audit([AuditEntry("refused", detail, None, server)])
+            text = ""
+        self.registry.describe_groups({server: text or None})
 
     def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool]) -> SyncReport:
         plan = _Plan(SyncReport(server))

@@ -23,7 +23,8 @@ from toolrag.errors import ToolragError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 
 State = Literal["connecting", "up", "down"]
-ToolsHandler = Callable[[str, list[types.Tool]], Awaitable[None]]
+# (server, its tools, its instructions from the handshake)
+ToolsHandler = Callable[[str, list[types.Tool], str | None], Awaitable[None]]
 
 
 class UpstreamUnavailable(ToolragError):
@@ -142,7 +143,7 @@ class Upstream:
         listing = hashlib.sha256(b"".join(t.model_dump_json().encode() for t in tools)).hexdigest()
         if forced or listing != self._listing:
             self._listing = listing
-            await self._on_tools(self.name, tools)
+            await self._on_tools(self.name, tools, client.instructions)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -51,6 +51,12 @@ class SearchConfig(BaseModel):
         " `rewrite` needs a rewriter (a chat model); `relax` is off by default: most tools it found were wrong"
         " (docs/benchmarks.md)",
     )
+    group_weight: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="how far a tool's score moves towards its group's (MCP server, category; search/groups.py)",
+    )
     always_include: list[str] = Field(default_factory=list)
     routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")
     route_mode: Literal["boost", "filter"] = "boost"

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
+from toolrag.search.groups import group_of
 from toolrag.search.lexical import LexicalIndex
 from toolrag.search.text import dense_texts, lexical_text, split_identifier, tokenize
 from toolrag.store.base import Vector
@@ -35,6 +36,34 @@ class PreparedTool:
 
 
 @dataclass(frozen=True)
+class ToolGroups:
+    """Which group each tool belongs to (-1: none), and the groups' description vectors (NaN rows: none)."""
+
+    names: list[str]
+    of_tool: npt.NDArray[np.int64]
+    descriptions: npt.NDArray[np.float32]
+    described: bool
+
+    @classmethod
+    def build(cls, tools: list[Tool], vectors: dict[str, Vector], dimension: int) -> ToolGroups:
+        keys = [group_of(tool) for tool in tools]
+        names = sorted({key for key in keys if key is not None})
+        number = {name: i for i, name in enumerate(names)}
+        of_tool = np.array([-1 if key is None else number[key] for key in keys], dtype=np.int64)
+        descriptions = np.full((len(names), dimension), np.nan, dtype=np.float32)
+        for name, vector in vectors.items():
+            if name in number:
+                descriptions[number[name]] = vector
+        return cls(names, of_tool, descriptions, any(name in number for name in vectors))
+
+    def description_cosines(self, query_vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """One cosine per group with the request; NaN for groups without a description."""
+        if not self.described:
+            return np.full(len(self.names), np.nan, dtype=np.float32)
+        return np.asarray(self.descriptions @ query_vector, dtype=np.float32)
+
+
+@dataclass(frozen=True)
 class SearchIndex:
     generation: int
     tools: list[Tool]
@@ -45,11 +74,18 @@ class SearchIndex:
     by_name: dict[str, int] = field(default_factory=dict)
     row_of_text: dict[str, int] = field(default_factory=dict)  # text hash -> matrix row
     embedder: Embedder | None = None  # the model whose vectors these are: requests are embedded with it
+    groups: ToolGroups | None = None
 
     @classmethod
     def build(
-        cls, generation: int, prepared: list[PreparedTool], dimension: int, embedder: Embedder | None = None
+        cls,
+        generation: int,
+        prepared: list[PreparedTool],
+        dimension: int,
+        embedder: Embedder | None = None,
+        group_vectors: dict[str, Vector] | None = None,
     ) -> SearchIndex:
+        """`group_vectors`: the description vectors of described groups (search/groups.py), by group name."""
         tools = [p.tool for p in prepared]
         lexical = LexicalIndex.build([p.tokens for p in prepared])
         blocks = [p.vectors for p in prepared]
@@ -65,7 +101,8 @@ class SearchIndex:
         hashes = [key for p in prepared for key in p.text_hashes]
         row_of_text = {key: row for row, key in enumerate(hashes)}
         matrix = np.ascontiguousarray(matrix)
-        return cls(generation, tools, lexical, matrix, row_tool, restricted, by_name, row_of_text, embedder)
+        groups = ToolGroups.build(tools, group_vectors or {}, dimension)
+        return cls(generation, tools, lexical, matrix, row_tool, restricted, by_name, row_of_text, embedder, groups)
 
     @property
     def size(self) -> int:

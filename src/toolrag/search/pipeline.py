@@ -22,6 +22,7 @@ from toolrag.search.cut import Ranked, cut
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
+from toolrag.search.groups import blend_groups
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
@@ -188,12 +189,13 @@ class Retriever:
         candidates, routed = self._route(index, query, candidates)
         tokens = tokenize(query, stem=not self.config.stem_english_only or looks_english(query))
         lexical, matched_terms = self._lexical(index, tokens, visible, mode)
-        dense = self._dense(index, query, visible, mode)
+        dense, vector = self._dense(index, query, visible, mode)
         if mode == "hybrid":
             scores = fuse(dense, lexical, candidates, self.config.dense_weight)
         else:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
+        scores = self._blend_groups(index, candidates, scores, dense, vector)
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
@@ -245,15 +247,35 @@ class Retriever:
             return np.zeros(index.size, dtype=np.float32), np.zeros(index.size, dtype=np.int64)
         return index.lexical.scores(tokens, visible)
 
-    def _dense(self, index: SearchIndex, query: str, visible: BoolArray | None, mode: str) -> FloatArray:
+    def _dense(
+        self, index: SearchIndex, query: str, visible: BoolArray | None, mode: str
+    ) -> tuple[FloatArray, FloatArray | None]:
+        """Each tool's cosine with the request, and the request's vector (None in lexical mode)."""
         if mode == "lexical":
-            return np.zeros(index.size, dtype=np.float32)
+            return np.zeros(index.size, dtype=np.float32), None
         # The snapshot's own model: a search that began before a model switch finishes with the old model.
         vector = (index.embedder or self.embedder).embed_query(query)
         threshold = self.config.ann_min_tools
         if self._nearest is not None and threshold is not None and index.size >= threshold:
-            return approximate_dense_scores(index, vector, visible, self._nearest, self.config.ann_candidates)
-        return dense_scores(index, vector, visible)
+            nearest = self._nearest
+            return approximate_dense_scores(index, vector, visible, nearest, self.config.ann_candidates), vector
+        return dense_scores(index, vector, visible), vector
+
+    def _blend_groups(
+        self, index: SearchIndex, candidates: IntArray, scores: FloatArray, dense: FloatArray, vector: FloatArray | None
+    ) -> FloatArray:
+        groups = index.groups
+        if groups is None or self.config.group_weight <= 0:
+            return scores
+        cosines = groups.description_cosines(vector) if vector is not None else np.full(len(groups.names), np.nan)
+        return blend_groups(
+            groups.of_tool[candidates],
+            scores,
+            dense[candidates],
+            cosines.astype(np.float32),
+            self.config.dense_weight if self.config.mode == "hybrid" else 1.0,
+            self.config.group_weight,
+        )
 
     @staticmethod
     def _coverage(index: SearchIndex, tokens: list[str], lexical: FloatArray, visible: BoolArray | None) -> FloatArray:

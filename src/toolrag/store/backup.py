@@ -30,6 +30,7 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "model": None if dump.model is None else {"id": dump.model.model_id, "dimension": dump.model.dimension},
         "tools": [json.loads(t.model_dump_json()) for t in dump.tools],
         "versions": [json.loads(t.model_dump_json()) for t in dump.versions],
+        "groups": dump.groups,
         "vectors": {
             key: base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
             for key, vector in dump.vectors.items()
@@ -67,6 +68,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             model=index_model,
             tools=[Tool.parse(t) for t in document["tools"]],  # a backup file is checked like any input
             versions=[Tool.parse(t) for t in document["versions"]],
+            groups={str(name): str(text) for name, text in document.get("groups", {}).items()},
             vectors={
                 key: np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
                 for key, value in document["vectors"].items()

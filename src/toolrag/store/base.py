@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -47,6 +47,7 @@ class RegistryDump:
     tools: list[Tool]  # current state of every tool, inactive ones too
     versions: list[Tool]  # every version of every tool, oldest first per tool
     vectors: dict[str, Vector]  # the index model's vectors by text hash
+    groups: dict[str, str] = field(default_factory=dict)  # group name -> description
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,14 @@ class Store(Protocol):
 
     def generation(self) -> int:
         """A counter that grows with every committed write: equal generations mean equal registries."""
+        ...
+
+    def group_descriptions(self) -> dict[str, str]:
+        """What each described group of tools (an MCP server, a category) is for."""
+        ...
+
+    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
+        """Set (or, with None, remove) group descriptions; moves the generation when anything changed."""
         ...
 
     def pins(self, server: str | None = None) -> list[Pin]: ...
@@ -196,3 +205,10 @@ def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
         f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
         f"index for the new model with `toolrag index rebuild --embedder NAME` (or `ToolRegistry.rebuild()`)"
     )
+
+
+def group_changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) -> tuple[dict[str, str], list[str]]:
+    """The descriptions to write and the groups to forget, so that a store holding `current` holds `wanted`."""
+    written = {name: text for name, text in wanted.items() if text is not None and current.get(name) != text}
+    forgotten = [name for name, text in wanted.items() if text is None and name in current]
+    return written, forgotten

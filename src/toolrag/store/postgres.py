@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from toolrag.errors import ModelMismatchError, StoreError
-from toolrag.model import Tool
+from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
     AuditEntry,
     IndexModel,
@@ -28,6 +28,7 @@ from toolrag.store.base import (
     UpsertReport,
     Vector,
     checked_vector,
+    group_changes,
     migrations,
     model_mismatch_message,
     next_version,
@@ -320,6 +321,26 @@ class PostgresStore:
     def generation(self) -> int:
         return int(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0])
 
+    def group_descriptions(self) -> dict[str, str]:
+        return {name: text for name, text in self._query("SELECT name, description FROM tool_groups")}
+
+    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
+        with self._transaction() as db:
+            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
+            written, forgotten = group_changes(current, descriptions)
+            if not written and not forgotten:
+                return
+            now = utc_now()
+            for name, text in written.items():
+                db.execute(
+                    "INSERT INTO tool_groups(name, description, updated_at) VALUES (%s, %s, %s) ON CONFLICT(name)"
+                    " DO UPDATE SET description = excluded.description, updated_at = excluded.updated_at",
+                    (name, text, now),
+                )
+            for name in forgotten:
+                db.execute("DELETE FROM tool_groups WHERE name = %s", (name,))
+            self._bump_generation(db)
+
     def pins(self, server: str | None = None) -> list[Pin]:
         where, params = (" WHERE server = %s", (server,)) if server is not None else ("", ())
         rows = self._query(
@@ -393,11 +414,13 @@ class PostgresStore:
                     "SELECT text_hash, vector FROM embeddings WHERE model = %s", (model.model_id,)
                 ).fetchall()
             )
+            groups = conn.execute("SELECT name, description FROM tool_groups").fetchall()
         return RegistryDump(
             model=model,
             tools=[Tool.from_store(row[0]) for row in tools],
             versions=[Tool.from_store(row[0]) for row in versions],
             vectors={key: _as_array(vector) for key, vector in vectors},
+            groups=dict(groups),
         )
 
     def restore(self, dump: RegistryDump) -> None:
@@ -412,6 +435,11 @@ class PostgresStore:
             if dump.model is not None:
                 self._write_model(db, dump.model)
                 self._insert_vectors(db, dump.model, dump.vectors)
+            for name, text in dump.groups.items():
+                db.execute(
+                    "INSERT INTO tool_groups(name, description, updated_at) VALUES (%s, %s, %s)",
+                    (name, text, utc_now()),
+                )
 
     def close(self) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from toolrag.errors import ModelMismatchError, StoreError
-from toolrag.model import Tool
+from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
     AuditEntry,
     IndexModel,
@@ -23,6 +23,7 @@ from toolrag.store.base import (
     UpsertReport,
     Vector,
     checked_vector,
+    group_changes,
     migrations,
     model_mismatch_message,
     next_version,
@@ -227,6 +228,23 @@ class SQLiteStore:
     def generation(self) -> int:
         return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
 
+    def group_descriptions(self) -> dict[str, str]:
+        return {str(name): str(text) for name, text in self._query("SELECT name, description FROM tool_groups")}
+
+    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
+        with self._transaction() as db:
+            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
+            written, forgotten = group_changes(current, descriptions)
+            if not written and not forgotten:
+                return
+            now = utc_now().isoformat()
+            db.executemany(
+                "INSERT OR REPLACE INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)",
+                [(name, text, now) for name, text in written.items()],
+            )
+            db.executemany("DELETE FROM tool_groups WHERE name = ?", [(name,) for name in forgotten])
+            self._bump_generation(db)
+
     def pins(self, server: str | None = None) -> list[Pin]:
         where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
         rows = self._query(
@@ -302,6 +320,7 @@ class SQLiteStore:
                     if model is None
                     else self._query("SELECT text_hash, vector FROM embeddings WHERE model = ?", (model.model_id,))
                 )
+                groups = self.group_descriptions()
             finally:
                 self._db.execute("COMMIT")
         return RegistryDump(
@@ -309,6 +328,7 @@ class SQLiteStore:
             tools=tools,
             versions=[Tool.from_store(str(row[0])) for row in versions],
             vectors={str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows},  # type: ignore[call-overload]
+            groups=groups,
         )
 
     def restore(self, dump: RegistryDump) -> None:
@@ -323,6 +343,11 @@ class SQLiteStore:
             if dump.model is not None:
                 self._write_model(db, dump.model)
                 self._insert_vectors(db, dump.model, dump.vectors)
+            now = utc_now().isoformat()
+            db.executemany(
+                "INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)",
+                [(name, text, now) for name, text in dump.groups.items()],
+            )
 
     def close(self) -> None:
         with self._lock:
