@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +22,10 @@ from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
 from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
-from toolrag.model import Principal, SearchResult, Tool
+from toolrag.model import Principal, SearchResult, Tool, utc_now
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.config import SearchConfig
+from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
@@ -387,6 +389,16 @@ class ToolRegistry:
             vectors = self.embedder.embed_documents([texts[name] for name in missing])
             self._group_cache.update(zip([keys[name] for name in missing], vectors, strict=True))
         return {name: self._group_cache[key] for name, key in keys.items()}
+
+    def learn_from_usage(self, days: int = 90) -> int:
+        """Learn the score adjustment of `SearchConfig.usage_weight` from the usage log's successful calls of the
+        last `days` (search/feedback.py); returns how many (request, tool) pairs it remembers."""
+        since = utc_now() - timedelta(days=days)
+        index = self._snapshot()
+        memory = UsageMemory.learn(self.store.usage.called_after(since), index.embedder or self.embedder)
+        self.retriever.memory = memory
+        self.retriever.cache.clear()
+        return memory.size
 
     def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
         """Say what groups of tools (MCP servers, categories) are for; None forgets a description. Search ranks a

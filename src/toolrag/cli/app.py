@@ -298,6 +298,15 @@ def eval_command(
     settings: Annotated[
         list[str] | None, typer.Option("--set", help="A search setting as KEY=JSON, e.g. multi_intent=false.")
     ] = None,
+    replay_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.9,
+            help="Replay this share of the requests as a usage log, learn from it and measure the rest"
+            " (with --set usage_weight=0.3: the usage-learned adjustment).",
+        ),
+    ] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
@@ -318,7 +327,7 @@ def eval_command(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done)
 
-        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress))
+        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress, replay_share))
     data = report.as_json()
     if as_json:
         print_json(data)

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
-from toolrag.eval.dataset import BenchmarkSet
+from toolrag.eval.dataset import BenchmarkSet, Query
 from toolrag.eval.metrics import QueryScores, score_query, summarize
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 from toolrag.search.config import SearchConfig
 from toolrag.store.sqlite import SQLiteStore
+from toolrag.store.usage import CallRecord, RetrievalRecord
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -57,6 +58,7 @@ class EvalReport:
     latency_ms: dict[str, float] = field(default_factory=dict)
     catalog_tokens: int = 0
     index_seconds: float = 0.0
+    replayed: int = 0  # requests written to the usage log and learned from, not measured
 
     def as_json(self) -> dict[str, Any]:
         """The first mode's figures at the top level (the keys `toolrag eval --json` promises), all modes below."""
@@ -76,6 +78,7 @@ class EvalReport:
                 "saved_pct": round(saved, 2),
             },
             "index_seconds": round(self.index_seconds, 2),
+            "replayed": self.replayed,
             "modes": {
                 name: {**m.summary, "by_lang": m.by_lang, "no_tool_rate": m.no_tool_rate}
                 for name, m in self.modes.items()
@@ -89,7 +92,11 @@ def evaluate(
     config: SearchConfig | None = None,
     modes: Sequence[str] = ("hybrid",),
     progress: Progress | None = None,
+    replay_share: float = 0.0,
 ) -> EvalReport:
+    """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
+    a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
+    how the usage-learned adjustment (`usage_weight`) would do on a registry with that history."""
     config = config or SearchConfig()
     remembered = _RememberedQueries(embedder)
     with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
@@ -107,6 +114,10 @@ def evaluate(
         registry.register_many(benchmark.tools, progress=indexed)
         report = EvalReport(benchmark.name, embedder.model_id, len(benchmark.tools))
         report.index_seconds = time.perf_counter() - started
+        if replay_share > 0:
+            log, benchmark = split_for_replay(benchmark, replay_share)
+            report.replayed = len(log)
+            replay(registry, log)
         principal = Principal.anonymous()
         report.catalog_tokens = registry.catalog_tokens(principal)
         for number, mode in enumerate(modes):
@@ -115,6 +126,29 @@ def evaluate(
                 report.latency_ms = _percentiles(latencies)
         registry.close()
     return report
+
+
+def split_for_replay(benchmark: BenchmarkSet, share: float) -> tuple[list[Query], BenchmarkSet]:
+    """Every n-th request (n = round(1 / share)) goes to the log; the rest stays to be measured."""
+    if not 0 < share < 1:
+        raise ValueError(f"replay share must be between 0 and 1, got {share}")
+    step = max(2, round(1 / share))
+    log = [q for i, q in enumerate(benchmark.queries) if i % step == 0]
+    kept = [q for i, q in enumerate(benchmark.queries) if i % step != 0]
+    return log, BenchmarkSet(benchmark.name, benchmark.tools, kept)
+
+
+def replay(registry: ToolRegistry, log: Sequence[Query]) -> int:
+    """Write each request, and a successful call of each of its relevant tools, to the usage log; then learn."""
+    retrievals = [
+        RetrievalRecord(request_hash=query.id, results=(), request=query.text, session=f"replay-{query.id}")
+        for query in log
+    ]
+    calls = [
+        CallRecord(tool, "ok", 0.0, True, session=f"replay-{query.id}") for query in log for tool in query.relevant
+    ]
+    registry.store.usage.record(retrievals, calls)
+    return registry.learn_from_usage(days=1)
 
 
 def _run_mode(

@@ -57,6 +57,15 @@ class SearchConfig(BaseModel):
         le=1.0,
         description="how far a tool's score moves towards its group's (MCP server, category; search/groups.py)",
     )
+    usage_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="how much tools called after similar past requests gain (search/feedback.py; off by default)",
+    )
+    usage_min_similarity: float = Field(
+        default=0.6, ge=0.0, lt=1.0, description="a past request counts from this cosine with the request on"
+    )
     always_include: list[str] = Field(default_factory=list)
     routes: dict[str, list[str]] = Field(default_factory=dict, description="category -> keywords")
     route_mode: Literal["boost", "filter"] = "boost"

@@ -20,6 +20,7 @@ from toolrag.search.calibrate import calibrated_similarity
 from toolrag.search.config import MAX_K, SearchConfig
 from toolrag.search.cut import Ranked, cut
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
+from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups
@@ -73,6 +74,7 @@ class Retriever:
         self._snapshot = snapshot
         self._nearest = nearest
         self.rewriter = rewriter
+        self.memory: UsageMemory | None = None  # set by ToolRegistry.learn_from_usage
         self.embedder = embedder
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
@@ -196,6 +198,7 @@ class Retriever:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
+        scores = self._learned(index, candidates, scores, vector)
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
@@ -260,6 +263,18 @@ class Retriever:
             nearest = self._nearest
             return approximate_dense_scores(index, vector, visible, nearest, self.config.ann_candidates), vector
         return dense_scores(index, vector, visible), vector
+
+    def _learned(
+        self, index: SearchIndex, candidates: IntArray, scores: FloatArray, vector: FloatArray | None
+    ) -> FloatArray:
+        """Scores with what the usage log taught (search/feedback.py), kept in [0, 1]."""
+        memory, weight = self.memory, self.config.usage_weight
+        if memory is None or vector is None or weight <= 0:
+            return scores
+        if memory.model_id != (index.embedder or self.embedder).model_id:
+            return scores  # learned with another model: its vectors do not compare
+        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight)
+        return ((scores + gains) / (1.0 + weight)).astype(np.float32)
 
     def _blend_groups(
         self, index: SearchIndex, candidates: IntArray, scores: FloatArray, dense: FloatArray, vector: FloatArray | None

@@ -235,6 +235,20 @@ class UsageTables:
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
         ]
 
+    def called_after(self, since: datetime, limit: int = 50_000) -> list[tuple[str, str]]:
+        """(tool, request) for every successful call, with the latest request of its session before the call:
+        what users asked when a tool turned out to be the one they needed. Newest first."""
+        rows = self._query(
+            self._sql(
+                "SELECT tool, request FROM (SELECT c.at AS at, c.tool AS tool, (SELECT r.request FROM retrievals r"
+                " WHERE r.session = c.session AND r.at <= c.at ORDER BY r.at DESC LIMIT 1) AS request FROM calls c"
+                " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL) AS pairs"
+                " WHERE request IS NOT NULL ORDER BY at DESC LIMIT ?"
+            ),
+            (self._timestamp(since), limit),
+        )
+        return [(str(tool), str(request)) for tool, request in rows]
+
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
         """(tool, request) for every successful call and each request of its session, up to the call, whose
         shortlist did not contain the tool: the words users use for a tool that retrieval did not connect."""
