@@ -1,0 +1,144 @@
+"""toolrag against the open-source peers that run offline here, on every shared set, in one run.
+
+    pip install -e ".[compare]"          # the peers: benchmark-only dependencies
+    python benchmarks/compare/run.py [--metatool-limit 3000] [--plot docs/compare.png]
+
+Every system gets the same tools and requests and, where it takes an embedding model, toolrag's default model
+(peers.py). Reported per set: Recall@3/5 and nDCG@10 of the top 10, search latency p50/p95 (request embedding
+included, one request at a time, 2 CPU cores) and index build time; and the prompt tokens of injecting every tool
+against toolrag's selection. Not measured: callbus (its ranking needs its 8B embedding model on a GPU server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from peers import (
+    GraphToolCall,
+    LanggraphBigtool,
+    LlamaIndexObjectIndex,
+    PlainBM25,
+    PlainDense,
+    SiftTools,
+    System,
+    Toolrag,
+)
+
+from toolrag import Principal
+from toolrag.embed import make_embedder
+from toolrag.eval import BenchmarkSet, load_benchmark
+from toolrag.eval.metrics import score_query, summarize
+
+BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
+SETS = ("bfcl", "metatool", "metatool-multilingual")
+
+
+def measure(system: System, benchmark: BenchmarkSet) -> dict[str, Any]:
+    started = time.perf_counter()
+    system.build(benchmark.tools)
+    build_seconds = time.perf_counter() - started
+    scores, latencies = [], []
+    for query in benchmark.queries:
+        started = time.perf_counter()
+        names = system.search(query.text, 10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        scores.append(score_query(names, query.relevant, query.lang))
+    ordered = sorted(latencies)
+    return {
+        **summarize(scores),
+        "p50_ms": round(ordered[len(ordered) // 2], 2),
+        "p95_ms": round(ordered[int(len(ordered) * 0.95)], 2),
+        "build_s": round(build_seconds, 2),
+    }
+
+
+def prompt_tokens(system: Toolrag, benchmark: BenchmarkSet) -> dict[str, float]:
+    """Every tool's schema in every prompt, against the schemas toolrag's search() selects (mean per request)."""
+    anyone = Principal.anonymous()
+    injected = [system.registry.select(q.text, anyone).injected_tokens for q in benchmark.queries]
+    return {"all_tools": system.registry.catalog_tokens(anyone), "toolrag": round(sum(injected) / len(injected), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--metatool-limit", type=int, default=3000)
+    parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    args = parser.parse_args()
+    embedder = make_embedder("default")
+    results: dict[str, dict[str, Any]] = {}
+    for set_name in args.sets:
+        benchmark = load_benchmark(BENCH / set_name, args.metatool_limit if set_name == "metatool" else None)
+        results[set_name] = {"systems": {}}
+        with tempfile.TemporaryDirectory() as folder:
+            systems: list[Callable[[], System]] = [
+                lambda: Toolrag(embedder, Path(folder)),
+                lambda: PlainBM25(),
+                lambda: PlainDense(embedder),
+                lambda: GraphToolCall(embedder),
+                lambda: SiftTools(embedder),
+                lambda: LanggraphBigtool(embedder),
+                lambda: LlamaIndexObjectIndex(embedder),
+            ]
+            for make in systems:
+                system = make()
+                figures = measure(system, benchmark)
+                results[set_name]["systems"][system.name] = figures
+                print(set_name, system.name, json.dumps(figures), file=sys.stderr, flush=True)
+                if isinstance(system, Toolrag):
+                    results[set_name]["tokens"] = prompt_tokens(system, benchmark)
+        results[set_name]["requests"] = len(benchmark.queries)
+    print(json.dumps(results), file=sys.stderr)
+    print_tables(results)
+    if args.plot:
+        plot(results, args.plot)
+
+
+def print_tables(results: dict[str, dict[str, Any]]) -> None:
+    for set_name, result in results.items():
+        tokens = result["tokens"]
+        print(
+            f"\n{set_name} ({result['requests']} requests; prompt tokens per request: all tools "
+            f"{tokens['all_tools']:,}, toolrag's selection {tokens['toolrag']})\n"
+        )
+        print("| system | R@3 | R@5 | nDCG@10 | search p50 / p95 ms | index build s |")
+        print("|---|---|---|---|---|---|")
+        for name, f in result["systems"].items():
+            print(
+                f"| {name} | {f['recall@3']:.3f} | {f['recall@5']:.3f} | {f['ndcg@10']:.3f} "
+                f"| {f['p50_ms']} / {f['p95_ms']} | {f['build_s']} |"
+            )
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = list(results)
+    systems = list(results[sets[0]]["systems"])
+    figure, (quality, speed) = plt.subplots(1, 2, figsize=(13, 4.5))
+    width = 0.8 / len(systems)
+    for i, name in enumerate(systems):
+        xs = [s + i * width for s in range(len(sets))]
+        quality.bar(xs, [results[s]["systems"][name]["ndcg@10"] for s in sets], width, label=name)
+        speed.bar(xs, [results[s]["systems"][name]["p50_ms"] for s in sets], width, label=name)
+    for axis, title in ((quality, "nDCG@10 (higher is better)"), (speed, "search p50 ms (lower is better)")):
+        axis.set_xticks([s + 0.4 - width / 2 for s in range(len(sets))], sets)
+        axis.set_title(title)
+    speed.set_yscale("log")
+    quality.legend(fontsize=7, loc="lower left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
