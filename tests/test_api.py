@@ -154,7 +154,7 @@ def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRe
             executable_path=chromium, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
         )
         page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        response = page.goto(f"{url}/dashboard?token={READER}")
+        response = page.goto(f"{url}/dashboard?token={ADMIN}")
         assert response is not None and response.status == 200
         assert page.title() == "toolrag dashboard"
         assert page.locator('[data-card="searches"] b').inner_text() == "8"
@@ -167,5 +167,9 @@ def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRe
         page.screenshot(
             path=str(os.environ.get("TOOLRAG_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png")), full_page=True
         )
+        # A token that may not use the refund tool does not see it, even on the dashboard.
+        page.goto(f"{url}/dashboard?token={READER}")
+        assert "payments.refund_payment" not in page.content()
+        assert "email.send" in page.locator("#misses").inner_text()
         browser.close()
     assert call(url, "GET", "/dashboard", None).status_code == 401

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from toolrag.errors import CatalogError, InvalidToolError
+from toolrag.jsontext import loads
 from toolrag.model import Tool
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
@@ -48,12 +49,14 @@ def _parse(path: Path, text: str) -> list[tuple[int, Any]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
-            return [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else json.loads(text)
+            return [(n, loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else loads(text)
     except json.JSONDecodeError as exc:
         raise CatalogError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: invalid YAML: {exc}") from None
+    except RecursionError:
+        raise CatalogError(f"{path}: invalid YAML: nested too deeply") from None
     if isinstance(data, dict) and "tools" in data:
         data = data["tools"]
     if not isinstance(data, list):

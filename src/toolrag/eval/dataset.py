@@ -10,6 +10,7 @@ from typing import Any
 
 from toolrag.catalog.files import tool_from_entry
 from toolrag.errors import CatalogError, InvalidToolError
+from toolrag.jsontext import loads
 from toolrag.model import TOOL_NAME_PATTERN, Tool
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
@@ -45,7 +46,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    rows.append(loads(line))
                 except json.JSONDecodeError as exc:
                     raise CatalogError(f"{path}: line {number}: invalid JSON: {exc.msg}") from None
     return rows

@@ -6,7 +6,8 @@ is normalized per request).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,6 +40,20 @@ class HealthReport:
     relevance_histogram: list[int]
     daily: list[tuple[str, int, int]]
     rules: ReportRules = field(default_factory=ReportRules)
+
+    def restricted_to(self, shown: Callable[[str], bool]) -> HealthReport:
+        """The report without the tools `shown` rejects (for callers who may not see every tool)."""
+        return replace(
+            self,
+            tools=[u for u in self.tools if shown(u.tool)],
+            dead=[u for u in self.dead if shown(u.tool)],
+            unused=[name for name in self.unused if shown(name)],
+            low_relevance=[u for u in self.low_relevance if shown(u.tool)],
+            misses={
+                kind: [s for s in samples if kind != "unshortlisted_call" or shown(s.detail)]
+                for kind, samples in self.misses.items()
+            },
+        )
 
     def as_json(self) -> dict[str, Any]:
         def tool_row(usage: ToolUsage) -> dict[str, Any]:

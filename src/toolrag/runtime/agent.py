@@ -25,6 +25,7 @@ from typing import Any, Literal
 from toolrag.catalog.decorator import ToolContext
 from toolrag.errors import ToolragError
 from toolrag.inject.formats import provider_name
+from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
@@ -203,7 +204,7 @@ class Agent:
 
     def _find_tools(self, call: ToolCall) -> CallResult:
         try:
-            arguments: dict[str, Any] = json.loads(call.arguments or "{}")
+            arguments: dict[str, Any] = loads(call.arguments or "{}")
             query = str(arguments["query"])
             k = int(arguments.get("k", 3))
         except (ValueError, KeyError, TypeError):

@@ -21,6 +21,7 @@ import jsonschema
 from pydantic import BaseModel
 
 from toolrag.catalog.decorator import ToolContext, context_parameter
+from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.runtime.messages import Message, ToolCall
@@ -136,7 +137,7 @@ class ToolGateway:
     @staticmethod
     def _arguments(tool: Tool, raw: str) -> dict[str, Any]:
         try:
-            arguments = json.loads(raw or "{}")
+            arguments = loads(raw or "{}")
         except json.JSONDecodeError as exc:
             raise _Refusal("invalid_arguments", f"arguments for {tool.name} are not valid JSON: {exc.msg}") from None
         if not isinstance(arguments, dict):

@@ -26,7 +26,7 @@ from toolrag.errors import (
     ToolragError,
 )
 from toolrag.model import Principal, SearchResult, Tool, utc_now
-from toolrag.monitor.report import build_report
+from toolrag.monitor.report import HealthReport, build_report
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
@@ -200,17 +200,32 @@ def create_app(
             status="ok", tools=registry.snapshot().size, generation=registry.generation, model=model and model.model_id
         )
 
+    def shown_to(who: Caller, tool: Tool) -> bool:
+        """Admins manage every tool; any other token sees only the tools its principal may use."""
+        return who.role == "admin" or who.principal.can_use(tool)
+
+    def report_for(who: Caller, days: int) -> HealthReport:
+        report = build_report(registry.store, days)
+        if who.role == "admin":
+            return report
+        usable = {t.name for t in registry.visible_tools(who.principal)}
+        return report.restricted_to(usable.__contains__)
+
     @app.get("/tools", response_model=list[ToolOut], tags=["tools"])
     def list_tools(who: Reader, include_inactive: bool = False) -> list[ToolOut]:
-        """Every tool (operators' view: the caller's permissions do not filter this list)."""
-        return [_tool_out(t) for t in registry.tools(include_inactive)]
+        """Every tool for admin tokens; the tools its principal may use for any other token."""
+        return [_tool_out(t) for t in registry.tools(include_inactive) if shown_to(who, t)]
 
     @app.get("/tools/{name}", response_model=Tool, tags=["tools"])
     def get_tool(name: str, who: Reader) -> Tool:
-        return registry.get(name)
+        tool = registry.get(name)
+        if not shown_to(who, tool):
+            raise ToolNotFoundError(f"no tool named {name!r}")  # hidden tools are not even confirmed to exist
+        return tool
 
     @app.get("/tools/{name}/history", response_model=list[Tool], tags=["tools"])
     def tool_history(name: str, who: Reader) -> list[Tool]:
+        get_tool(name, who)
         return registry.history(name)
 
     @app.post("/tools", response_model=UpsertOut, tags=["tools"])
@@ -265,7 +280,7 @@ def create_app(
     @app.get("/reports/health", tags=["reports"])
     def health_report(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> dict[str, Any]:
         """Per-tool usage, dead, unused and low-relevance tools, and the requests behind retrieval misses."""
-        return build_report(registry.store, days).as_json()
+        return report_for(who, days).as_json()
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
     def prometheus(who: Reader) -> Response:
@@ -274,7 +289,7 @@ def create_app(
     @app.get("/dashboard", tags=["operations"], response_class=HTMLResponse)
     def dashboard(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> HTMLResponse:
         """Registry health for people (the token may also come as `?token=`)."""
-        report = build_report(registry.store, days)
+        report = report_for(who, days)
         since = utc_now() - timedelta(days=days)
         candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
         offered = {name: registry.store.usage.requests_for_tool(name, since) for name in candidates}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.formats import render
+from toolrag.jsontext import loads
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.providers.base import ProviderModel
@@ -47,7 +48,7 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
 
 def _input(arguments: str) -> Any:
     try:
-        return json.loads(arguments or "{}")
+        return loads(arguments or "{}")
     except json.JSONDecodeError:
         return {}
 

@@ -1,0 +1,197 @@
+"""kill -9 in the middle of long registry operations, many times: the registry must always open, be consistent and
+let the operation be rerun to completion.
+
+    python benchmarks/faults.py [--runs 20] [--tools 10000] [--rebuild-tools 2000] [--postgres URL]
+
+Operations, each started from the same state, killed with SIGKILL at a random moment (half of the moments in the
+last tenth of an uninterrupted run, where the writes happen), then checked and rerun to completion:
+- import: `toolrag import` of a catalog of --tools synthetic tools into an empty SQLite registry;
+- rebuild: `toolrag index rebuild --embedder use` of a --rebuild-tools registry (a model switch, saved per batch);
+- migration: `toolrag store copy` of the --tools registry from SQLite to PostgreSQL (embedded server if no URL).
+Checks after each kill: the store opens; every current tool parses, has the version row it names with the same
+content hash, and every version row belongs to a tool; every active tool has vectors for the recorded model; a
+search answers; the rerun ends with exactly the expected tools. Figures go to docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stores import postgres
+from synthetic import synthetic_tools
+
+from toolrag import Principal, ToolRegistry
+from toolrag.registry import open_store
+from toolrag.search.index import text_hash
+from toolrag.search.text import dense_texts
+
+TOOLRAG = [sys.executable, "-m", "toolrag"]
+
+
+@dataclass
+class Outcome:
+    operation: str
+    runs: int = 0
+    killed_mid_way: int = 0  # the process was still running when killed
+    states: dict[str, int] = field(default_factory=dict)  # what a kill left: "empty", "complete", "partial (N)"
+    inconsistencies: list[str] = field(default_factory=list)
+    rerun_seconds: list[float] = field(default_factory=list)
+
+
+def check(location: str, expected: int) -> tuple[str, list[str]]:
+    """The state a store is in after a kill, and every inconsistency found."""
+    problems: list[str] = []
+    store = open_store(location)
+    try:
+        dump = store.dump()
+        versions = {(t.name, t.version): t.content_hash for t in dump.versions}
+        for tool in dump.tools:
+            if versions.get((tool.name, tool.version)) != tool.content_hash:
+                problems.append(f"{tool.name}: current version {tool.version} has no matching version row")
+        orphans = {name for name, _ in versions} - {t.name for t in dump.tools}
+        problems.extend(f"{name}: version rows without a tool" for name in sorted(orphans))
+        model = store.index_model()
+        if dump.tools and model is None:
+            problems.append("tools but no index model recorded")
+        elif model is not None:
+            keys = {text_hash(text) for t in dump.tools if t.active for text in dense_texts(t)}
+            missing = keys - set(store.vectors(model.model_id, keys))
+            if missing:
+                problems.append(f"{len(missing)} texts of active tools without a vector of {model.model_id}")
+    finally:
+        store.close()
+    if dump.tools and not problems:
+        registry = ToolRegistry(location, "auto")
+        try:
+            registry.search("list recent invoices", Principal.anonymous())
+        except Exception as exc:  # the point of the check: any failure to search is an inconsistency
+            problems.append(f"search failed: {exc}")
+        finally:
+            registry.close()
+    count = len(dump.tools)
+    state = "empty" if count == 0 else "complete" if count == expected else f"partial ({count})"
+    return state, problems
+
+
+def kill_at(command: list[str], delay: float) -> bool:
+    """Run `command`, SIGKILL it after `delay` seconds; whether it was still running then."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        return True
+
+
+def run(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.perf_counter() - started
+
+
+def moments(duration: float, runs: int, rng: random.Random) -> list[float]:
+    """Half anywhere in the run, half in its last tenth (where the transaction writes)."""
+    early = [rng.uniform(0.3, duration) for _ in range(runs - runs // 2)]
+    late = [rng.uniform(0.9 * duration, duration) for _ in range(runs // 2)]
+    return sorted(early + late)
+
+
+def exercise(
+    name: str, reset: Callable[[], None], command: list[str], location: str, expected: int, runs: int
+) -> Outcome:
+    outcome = Outcome(name, runs)
+    reset()
+    duration = run(command)
+    print(f"{name}: an uninterrupted run takes {duration:.1f} s", file=sys.stderr, flush=True)
+    for number, delay in enumerate(moments(duration, runs, random.Random(name)), 1):
+        reset()
+        outcome.killed_mid_way += kill_at(command, delay)
+        state, problems = check(location, expected)
+        outcome.states[state.split(" ")[0]] = outcome.states.get(state.split(" ")[0], 0) + 1
+        outcome.inconsistencies.extend(f"run {number} (killed at {delay:.1f} s): {p}" for p in problems)
+        outcome.rerun_seconds.append(run(command))
+        final, problems = check(location, expected)
+        if final != "complete" or problems:
+            outcome.inconsistencies.append(f"run {number}: the rerun left {final}: {problems}")
+        print(f"{name} {number}/{runs}: killed at {delay:.1f} s -> {state}", file=sys.stderr, flush=True)
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--rebuild-tools", type=int, default=2_000)
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (default: an embedded server)")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="toolrag-faults-"))
+    catalog = folder / "catalog.jsonl"
+    catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
+    db = folder / "import.db"
+
+    def empty_sqlite() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+    outcomes = [
+        exercise(
+            "import",
+            empty_sqlite,
+            [*TOOLRAG, "import", str(catalog), "--store", str(db)],
+            str(db),
+            args.tools,
+            args.runs,
+        )
+    ]
+
+    small = folder / "small.jsonl"
+    small.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.rebuild_tools)), encoding="utf-8")
+    pristine, rebuilt = folder / "pristine.db", folder / "rebuild.db"
+    run([*TOOLRAG, "import", str(small), "--store", str(pristine)])
+
+    def pristine_copy() -> None:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{rebuilt}{suffix}").unlink(missing_ok=True)
+        shutil.copy(pristine, rebuilt)
+
+    rebuild = [*TOOLRAG, "index", "rebuild", "--embedder", "use", "--store", str(rebuilt)]
+    outcomes.append(exercise("rebuild", pristine_copy, rebuild, str(rebuilt), args.rebuild_tools, args.runs))
+
+    with postgres(args.postgres) as url:
+        target = f"{url}{'&' if '?' in url else '?'}schema=faults"
+
+        def empty_postgres() -> None:
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA IF EXISTS faults CASCADE")
+
+        copy = [*TOOLRAG, "store", "copy", str(db), target]
+        outcomes.append(exercise("migration", empty_postgres, copy, target, args.tools, args.runs))
+    print(json.dumps([o.__dict__ for o in outcomes], indent=1))
+    print(
+        "| operation | kills | killed mid-way | left empty / complete / partial | inconsistencies | rerun s (median) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for o in outcomes:
+        left = " / ".join(str(o.states.get(k, 0)) for k in ("empty", "complete", "partial"))
+        median = sorted(o.rerun_seconds)[len(o.rerun_seconds) // 2]
+        print(f"| {o.operation} | {o.runs} | {o.killed_mid_way} | {left} | {len(o.inconsistencies)} | {median:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
