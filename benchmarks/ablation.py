@@ -100,9 +100,12 @@ def measure(registry: ToolRegistry, benchmark: BenchmarkSet, config: SearchConfi
     }
 
 
-def latency(registry: ToolRegistry, benchmark: BenchmarkSet, config: SearchConfig, count: int) -> dict[str, Any]:
-    """search() with real request embeddings: p50/p95 ms and embeddings per request, single- vs multi-intent."""
-    counting = Remembered(registry.embedder, remember=False)
+def latency(
+    registry: ToolRegistry, embedder: Embedder, benchmark: BenchmarkSet, config: SearchConfig, count: int
+) -> dict[str, Any]:
+    """search() with real request embeddings (`embedder` remembers nothing): p50/p95 ms and request embeddings
+    per request, single- against multi-intent requests."""
+    counting = Remembered(embedder, remember=False)
     measured = ToolRegistry(registry.store, counting, config)
     anyone = Principal.anonymous()
     step = max(1, len(benchmark.queries) // count)
@@ -138,8 +141,8 @@ def run_set(name: str, benchmark: BenchmarkSet, embedder: Embedder, args: argpar
             results["configs"][label] = measure(registry, benchmark, SearchConfig(**overrides))
             print(name, label, json.dumps(results["configs"][label]), file=sys.stderr, flush=True)
         results["latency"] = {
-            "default": latency(registry, benchmark, SearchConfig(), args.latency_requests),
-            "previous default": latency(registry, benchmark, SearchConfig(**PREVIOUS), args.latency_requests),
+            label: latency(registry, embedder, benchmark, SearchConfig(**overrides), args.latency_requests)
+            for label, overrides in (("default", {}), ("previous default", PREVIOUS))
         }
         if args.only_defaults:
             return results

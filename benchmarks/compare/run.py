@@ -1,7 +1,7 @@
 """toolrag against the open-source peers that run offline here, on every shared set, in one run.
 
     pip install -e ".[compare]"          # the peers: benchmark-only dependencies
-    python benchmarks/compare/run.py [--metatool-limit 3000] [--plot docs/compare.png]
+    python benchmarks/compare/run.py [--bfcl-limit 1000] [--metatool-limit 2000] [--plot docs/compare.png]
 
 Every system gets the same tools and requests and, where it takes an embedding model, toolrag's default model
 (peers.py). Reported per set: Recall@3/5 and nDCG@10 of the top 10, search latency p50/p95 (request embedding
@@ -68,14 +68,16 @@ def prompt_tokens(system: Toolrag, benchmark: BenchmarkSet) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--metatool-limit", type=int, default=3000)
+    parser.add_argument("--metatool-limit", type=int, default=2000)
+    parser.add_argument("--bfcl-limit", type=int, default=1000)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     args = parser.parse_args()
     embedder = make_embedder("default")
     results: dict[str, dict[str, Any]] = {}
     for set_name in args.sets:
-        benchmark = load_benchmark(BENCH / set_name, args.metatool_limit if set_name == "metatool" else None)
+        limits = {"bfcl": args.bfcl_limit, "metatool": args.metatool_limit}
+        benchmark = load_benchmark(BENCH / set_name, limits.get(set_name))
         results[set_name] = {"systems": {}}
         with tempfile.TemporaryDirectory() as folder:
             systems: list[Callable[[], System]] = [
