@@ -1,0 +1,82 @@
+"""Second chances for requests nothing passed the threshold for: how many they rescue, and how many rightly.
+
+    python benchmarks/reformulation.py [--requests 1500]
+
+For every shared set (an evenly spaced sample), `search()` with no second chance, with `expand`, and with `relax`,
+on the requests as they are and with one typo (two letters swapped in the middle of the request's longest word):
+the no-tool rate, the share of requests whose results hold a relevant tool, how many requests a step rescued and
+how many of those rescues hold a relevant tool; and the held-out small talk given a tool. `rewrite` needs a chat
+model (none is reachable here): it is tested with a scripted model in tests/test_reformulate.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+from pathlib import Path
+
+from calibration import HELD_OUT_SMALL_TALK
+
+from toolrag import Principal, SearchConfig, ToolRegistry
+from toolrag.embed import make_embedder
+from toolrag.eval import BenchmarkSet, load_benchmark
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+LONG_WORD = re.compile(r"[A-Za-z]{6,}")
+STEPS: list[tuple[str, list[str]]] = [("none", []), ("expand (default)", ["expand"]), ("relax", ["relax"])]
+
+
+def with_typo(text: str) -> str:
+    words = LONG_WORD.findall(text)
+    if not words:
+        return text
+    word = max(words, key=len)
+    middle = len(word) // 2
+    return text.replace(word, word[:middle] + word[middle + 1] + word[middle] + word[middle + 2 :], 1)
+
+
+def measure(registry: ToolRegistry, benchmark: BenchmarkSet, typo: bool) -> dict[str, float]:
+    anyone = Principal.anonymous()
+    empty = hits = rescued = rescued_hits = 0
+    for query in benchmark.queries:
+        results = registry.search(with_typo(query.text) if typo else query.text, anyone)
+        hit = bool({r.name for r in results} & query.relevant)
+        empty += not results
+        hits += hit
+        if results and results[0].signals.reformulation:
+            rescued += 1
+            rescued_hits += hit
+    n = len(benchmark.queries)
+    return {"no_tool": empty / n, "with_relevant": hits / n, "rescued": rescued, "rescued_relevant": rescued_hits}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=1500)
+    args = parser.parse_args()
+    embedder = make_embedder("default")
+    print(
+        "| set | requests | second chance | no tool | results hold a relevant tool | rescued (relevant) "
+        "| small talk given a tool |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in ("bfcl", "metatool", "metatool-multilingual"):
+        benchmark = load_benchmark(BENCH / name, args.requests)
+        with tempfile.TemporaryDirectory() as folder:
+            base = ToolRegistry(Path(folder) / "r.db", embedder)
+            base.register_many(benchmark.tools)
+            for label, steps in STEPS:
+                registry = ToolRegistry(base.store, embedder, SearchConfig(reformulate=steps))  # type: ignore[arg-type]
+                talk = sum(bool(registry.search(t, Principal.anonymous())) for t in HELD_OUT_SMALL_TALK)
+                for typo in (False, True):
+                    f = measure(registry, benchmark, typo)
+                    print(
+                        f"| {name} | {'with a typo' if typo else 'as written'} | {label} | {f['no_tool']:.3f} "
+                        f"| {f['with_relevant']:.3f} | {f['rescued']} ({f['rescued_relevant']}) | {talk} of 15 |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
