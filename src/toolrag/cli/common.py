@@ -93,6 +93,8 @@ def results_table(request: str, results: list[SearchResult]) -> Table:
             why.append(f"route:{result.signals.routed_category}")
         if result.signals.always_included:
             why.append("always")
+        if result.signals.reformulation:
+            why.append(f"second chance: {result.signals.reformulation}")
         table.add_row(
             result.name,
             f"{result.score:.2f}",
