@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--bfcl-limit", type=int, default=1000)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    parser.add_argument("--systems", nargs="+", default=None, help="names starting with these (default: all)")
     args = parser.parse_args()
     embedder = make_embedder("default")
     results: dict[str, dict[str, Any]] = {}
@@ -91,6 +92,8 @@ def main() -> None:
             ]
             for make in systems:
                 system = make()
+                if args.systems and not any(system.name.startswith(prefix) for prefix in args.systems):
+                    continue
                 figures = measure(system, benchmark)
                 results[set_name]["systems"][system.name] = figures
                 print(set_name, system.name, json.dumps(figures), file=sys.stderr, flush=True)
@@ -105,11 +108,9 @@ def main() -> None:
 
 def print_tables(results: dict[str, dict[str, Any]]) -> None:
     for set_name, result in results.items():
-        tokens = result["tokens"]
-        print(
-            f"\n{set_name} ({result['requests']} requests; prompt tokens per request: all tools "
-            f"{tokens['all_tools']:,}, toolrag's selection {tokens['toolrag']})\n"
-        )
+        tokens = result.get("tokens")
+        about = f"all tools {tokens['all_tools']:,}, toolrag's selection {tokens['toolrag']}" if tokens else "-"
+        print(f"\n{set_name} ({result['requests']} requests; prompt tokens per request: {about})\n")
         print("| system | R@3 | R@5 | nDCG@10 | search p50 / p95 ms | index build s |")
         print("|---|---|---|---|---|---|")
         for name, f in result["systems"].items():
