@@ -222,8 +222,11 @@ def measure_store(folder: Path, store: str, label: str, args: argparse.Namespace
     port = free_port()
     mcp_url = f"http://127.0.0.1:{port}/mcp"
     command = [*TOOLRAG, "mcp", "serve", "--config", str(gateway), "--transport", "http", "--port", str(port)]
-    with server(command, mcp_url, {"Authorization": f"Bearer {TOKEN}"}) as pid:
-        phases += asyncio.run(mcp_phases(mcp_url, pid, label, args.clients, args.seconds))
+    if "mcp" in args.targets:
+        with server(command, mcp_url, {"Authorization": f"Bearer {TOKEN}"}) as pid:
+            phases += asyncio.run(mcp_phases(mcp_url, pid, label, args.clients, args.seconds))
+    if "api" not in args.targets:
+        return phases
     port = free_port()
     with server(
         [*TOOLRAG, "api", "serve", "--config", str(api), "--port", str(port)], f"http://127.0.0.1:{port}/docs"
@@ -267,17 +270,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--soak-minutes", type=float, default=10.0)
     parser.add_argument("--postgres", default=None)
+    parser.add_argument("--targets", nargs="+", default=["mcp", "api"], choices=["mcp", "api"])
+    parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="toolrag-load-"))
     catalog = folder / "catalog.jsonl"
     catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
     db = folder / "registry.db"
     subprocess.run([*TOOLRAG, "import", str(catalog), "--store", str(db)], check=True, capture_output=True)
-    phases = measure_store(folder, str(db), "sqlite", args)
-    with postgres(args.postgres) as url:
-        target = f"{url}{'&' if '?' in url else '?'}schema=load"
-        subprocess.run([*TOOLRAG, "store", "copy", str(db), target], check=True, capture_output=True)
-        phases += measure_store(folder, target, "postgres", args)
+    phases = measure_store(folder, str(db), "sqlite", args) if "sqlite" in args.stores else []
+    if "postgres" in args.stores:
+        with postgres(args.postgres) as url:
+            target = f"{url}{'&' if '?' in url else '?'}schema=load"
+            subprocess.run([*TOOLRAG, "store", "copy", str(db), target], check=True, capture_output=True)
+            phases += measure_store(folder, target, "postgres", args)
     soaked = None
     if args.soak_minutes > 0:
         _, api = configs(folder, str(db))

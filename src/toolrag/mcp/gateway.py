@@ -245,7 +245,8 @@ class McpGateway:
 
         server = self.mcp_server(self._principal_of_request)
         app = BearerAuth(server.streamable_http_app(host=host), self.settings)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        # Idle connections stay open 75 s (uvicorn's 5 s makes busy clients race the close; see `toolrag api serve`).
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=75)
         async with anyio.create_task_group() as group:
             await self.start(group)
             await uvicorn.Server(config).serve()
