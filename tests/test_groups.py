@@ -12,7 +12,7 @@ from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.errors import ConfigError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import ToolImporter
-from toolrag.search.groups import blend_groups, group_of
+from toolrag.search.groups import blend_groups, description_scores, group_of
 from toolrag.store.backup import read_backup, write_backup
 
 from .conftest import CountingEmbedder, make_tool
@@ -21,15 +21,16 @@ NAN = float("nan")
 
 
 def _blend(groups: list[int], fused: list[float], descriptions: list[float], weight: float = 0.5) -> list[float]:
-    result = blend_groups(
-        np.array(groups, dtype=np.int64),
-        np.array(fused, dtype=np.float32),
-        np.array([0.0, 0.5, 1.0][: len(fused)] + [0.5] * max(0, len(fused) - 3), dtype=np.float32),
-        np.array(descriptions, dtype=np.float32),
-        1.0,
-        weight,
-    )
-    return [round(float(x), 3) for x in result]
+    ids = np.array(groups, dtype=np.int64)
+    table = np.array(descriptions, dtype=np.float32)
+    return [round(float(x), 3) for x in blend_groups(ids, np.array(fused, dtype=np.float32), table, weight)]
+
+
+def test_description_cosines_are_put_on_the_dense_scale() -> None:
+    cosines = np.array([0.9, 0.2, NAN], dtype=np.float32)
+    dense = np.array([0.1, 0.5, 0.6], dtype=np.float32)  # candidates' cosines span 0.1-0.6
+    scored = description_scores(cosines, dense, 0.8)
+    assert [round(float(x), 3) for x in scored[:2]] == [0.8, 0.16] and np.isnan(scored[2])
 
 
 def test_tools_without_groups_or_alone_in_theirs_keep_their_scores() -> None:

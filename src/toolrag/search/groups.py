@@ -28,18 +28,11 @@ def group_text(name: str, description: str) -> str:
     return f"{split_identifier(name)}: {description}"
 
 
-def blend_groups(
-    group_ids: IntArray,
-    fused: FloatArray,
-    dense: FloatArray,
-    description_cosines: FloatArray,
-    dense_weight: float,
-    weight: float,
-) -> FloatArray:
+def blend_groups(group_ids: IntArray, fused: FloatArray, descriptions: FloatArray, weight: float) -> FloatArray:
     """Scores of the candidates moved towards their groups' scores.
 
-    `group_ids`, `fused` and `dense` are aligned with the candidates (group -1: none); `description_cosines` has
-    one entry per group of the index (NaN: no description)."""
+    `group_ids` and `fused` are aligned with the candidates (group -1: none); `descriptions` has one score per group
+    of the index, on the fused scale (`description_scores`; NaN: no description)."""
     grouped = group_ids >= 0
     if weight <= 0 or not grouped.any():
         return fused
@@ -52,17 +45,18 @@ def blend_groups(
     members[:, 0] = scores[starts]
     pairs = sizes > 1
     members[pairs, 1] = scores[starts[pairs] + 1]
-    members[:, 2] = _on_dense_scale(description_cosines[ids[starts]], dense, dense_weight)
+    members[:, 2] = descriptions[ids[starts]]
     best_two = -np.sort(-np.nan_to_num(members, nan=-np.inf), axis=1)[:, :2]
     counted = np.minimum(2, np.isfinite(best_two).sum(axis=1))
     group_score = np.where(counted > 1, best_two.sum(axis=1, where=np.isfinite(best_two)) / 2, best_two[:, 0])
-    score_of = dict(zip(ids[starts].tolist(), group_score.tolist(), strict=True))
-    table = np.array([score_of.get(int(g), 0.0) for g in group_ids], dtype=np.float32)
+    by_group = np.zeros(int(group_ids.max()) + 1, dtype=np.float32)
+    by_group[ids[starts]] = group_score
+    table = by_group[np.maximum(group_ids, 0)]
     return np.where(grouped, (1 - weight) * fused + weight * table, fused).astype(np.float32)
 
 
-def _on_dense_scale(cosines: FloatArray, dense: FloatArray, dense_weight: float) -> FloatArray:
-    """A description's cosine as the dense part of a fused score: min-max against the candidates' cosines."""
+def description_scores(cosines: FloatArray, dense: FloatArray, dense_weight: float) -> FloatArray:
+    """Groups' description cosines as the dense part of a fused score: min-max against the candidates' cosines."""
     low, high = float(dense.min()), float(dense.max())
     if high <= low:
         return np.full_like(cosines, np.nan)

@@ -23,7 +23,7 @@ from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
-from toolrag.search.groups import blend_groups
+from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
@@ -31,6 +31,7 @@ from toolrag.search.reformulate import Rewriter, Vocabulary, relaxed
 from toolrag.search.route import CategoryRouter
 from toolrag.search.text import tokenize
 
+GROUPED_HEAD = 256  # candidates that take part in group ranking
 _QUOTES = "\"'`()[]{}<>,;:!?"
 _SPACES = re.compile(r"\s+")
 
@@ -279,18 +280,19 @@ class Retriever:
     def _blend_groups(
         self, index: SearchIndex, candidates: IntArray, scores: FloatArray, dense: FloatArray, vector: FloatArray | None
     ) -> FloatArray:
+        """Scores moved towards their groups' (search/groups.py). Only the best GROUPED_HEAD candidates take part:
+        a group's two best tools are among them whenever the group matters, and a large registry is not sorted."""
         groups = index.groups
-        if groups is None or self.config.group_weight <= 0:
+        if groups is None or self.config.group_weight <= 0 or len(candidates) == 0:
             return scores
         cosines = groups.description_cosines(vector) if vector is not None else np.full(len(groups.names), np.nan)
-        return blend_groups(
-            groups.of_tool[candidates],
-            scores,
-            dense[candidates],
-            cosines.astype(np.float32),
-            self.config.dense_weight if self.config.mode == "hybrid" else 1.0,
-            self.config.group_weight,
-        )
+        weight = self.config.dense_weight if self.config.mode == "hybrid" else 1.0
+        descriptions = description_scores(cosines.astype(np.float32), dense[candidates], weight)
+        head = np.argpartition(-scores, GROUPED_HEAD)[:GROUPED_HEAD] if len(scores) > GROUPED_HEAD else slice(None)
+        blended = scores.copy()
+        ids = groups.of_tool[candidates[head]]
+        blended[head] = blend_groups(ids, scores[head], descriptions, self.config.group_weight)
+        return blended
 
     @staticmethod
     def _coverage(index: SearchIndex, tokens: list[str], lexical: FloatArray, visible: BoolArray | None) -> FloatArray:
