@@ -22,6 +22,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -86,9 +87,33 @@ def check(location: str, expected: int) -> tuple[str, list[str]]:
     return state, problems
 
 
-def kill_at(command: list[str], delay: float) -> bool:
-    """Run `command`, SIGKILL it after `delay` seconds; whether it was still running then."""
+Writing = Callable[[float], bool]  # given the seconds since the start: has the operation begun writing? (polled)
+
+
+def sqlite_write_locked(path: Path) -> bool:
+    """Whether a transaction holds the registry's write lock (a probe that takes and drops the lock when it is free;
+    the store's writers wait for it rather than fail)."""
+    if not path.exists():
+        return False
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+
+
+def kill_at(command: list[str], delay: float, writing: Writing | None = None) -> bool:
+    """Run `command`, SIGKILL it `delay` seconds after it starts, or, with `writing`, `delay` seconds after it
+    begins writing; whether it was still running then."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.perf_counter()
+    if writing is not None:
+        while process.poll() is None and not writing(time.perf_counter() - started):
+            time.sleep(0.005)
     try:
         process.wait(timeout=delay)
         return False
@@ -98,17 +123,30 @@ def kill_at(command: list[str], delay: float) -> bool:
         return True
 
 
-def run(command: list[str]) -> float:
+def run(command: list[str], writing: Writing | None = None) -> tuple[float, float]:
+    """Run to completion: (seconds in all, seconds from the first write on; 0 when `writing` is not given)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return time.perf_counter() - started
+    wrote = None
+    while process.poll() is None:
+        if writing is not None and wrote is None and writing(time.perf_counter() - started):
+            wrote = time.perf_counter()
+        time.sleep(0.005)
+    if process.returncode != 0:
+        raise RuntimeError(f"{command}: {process.stderr.read().decode() if process.stderr else ''}")
+    ended = time.perf_counter()
+    return ended - started, ended - wrote if wrote is not None else 0.0
 
 
-def moments(duration: float, runs: int, rng: random.Random) -> list[float]:
-    """Half anywhere in the run, half in its last tenth (where the transaction writes)."""
-    early = [rng.uniform(0.3, duration) for _ in range(runs - runs // 2)]
-    late = [rng.uniform(0.9 * duration, duration) for _ in range(runs // 2)]
-    return sorted(early + late)
+def moments(duration: float, write_window: float, runs: int, rng: random.Random) -> list[tuple[float, bool]]:
+    """(delay, counted from the first write?): half anywhere in the run, half inside the writing phase."""
+    anywhere = [(rng.uniform(0.3, duration), False) for _ in range(runs - runs // 2)]
+    if write_window > 0:
+        # The window runs to the process's exit; its transaction is the first part of it.
+        writing = [(rng.uniform(0.0, write_window / 2), True) for _ in range(runs // 2)]
+    else:
+        writing = [(rng.uniform(0.9 * duration, duration), False) for _ in range(runs // 2)]
+    return anywhere + writing
 
 
 def exercise(
@@ -121,27 +159,30 @@ def exercise(
     settle: Callable[[], None] = lambda: None,
     rerun_when_complete: bool = True,
     rerun_every: int = 1,
+    writing: Writing | None = None,
 ) -> Outcome:
     """`settle` waits until the killed client's work is over on the server's side; `rerun_when_complete`: False for
-    an operation that refuses to run twice (a copy into a registry that is no longer empty)."""
+    an operation that refuses to run twice (a copy into a registry that is no longer empty); `writing` tells when
+    the operation has begun writing, so that half the kills land inside its writes."""
     outcome = Outcome(name, runs)
     reset()
-    duration = run(command)
-    print(f"{name}: an uninterrupted run takes {duration:.1f} s", file=sys.stderr, flush=True)
-    for number, delay in enumerate(moments(duration, runs, random.Random(name)), 1):
+    duration, write_window = run(command, writing)
+    print(f"{name}: an uninterrupted run takes {duration:.1f} s, writing {write_window:.1f} s", file=sys.stderr)
+    for number, (delay, after_write) in enumerate(moments(duration, write_window, runs, random.Random(name)), 1):
         reset()
-        outcome.killed_mid_way += kill_at(command, delay)
+        outcome.killed_mid_way += kill_at(command, delay, writing if after_write else None)
         settle()
         state, problems = check(location, expected)
         outcome.states[state.split(" ")[0]] = outcome.states.get(state.split(" ")[0], 0) + 1
-        outcome.inconsistencies.extend(f"run {number} (killed at {delay:.1f} s): {p}" for p in problems)
+        when = f"{delay:.2f} s after {'its first write' if after_write else 'it started'}"
+        outcome.inconsistencies.extend(f"run {number} (killed {when}): {p}" for p in problems)
         if number % rerun_every == 0:
             if state != "complete" or rerun_when_complete:
-                outcome.rerun_seconds.append(run(command))
+                outcome.rerun_seconds.append(run(command)[0])
             final, problems = check(location, expected)
             if final != "complete" or problems:
                 outcome.inconsistencies.append(f"run {number}: the rerun left {final}: {problems}")
-        print(f"{name} {number}/{runs}: killed at {delay:.1f} s -> {state}", file=sys.stderr, flush=True)
+        print(f"{name} {number}/{runs}: killed {when} -> {state}", file=sys.stderr, flush=True)
     return outcome
 
 
@@ -162,14 +203,22 @@ def main() -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
 
+    def import_writing(elapsed: float) -> bool:
+        """The import's one transaction holds the write lock (after the first seconds, when the new registry's
+        schema is written)."""
+        return elapsed > 5 and sqlite_write_locked(db)
+
     every = {"rerun_every": args.rerun_every}
     importing = [*TOOLRAG, "import", str(catalog), "--store", str(db)]
-    outcomes = [exercise("import", empty_sqlite, importing, str(db), args.tools, args.runs, **every)]
+    outcomes = [
+        exercise("import", empty_sqlite, importing, str(db), args.tools, args.runs, writing=import_writing, **every)
+    ]
 
     small = folder / "small.jsonl"
     small.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.rebuild_tools)), encoding="utf-8")
     pristine, rebuilt = folder / "pristine.db", folder / "rebuild.db"
     run([*TOOLRAG, "import", str(small), "--store", str(pristine)])
+    pristine_size = pristine.stat().st_size
 
     def pristine_copy() -> None:
         for suffix in ("-wal", "-shm"):
@@ -177,8 +226,14 @@ def main() -> None:
         shutil.copy(pristine, rebuilt)
 
     rebuild = [*TOOLRAG, "index", "rebuild", "--embedder", "use", "--store", str(rebuilt)]
+
+    def rebuild_writing(elapsed: float) -> bool:
+        """The rebuild saves a batch of vectors at a time: writing has begun once the registry grows."""
+        wal = Path(f"{rebuilt}-wal")
+        return rebuilt.stat().st_size > pristine_size or (wal.exists() and wal.stat().st_size > 100_000)
+
     rebuilding = (str(rebuilt), args.rebuild_tools, args.runs)
-    outcomes.append(exercise("rebuild", pristine_copy, rebuild, *rebuilding, **every))
+    outcomes.append(exercise("rebuild", pristine_copy, rebuild, *rebuilding, writing=rebuild_writing, **every))
 
     with postgres(args.postgres) as url:
         target = f"{url}{'&' if '?' in url else '?'}schema=faults"
