@@ -186,34 +186,7 @@ def exercise(
     return outcome
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--tools", type=int, default=10_000)
-    parser.add_argument("--rebuild-tools", type=int, default=2_000)
-    parser.add_argument("--rerun-every", type=int, default=4, help="rerun to completion after every n-th kill")
-    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (default: an embedded server)")
-    args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="toolrag-faults-"))
-    catalog = folder / "catalog.jsonl"
-    catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
-    db = folder / "import.db"
-
-    def empty_sqlite() -> None:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
-
-    def import_writing(elapsed: float) -> bool:
-        """The import's one transaction holds the write lock (after the first seconds, when the new registry's
-        schema is written)."""
-        return elapsed > 5 and sqlite_write_locked(db)
-
-    every = {"rerun_every": args.rerun_every}
-    importing = [*TOOLRAG, "import", str(catalog), "--store", str(db)]
-    outcomes = [
-        exercise("import", empty_sqlite, importing, str(db), args.tools, args.runs, writing=import_writing, **every)
-    ]
-
+def exercise_rebuild(folder: Path, args: argparse.Namespace) -> Outcome:
     small = folder / "small.jsonl"
     small.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.rebuild_tools)), encoding="utf-8")
     pristine, rebuilt = folder / "pristine.db", folder / "rebuild.db"
@@ -233,8 +206,12 @@ def main() -> None:
         return rebuilt.stat().st_size > pristine_size or (wal.exists() and wal.stat().st_size > 100_000)
 
     rebuilding = (str(rebuilt), args.rebuild_tools, args.runs)
-    outcomes.append(exercise("rebuild", pristine_copy, rebuild, *rebuilding, writing=rebuild_writing, **every))
+    return exercise(
+        "rebuild", pristine_copy, rebuild, *rebuilding, writing=rebuild_writing, rerun_every=args.rerun_every
+    )
 
+
+def exercise_migration(db: Path, args: argparse.Namespace) -> Outcome:
     with postgres(args.postgres) as url:
         target = f"{url}{'&' if '?' in url else '?'}schema=faults"
 
@@ -260,12 +237,47 @@ def main() -> None:
                     time.sleep(0.1)
 
         copy = [*TOOLRAG, "store", "copy", str(db), target]
-        outcomes.append(
-            exercise(
-                "migration", empty_postgres, copy, target, args.tools, args.runs, settle, rerun_when_complete=False
-            )
-        )
+        once = {"settle": settle, "rerun_when_complete": False, "rerun_every": args.rerun_every}
+        return exercise("migration", empty_postgres, copy, target, args.tools, args.runs, **once)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--rebuild-tools", type=int, default=2_000)
+    parser.add_argument("--rerun-every", type=int, default=4, help="rerun to completion after every n-th kill")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (default: an embedded server)")
+    parser.add_argument("--operations", nargs="+", default=["import", "rebuild", "migration"])
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="toolrag-faults-"))
+    catalog = folder / "catalog.jsonl"
+    catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
+    db = folder / "import.db"
+
+    def empty_sqlite() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+    def import_writing(elapsed: float) -> bool:
+        """The import's one transaction holds the write lock (after the first seconds, when the new registry's
+        schema is written)."""
+        return elapsed > 5 and sqlite_write_locked(db)
+
+    every = {"rerun_every": args.rerun_every}
+    importing = [*TOOLRAG, "import", str(catalog), "--store", str(db)]
+    outcomes = []
+    if "import" in args.operations:
+        writes = {"writing": import_writing, **every}
+        outcomes.append(exercise("import", empty_sqlite, importing, str(db), args.tools, args.runs, **writes))
+    if "rebuild" in args.operations:
+        outcomes.append(exercise_rebuild(folder, args))
+    if "migration" in args.operations:
+        if not db.exists():
+            run(importing)
+        outcomes.append(exercise_migration(db, args))
     print(json.dumps([o.__dict__ for o in outcomes], indent=1))
+
     print(
         "| operation | kills | killed mid-way | left empty / complete / partial | inconsistencies | rerun s (median) |"
     )
