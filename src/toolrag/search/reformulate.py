@@ -46,6 +46,9 @@ class Vocabulary:
                 words.update(w.lower() for w in _WORD.findall(text))
         self.words = sorted(words - STOPWORDS)
         self._known = set(self.words)
+        self._by_initial: dict[str, list[str]] = {}
+        for word in self.words:
+            self._by_initial.setdefault(word[0], []).append(word)
 
     def expansions(self, request: str, known_terms: Collection[str], min_ratio: float = 85.0) -> list[str]:
         """Registry words that nearly match a request word no tool contains (`known_terms`: the lexical index's
@@ -54,7 +57,7 @@ class Vocabulary:
         for word in dict.fromkeys(w.lower() for w in _WORD.findall(request)):
             if word in self._known or word in STOPWORDS or set(tokenize(word)) <= set(known_terms):
                 continue
-            candidates = [w for w in self.words if w[0] == word[0]]
+            candidates = self._by_initial.get(word[0], [])
             match = process.extractOne(word, candidates, scorer=fuzz.ratio, score_cutoff=min_ratio)
             if match is not None and match[0] not in found:
                 found.append(match[0])
