@@ -3,13 +3,17 @@ a real headless Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,16 +24,19 @@ from toolrag.cli.api import openapi_document
 from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.guard import HttpLimits, server_config
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-ADMIN, AGENT, READER, BILLING = (
+ADMIN, AGENT, READER, BILLING, ACME_READER, GLOBEX_AGENT = (
     "admin-token-0123456789",
     "agent-token-0123456789",
     "reader-token-012345678",
     "billing-token-01234567",
+    "acme-reader-token-0123",
+    "globex-agent-token-012",
 )
 
 
@@ -40,6 +47,8 @@ def api_config() -> ApiConfig:
             "bot": TokenConfig(token=AGENT, role="agent", scopes=[]),
             "viewer": TokenConfig(token=READER, role="reader"),
             "billing": TokenConfig(token=BILLING, role="agent", scopes=["billing:*"]),
+            "acme-viewer": TokenConfig(token=ACME_READER, role="reader", tenant="acme"),
+            "globex-bot": TokenConfig(token=GLOBEX_AGENT, role="agent", tenant="globex"),
         }
     )
 
@@ -55,17 +64,23 @@ def api(store_url: str, embedder: CountingEmbedder) -> Iterator[tuple[str, ToolR
     registry.register_many(SAMPLE_TOOLS)
     registry._functions["email.send"] = send
     registry._functions["payments.refund_payment"] = lambda: "refunded"
+    with serving(create_app(registry, api_config())) as url:
+        yield url, registry
+
+
+@contextmanager
+def serving(app: Any, limits: HttpLimits | None = None) -> Iterator[str]:
+    """The app on loopback, served as `toolrag api serve` serves it (the guarded protocol and its limits)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(registry, api_config()), port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, limits or HttpLimits()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline, "the API did not start"
         time.sleep(0.05)
     try:
-        yield url, registry
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
@@ -86,7 +101,16 @@ def test_every_route_needs_a_token_and_roles_limit_writes(api: tuple[str, ToolRe
     assert refused.status_code == 403 and "viewer" in refused.json()["detail"]
     assert call(url, "POST", "/tools", AGENT, json=new_tool).status_code == 403
     assert call(url, "POST", "/execute", READER, json={"name": "email.send"}).status_code == 403
-    assert call(url, "GET", "/health", READER).json()["tools"] == len(SAMPLE_TOOLS)
+    assert call(url, "GET", "/health", ADMIN).json()["tools"] == len(SAMPLE_TOOLS)
+    # finding 14: other tokens count only the tools their principal may use, and see no change counter
+    unrestricted = [t for t in SAMPLE_TOOLS if not t.scopes and not t.tenants]
+    assert call(url, "GET", "/health", READER).json() | {"model": None} == {
+        "status": "ok",
+        "tools": len(unrestricted),
+        "generation": None,
+        "model": None,
+    }
+    assert call(url, "GET", "/metrics", READER).status_code == 403
 
 
 def test_manage_tools_over_http(api: tuple[str, ToolRegistry]) -> None:
@@ -121,14 +145,14 @@ def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegi
     ran = call(url, "POST", "/execute", AGENT, json={"name": "email.send", "arguments": {"to": "bob", "body": "hi"}})
     assert ran.json() == {"outcome": "ok", "is_error": False, "content": "sent to bob"}
     refused = call(url, "POST", "/execute", AGENT, json={"name": "payments.refund_payment"})
-    assert refused.json()["outcome"] == "refused" and "is available" in refused.json()["content"]
+    assert refused.json()["outcome"] == "unknown_tool" and "is available" in refused.json()["content"]
     invalid = call(url, "POST", "/execute", AGENT, json={"name": "email.send", "arguments": {"to": 5}})
     assert invalid.json()["outcome"] == "invalid_arguments"
     assert call(url, "POST", "/search", READER, json={"query": ""}).status_code == 422
     registry.usage.flush()  # type: ignore[union-attr]
     report = call(url, "GET", "/reports/health?days=1", READER).json()
     assert report["totals"]["retrievals"] == 2 and report["totals"]["calls"] == 3
-    metrics = call(url, "GET", "/metrics", READER).text
+    metrics = call(url, "GET", "/metrics", ADMIN).text
     assert 'toolrag_searches_total{found="true"}' in metrics and 'toolrag_calls_total{outcome="ok"} 1.0' in metrics
     assert f'toolrag_tools{{state="active"}} {float(len(SAMPLE_TOOLS))}' in metrics
 
@@ -167,9 +191,98 @@ def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRe
         page.screenshot(
             path=str(os.environ.get("TOOLRAG_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png")), full_page=True
         )
-        # A token that may not use the refund tool does not see it, even on the dashboard.
+        # A token of another tenant, that may not use the refund tool, sees neither it nor acme's requests.
         page.goto(f"{url}/dashboard?token={READER}")
         assert "payments.refund_payment" not in page.content()
-        assert "email.send" in page.locator("#misses").inner_text()
+        assert "tell me a joke" not in page.content() and "exchange rate" not in page.content()
         browser.close()
     assert call(url, "GET", "/dashboard", None).status_code == 401
+
+
+# -- findings of the security review (issue 14) ----------------------------------------------------------------------
+
+
+def test_finding3_readers_see_no_other_tenants_requests(api: tuple[str, ToolRegistry]) -> None:
+    url, registry = api
+    secret_requests = ["tell me a joke about globex", "wether forcast kyiv", "will it rain tomorrow"]
+    for request in secret_requests:
+        call(url, "POST", "/search", GLOBEX_AGENT, json={"query": request, "session": "globex-session-1"})
+    call(url, "POST", "/execute", GLOBEX_AGENT, json={"name": "email.send", "arguments": {"to": "a", "body": "b"}})
+    registry.usage.flush()  # type: ignore[union-attr]
+    admin_view = call(url, "GET", "/reports/health?days=1", ADMIN).text
+    assert "globex-session-1" in admin_view and "tell me a joke about globex" in admin_view
+    for token in (ACME_READER, READER):
+        report = call(url, "GET", "/reports/health?days=1", token)
+        page = call(url, "GET", "/dashboard", token)
+        for leaked in [*secret_requests, "globex-session-1"]:
+            assert leaked not in report.text and leaked not in page.text
+        assert report.json()["totals"]["retrievals"] == 0 and report.json()["totals"]["calls"] == 0
+
+
+def test_finding4_a_body_is_not_read_before_its_token_is_checked(api: tuple[str, ToolRegistry]) -> None:
+    url, _ = api
+    huge = "POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 300000000\r\n"
+    assert raw_request(url, huge + "\r\n{").startswith(b"HTTP/1.1 401")
+    assert raw_request(url, huge + f"Authorization: Bearer {ADMIN}\r\n\r\n{{").startswith(b"HTTP/1.1 413")
+    chunked = "POST /search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+    body = f"{2_000_000:x}\r\n" + "x" * 2_000_000 + "\r\n0\r\n\r\n"
+    assert raw_request(url, chunked + f"Authorization: Bearer {ADMIN}\r\n\r\n" + body).startswith(b"HTTP/1.1 413")
+
+
+def test_finding7_history_shows_only_versions_the_caller_could_see(api: tuple[str, ToolRegistry]) -> None:
+    url, _ = api
+    restricted = {"name": "crm.vip", "description": "Notes on our VIP customers: Ann likes tea.", "tenants": ["acme"]}
+    call(url, "POST", "/tools", ADMIN, json=[restricted])
+    widened = call(url, "PATCH", "/tools/crm.vip", ADMIN, json={"tenants": [], "description": "Customer notes."})
+    assert widened.json()["version"] == 2
+    outsider = call(url, "GET", "/tools/crm.vip/history", GLOBEX_AGENT)
+    assert [v["version"] for v in outsider.json()] == [2] and "Ann likes tea" not in outsider.text
+    assert [v["version"] for v in call(url, "GET", "/tools/crm.vip/history", ACME_READER).json()] == [1, 2]
+
+
+def test_finding16_docs_need_a_token_and_only_the_dashboard_takes_it_in_the_url(api: tuple[str, ToolRegistry]) -> None:
+    url, _ = api
+    for path in ("/docs", "/openapi.json", "/redoc"):
+        assert call(url, "GET", path, None).status_code == 401
+    assert call(url, "GET", "/openapi.json", READER).status_code == 200
+    assert httpx.get(f"{url}/tools?token={ADMIN}").status_code == 401
+    assert httpx.get(f"{url}/dashboard?token={ADMIN}").status_code == 200
+
+
+def test_finding9_slow_and_surplus_connections_are_closed(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(header_timeout_seconds=0.5, body_timeout_seconds=0.5, max_connections=20)
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        half_body = socket.create_connection((host, int(port)), timeout=15)
+        head = f"POST /search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: 100\r\n\r\n"
+        half_body.sendall(head.encode() + b"{")
+        slow = []
+        for _ in range(40):
+            connection = socket.create_connection((host, int(port)), timeout=15)
+            connection.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+            slow.append(connection)
+        for connection in slow:  # each one closed by the server: surplus ones at once, the rest after the timeout
+            assert read_all(connection) == b""
+        assert read_all(half_body).startswith(b"HTTP/1.1 408")
+        assert call(url, "GET", "/health", ADMIN).status_code == 200
+    registry.close()
+
+
+def raw_request(url: str, text: str) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=15) as connection:
+        with contextlib.suppress(OSError):  # the server may close before the client finished sending
+            connection.sendall(text.encode())
+        return read_all(connection)
+
+
+def read_all(connection: socket.socket) -> bytes:
+    """What the server sends until it closes the connection (a read timeout fails the test)."""
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+    connection.close()
+    return b"".join(chunks)

@@ -12,7 +12,7 @@ from toolrag import Principal, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.model import utc_now
 from toolrag.monitor import MonitorConfig, build_report
-from toolrag.monitor.recorder import redact
+from toolrag.monitor.redact import redact
 from toolrag.runtime import Agent, Message, ScriptedModel, ToolCall
 from toolrag.store.usage import CallRecord, RetrievalRecord
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -22,6 +23,25 @@ def test_an_unreachable_database_is_named_without_its_password(tmp_path) -> None
     with pytest.raises(StoreError, match=r"cannot connect to PostgreSQL at postgresql://bob@/db\?host=") as caught:
         open_store(f"postgresql://bob:hunter2@/db?host={tmp_path}")
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("parameter", ["password", "sslpassword"])
+def test_finding5_a_password_given_as_a_url_parameter_is_never_shown(
+    tmp_path: Path, postgres_url: str, parameter: str
+) -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store(f"postgresql://bob@/db?host={tmp_path}&{parameter}=hunter2")
+    assert "hunter2" not in str(caught.value)
+    url = in_schema(f"{postgres_url}{'&' if '?' in postgres_url else '?'}{parameter}=hunter2", "redacted")
+    store = PostgresStore.from_url(url)
+    assert "hunter2" not in repr(store)
+    pid = store._query("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(StoreError) as dropped:  # what a 503 of the API says while the database is down
+        store.tools()
+    assert "hunter2" not in str(dropped.value)
+    store.close()
 
 
 def test_schemas_hold_separate_registries(postgres_url: str) -> None:

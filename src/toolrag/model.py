@@ -176,6 +176,11 @@ class Principal(BaseModel):
     )
     deny_tools: frozenset[str] = Field(default=frozenset(), description="glob patterns of tool names it may not use")
 
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_or_none(cls, value: str | None) -> str | None:
+        return value or None  # '' names no tenant (the usage log keeps it for records of unknown tenant)
+
     @classmethod
     def anonymous(cls) -> Principal:
         return cls()
@@ -198,7 +203,11 @@ class Principal(BaseModel):
         return self.allow_tools is not None or bool(self.deny_tools)
 
     def can_use(self, tool: Tool) -> bool:
-        if not tool.active or not self.may_name(tool.name):
+        return tool.active and self.may_see(tool)
+
+    def may_see(self, tool: Tool) -> bool:
+        """Whether this definition (any version, active or not) is one the principal's rules let it see."""
+        if not self.may_name(tool.name):
             return False
         if tool.tenants and self.tenant not in tool.tenants:
             return False

@@ -22,9 +22,10 @@ _GEMINI_DROPPED = {"$schema", "$id", "$defs", "definitions", "additionalProperti
 
 
 def provider_name(name: str) -> str:
-    """`github.create_issue` -> `github__create_issue`; names over 64 characters keep a hash suffix."""
+    """`github.create_issue` -> `github__create_issue`. Names over 64 characters, and names that already hold
+    `__` (which `a.b` and `a__b` would otherwise share), keep a hash suffix, so no two names map to one."""
     safe = name.replace(".", "__")
-    if _PROVIDER_NAME.fullmatch(safe):
+    if _PROVIDER_NAME.fullmatch(safe) and "__" not in name:
         return safe
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{safe[:55]}_{digest}"

@@ -29,6 +29,7 @@ from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
+from toolrag.search.config import MAX_REQUEST_CHARS
 from toolrag.store.base import AuditEntry
 
 log = logging.getLogger("toolrag.mcp")
@@ -42,7 +43,11 @@ FIND_TOOLS = types.Tool(
     input_schema={
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "what you want to do, in a sentence"},
+            "query": {
+                "type": "string",
+                "description": "what you want to do, in a sentence",
+                "maxLength": MAX_REQUEST_CHARS,
+            },
             "k": {"type": "integer", "minimum": 1, "maximum": 5, "description": "how many tools at most"},
         },
         "required": ["query"],
@@ -219,6 +224,9 @@ class McpGateway:
         k = arguments.get("k")
         if not isinstance(query, str) or not query.strip():
             return _error("find_tools needs `query`: what you want to do, in a sentence")
+        limit = self.registry.config.max_request_chars
+        if len(query) > limit:
+            return _error(f"find_tools' `query` is {len(query):,} characters long; it takes at most {limit:,}")
         if k is not None and (not isinstance(k, int) or not 1 <= k <= 5):
             return _error("find_tools' `k` must be an integer from 1 to 5")
         found = await anyio.to_thread.run_sync(self.find_tools, query, principal, k, session)

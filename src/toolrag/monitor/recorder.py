@@ -9,26 +9,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import queue
-import re
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from toolrag.model import Principal, SearchResult, utc_now
 from toolrag.monitor.config import MonitorConfig
+from toolrag.monitor.redact import redact
 from toolrag.runtime.events import Event, ToolCallEvent
 from toolrag.store.base import Store
 from toolrag.store.usage import CallRecord, RetrievalRecord
 
 log = logging.getLogger("toolrag.monitor")
-
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_NUMBER = re.compile(r"\d[\d\s.,/-]{2,}\d|\d{3,}")
-
-
-def redact(text: str) -> str:
-    """Mask e-mail addresses and long numbers (card, phone, order and account numbers)."""
-    return _NUMBER.sub("<number>", _EMAIL.sub("<email>", text))
 
 
 def principal_label(principal: Principal) -> str | None:
@@ -64,6 +56,7 @@ class UsageRecorder:
                 session=session,
                 principal=principal_label(principal),
                 step=step,
+                tenant=principal.tenant,
             )
         )
 
@@ -75,8 +68,9 @@ class UsageRecorder:
         injected: bool,
         session: str | None = None,
         principal: str | None = None,
+        tenant: str | None = None,
     ) -> None:
-        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal))
+        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal, tenant))
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ToolCallEvent):
@@ -87,6 +81,7 @@ class UsageRecorder:
                 event.offered,
                 event.session,
                 event.user,
+                event.tenant,
             )
 
     def _kept_text(self, request: str) -> str | None:

@@ -6,14 +6,14 @@ is normalized per request).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from toolrag.model import utc_now
 from toolrag.store.base import Store
-from toolrag.store.usage import SAMPLE_KINDS, RequestSample, SampleKind, ToolUsage, UsageTotals
+from toolrag.store.usage import EVERYONE, SAMPLE_KINDS, Audience, RequestSample, SampleKind, ToolUsage, UsageTotals
 
 
 @dataclass(frozen=True)
@@ -40,20 +40,7 @@ class HealthReport:
     relevance_histogram: list[int]
     daily: list[tuple[str, int, int]]
     rules: ReportRules = field(default_factory=ReportRules)
-
-    def restricted_to(self, shown: Callable[[str], bool]) -> HealthReport:
-        """The report without the tools `shown` rejects (for callers who may not see every tool)."""
-        return replace(
-            self,
-            tools=[u for u in self.tools if shown(u.tool)],
-            dead=[u for u in self.dead if shown(u.tool)],
-            unused=[name for name in self.unused if shown(name)],
-            low_relevance=[u for u in self.low_relevance if shown(u.tool)],
-            misses={
-                kind: [s for s in samples if kind != "unshortlisted_call" or shown(s.detail)]
-                for kind, samples in self.misses.items()
-            },
-        )
+    audience: Audience = EVERYONE  # whose records it counts
 
     def as_json(self) -> dict[str, Any]:
         def tool_row(usage: ToolUsage) -> dict[str, Any]:
@@ -75,21 +62,37 @@ class HealthReport:
         }
 
 
-def build_report(store: Store, days: int = 30, rules: ReportRules | None = None, samples: int = 20) -> HealthReport:
+def build_report(
+    store: Store,
+    days: int = 30,
+    rules: ReportRules | None = None,
+    samples: int = 20,
+    audience: Audience = EVERYONE,
+    visible: Collection[str] | None = None,
+) -> HealthReport:
+    """The report over the last `days`. A reader who is not an operator gets it over their tenant's records
+    (`audience`) and the tools their principal may use (`visible`, active tools): counts, samples and request texts
+    of other tenants, and every trace of tools they cannot see, are left out."""
     rules = rules or ReportRules()
     until = utc_now()
     since = until - timedelta(days=days)
-    usage = store.usage.tool_usage(since)
-    everything = store.tools(include_inactive=True)
+
+    def shown(tool: str) -> bool:
+        return visible is None or tool in visible
+
+    usage = [u for u in store.usage.tool_usage(since, audience) if shown(u.tool)]
+    everything = [t for t in store.tools(include_inactive=True) if shown(t.name)]
     active = {t.name for t in everything if t.active}
     seen = {u.tool for u in usage if u.injected or u.called}
     judged = [u for u in usage if u.tool in active and u.injected >= rules.min_injections]
+    misses = {kind: store.usage.samples(kind, since, samples, audience) for kind in SAMPLE_KINDS}
+    misses["unshortlisted_call"] = [s for s in misses["unshortlisted_call"] if shown(s.detail)]
     return HealthReport(
         since=since,
         until=until,
         active_tools=len(active),
         inactive_tools=len(everything) - len(active),
-        totals=store.usage.totals(since),
+        totals=store.usage.totals(since, audience),
         tools=usage,
         dead=sorted(
             (u for u in judged if u.call_rate < rules.dead_call_rate), key=lambda u: (u.call_rate, -u.injected)
@@ -99,8 +102,9 @@ def build_report(store: Store, days: int = 30, rules: ReportRules | None = None,
             (u for u in judged if u.mean_score is not None and u.mean_score < rules.low_relevance),
             key=lambda u: u.mean_score or 0.0,
         ),
-        misses={kind: store.usage.samples(kind, since, samples) for kind in SAMPLE_KINDS},
-        relevance_histogram=store.usage.score_histogram(since),
-        daily=store.usage.daily(since),
+        misses=misses,
+        relevance_histogram=store.usage.score_histogram(since, audience=audience),
+        daily=store.usage.daily(since, audience),
         rules=rules,
+        audience=audience,
     )

@@ -117,7 +117,8 @@ class Agent:
         """The full definitions to offer the model for its next call."""
         if self.mode == "discover":
             return [FIND_TOOLS, *self._visible(sorted(self.discovered))]
-        request = Conversation(list(messages)).latest_user_text(self.context_window)
+        limit = self.registry.config.max_request_chars
+        request = Conversation(list(messages)).latest_user_text(self.context_window, limit)
         if not request:
             return []
         names = [r.name for r in self.registry.search(request, self.principal, self.k, session=self._request_id)]

@@ -35,6 +35,7 @@ class ToolCallEvent:
     error: str | None = None
     session: str | None = None  # the conversation (agent run, MCP session) the call belongs to
     user: str | None = None
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)

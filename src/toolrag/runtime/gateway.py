@@ -21,11 +21,12 @@ import jsonschema
 from pydantic import BaseModel
 
 from toolrag.catalog.decorator import ToolContext, context_parameter
+from toolrag.inject.formats import provider_name
 from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, normalize_name
+from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
 
 Function = Callable[..., Any]
 
@@ -81,7 +82,8 @@ class ToolGateway:
         self.policy = policy or ExecutionPolicy()
         self.events = events or NullSink()
         self.resolver = NameResolver(self.tools, self.policy.fuzzy_cutoff)
-        self._hidden = {normalize_name(t.name): t.name for t in hidden if t.name not in self.tools}
+        hidden_names = [t.name for t in hidden if t.name not in self.tools]
+        self._hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
 
     async def call(self, call: ToolCall, offered: set[str], session: str | None = None) -> CallResult:
         """Run one call. `session` names the conversation in events (default: the context's request id)."""
@@ -98,7 +100,9 @@ class ToolGateway:
             outcome: Outcome = "ok"
             message = Message.tool_result(call.id, serialize(result))
         except _Refusal as refusal:
-            outcome, message = refusal.outcome, Message.tool_result(call.id, f"Error: {refusal}", is_error=True)
+            message = Message.tool_result(call.id, f"Error: {refusal}", is_error=True)
+            self._record(call, resolution, refusal.logged, started, offered, message.content, session)
+            return CallResult(message, tool, refusal.outcome, result)
         except Exception as exc:
             if self.policy.always_raise or isinstance(exc, self.policy.propagate):
                 self._record(call, resolution, "propagated", started, offered, repr(exc), session)
@@ -119,9 +123,10 @@ class ToolGateway:
         try:
             return self.resolver.resolve(requested)
         except UnresolvedName as exc:
-            hidden = self._hidden.get(normalize_name(requested))
+            # A hidden tool gets exactly the answer a name no tool has gets (same outcome, same wording, the same
+            # suggestions from visible tools), so its existence cannot be probed; only the operator's log knows.
+            hidden = next((self._hidden[key] for key in _lookup_keys(requested) if key in self._hidden), None)
             if hidden is not None:
-                # Refused, and worded exactly like a tool that does not exist.
                 self.events.emit(
                     SecurityEvent(
                         self.principal.user,
@@ -131,8 +136,7 @@ class ToolGateway:
                         "the principal may not use this tool",
                     )
                 )
-                raise _Refusal("refused", f"no tool named {requested!r} is available") from None
-            raise _Refusal("unknown_tool", str(exc)) from None
+            raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
 
     @staticmethod
     def _arguments(tool: Tool, raw: str) -> dict[str, Any]:
@@ -188,14 +192,23 @@ class ToolGateway:
                 error=error,
                 session=session,
                 user=self.principal.user,
+                tenant=self.principal.tenant,
             )
         )
 
 
 class _Refusal(Exception):
-    def __init__(self, outcome: Outcome, message: str) -> None:
+    """A call not run: `outcome` is what the caller is told, `logged` (when given) what the operator's log says."""
+
+    def __init__(self, outcome: Outcome, message: str, logged: Outcome | None = None) -> None:
         super().__init__(message)
         self.outcome = outcome
+        self.logged = logged or outcome
+
+
+def _lookup_keys(name: str) -> list[object]:
+    """The forms under which a call may name a tool: as written, as rendered for a provider, normalized."""
+    return [name, provider_name(name), segment_key(name)]
 
 
 def serialize(result: Any) -> str:

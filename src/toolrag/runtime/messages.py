@@ -42,7 +42,9 @@ class Message:
 class Conversation:
     messages: list[Message] = field(default_factory=list)
 
-    def latest_user_text(self, window: int = 1) -> str:
-        """The last `window` user messages joined: what pre-selection retrieves for."""
+    def latest_user_text(self, window: int = 1, limit: int | None = None) -> str:
+        """The last `window` user messages joined: what pre-selection retrieves for; its last `limit` characters
+        when it is longer (the end of a long message is the part nearest to the model's next step)."""
         texts = [m.content for m in self.messages if m.role == "user" and m.content]
-        return "\n".join(texts[-window:])
+        text = "\n".join(texts[-window:])
+        return text[-limit:] if limit is not None else text

@@ -1,9 +1,18 @@
 """Name resolution: the tool a model meant, among the tools the principal may use.
 
-Models truncate, re-case and re-separate names (`get_current_weather` for `get_current_weather_in_city`,
-`github__create_issue` for `github.create_issue`). Resolution tries, in order: the exact name; the name with case
-and separators ignored; a unique tool whose trailing namespace segments match; a fuzzy match above a confidence
-bound that clearly beats the runner-up. Anything else is an error that lists the closest names.
+Models re-case and re-separate names (`github__create_issue` for `github.create_issue`), make typos and drop
+trailing words (`get_current_weather` for `get_current_weather_in_city`). Resolution tries, in order:
+
+1. the exact registry name, or the exact provider name it was rendered as (`inject.provider_name`);
+2. the same name with case, `-` and `_` ignored inside each namespace segment (`.` and `__` separate segments);
+3. a typo-level fuzzy match, or a unique tool whose name only adds words that change nothing (no action verb) to
+   the requested ones, clearly ahead of any other candidate.
+
+A name resolves only within the namespace it names: `srv_b.payroll_run` can never reach a tool of another server,
+such as `evil.srv_b.payroll_run`, whatever the principal may or may not see of `srv_b`. A bare name is not completed
+with a namespace (`create_issue` does not silently become `github.create_issue`): the error lists the closest names
+instead, and the model calls again with the full one. Ambiguous or unknown names are errors listing the closest
+visible names, so a model can correct itself without being shown anything it may not use.
 """
 
 from __future__ import annotations
@@ -17,9 +26,25 @@ from typing import Literal
 from rapidfuzz import fuzz, process
 
 from toolrag.errors import ToolragError
+from toolrag.inject.formats import provider_name
+from toolrag.search.text import split_identifier
 
-Method = Literal["exact", "normalized", "suffix", "fuzzy"]
+Method = Literal["exact", "normalized", "fuzzy"]
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
+_SEGMENT_BOUNDARY = re.compile(r"\.|__")
+_WORDS = re.compile(r"[a-z0-9]+")
+MAX_SUGGESTIONS = 3
+
+# Words that make a tool do something the request did not ask for: a near miss never silently gains one of these
+# (`notes` must not quietly become `notes_write`).
+_ACTION_VERB_TEXT = """
+    write delete del remove rm drop destroy purge erase wipe clear update upsert set put patch modify edit change
+    replace rename move create add insert new post send email mail message publish push deploy release run exec
+    execute invoke kill stop restart reboot shutdown terminate reset revoke grant assign transfer pay refund charge
+    cancel approve reject merge commit upload overwrite truncate disable enable lock unlock archive import sync
+    apply submit close open start launch trigger
+"""
+ACTION_VERBS = frozenset(_ACTION_VERB_TEXT.split())
 
 
 def normalize_name(name: str) -> str:
@@ -27,8 +52,18 @@ def normalize_name(name: str) -> str:
     return _SEPARATORS.sub("", name.lower())
 
 
-def _segments(name: str) -> list[str]:
-    return [s for s in re.split(r"\.|__", name) if s]
+def segments(name: str) -> list[str]:
+    """The namespace segments of a name: `.` and `__` separate them."""
+    return [s for s in _SEGMENT_BOUNDARY.split(name) if s]
+
+
+def segment_key(name: str) -> tuple[str, ...]:
+    """`GitHub__Create-Issue` -> ('github', 'createissue'): case and separators ignored within each segment."""
+    return tuple(key for key in (normalize_name(s) for s in segments(name)) if key)
+
+
+def words(name: str) -> list[str]:
+    return _WORDS.findall(split_identifier(name).lower())
 
 
 @dataclass(frozen=True)
@@ -58,44 +93,77 @@ class NameResolver:
         self.names = sorted(set(names))
         self.fuzzy_cutoff = fuzzy_cutoff
         self.fuzzy_margin = fuzzy_margin
-        self._normalized: dict[str, list[str]] = defaultdict(list)
+        self._provider = {provider_name(name): name for name in self.names}
+        self._by_key: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        self._by_namespace: dict[str, list[str]] = defaultdict(list)
         for name in self.names:
-            self._normalized[normalize_name(name)].append(name)
-        self._keys = list(self._normalized)
+            key = segment_key(name)
+            self._by_key[key].append(name)
+            self._by_namespace[key[0] if len(key) > 1 else ""].append(name)
 
     def resolve(self, requested: str) -> Resolution:
+        rendered = self._provider.get(requested)
         if requested in self.names:
+            if rendered not in (None, requested):  # `a__b` is a tool's name and how `a.b` was rendered
+                raise UnresolvedName(requested, [requested, str(rendered)], ambiguous=True)
             return Resolution(requested, "exact")
-        key = normalize_name(requested)
+        if rendered is not None:
+            return Resolution(rendered, "exact")
+        key = segment_key(requested)
         if not key:
             raise UnresolvedName(requested, [], ambiguous=False)
-        same = self._normalized.get(key, [])
+        same = self._by_key.get(key, [])
         if len(same) == 1:
             return Resolution(same[0], "normalized")
         if len(same) > 1:
             raise UnresolvedName(requested, same, ambiguous=True)
-        return self._by_suffix(requested) or self._fuzzy(requested, key)
+        return self._near_miss(requested, key)
 
-    def _by_suffix(self, requested: str) -> Resolution | None:
-        wanted = [normalize_name(s) for s in _segments(requested)]
-        matches = [
-            name
-            for name in self.names
-            if len(_segments(name)) > len(wanted)
-            and [normalize_name(s) for s in _segments(name)[-len(wanted) :]] == wanted
-        ]
-        if len(matches) > 1:
-            raise UnresolvedName(requested, matches, ambiguous=True)
-        return Resolution(matches[0], "suffix") if matches else None
+    def _in_namespace(self, key: tuple[str, ...]) -> list[str]:
+        """The names a request may resolve to: those of the namespace it names, or names without one."""
+        return self._by_namespace.get(key[0] if len(key) > 1 else "", [])
 
-    def _fuzzy(self, requested: str, key: str) -> Resolution:
-        scored = process.extract(key, self._keys, scorer=fuzz.WRatio, limit=5)
-        closest = [name for choice, _score, _ in scored for name in self._normalized[choice]][:3]
-        if not scored or scored[0][1] < self.fuzzy_cutoff:
-            raise UnresolvedName(requested, closest, ambiguous=False)
-        best_key, best_score, _ = scored[0]
-        rivals = [choice for choice, score, _ in scored[1:] if score > best_score - self.fuzzy_margin]
-        if rivals or len(self._normalized[best_key]) > 1:
-            tied = self._normalized[best_key] + [n for r in rivals for n in self._normalized[r]]
-            raise UnresolvedName(requested, tied, ambiguous=True)
-        return Resolution(self._normalized[best_key][0], "fuzzy")
+    def _near_miss(self, requested: str, key: tuple[str, ...]) -> Resolution:
+        candidates = self._in_namespace(key)
+        wanted = words(requested)
+        suggestions = self._closest(requested)
+        extensions = [name for name in candidates if _extends(words(name), wanted)]
+        if len(extensions) > 1:
+            raise UnresolvedName(requested, extensions[:MAX_SUGGESTIONS], ambiguous=True)
+        flat = {normalize_name(name): name for name in candidates}
+        scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.ratio, limit=5)
+        close = [flat[choice] for choice, score, _ in scored if score >= self.fuzzy_cutoff]
+        if extensions:
+            others = [name for name in close if name != extensions[0]]
+            if _adds_action(words(extensions[0]), wanted):
+                raise UnresolvedName(requested, _first(extensions + suggestions), ambiguous=False)
+            if others:
+                raise UnresolvedName(requested, _first(extensions + others), ambiguous=True)
+            return Resolution(extensions[0], "fuzzy")
+        if not close or _adds_action(words(close[0]), wanted):
+            raise UnresolvedName(requested, suggestions, ambiguous=False)
+        rivals = [flat[choice] for choice, score, _ in scored[1:] if score > scored[0][1] - self.fuzzy_margin]
+        if rivals:
+            raise UnresolvedName(requested, _first([close[0], *rivals]), ambiguous=True)
+        return Resolution(close[0], "fuzzy")
+
+    def _closest(self, requested: str) -> list[str]:
+        """The visible names most like the request, from any namespace: suggestions only, never resolved to."""
+        flat: dict[str, list[str]] = defaultdict(list)
+        for name in self.names:
+            flat[normalize_name(name)].append(name)
+        scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.WRatio, limit=MAX_SUGGESTIONS)
+        return _first([name for choice, score, _ in scored if score >= 50 for name in flat[choice]])
+
+
+def _first(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))[:MAX_SUGGESTIONS]
+
+
+def _extends(candidate: list[str], wanted: list[str]) -> bool:
+    """The candidate's words start with the requested ones and add at least one."""
+    return len(candidate) > len(wanted) > 0 and candidate[: len(wanted)] == wanted
+
+
+def _adds_action(candidate: list[str], wanted: list[str]) -> bool:
+    return any(word in ACTION_VERBS for word in set(candidate) - set(wanted))

@@ -7,6 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_K = 5
+# A request longer than this is refused: no tool request needs more, and every step after it (embedding,
+# tokenizing, logging) costs time in proportion to its length, on a thread other clients are waiting for.
+MAX_REQUEST_CHARS = 4000
 Mode = Literal["hybrid", "dense", "lexical"]
 ReformulationStep = Literal["expand", "relax", "rewrite"]
 DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
@@ -15,6 +18,9 @@ DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    max_request_chars: int = Field(
+        default=MAX_REQUEST_CHARS, ge=1, le=100_000, description="longer requests are refused (RequestTooLongError)"
+    )
     k: int = Field(default=3, ge=1, le=MAX_K, description="tools returned at most (the adaptive cut may return fewer)")
     mode: Mode = "hybrid"
     dense_weight: float = Field(default=0.8, ge=0.0, le=1.0)

@@ -14,6 +14,7 @@ import numpy as np
 
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
+from toolrag.errors import RequestTooLongError
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import calibrated_similarity
@@ -85,6 +86,7 @@ class Retriever:
         self._vocabulary: tuple[tuple[int, int], Vocabulary] | None = None
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
+        self.check_length(query)
         k = self.config.k if k is None else k
         index = self._snapshot()
         key = (normalize_query(query), principal.visibility_key, index.generation, k)
@@ -106,9 +108,15 @@ class Retriever:
 
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
         """The top `limit` visible tools by fused score, with no threshold or cut."""
+        self.check_length(query)
         index = self._snapshot()
         ranking = self._rank_intents(index, query, self._intents(query), principal, limit, mode or self.config.mode)
         return [self._result(index, item) for item in ranking]
+
+    def check_length(self, query: str) -> None:
+        limit = self.config.max_request_chars
+        if len(query) > limit:
+            raise RequestTooLongError(f"the request is {len(query):,} characters long; search takes at most {limit:,}")
 
     def threshold(self, index: SearchIndex) -> float:
         """The cosine a tool needs: configured, or calibrated once per snapshot."""

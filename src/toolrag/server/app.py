@@ -30,9 +30,12 @@ from toolrag.monitor.report import HealthReport, build_report
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
+from toolrag.search.config import MAX_REQUEST_CHARS
 from toolrag.server.config import ApiConfig, Role
 from toolrag.server.dashboard import render_dashboard
+from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope, TokenTable
 from toolrag.server.metrics import ApiMetrics
+from toolrag.store.usage import EVERYONE, Audience
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 _RANK = {"reader": 0, "agent": 1, "admin": 2}
@@ -84,7 +87,7 @@ class UpsertOut(BaseModel):
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_REQUEST_CHARS)
     k: int | None = Field(default=None, ge=1, le=5)
     session: str | None = Field(default=None, max_length=200)
     format: Format = "openai"
@@ -125,8 +128,8 @@ Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]
 
 class Health(BaseModel):
     status: Literal["ok"]
-    tools: int
-    generation: int
+    tools: int = Field(description="active tools (for tokens other than admin: those its principal may use)")
+    generation: int | None = Field(description="the registry's change counter (admin tokens only)")
     model: str | None
 
 
@@ -149,8 +152,13 @@ def create_app(
     """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
     (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open)."""
     metrics = ApiMetrics(registry)
-    tokens = {entry.secret(): (name, entry) for name, entry in config.tokens.items() if entry.secret()}
-    bearer = HTTPBearer(auto_error=False)
+    tokens = TokenTable(
+        {
+            secret: Caller(name=name, role=entry.role, principal=entry.principal(name))
+            for name, entry in config.tokens.items()
+            if (secret := entry.secret())
+        }
+    )
     app = FastAPI(
         title="toolrag",
         version="0.1.0",
@@ -158,16 +166,27 @@ def create_app(
         lifespan=lifespan,
     )
 
-    def caller(
-        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-    ) -> Caller:
-        secret = credentials.credentials if credentials else request.query_params.get("token")
-        if not secret:
+    def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
+        found = tokens.find(token)
+        return Authenticated(found, found.name) if found is not None else None
+
+    # Every route, the OpenAPI description included, needs a token, checked before any body is read; only the
+    # dashboard (a page a browser opens) takes it as `?token=`.
+    app.add_middleware(
+        RequestGuard,
+        authenticate=authenticate,
+        limits=config.http,
+        challenge='Bearer realm="toolrag"',
+        query_token_paths=frozenset({"/dashboard"}),
+    )
+
+    bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it
+
+    def caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+        who = request.scope.get(CALLER_KEY)
+        if not isinstance(who, Caller):  # the guard answers 401 before a route runs
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        if secret not in tokens:
-            raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
-        name, entry = tokens[secret]
-        return Caller(name=name, role=entry.role, principal=entry.principal(name))
+        return who
 
     def allowed(role: Role) -> Callable[[Caller], Caller]:
         def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
@@ -196,20 +215,29 @@ def create_app(
     @app.get("/health", response_model=Health, tags=["operations"])
     def health(who: Reader) -> Health:
         model = registry.store.index_model()
-        return Health(
-            status="ok", tools=registry.snapshot().size, generation=registry.generation, model=model and model.model_id
-        )
+        if who.role == "admin":
+            return Health(
+                status="ok",
+                tools=registry.snapshot().size,
+                generation=registry.generation,
+                model=model and model.model_id,
+            )
+        tools = len(registry.visible_tools(who.principal))
+        return Health(status="ok", tools=tools, generation=None, model=model and model.model_id)
 
     def shown_to(who: Caller, tool: Tool) -> bool:
         """Admins manage every tool; any other token sees only the tools its principal may use."""
         return who.role == "admin" or who.principal.can_use(tool)
 
+    def audience_of(who: Caller) -> Audience:
+        """Admins read every tenant's usage; any other token its own tenant's."""
+        return EVERYONE if who.role == "admin" else Audience(who.principal.tenant)
+
     def report_for(who: Caller, days: int) -> HealthReport:
-        report = build_report(registry.store, days)
         if who.role == "admin":
-            return report
+            return build_report(registry.store, days)
         usable = {t.name for t in registry.visible_tools(who.principal)}
-        return report.restricted_to(usable.__contains__)
+        return build_report(registry.store, days, audience=audience_of(who), visible=usable)
 
     @app.get("/tools", response_model=list[ToolOut], tags=["tools"])
     def list_tools(who: Reader, include_inactive: bool = False) -> list[ToolOut]:
@@ -225,8 +253,10 @@ def create_app(
 
     @app.get("/tools/{name}/history", response_model=list[Tool], tags=["tools"])
     def tool_history(name: str, who: Reader) -> list[Tool]:
+        """Every version of a tool; for tokens other than admin, only versions their principal may see (an earlier
+        version restricted to another tenant stays that tenant's)."""
         get_tool(name, who)
-        return registry.history(name)
+        return [v for v in registry.history(name) if who.role == "admin" or who.principal.may_see(v)]
 
     @app.post("/tools", response_model=UpsertOut, tags=["tools"])
     def register_tools(tools: list[ToolIn], who: Admin) -> UpsertOut:
@@ -283,7 +313,8 @@ def create_app(
         return report_for(who, days).as_json()
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
-    def prometheus(who: Reader) -> Response:
+    def prometheus(who: Admin) -> Response:
+        """Process and registry counters across every tenant: admin tokens only."""
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/dashboard", tags=["operations"], response_class=HTMLResponse)
@@ -292,7 +323,8 @@ def create_app(
         report = report_for(who, days)
         since = utc_now() - timedelta(days=days)
         candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
-        offered = {name: registry.store.usage.requests_for_tool(name, since) for name in candidates}
+        audience = audience_of(who)
+        offered = {name: registry.store.usage.requests_for_tool(name, since, audience=audience) for name in candidates}
         return HTMLResponse(render_dashboard(report, offered))
 
     return app

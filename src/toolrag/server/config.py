@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig
+from toolrag.server.guard import HttpLimits
 
 Role = Literal["admin", "agent", "reader"]
 
@@ -61,6 +62,7 @@ class ApiConfig(BaseModel):
     mcp_config: str | None = None
     tokens: dict[str, TokenConfig] = Field(default_factory=dict)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    http: HttpLimits = Field(default_factory=HttpLimits)
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ApiConfig:

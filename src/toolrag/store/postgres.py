@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -461,11 +462,14 @@ def _reason(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+_SECRET_PARAMETERS = re.compile(r"(?i)\b(password|sslpassword|sslkey|passfile|token)=([^&\s]*)")
+
+
 def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    """The connection string without any password, for messages: the one in the user part of a URL, and any
+    `password=` (or similar) given as a URL parameter or as a key=value pair."""
+    parts = urlsplit(url) if "://" in url else None
+    if parts is not None and parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
+    return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)

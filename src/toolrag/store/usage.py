@@ -15,6 +15,29 @@ from typing import Any, Literal
 
 from toolrag.model import utc_now
 
+
+@dataclass(frozen=True)
+class Audience:
+    """Whose records a reader may see: every tenant's (operators), or one tenant's (None: principals without one)."""
+
+    tenant: str | None = None
+    everyone: bool = False
+
+    @classmethod
+    def operators(cls) -> Audience:
+        return cls(everyone=True)
+
+    def condition(self, column: str = "tenant") -> tuple[str, tuple[object, ...]]:
+        """An SQL condition (starting with AND) limiting rows to this audience, and its parameters."""
+        if self.everyone:
+            return "", ()
+        if self.tenant is None:
+            return f" AND {column} IS NULL", ()
+        return f" AND {column} = ?", (self.tenant,)
+
+
+EVERYONE = Audience.operators()
+
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
 SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
 
@@ -29,6 +52,7 @@ class RetrievalRecord:
     session: str | None = None
     principal: str | None = None
     step: str | None = None
+    tenant: str | None = None
     at: datetime = field(default_factory=utc_now)
 
 
@@ -40,6 +64,7 @@ class CallRecord:
     injected: bool
     session: str | None = None
     principal: str | None = None
+    tenant: str | None = None
     at: datetime = field(default_factory=utc_now)
 
 
@@ -112,13 +137,14 @@ class UsageTables:
             for retrieval in retrievals:
                 row = db.execute(
                     self._sql(
-                        "INSERT INTO retrievals(at, session, principal, request, request_hash, chosen, step)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"
+                        "INSERT INTO retrievals(at, session, principal, tenant, request, request_hash, chosen, step)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
                     ),
                     (
                         self._timestamp(retrieval.at),
                         retrieval.session,
                         retrieval.principal,
+                        retrieval.tenant,
                         retrieval.request,
                         retrieval.request_hash,
                         len(retrieval.results),
@@ -136,13 +162,14 @@ class UsageTables:
             for call in calls:
                 db.execute(
                     self._sql(
-                        "INSERT INTO calls(at, session, principal, tool, outcome, latency_ms, injected)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                        "INSERT INTO calls(at, session, principal, tenant, tool, outcome, latency_ms, injected)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                     ),
                     (
                         self._timestamp(call.at),
                         call.session,
                         call.principal,
+                        call.tenant,
                         call.tool,
                         call.outcome,
                         call.latency_ms,
@@ -150,17 +177,19 @@ class UsageTables:
                     ),
                 )
 
-    def tool_usage(self, since: datetime) -> list[ToolUsage]:
+    def tool_usage(self, since: datetime, audience: Audience = EVERYONE) -> list[ToolUsage]:
         start = self._timestamp(since)
+        mine, tenant = audience.condition("r.tenant")
         injected = self._query(
             self._sql(
                 "SELECT rr.tool, COUNT(*), AVG(rr.dense), MIN(rr.dense), MAX(r.at) FROM retrieval_results rr"
-                " JOIN retrievals r ON r.id = rr.retrieval_id WHERE r.at >= ? GROUP BY rr.tool"
+                f" JOIN retrievals r ON r.id = rr.retrieval_id WHERE r.at >= ?{mine} GROUP BY rr.tool"
             ),
-            (start,),
+            (start, *tenant),
         )
+        mine, tenant = audience.condition()
         called = self._query(
-            self._sql("SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ? GROUP BY tool"), (start,)
+            self._sql(f"SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ?{mine} GROUP BY tool"), (start, *tenant)
         )
         calls = {row[0]: (int(row[1]), self._parse_time(row[2])) for row in called}
         usage = []
@@ -172,18 +201,21 @@ class UsageTables:
         usage.extend(ToolUsage(tool, 0, made, None, None, None, last) for tool, (made, last) in calls.items())
         return sorted(usage, key=lambda u: u.tool)
 
-    def totals(self, since: datetime) -> UsageTotals:
+    def totals(self, since: datetime, audience: Audience = EVERYONE) -> UsageTotals:
         start = self._timestamp(since)
+        mine, tenant = audience.condition()
         retrievals = self._query(
             self._sql(
                 "SELECT COUNT(*), SUM(CASE WHEN chosen = 0 THEN 1 ELSE 0 END), COUNT(DISTINCT session),"
-                " SUM(CASE WHEN step IS NULL THEN 0 ELSE 1 END) FROM retrievals WHERE at >= ?"
+                f" SUM(CASE WHEN step IS NULL THEN 0 ELSE 1 END) FROM retrievals WHERE at >= ?{mine}"
             ),
-            (start,),
+            (start, *tenant),
         )[0]
         calls = self._query(
-            self._sql("SELECT COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END) FROM calls WHERE at >= ?"),
-            (start,),
+            self._sql(
+                f"SELECT COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END) FROM calls WHERE at >= ?{mine}"
+            ),
+            (start, *tenant),
         )[0]
         return UsageTotals(
             int(retrievals[0]),
@@ -194,42 +226,48 @@ class UsageTables:
             int(retrievals[3] or 0),
         )
 
-    def samples(self, kind: SampleKind, since: datetime, limit: int = 50) -> list[RequestSample]:
+    def samples(
+        self, kind: SampleKind, since: datetime, limit: int = 50, audience: Audience = EVERYONE
+    ) -> list[RequestSample]:
         start = self._timestamp(since)
+        mine, tenant = audience.condition()
         if kind == "no_tool":
             rows = self._query(
                 self._sql(
-                    "SELECT at, request, session, '' FROM retrievals WHERE at >= ? AND chosen = 0 ORDER BY at DESC"
-                    " LIMIT ?"
+                    f"SELECT at, request, session, '' FROM retrievals WHERE at >= ? AND chosen = 0{mine}"
+                    " ORDER BY at DESC LIMIT ?"
                 ),
-                (start, limit),
+                (start, *tenant, limit),
             )
         elif kind == "reformulated":
             rows = self._query(
                 self._sql(
-                    "SELECT at, request, session, step FROM retrievals WHERE at >= ? AND step IS NOT NULL"
+                    f"SELECT at, request, session, step FROM retrievals WHERE at >= ? AND step IS NOT NULL{mine}"
                     " ORDER BY at DESC LIMIT ?"
                 ),
-                (start, limit),
+                (start, *tenant, limit),
             )
         elif kind == "unshortlisted_call":
             # The call, and the latest request of its session before it: the words that should have found the tool.
+            call_is_mine, call_tenant = audience.condition("c.tenant")
+            request_is_mine, request_tenant = audience.condition("r.tenant")
             rows = self._query(
                 self._sql(
                     "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
-                    " ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
-                    " WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok' ORDER BY c.at DESC LIMIT ?"
+                    f"{request_is_mine} ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
+                    f" WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok'{call_is_mine} ORDER BY c.at DESC"
+                    " LIMIT ?"
                 ),
-                (start, limit),
+                (*request_tenant, start, *call_tenant, limit),
             )
         else:
             rows = self._query(
                 self._sql(
-                    "SELECT r.at, r.request, r.session, '' FROM retrievals r WHERE r.at >= ? AND r.session IN"
+                    f"SELECT r.at, r.request, r.session, '' FROM retrievals r WHERE r.at >= ?{mine} AND r.session IN"
                     " (SELECT session FROM retrievals WHERE at >= ? AND session IS NOT NULL GROUP BY session"
                     " HAVING COUNT(*) > 1) ORDER BY r.session, r.at LIMIT ?"
                 ),
-                (start, start, limit),
+                (start, *tenant, start, limit),
             )
         return [
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
@@ -263,18 +301,21 @@ class UsageTables:
         )
         return [(str(tool), str(request)) for tool, request in rows]
 
-    def requests_for_tool(self, tool: str, since: datetime, limit: int = 5) -> list[tuple[str | None, float]]:
+    def requests_for_tool(
+        self, tool: str, since: datetime, limit: int = 5, audience: Audience = EVERYONE
+    ) -> list[tuple[str | None, float]]:
         """Recent requests the tool was offered for, with its relevance to each (what its description must serve)."""
+        mine, tenant = audience.condition("r.tenant")
         rows = self._query(
             self._sql(
                 "SELECT r.request, rr.dense FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id"
-                " WHERE rr.tool = ? AND r.at >= ? ORDER BY r.at DESC LIMIT ?"
+                f" WHERE rr.tool = ? AND r.at >= ?{mine} ORDER BY r.at DESC LIMIT ?"
             ),
-            (tool, self._timestamp(since), limit),
+            (tool, self._timestamp(since), *tenant, limit),
         )
         return [(request, float(dense)) for request, dense in rows]
 
-    def score_histogram(self, since: datetime, buckets: int = 10) -> list[int]:
+    def score_histogram(self, since: datetime, buckets: int = 10, audience: Audience = EVERYONE) -> list[int]:
         """How many chosen tools had a relevance (request-tool cosine) in each of `buckets` ranges of [0, 1]."""
         # One SUM per range: casts and FLOOR round differently (or are missing) across the two databases.
         edges = [i / buckets for i in range(buckets)] + [2.0]
@@ -282,17 +323,22 @@ class UsageTables:
             f"SUM(CASE WHEN rr.dense >= {low!r} AND rr.dense < {high!r} THEN 1 ELSE 0 END)"
             for low, high in pairwise(edges)
         )
-        query = f"SELECT {ranges} FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id WHERE r.at >= ?"
-        row = self._query(self._sql(query), (self._timestamp(since),))[0]
+        mine, tenant = audience.condition("r.tenant")
+        query = (
+            f"SELECT {ranges} FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id"
+            f" WHERE r.at >= ?{mine}"
+        )
+        row = self._query(self._sql(query), (self._timestamp(since), *tenant))[0]
         return [int(count or 0) for count in row]
 
-    def daily(self, since: datetime) -> list[tuple[str, int, int]]:
+    def daily(self, since: datetime, audience: Audience = EVERYONE) -> list[tuple[str, int, int]]:
         """(day, retrievals, calls) per UTC day."""
         start = self._timestamp(since)
+        mine, tenant = audience.condition()
         per_day: dict[str, list[int]] = {}
         for table, slot in (("retrievals", 0), ("calls", 1)):
-            query = f"SELECT {self._day}, COUNT(*) FROM {table} WHERE at >= ? GROUP BY 1"
-            for day, count in self._query(self._sql(query), (start,)):
+            query = f"SELECT {self._day}, COUNT(*) FROM {table} WHERE at >= ?{mine} GROUP BY 1"
+            for day, count in self._query(self._sql(query), (start, *tenant)):
                 per_day.setdefault(str(day), [0, 0])[slot] += int(count)
         return [(day, counts[0], counts[1]) for day, counts in sorted(per_day.items())]
 

@@ -1,0 +1,281 @@
+"""What stands between the network and toolrag's HTTP servers (the API and the MCP gateway).
+
+A request is authenticated from its headers before any of its body is read, its body is bounded in size and in
+time, and one principal cannot hold more than its share of requests in flight. Below the application, the
+connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
+connections beyond the limit are closed as they are accepted. Tokens are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import anyio
+import h11
+from pydantic import BaseModel, ConfigDict, Field
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Who = TypeVar("Who")
+
+CALLER_KEY = "toolrag.caller"  # where the guard leaves the authenticated caller in the ASGI scope
+
+
+class HttpLimits(BaseModel):
+    """`[http]` in the API's and the gateway's configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="larger request bodies get 413")
+    header_timeout_seconds: float = Field(default=10.0, gt=0, description="to send a whole request head")
+    body_timeout_seconds: float = Field(default=30.0, gt=0, description="to send a whole request body")
+    keep_alive_seconds: int = Field(default=75, ge=1, description="an idle client connection stays open this long")
+    max_connections: int = Field(default=2000, ge=1, description="open connections at most; more are closed")
+    max_requests_per_principal: int = Field(
+        default=64, ge=1, description="requests of one principal in flight at once; more get 429"
+    )
+
+
+class TokenTable(Generic[Who]):
+    """Static bearer tokens and whom they stand for. Every lookup compares against every token in constant
+    time, so neither timing nor an early exit tells how close a guess was."""
+
+    def __init__(self, tokens: Mapping[str, Who]) -> None:
+        self._tokens = [(secret.encode(), who) for secret, who in tokens.items()]
+
+    def find(self, secret: str) -> Who | None:
+        given = secret.encode()
+        found = None
+        for known, who in self._tokens:
+            if hmac.compare_digest(known, given):
+                found = who
+        return found
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+@dataclass(frozen=True)
+class Authenticated(Generic[Who]):
+    """Who a request comes from, and the key its in-flight requests are counted under."""
+
+    who: Who
+    key: str
+
+
+# (token from the Authorization header, or from `?token=` where allowed; the request's scope) -> caller or None
+Authenticator = Callable[[str, Scope], Authenticated[Any] | None]
+
+
+def bearer_token(scope: Scope, query_token_paths: frozenset[str] = frozenset()) -> str | None:
+    """The bearer token of a request: from its Authorization header, or (only for a GET of one of
+    `query_token_paths`, such as a page a browser opens) from a `token` query parameter."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            text = value.decode("latin-1")
+            if text[:7].lower() == "bearer ":
+                return text[7:].strip() or None
+            return None
+    if scope.get("method") == "GET" and scope.get("path") in query_token_paths:
+        for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
+            key, _, value = pair.partition("=")
+            if key == "token" and value:
+                from urllib.parse import unquote
+
+                return unquote(value)
+    return None
+
+
+class RequestGuard:
+    """ASGI middleware in front of an HTTP app: authentication first, then bounded bodies and fair sharing.
+
+    `authenticate` turns a token into a caller (None: refused with 401 and `challenge` as WWW-Authenticate); the
+    caller is left in `scope[CALLER_KEY]` for the app. Paths in `public_paths` need no token."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        authenticate: Authenticator,
+        limits: HttpLimits,
+        challenge: str = 'Bearer realm="toolrag"',
+        query_token_paths: frozenset[str] = frozenset(),
+        public_paths: frozenset[str] = frozenset(),
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.limits = limits
+        self.challenge = challenge
+        self.query_token_paths = query_token_paths
+        self.public_paths = public_paths
+        self.in_flight: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") in self.public_paths:
+            await self._pass(scope, receive, send)
+            return
+        token = bearer_token(scope, self.query_token_paths)
+        caller = self.authenticate(token, scope) if token else None
+        if caller is None:
+            reason = "missing bearer token" if token is None else "unknown bearer token"
+            await _respond(send, 401, reason, [(b"www-authenticate", self.challenge.encode())])
+            return
+        if self.in_flight[caller.key] >= self.limits.max_requests_per_principal:
+            await _respond(send, 429, "too many requests in flight for this token", [(b"retry-after", b"1")])
+            return
+        scope[CALLER_KEY] = caller.who
+        self.in_flight[caller.key] += 1
+        try:
+            await self._pass(scope, receive, send)
+        finally:
+            self.in_flight[caller.key] -= 1
+            if self.in_flight[caller.key] <= 0:
+                del self.in_flight[caller.key]
+
+    async def _pass(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the (bounded) body, then run the app on it: the app never waits on a slow or endless body."""
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limits.max_body_bytes:
+            await _respond(send, 413, f"request body over {self.limits.max_body_bytes} bytes")
+            return
+        try:
+            body = await read_body(receive, self.limits)
+        except _BodyRefused as refusal:
+            await _respond(send, refusal.status, str(refusal))
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+class _BodyRefused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def read_body(receive: Receive, limits: HttpLimits) -> bytes:
+    """The whole request body, refused (413, 408) when larger than the limit or slower than the body timeout."""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        with anyio.fail_after(limits.body_timeout_seconds):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise _BodyRefused(400, "the client went away")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limits.max_body_bytes:
+                    raise _BodyRefused(413, f"request body over {limits.max_body_bytes} bytes")
+                parts.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(parts)
+    except TimeoutError:
+        raise _BodyRefused(408, "request body not received in time") from None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` that hands out the body read ahead, then waits on the connection (for its disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _respond(send: Send, status: int, reason: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": reason}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
+    (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
+    by uvicorn's keep-alive timeout), and connections past the limit are closed as they are accepted."""
+
+    class GuardedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                transport.close()
+                return
+            self._await_head()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._cancel_head_timer()  # the head arrived: the body has its own timeout
+            elif self._head_timer is None and not self.transport.is_closing():
+                self._await_head()  # part of the next head on a kept-alive connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(limits.header_timeout_seconds, self._head_timed_out)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def server_config(app: ASGIApp, host: str, port: int, limits: HttpLimits) -> Any:
+    """The uvicorn configuration every toolrag HTTP server runs with: the bounded protocol and its timeouts."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http=guarded_protocol(limits),
+        # A short keep-alive makes a busy client's next request race the server closing the connection, which the
+        # client sees as a reset (measured at 500 concurrent clients, docs/reliability.md).
+        timeout_keep_alive=limits.keep_alive_seconds,
+        lifespan="auto",
+    )
