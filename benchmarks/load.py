@@ -38,6 +38,8 @@ TOKEN = "load-agent-token-0123456789"
 TIME_TOOL = "time.get_current_time"
 CALL_ARGUMENTS = {"timezone": "Europe/Kyiv"}
 REQUESTS = synthetic_requests(2000)
+# Every simulated client uses the one token: lift the per-token limit on requests in flight (server/guard.py).
+ONE_TOKEN_FOR_ALL_CLIENTS = "[http]\nmax_requests_per_principal = 10000\n"
 
 
 @dataclass
@@ -204,13 +206,13 @@ def configs(folder: Path, store: str) -> tuple[Path, Path]:
     gateway.write_text(
         f"store = {json.dumps(store)}\napprove_new_tools = true\n\n[servers.time]\n"
         f"command = {json.dumps(time_server)}\n\n[principals.agent]\ntoken = {json.dumps(TOKEN)}\n"
-        'scopes = ["*"]\n',
+        'scopes = ["*"]\n\n' + ONE_TOKEN_FOR_ALL_CLIENTS,
         encoding="utf-8",
     )
     api = folder / f"api-{abs(hash(store))}.toml"
     api.write_text(
         f"store = {json.dumps(store)}\nmcp_config = {json.dumps(str(gateway))}\n\n[tokens.agent]\n"
-        f'token = {json.dumps(TOKEN)}\nrole = "agent"\nscopes = ["*"]\n',
+        f'token = {json.dumps(TOKEN)}\nrole = "agent"\nscopes = ["*"]\n\n' + ONE_TOKEN_FOR_ALL_CLIENTS,
         encoding="utf-8",
     )
     return gateway, api

@@ -40,7 +40,16 @@ def listed() -> list[types.Tool]:
             "required": ["name", "description"],
         },
     )
-    return [order, adder, *ADDED]
+    repeat = types.Tool(
+        name="repeat",
+        description="Repeat a text a number of times (for tests of the size limit of results).",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
+            "required": ["text", "times"],
+        },
+    )
+    return [order, adder, repeat, *ADDED]
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -57,6 +66,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         )
         await ctx.session.send_tool_list_changed()
         text = f"added {arguments['name']}"
+    elif params.name == "repeat":
+        text = str(arguments["text"]) * int(arguments["times"])
     elif any(tool.name == params.name for tool in ADDED):
         text = f"{params.name} ran"
     else:

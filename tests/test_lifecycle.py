@@ -178,3 +178,58 @@ def test_migration_to_another_dimension_never_fails_a_concurrent_search(
     assert reader.search("will it rain tomorrow in Lviv", ADMIN)[0].name == "weather.forecast"
     assert reader.embedder.model_id == UniversalSentenceEncoder.model_id
     assert open_store(store_url).index_model() == IndexModel("use-multilingual-v3", 512)
+
+
+# -- findings of the security review (issue 14) ----------------------------------------------------------------------
+
+
+def test_finding13_an_import_during_a_rebuild_lands_with_the_new_model(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    ToolRegistry(store_url, embedder).register_many(SAMPLE_TOOLS[:4])
+    importer = ToolRegistry(store_url, "auto")  # as `toolrag import` opens it: following the index's model
+    rebuilder = ToolRegistry(store_url, "use")
+    first = [make_tool("crm.note", "Add a note to a customer record.")]
+    # The rebuild switches models while the import is still embedding with the old one.
+    assert importer.register_many(first, progress=lambda done: rebuilder.rebuild()).added == ["crm.note"]
+    assert importer.embedder.model_id == "use-multilingual-v3"
+    second = [make_tool("crm.call", "Log a phone call with a customer.")]
+    # An import commits while the rebuild is embedding: the rebuild embeds it too before it switches.
+    back = ToolRegistry(store_url, embedder)
+    back.rebuild(progress=lambda done: ToolRegistry(store_url, "auto").register_many(second))
+    searcher = ToolRegistry(store_url, "auto")
+    assert searcher.search("log a phone call with a customer", ADMIN)[0].name == "crm.call"
+    assert searcher.tools_without_embeddings() == []
+
+
+def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from toolrag.server.app import create_app
+    from toolrag.server.config import ApiConfig, TokenConfig
+    from toolrag.store.sqlite import SQLiteStore
+
+    path = tmp_path / "tools.db"
+    ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS[:2])
+    opened = SQLiteStore.__init__
+
+    def on_a_full_disk(self: SQLiteStore, location: str | Path) -> None:
+        opened(self, location)
+        pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+        self._db.execute(f"PRAGMA max_page_count = {pages}")  # as if the disk had no byte left
+
+    monkeypatch.setattr(SQLiteStore, "__init__", on_a_full_disk)
+    catalog = tmp_path / "catalog.json"
+    entries = [{"name": f"bulk.tool_{i}", "description": f"Bulk tool number {i}. " * 20} for i in range(200)]
+    catalog.write_text(json.dumps(entries))
+    result = runner.invoke(app, ["import", str(catalog), "--store", str(path)])
+    assert result.exit_code == 1 and "the disk is full" in result.stderr
+    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
+    token = "admin-token-0123456789"
+    api = create_app(ToolRegistry(path, embedder), ApiConfig(tokens={"ops": TokenConfig(token=token, role="admin")}))
+    written = TestClient(api).post("/tools", json=entries[:50], headers={"Authorization": f"Bearer {token}"})
+    assert written.status_code == 503 and "the disk is full" in written.json()["detail"]
+    monkeypatch.setattr(SQLiteStore, "__init__", opened)
+    assert sorted(t.name for t in ToolRegistry(path, embedder).tools()) == sorted(t.name for t in SAMPLE_TOOLS[:2])

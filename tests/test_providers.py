@@ -256,5 +256,5 @@ def test_chat_command(server: tuple[str, Recorder], tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "round 1: offered billing.refund" in result.stdout
-    assert "called billing__refund -> billing.refund (normalized): error" in result.stdout  # no code in this process
+    assert "called billing__refund -> billing.refund (provider): error" in result.stdout  # no code in this process
     assert "assistant> Refunded pay_7." in result.stdout

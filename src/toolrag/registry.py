@@ -141,6 +141,16 @@ class ToolRegistry:
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
             raise InvalidToolError(f"tool {duplicate!r} is given more than once")
+        try:
+            return self._upsert_embedded(tools, progress)
+        except ModelMismatchError:
+            if not self._follows_model:
+                raise
+            # The index switched models while this import was embedding (`index rebuild` in another process):
+            # a registry that follows the index's model embeds again with the new one.
+            return self._upsert_embedded(tools, progress)
+
+    def _upsert_embedded(self, tools: Sequence[Tool], progress: ProgressCallback | None) -> UpsertReport:
         model = self._index_model()
         texts = _dense_texts(tools)
         missing = self._missing(texts, model.model_id)
@@ -165,22 +175,28 @@ class ToolRegistry:
         """Embed every tool with this registry's model and switch the index to it; returns texts embedded.
 
         Vectors are saved a batch at a time beside the old model's, which keeps serving searches until the
-        switch; an interrupted rebuild resumes where it stopped when run again.
+        switch; an interrupted rebuild resumes where it stopped when run again. Tools written meanwhile (an import
+        in another process) are embedded too before the switch, which happens only when none is missing.
         """
         model = IndexModel(self.embedder.model_id, self.embedder.dimension)
-        texts = _dense_texts(self.store.tools(include_inactive=True))
-        missing = self._missing(texts, model.model_id)
-        for start in range(0, len(missing), batch_size):
-            keys = missing[start : start + batch_size]
-            vectors = self.embedder.embed_documents([texts[key] for key in keys])
-            self.store.save_vectors(model, dict(zip(keys, vectors, strict=True)))
-            if progress is not None:
-                progress(len(keys))
-        self.store.switch_model(model)
+        embedded = 0
+        while True:  # until no tool was written between the last look and the switch
+            generation = self.store.generation()
+            texts = _dense_texts(self.store.tools(include_inactive=True))
+            missing = self._missing(texts, model.model_id)
+            for start in range(0, len(missing), batch_size):
+                keys = missing[start : start + batch_size]
+                vectors = self.embedder.embed_documents([texts[key] for key in keys])
+                self.store.save_vectors(model, dict(zip(keys, vectors, strict=True)))
+                if progress is not None:
+                    progress(len(keys))
+            embedded += len(missing)
+            if self.store.switch_model(model, if_generation=generation):
+                break
         with self._lock:
             self._prepared.clear()
             self._index = None
-        return len(missing)
+        return embedded
 
     def tools_without_embeddings(self) -> list[str]:
         """Active tools with a text that has no vector for the index's model."""

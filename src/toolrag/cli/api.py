@@ -22,21 +22,22 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     keep_alive: Annotated[
-        int, typer.Option(help="Seconds an idle client connection stays open (uvicorn's default is 5).")
-    ] = 75,
+        int | None, typer.Option(help="Seconds an idle client connection stays open (default: [http] in the config).")
+    ] = None,
 ) -> None:
     """Serve the API; the dashboard is at /dashboard, the OpenAPI description at /docs and /openapi.json."""
     import uvicorn
 
     from toolrag.server.config import load_api_config
+    from toolrag.server.guard import server_config
     from toolrag.server.serve import build_api
 
     settings = guarded(lambda: load_api_config(config))
+    if keep_alive is not None:
+        settings.http.keep_alive_seconds = keep_alive
     app = guarded(lambda: build_api(settings))
     err.print(f"toolrag API on http://{host}:{port} (dashboard: /dashboard, docs: /docs)", highlight=False)
-    # A short keep-alive makes a busy client's next request race the server closing the connection, which the
-    # client sees as a reset (measured at 500 concurrent clients, docs/reliability.md).
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=keep_alive)
+    uvicorn.Server(server_config(app, host, port, settings.http)).run()
 
 
 @api_app.command()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from toolrag.embed.base import Embedder, Vectors, embed_in_batches, normalized
 from toolrag.embed.ensemble import EnsembleEmbedder
 from toolrag.embed.minilm import MiniLM
@@ -27,18 +29,31 @@ def embedder_name_for(model_id: str) -> str:
     raise ValueError(f"this registry was indexed with {model_id!r}, which no built-in embedder produces")
 
 
+_BUILT_IN: dict[str, Embedder] = {}
+_BUILT_IN_LOCK = threading.RLock()
+
+
 def make_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
-    """An embedder by name: `default` (USE multilingual + MiniLM), `use`, `minilm`, or `openai:MODEL[@BASE_URL]`."""
-    if name == "default":
-        return EnsembleEmbedder(UniversalSentenceEncoder(), MiniLM())
-    if name == "use":
-        return UniversalSentenceEncoder()
-    if name == "minilm":
-        return MiniLM()
+    """An embedder by name: `default` (USE multilingual + MiniLM), `use`, `minilm`, or `openai:MODEL[@BASE_URL]`.
+
+    The built-in models are loaded once per process, however many registries use them (they are thread-safe)."""
+    if name in ("default", "use", "minilm"):
+        with _BUILT_IN_LOCK:
+            if name not in _BUILT_IN:
+                _BUILT_IN[name] = _built_in(name)
+            return _BUILT_IN[name]
     if name.startswith("openai:"):
         model, _, base_url = name.removeprefix("openai:").partition("@")
         return OpenAICompatibleEmbedder(model, base_url or "https://api.openai.com/v1")
     raise ValueError(f"unknown embedder {name!r}: choose one of {', '.join(EMBEDDER_NAMES)}")
+
+
+def _built_in(name: str) -> Embedder:
+    if name == "use":
+        return UniversalSentenceEncoder()
+    if name == "minilm":
+        return MiniLM()
+    return EnsembleEmbedder(make_embedder("use"), make_embedder("minilm"))
 
 
 __all__ = [

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig
+from toolrag.server.guard import HttpLimits
+
+ApprovalPolicy = Literal["after-first-sync", "always", "never"]
 
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,48}$"  # no dots: the dot separates server and tool
 
@@ -47,6 +51,9 @@ class ServerConfig(BaseModel):
     description: str | None = Field(default=None, description="what the server is for; added to its tools' text")
     scopes: list[str] = Field(default_factory=list, description="scopes every tool of this server requires")
     enabled: bool = True
+    approve_new_tools: ApprovalPolicy | None = Field(
+        default=None, description="this server's approval policy for new tools (default: the gateway's)"
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
@@ -96,10 +103,25 @@ class GatewayConfig(BaseModel):
     embedder: str = "auto"
     local_principal: str | None = Field(default=None, description="the principal of stdio clients")
     expose: list[str] = Field(default_factory=list, description="tools listed beside find_tools and call_tool")
-    approve_new_tools: bool = Field(
-        default=True, description="trust a tool the first time it is seen (flagged tools are quarantined anyway)"
+    approve_new_tools: ApprovalPolicy = Field(
+        default="after-first-sync",
+        description="which unflagged new tools are trusted on sight: those of a server's first sync (later ones wait"
+        " for `toolrag mcp approve`, so a server cannot swap an approved tool for a new name), every one, or none;"
+        " flagged tools are quarantined whatever the policy",
     )
     call_timeout_seconds: float = Field(default=30.0, gt=0)
+    scan_results: Literal["off", "flag", "strip"] = Field(
+        default="off",
+        description="check the text of upstream results for instructions aimed at the model: `flag` puts a warning"
+        " before such a result, `strip` removes the sentences (mcp/poisoning.py)",
+    )
+    max_result_bytes: int = Field(
+        default=4_194_304, ge=1024, description="larger results of upstream calls are refused with an error"
+    )
+    session_idle_timeout_seconds: float = Field(default=300.0, gt=0, description="an idle HTTP session ends then")
+    max_sessions: int = Field(default=10_000, ge=1, description="HTTP sessions open at once, all principals")
+    max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")
+    http: HttpLimits = Field(default_factory=HttpLimits)
     connect_timeout_seconds: float = Field(default=20.0, gt=0)
     ping_interval_seconds: float = Field(default=5.0, gt=0)
     max_backoff_seconds: float = Field(default=30.0, gt=0)
@@ -107,6 +129,12 @@ class GatewayConfig(BaseModel):
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="the usage log of find_tools and calls")
+
+    @field_validator("approve_new_tools", mode="before")
+    @classmethod
+    def _boolean_policy(cls, value: object) -> object:
+        """Configurations written for toolrag 0.1 said true (trust every new tool) or false (none)."""
+        return {True: "always", False: "never"}.get(value, value) if isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _names_and_references(self) -> GatewayConfig:
@@ -137,6 +165,9 @@ class GatewayConfig(BaseModel):
         if self.local_principal is None:
             return Principal(user="local")
         return self.principals[self.local_principal].principal(self.local_principal)
+
+    def approval_policy(self, server: str) -> ApprovalPolicy:
+        return self.servers[server].approve_new_tools or self.approve_new_tools
 
     @property
     def enabled_servers(self) -> dict[str, ServerConfig]:

@@ -99,6 +99,9 @@ class ToolImporter:
     def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool]) -> SyncReport:
         plan = _Plan(SyncReport(server))
         pins = {pin.tool: pin for pin in self.registry.store.pins(server)}
+        policy = self.settings.approval_policy(server)
+        first_sync = not any(pin.approved_hash for pin in pins.values())
+        trust_new = policy == "always" or (policy == "after-first-sync" and first_sync)
         current = self._tools_of(server)
         for upstream_tool in listed:
             try:
@@ -106,7 +109,8 @@ class ToolImporter:
             except InvalidToolError as exc:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
-            self._plan_one(plan, tool, upstream_hash(upstream_tool), pins.get(tool.name), current.get(tool.name))
+            digest = upstream_hash(upstream_tool)
+            self._plan_one(plan, tool, digest, pins.get(tool.name), current.get(tool.name), trust_new)
         listed_names = {f"{server}.{t.name}" for t in listed}
         for name, tool in current.items():
             if name not in listed_names and tool.active:
@@ -116,14 +120,19 @@ class ToolImporter:
             self.registry.register_many(plan.upserts)
         return plan.report
 
-    def _plan_one(self, plan: _Plan, tool: Tool, digest: str, pin: Pin | None, existing: Tool | None) -> None:
+    def _plan_one(
+        self, plan: _Plan, tool: Tool, digest: str, pin: Pin | None, existing: Tool | None, trust_new: bool
+    ) -> None:
+        """`trust_new`: whether an unflagged tool never seen before is approved on sight (a server's first sync,
+        by default); later new tools wait for approval, so dropping an approved tool and listing new text under a
+        new name is no way around the pin."""
         server = split_name(tool.name)[0]
         findings = tuple(scan(tool.description, tool.input_schema))
         if pin is not None and pin.approved_hash == digest:
             if pin.quarantined:
                 plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
             plan.activate(tool, existing)
-        elif pin is None and not findings and self.settings.approve_new_tools:
+        elif pin is None and not findings and trust_new:
             plan.pin(Pin(tool.name, server, digest), "imported", "new tool, approved on first sight")
             plan.activate(tool, existing)
         else:

@@ -27,7 +27,7 @@ class ToolCallEvent:
     call_id: str
     requested_name: str
     resolved_name: str | None
-    resolution: str | None  # exact, normalized, suffix, fuzzy
+    resolution: str | None  # exact, provider (the name as rendered for a provider), normalized, fuzzy
     arguments_bytes: int
     outcome: Outcome
     latency_ms: float

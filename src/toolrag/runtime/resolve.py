@@ -5,8 +5,8 @@ trailing words (`get_current_weather` for `get_current_weather_in_city`). Resolu
 
 1. the exact registry name, or the exact provider name it was rendered as (`inject.provider_name`);
 2. the same name with case, `-` and `_` ignored inside each namespace segment (`.` and `__` separate segments);
-3. a typo-level fuzzy match, or a unique tool whose name only adds words that change nothing (no action verb) to
-   the requested ones, clearly ahead of any other candidate.
+3. a typo-level fuzzy match (as many words, nearly the same letters), or a unique tool whose name only adds words
+   that change nothing (no action verb) to the requested ones, clearly ahead of any other candidate.
 
 A name resolves only within the namespace it names: `srv_b.payroll_run` can never reach a tool of another server,
 such as `evil.srv_b.payroll_run`, whatever the principal may or may not see of `srv_b`. A bare name is not completed
@@ -29,7 +29,7 @@ from toolrag.errors import ToolragError
 from toolrag.inject.formats import provider_name
 from toolrag.search.text import split_identifier
 
-Method = Literal["exact", "normalized", "fuzzy"]
+Method = Literal["exact", "provider", "normalized", "fuzzy"]
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
 _SEGMENT_BOUNDARY = re.compile(r"\.|__")
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -108,7 +108,7 @@ class NameResolver:
                 raise UnresolvedName(requested, [requested, str(rendered)], ambiguous=True)
             return Resolution(requested, "exact")
         if rendered is not None:
-            return Resolution(rendered, "exact")
+            return Resolution(rendered, "provider")
         key = segment_key(requested)
         if not key:
             raise UnresolvedName(requested, [], ambiguous=False)
@@ -130,7 +130,9 @@ class NameResolver:
         extensions = [name for name in candidates if _extends(words(name), wanted)]
         if len(extensions) > 1:
             raise UnresolvedName(requested, extensions[:MAX_SUGGESTIONS], ambiguous=True)
-        flat = {normalize_name(name): name for name in candidates}
+        # A typo keeps the words: only names of as many words are typo candidates (`lookup_order_v2` is not a typo of
+        # `lookup_order`, nor `get_file` of `get_file_set`).
+        flat = {normalize_name(name): name for name in candidates if len(words(name)) == len(wanted)}
         scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.ratio, limit=5)
         close = [flat[choice] for choice, score, _ in scored if score >= self.fuzzy_cutoff]
         if extensions:

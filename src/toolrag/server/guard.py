@@ -42,7 +42,7 @@ class HttpLimits(BaseModel):
     keep_alive_seconds: int = Field(default=75, ge=1, description="an idle client connection stays open this long")
     max_connections: int = Field(default=2000, ge=1, description="open connections at most; more are closed")
     max_requests_per_principal: int = Field(
-        default=64, ge=1, description="requests of one principal in flight at once; more get 429"
+        default=128, ge=1, description="requests of one principal in flight at once; more get 429"
     )
 
 

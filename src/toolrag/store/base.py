@@ -95,8 +95,10 @@ class Store(Protocol):
         """Keep vectors of any model (keyed by text hash) without changing which model the index uses."""
         ...
 
-    def switch_model(self, model: IndexModel) -> None:
-        """Make `model` the index's model and drop other models' vectors, in one transaction."""
+    def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:
+        """Make `model` the index's model and drop other models' vectors, in one transaction. With
+        `if_generation`, only if the registry is still at that generation (no tool was written since the caller
+        embedded them all); returns whether it switched."""
         ...
 
     def get(self, name: str) -> Tool | None: ...

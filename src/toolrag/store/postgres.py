@@ -171,8 +171,11 @@ class PostgresStore:
         with self._transaction() as db:
             self._insert_vectors(db, model, vectors)
 
-    def switch_model(self, model: IndexModel) -> None:
+    def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:
         with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            if if_generation is not None and row is not None and int(row[0]) != if_generation:
+                return False
             previous = self._read_model(db)
             self._write_model(db, model)
             db.execute("DELETE FROM embeddings WHERE model <> %s", (model.model_id,))
@@ -180,6 +183,7 @@ class PostgresStore:
                 db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(_hnsw_name(previous.model_id)))
             generation = self._bump_generation(db)
             db.execute("UPDATE tools SET seq = %s", (generation,))  # every tool must be re-read with new vectors
+        return True
 
     @staticmethod
     def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, StoredRow]:

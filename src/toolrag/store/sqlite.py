@@ -66,14 +66,22 @@ class SQLiteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction. SQLite's own failures (a full disk, a lock held too long, I/O errors) become a
+        StoreError that says what happened; the transaction is rolled back if SQLite has not already done so."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    if self._db.in_transaction:  # SQLite rolls back by itself after some errors (SQLITE_FULL)
+                        self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(_write_failure(self.path, exc)) from exc
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -106,12 +114,16 @@ class SQLiteStore:
         with self._transaction() as db:
             self._insert_vectors(db, model, vectors)
 
-    def switch_model(self, model: IndexModel) -> None:
+    def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:
         with self._transaction() as db:
+            current = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+            if if_generation is not None and current != if_generation:
+                return False
             self._write_model(db, model)
             db.execute("DELETE FROM embeddings WHERE model != ?", (model.model_id,))
             generation = self._bump_generation(db)
             db.execute("UPDATE tools SET seq = ?", (generation,))  # every tool must be re-read with new vectors
+        return True
 
     @staticmethod
     def _insert_vectors(db: sqlite3.Connection, model: IndexModel, vectors: dict[str, Vector]) -> None:
@@ -352,6 +364,15 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _write_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+    reason = str(exc)
+    if "full" in reason:
+        return f"cannot write registry {path}: the disk is full ({reason}); nothing was written: free space and retry"
+    if "locked" in reason:
+        return f"cannot write registry {path}: another process held it locked too long ({reason}); retry"
+    return f"cannot write registry {path}: {reason}; nothing was written"
 
 
 def _text(value: object) -> str | None:
