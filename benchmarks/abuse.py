@@ -96,6 +96,8 @@ async def long_query(url: str, seconds: float) -> dict[str, Any]:
         }
 
     async with await mcp_client(url, TOKEN) as client:
+        for request in requests[:20]:  # the server's first requests load its model and index: not measured
+            await client.call_tool("find_tools", {"query": request})
         refused = await client.call_tool("find_tools", {"query": "y" * 60_000})
     return {
         "no attacker": await victims(None),
