@@ -15,12 +15,12 @@ import pytest
 
 from toolrag import ToolRegistry
 from toolrag.errors import RequestTooLongError
+from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.model import Principal, Tool
 from toolrag.monitor.redact import redact
 from toolrag.runtime.events import ListSink, SecurityEvent, ToolCallEvent
 from toolrag.runtime.gateway import CallResult, ToolGateway
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.search.config import MAX_REQUEST_CHARS
 
 CALLER = Principal(user="mallory", tenant="t1")
 

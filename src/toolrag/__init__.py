@@ -1,20 +1,53 @@
-"""toolrag: tool selection as retrieval for LLM agents with hundreds or thousands of tools."""
+"""toolrag: tool selection as retrieval for LLM agents with hundreds or thousands of tools.
 
-from toolrag.catalog import ToolContext, load_catalog, tool
-from toolrag.errors import (
-    CatalogError,
-    EmbeddingError,
-    InvalidToolError,
-    ModelMismatchError,
-    StoreError,
-    ToolNotFoundError,
-    ToolragError,
-)
-from toolrag.model import CapabilityCard, Principal, SearchResult, SignalScores, Tool
-from toolrag.registry import Selection, ToolRegistry, open_store
-from toolrag.search.config import SearchConfig
+The names below are imported on first use, so `import toolrag` (and the command line's start) stays fast.
+"""
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from toolrag._version import __version__
+
+if TYPE_CHECKING:
+    from toolrag.catalog import ToolContext, load_catalog, tool
+    from toolrag.errors import (
+        CatalogError,
+        EmbeddingError,
+        InvalidToolError,
+        ModelMismatchError,
+        RequestTooLongError,
+        StoreError,
+        ToolNotFoundError,
+        ToolragError,
+    )
+    from toolrag.model import CapabilityCard, Principal, SearchResult, SignalScores, Tool
+    from toolrag.registry import Selection, ToolRegistry, open_store
+    from toolrag.search.config import SearchConfig
+
+_WHERE = {
+    "ToolContext": "toolrag.catalog",
+    "load_catalog": "toolrag.catalog",
+    "tool": "toolrag.catalog",
+    "CatalogError": "toolrag.errors",
+    "EmbeddingError": "toolrag.errors",
+    "InvalidToolError": "toolrag.errors",
+    "ModelMismatchError": "toolrag.errors",
+    "RequestTooLongError": "toolrag.errors",
+    "StoreError": "toolrag.errors",
+    "ToolNotFoundError": "toolrag.errors",
+    "ToolragError": "toolrag.errors",
+    "CapabilityCard": "toolrag.model",
+    "Principal": "toolrag.model",
+    "SearchResult": "toolrag.model",
+    "SignalScores": "toolrag.model",
+    "Tool": "toolrag.model",
+    "Selection": "toolrag.registry",
+    "ToolRegistry": "toolrag.registry",
+    "open_store": "toolrag.registry",
+    "SearchConfig": "toolrag.search.config",
+}
 
 __all__ = [
     "CapabilityCard",
@@ -23,6 +56,7 @@ __all__ = [
     "InvalidToolError",
     "ModelMismatchError",
     "Principal",
+    "RequestTooLongError",
     "SearchConfig",
     "SearchResult",
     "Selection",
@@ -33,7 +67,16 @@ __all__ = [
     "ToolNotFoundError",
     "ToolRegistry",
     "ToolragError",
+    "__version__",
     "load_catalog",
     "open_store",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'toolrag' has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

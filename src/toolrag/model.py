@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from toolrag.errors import InvalidToolError
@@ -38,6 +37,8 @@ def check_tool_name(name: str) -> str:
 
 def check_json_schema(schema: Any, tool_name: str = "?") -> dict[str, Any]:
     """Validate an input schema as JSON Schema draft 2020-12 describing an object."""
+    import jsonschema  # loaded when a schema is first checked, not when a registry is read
+
     if schema is None:
         return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict):

@@ -8,6 +8,7 @@ client.chat.completions.create(..., tools=selection.tools)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,11 +16,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrag.catalog.decorator import tool_from_callable
-from toolrag.catalog.files import load_catalog, tool_from_entry
+import numpy as np
+
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
-from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, ToolNotFoundError
+from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
 from toolrag.model import Principal, SearchResult, Tool, utc_now
@@ -29,13 +30,13 @@ from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.pipeline import Retriever
-from toolrag.search.reformulate import Rewriter
 from toolrag.search.text import dense_texts
 from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from toolrag.monitor.recorder import UsageRecorder
+    from toolrag.search.reformulate import Rewriter
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
 
@@ -97,7 +98,9 @@ class ToolRegistry:
         self.embedder = embedder
         self.config = config or SearchConfig()
         nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
-        self.retriever = Retriever(self._snapshot, self.embedder, self.config, nearest, rewriter)
+        self.retriever = Retriever(
+            self._snapshot, self.embedder, self.config, nearest, rewriter, query_vectors=self._stored_query_vectors
+        )
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prepared: dict[str, PreparedTool] = {}
         self._index: SearchIndex | None = None
@@ -124,6 +127,9 @@ class ToolRegistry:
 
     @staticmethod
     def _as_tool(item: ToolLike) -> Tool:
+        from toolrag.catalog.decorator import tool_from_callable
+        from toolrag.catalog.files import tool_from_entry
+
         if isinstance(item, Tool):
             return item
         if isinstance(item, dict):
@@ -169,6 +175,8 @@ class ToolRegistry:
     def import_file(
         self, path: str | Path, progress: ProgressCallback | None = None, lenient: bool = False
     ) -> UpsertReport:
+        from toolrag.catalog.files import load_catalog
+
         return self.register_many(load_catalog(path, lenient=lenient), progress=progress)
 
     def rebuild(self, progress: ProgressCallback | None = None, batch_size: int = 256) -> int:
@@ -426,6 +434,18 @@ class ToolRegistry:
 
     def group_descriptions(self) -> dict[str, str]:
         return self.store.group_descriptions()
+
+    def _stored_query_vectors(self, embedder: Embedder, texts: Sequence[str]) -> Vector:
+        """Fixed texts (the calibration bank) embedded as requests, kept in the store beside the tool vectors
+        under their own keys: embedded once per model and registry, not once per process."""
+        keys = [text_hash("request\n" + text) for text in texts]
+        known = self.store.vectors(embedder.model_id, keys)
+        fresh = {key: embedder.embed_query(text) for key, text in zip(keys, texts, strict=True) if key not in known}
+        if fresh:
+            with contextlib.suppress(StoreError):  # a registry this process may not write still searches
+                self.store.save_vectors(IndexModel(embedder.model_id, embedder.dimension), fresh)
+            known.update(fresh)
+        return np.vstack([known[key] for key in keys]).astype(np.float32)
 
     def _nearest(self, vector: Vector, limit: int) -> dict[str, float]:
         assert isinstance(self.store, NearestNeighbours)

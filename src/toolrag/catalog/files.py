@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.jsontext import loads
 from toolrag.model import Tool
@@ -46,6 +44,8 @@ def load_catalog(path: str | Path, source: str = "file", lenient: bool = False) 
 
 
 def _parse(path: Path, text: str) -> list[tuple[int, Any]]:
+    import yaml
+
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":

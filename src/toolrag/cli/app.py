@@ -39,7 +39,7 @@ from toolrag.cli.lifecycle import (
 )
 from toolrag.cli.mcp import mcp_app
 from toolrag.cli.store import store_app
-from toolrag.search.config import MAX_K, SearchConfig
+from toolrag.limits import MAX_K
 
 app = typer.Typer(
     name="toolrag",
@@ -47,6 +47,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from toolrag._version import __version__
+
+        out.print(f"toolrag {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Tool selection as retrieval: a permission-aware tool registry with offline hybrid search."""
+
+
 # -- catalog ------------------------------------------------------------------------------------------------------
 
 
@@ -312,6 +331,7 @@ def eval_command(
     """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
     from toolrag.embed import make_embedder
     from toolrag.eval import evaluate, load_benchmark
+    from toolrag.search.config import SearchConfig
 
     modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
     benchmark = guarded(lambda: load_benchmark(folder, limit))

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,8 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from toolrag.errors import ToolragError
-from toolrag.model import Principal, SearchResult
-from toolrag.registry import ToolRegistry
+
+if TYPE_CHECKING:  # imported where used: the command line starts without them
+    from toolrag.model import Principal, SearchResult
+    from toolrag.registry import ToolRegistry
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -57,6 +59,8 @@ def guarded(action: Callable[[], T]) -> T:
 
 
 def open_registry(store: str, embedder: str = "auto") -> ToolRegistry:
+    from toolrag.registry import ToolRegistry
+
     return guarded(lambda: ToolRegistry(store, embedder))
 
 
@@ -73,6 +77,8 @@ def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Calla
 
 
 def principal_from(user: str | None, tenant: str | None, scopes: str | None) -> Principal:
+    from toolrag.model import Principal
+
     held = frozenset(s.strip() for s in (scopes or "").split(",") if s.strip())
     return Principal(user=user, tenant=tenant, scopes=held)
 

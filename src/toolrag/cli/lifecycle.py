@@ -4,7 +4,7 @@ model migration and the health report."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -21,7 +21,9 @@ from toolrag.cli.common import (
     print_json,
     progress_bar,
 )
-from toolrag.model import Tool
+
+if TYPE_CHECKING:
+    from toolrag.model import Tool
 
 tools_app = typer.Typer(
     help="Edit tools: every change is a new version; nothing is ever deleted.", no_args_is_help=True

@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from contextlib import nullcontext
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import anyio
 import typer
 from rich.table import Table
 
 from toolrag.cli.common import JsonOption, err, guarded, out, print_json
-from toolrag.mcp.config import GatewayConfig, load_config
-from toolrag.mcp.gateway import McpGateway
-from toolrag.mcp.importer import SyncReport, source_of
+
+if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import McpGateway
 
 mcp_app = typer.Typer(help="Many MCP servers behind one small, permission-aware tool surface.", no_args_is_help=True)
 ConfigOption = Annotated[
@@ -23,14 +23,24 @@ ConfigOption = Annotated[
 
 
 def _load(path: str) -> GatewayConfig:
+    from toolrag.mcp.config import load_config
+
     return guarded(lambda: load_config(path))
+
+
+def _gateway(settings: GatewayConfig) -> McpGateway:
+    from toolrag.mcp.gateway import McpGateway
+
+    return guarded(lambda: McpGateway.from_config(settings))
 
 
 @mcp_app.command("list-servers")
 def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False) -> None:
     """The configured upstream servers with their tools in the registry (active and quarantined)."""
+    from toolrag.mcp.importer import source_of
+
     settings = _load(config)
-    gateway = guarded(lambda: McpGateway.from_config(settings))
+    gateway = _gateway(settings)
     tools = gateway.registry.tools(include_inactive=True)
     active = Counter(t.source for t in tools if t.active)
     quarantined = Counter(p.server for p in gateway.registry.store.pins() if p.quarantined)
@@ -57,8 +67,12 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
 @mcp_app.command()
 def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False) -> None:
     """Connect to every upstream once and import its tools (new, changed, removed, flagged)."""
+    import anyio
+
+    from toolrag.mcp.importer import SyncReport
+
     settings = _load(config)
-    gateway = guarded(lambda: McpGateway.from_config(settings))
+    gateway = _gateway(settings)
     with err.status("connecting to the upstream servers", spinner="dots") if not as_json else nullcontext():
         reports = guarded(lambda: anyio.run(gateway.sync_once))
     pairs = [(status, reports.get(status.name) or SyncReport(status.name)) for status in gateway.pool.statuses()]
@@ -98,7 +112,7 @@ def approve(
 ) -> None:
     """Approve quarantined tool versions (new flagged tools, or approved tools whose upstream text changed)."""
     settings = _load(config)
-    gateway = guarded(lambda: McpGateway.from_config(settings))
+    gateway = _gateway(settings)
     if show or not names:
         pending = [p for p in gateway.registry.store.pins() if p.quarantined]
         rows = [
@@ -134,9 +148,11 @@ def serve(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log imports and reconnections to stderr.")] = False,
 ) -> None:
     """Run the gateway as an MCP server: find_tools and call_tool over every configured upstream."""
+    import anyio
+
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     settings = _load(config)
-    gateway = guarded(lambda: McpGateway.from_config(settings))
+    gateway = _gateway(settings)
     if transport == "http":
         err.print(f"toolrag MCP gateway on http://{host}:{port}/mcp", highlight=False)
         anyio.run(gateway.serve_http, host, port)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolrag.cli.common import JsonOption, err, guarded, out, print_json
-from toolrag.registry import open_store
-from toolrag.store.base import RegistryDump
+
+if TYPE_CHECKING:
+    from toolrag.store.base import RegistryDump
 
 store_app = typer.Typer(help="Move registries between stores.", no_args_is_help=True)
 
@@ -45,6 +46,8 @@ def copy(
 
 def read_registry(location: str) -> RegistryDump:
     """Everything a store holds (no embedding model is loaded)."""
+    from toolrag.registry import open_store
+
     store = open_store(location)
     try:
         return store.dump()
@@ -54,6 +57,8 @@ def read_registry(location: str) -> RegistryDump:
 
 def write_registry(location: str, dump: RegistryDump) -> None:
     """Restore a dump into the (empty) store at `location`, in one transaction."""
+    from toolrag.registry import open_store
+
     store = open_store(location)
     try:
         store.restore(dump)

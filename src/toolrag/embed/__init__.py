@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from toolrag._version import __version__
 from toolrag.embed.base import Embedder, Vectors, embed_in_batches, normalized
 from toolrag.embed.ensemble import EnsembleEmbedder
 from toolrag.embed.minilm import MiniLM
@@ -13,8 +14,13 @@ from toolrag.embed.use import UniversalSentenceEncoder
 DEFAULT_EMBEDDER = "default"
 EMBEDDER_NAMES = ("auto", "default", "use", "minilm", "openai:MODEL[@BASE_URL]")
 _NAMES_BY_MODEL_ID = {
-    "use-multilingual-v3+all-minilm-l6-v2@0.5": "default",
+    "use-multilingual-v3+all-minilm-l6-v2-int8@0.5": "default",
     "use-multilingual-v3": "use",
+    "all-minilm-l6-v2-int8": "minilm",
+}
+# Models of earlier toolrag versions that no built-in embedder produces any more.
+_RETIRED = {
+    "use-multilingual-v3+all-minilm-l6-v2@0.5": "default",
     "all-minilm-l6-v2": "minilm",
 }
 
@@ -23,6 +29,12 @@ def embedder_name_for(model_id: str) -> str:
     """The embedder name that produces vectors of `model_id` (what `auto` uses for an indexed registry)."""
     if model_id in _NAMES_BY_MODEL_ID:
         return _NAMES_BY_MODEL_ID[model_id]
+    if model_id in _RETIRED:
+        raise ValueError(
+            f"this registry was indexed with {model_id}, the float32 MiniLM of toolrag 0.1, which toolrag "
+            f"{__version__} replaced by its int8 twin: re-embed it once with "
+            f"`toolrag index rebuild --embedder {_RETIRED[model_id]}` (it keeps serving until the switch)"
+        )
     if model_id.startswith("openai-compatible:"):
         model, _, base_url = model_id.removeprefix("openai-compatible:").partition("@")
         return f"openai:{model}@{base_url}"

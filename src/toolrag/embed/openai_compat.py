@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from toolrag.embed.base import Vectors, first_row, normalized
 from toolrag.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class OpenAICompatibleEmbedder:
@@ -28,7 +29,11 @@ class OpenAICompatibleEmbedder:
         self.base_url = base_url.rstrip("/")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = client or httpx.Client(timeout=timeout, headers=headers)
+        if client is None:
+            import httpx  # only this embedder talks HTTP: others never load it
+
+            client = httpx.Client(timeout=timeout, headers=headers)
+        self._client = client
         self._dimension = dimension
 
     @property
@@ -42,6 +47,8 @@ class OpenAICompatibleEmbedder:
         return self._dimension
 
     def _request(self, texts: Sequence[str]) -> list[list[float]]:
+        import httpx
+
         url = f"{self.base_url}/embeddings"
         try:
             response = self._client.post(url, json={"model": self.model, "input": list(texts)})

@@ -21,6 +21,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from toolrag.inject.formats import render
+from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
@@ -31,7 +32,6 @@ from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
-from toolrag.search.config import MAX_REQUEST_CHARS
 from toolrag.server.guard import CALLER_KEY, server_config
 from toolrag.store.base import AuditEntry
 

@@ -10,6 +10,7 @@ the bank is embedded once per model.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -52,23 +53,35 @@ NO_TOOL_REQUESTS = [
 ]
 
 
-_BANK_VECTORS: dict[str, list[FloatArray]] = {}
+# (model, texts) -> the texts embedded as requests; the registry's version keeps them in its store, so a new
+# process does not embed the bank again.
+QueryVectors = Callable[[Embedder, Sequence[str]], FloatArray]
+_BANK_VECTORS: dict[str, FloatArray] = {}
 _BANK_LOCK = threading.Lock()
 
 
-def bank_vectors(embedder: Embedder) -> list[FloatArray]:
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> FloatArray:
+    return np.vstack([embedder.embed_query(text) for text in texts]).astype(np.float32)
+
+
+def bank_vectors(embedder: Embedder, query_vectors: QueryVectors = embed_queries) -> FloatArray:
     """The no-tool requests embedded as queries, once per model (they do not depend on the registry)."""
     with _BANK_LOCK:
         if embedder.model_id not in _BANK_VECTORS:
-            _BANK_VECTORS[embedder.model_id] = [embedder.embed_query(text) for text in NO_TOOL_REQUESTS]
+            _BANK_VECTORS[embedder.model_id] = query_vectors(embedder, NO_TOOL_REQUESTS)
         return _BANK_VECTORS[embedder.model_id]
 
 
 def calibrated_similarity(
-    index: SearchIndex, embedder: Embedder, quantile: float, floor: float, ceiling: float
+    index: SearchIndex,
+    embedder: Embedder,
+    quantile: float,
+    floor: float,
+    ceiling: float,
+    query_vectors: QueryVectors = embed_queries,
 ) -> float:
     """The `quantile` of the no-tool requests' best cosines, kept within [floor, ceiling]."""
     if index.size == 0:
         return ceiling
-    best = [float(dense_scores(index, vector, None).max()) for vector in bank_vectors(embedder)]
+    best = [float(dense_scores(index, vector, None).max()) for vector in bank_vectors(embedder, query_vectors)]
     return float(np.clip(np.quantile(best, quantile), floor, ceiling))

@@ -6,10 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_K = 5
-# A request longer than this is refused: no tool request needs more, and every step after it (embedding,
-# tokenizing, logging) costs time in proportion to its length, on a thread other clients are waiting for.
-MAX_REQUEST_CHARS = 4000
+from toolrag.limits import MAX_K, MAX_REQUEST_CHARS
+
 Mode = Literal["hybrid", "dense", "lexical"]
 ReformulationStep = Literal["expand", "relax", "rewrite"]
 DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")

@@ -9,16 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from itertools import zip_longest
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.errors import RequestTooLongError
+from toolrag.limits import MAX_K
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search.cache import QueryCache
-from toolrag.search.calibrate import calibrated_similarity
-from toolrag.search.config import MAX_K, SearchConfig
+from toolrag.search.calibrate import QueryVectors, calibrated_similarity, embed_queries
+from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Ranked, cut
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
 from toolrag.search.feedback import UsageMemory
@@ -28,9 +30,11 @@ from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
-from toolrag.search.reformulate import Rewriter, Vocabulary, relaxed
 from toolrag.search.route import CategoryRouter
 from toolrag.search.text import tokenize
+
+if TYPE_CHECKING:
+    from toolrag.search.reformulate import Rewriter, Vocabulary
 
 GROUPED_HEAD = 256  # candidates that take part in group ranking
 _QUOTES = "\"'`()[]{}<>,;:!?"
@@ -72,8 +76,10 @@ class Retriever:
         config: SearchConfig,
         nearest: NearestSearch | None = None,
         rewriter: Rewriter | None = None,
+        query_vectors: QueryVectors = embed_queries,
     ) -> None:
         self._snapshot = snapshot
+        self._query_vectors = query_vectors
         self._nearest = nearest
         self.rewriter = rewriter
         self.memory: UsageMemory | None = None  # set by ToolRegistry.learn_from_usage
@@ -126,7 +132,12 @@ class Retriever:
         if self._calibrated is None or self._calibrated[0] != key:
             embedder = index.embedder or self.embedder
             value = calibrated_similarity(
-                index, embedder, self.config.calibration_quantile, self.config.lead_min_similarity, 0.7
+                index,
+                embedder,
+                self.config.calibration_quantile,
+                self.config.lead_min_similarity,
+                0.7,
+                self._query_vectors,
             )
             self._calibrated = (key, value)
         return self._calibrated[1]
@@ -145,6 +156,8 @@ class Retriever:
     def _second_chance(
         self, step: str, index: SearchIndex, query: str, principal: Principal, ranking: list[Ranked]
     ) -> list[Ranked]:
+        from toolrag.search.reformulate import relaxed  # second chances are rare: rapidfuzz loads only then
+
         if step == "relax":
             return relaxed(ranking, self.config)
         if step == "expand":
@@ -160,6 +173,8 @@ class Retriever:
         return found
 
     def _words(self, index: SearchIndex) -> Vocabulary:
+        from toolrag.search.reformulate import Vocabulary
+
         key = (index.generation, id(index))
         if self._vocabulary is None or self._vocabulary[0] != key:
             self._vocabulary = (key, Vocabulary(index))

@@ -25,12 +25,12 @@ from toolrag.errors import (
     ToolNotFoundError,
     ToolragError,
 )
+from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.model import Principal, SearchResult, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
-from toolrag.search.config import MAX_REQUEST_CHARS
 from toolrag.server.config import ApiConfig, Role
 from toolrag.server.dashboard import render_dashboard
 from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope, TokenTable
