@@ -36,7 +36,7 @@ def test_list_and_show(store: str) -> None:
     shown = runner.invoke(app, ["show", "payments.refund", "--store", store, "--json"])
     assert json.loads(shown.stdout)["scopes"] == ["billing:write"]
     table = runner.invoke(app, ["list", "--store", store])
-    assert "3 tools" in table.stdout and "weather.forecast" in table.stdout
+    assert table.stdout.count("\n") == 3 and "weather.forecast\t1\tweather" in table.stdout
 
 
 def test_search_obeys_the_principal(store: str) -> None:
@@ -76,7 +76,7 @@ def test_quickstart(tmp_path: Path) -> None:
     result = runner.invoke(app, ["quickstart", "--store", str(tmp_path / "q.db"), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    answers = {a["request"] + "|" + a["who"]: [t["name"] for t in a["tools"]] for a in data["answers"]}
+    answers = {a["query"] + "|" + a["who"]: [t["name"] for t in a["tools"]] for a in data["answers"]}
     assert data["tools"] >= 190
     assert answers["Wo ist mein Paket?|guest"][0] == "shop.track_shipment"
     assert answers["Refund the customer's last payment|marc (billing:*)"][0] == "payments.refund_payment"

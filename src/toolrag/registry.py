@@ -62,19 +62,20 @@ def _dense_texts(tools: Sequence[Tool]) -> dict[str, str]:
     return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
 
 
-def open_store(location: str | Path) -> Store:
+def open_store(location: str | Path, create: bool = True) -> Store:
     """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files,
-    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra)."""
+    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a registry that
+    does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
     text = str(location)
     if text.startswith("sqlite:///"):
-        return SQLiteStore(text.removeprefix("sqlite:///"))
+        return SQLiteStore(text.removeprefix("sqlite:///"), create)
     if text.startswith(("postgresql://", "postgres://")):
         from toolrag.store.postgres import PostgresStore
 
-        return PostgresStore.from_url(text)
+        return PostgresStore.from_url(text, create)
     if "://" in text:
         raise ValueError(f"unsupported store URL {text!r}: use a file path, sqlite:///PATH or postgresql://...")
-    return SQLiteStore(text)
+    return SQLiteStore(text, create)
 
 
 class ToolRegistry:
@@ -87,10 +88,12 @@ class ToolRegistry:
         config: SearchConfig | None = None,
         monitor: MonitorConfig | bool = False,
         rewriter: Rewriter | None = None,
+        create: bool = True,
     ) -> None:
         """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log.
-        `rewriter` (e.g. `toolrag.runtime.rewrite.ChatRewriter(model)`) rephrases requests nothing was found for."""
-        self.store = store if not isinstance(store, str | Path) else open_store(store)
+        `rewriter` (e.g. `toolrag.runtime.rewrite.ChatRewriter(model)`) rephrases requests nothing was found for.
+        `create=False` refuses a store location where no registry exists yet (a mistyped path)."""
+        self.store = store if not isinstance(store, str | Path) else open_store(store, create)
         # "auto": the model the registry was indexed with, followed when a migration switches it.
         self._follows_model = embedder == "auto"
         if isinstance(embedder, str):

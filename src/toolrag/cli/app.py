@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,16 +16,19 @@ from toolrag.cli.common import (
     DEFAULT_STORE,
     EmbedderOption,
     JsonOption,
+    ScopesOption,
     StoreOption,
     err,
     fail,
     guarded,
     open_registry,
     out,
+    plural,
     principal_from,
     print_json,
     progress_bar,
     results_table,
+    table_or_lines,
 )
 from toolrag.cli.lifecycle import (
     export_registry,
@@ -40,6 +43,9 @@ from toolrag.cli.lifecycle import (
 from toolrag.cli.mcp import mcp_app
 from toolrag.cli.store import store_app
 from toolrag.limits import MAX_K
+
+if TYPE_CHECKING:
+    from toolrag.registry import ToolRegistry
 
 app = typer.Typer(
     name="toolrag",
@@ -85,7 +91,7 @@ def import_catalog(
     if len(files) == 1 and is_backup(files[0]):
         restore_backup(files[0], store, as_json)
         return
-    registry = open_registry(store, embedder)
+    registry = open_registry(store, embedder, create=True)
     reports = {}
     for path in files:
         tools = guarded(lambda path=path: load_catalog(path, lenient=lenient))  # type: ignore[misc]
@@ -133,10 +139,9 @@ def list_tools(
             ]
         )
         return
-    table = Table("name", "v", "category", "scopes", "purpose", title=f"{len(tools)} tools in {store}")
-    for tool in tools:
-        table.add_row(tool.name, str(tool.version), tool.category or "", ", ".join(tool.scopes), tool.purpose())
-    out.print(table)
+    table = Table("name", "v", "category", "scopes", "purpose", title=f"{plural(len(tools), 'tool')} in {store}")
+    rows = [[t.name, str(t.version), t.category or "", ", ".join(t.scopes), t.purpose()] for t in tools]
+    table_or_lines(table, rows)
 
 
 @app.command()
@@ -147,14 +152,28 @@ def show(
 ) -> None:
     """Show one tool in full: definition, schema, card."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.get(name))
+    tool = guarded(lambda: registry.store.get(name))
+    if tool is None:
+        fail(f"no tool named {name!r}{_did_you_mean(registry, name)}")
+        return
     data = tool.model_dump(mode="json") | {"card": tool.card().text(), "content_hash": tool.content_hash}
     if as_json:
         print_json(data)
         return
     for key, value in data.items():
+        if value is None or value == []:
+            continue  # unset fields say nothing
         text = json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
         out.print(f"[bold]{key}[/]: {text}", highlight=False)
+
+
+def _did_you_mean(registry: ToolRegistry, name: str) -> str:
+    """The nearest names of the registry (an operator's command: every tool, hidden or not)."""
+    from rapidfuzz import fuzz, process
+
+    names = [t.name for t in guarded(lambda: registry.tools(include_inactive=True))]
+    close = [match for match, score, _ in process.extract(name, names, scorer=fuzz.WRatio, limit=3) if score >= 60]
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 index_app = typer.Typer(help="Maintain the search index.", no_args_is_help=True)
@@ -198,7 +217,7 @@ def search(
     embedder: EmbedderOption = "auto",
     user: Annotated[str | None, typer.Option(help="User the request is made for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
-    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,
+    scopes: ScopesOption = None,
     k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools at most.")] = 3,
     fmt: Annotated[str, typer.Option("--format", help="Injection format for the token count.")] = "openai",
     as_json: JsonOption = False,
@@ -210,7 +229,7 @@ def search(
     if as_json:
         print_json(
             {
-                "request": request,
+                "query": request,
                 "results": [r.model_dump() for r in selection.results],
                 "tools": selection.tools,
                 "tokens": {
@@ -240,7 +259,7 @@ def chat(
     embedder: EmbedderOption = "auto",
     user: Annotated[str | None, typer.Option(help="User the agent acts for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
-    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes the user holds.")] = None,
+    scopes: ScopesOption = None,
     mode: Annotated[str, typer.Option(help="preselect (retrieve per request) or discover (find_tools).")] = "preselect",
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
 ) -> None:
@@ -305,7 +324,15 @@ def _settings(pairs: list[str]) -> dict[str, Any]:
 
 @app.command("eval")
 def eval_command(
-    folder: Annotated[Path, typer.Argument(help="Folder with tools.jsonl and queries.jsonl.")],
+    folder: Annotated[
+        Path | None, typer.Argument(help="Folder with tools.jsonl and queries.jsonl (format: docs/evaluation.md).")
+    ] = None,
+    example: Annotated[
+        bool, typer.Option("--example", help="The bundled example catalog and its requests in six languages.")
+    ] = False,
+    user: Annotated[str | None, typer.Option(help="User the requests are made for.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
+    scopes: ScopesOption = None,
     embedder: EmbedderOption = "default",
     mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
         "hybrid"
@@ -330,11 +357,20 @@ def eval_command(
 ) -> None:
     """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
     from toolrag.embed import make_embedder
-    from toolrag.eval import evaluate, load_benchmark
+    from toolrag.eval import evaluate, load_benchmark, load_example
     from toolrag.search.config import SearchConfig
 
+    if (folder is None) == (not example):
+        fail("give a benchmark folder, or --example for the bundled one")
     modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
-    benchmark = guarded(lambda: load_benchmark(folder, limit))
+    if example:  # its tools carry scopes and tenants: measured as someone who may use them all
+        user, tenant, scopes = user or "example", tenant or "acme", scopes or ["*"]
+    if folder is None:
+        benchmark = guarded(lambda: load_example(limit))
+    else:
+        source = folder
+        benchmark = guarded(lambda: load_benchmark(source, limit))
+    principal = principal_from(user, tenant, scopes)
     overrides = guarded(lambda: _settings(settings or []))
     config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
     model = guarded(lambda: make_embedder(embedder))
@@ -347,7 +383,7 @@ def eval_command(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done)
 
-        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress, replay_share))
+        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress, replay_share, principal))
     data = report.as_json()
     if as_json:
         print_json(data)

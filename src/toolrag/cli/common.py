@@ -58,10 +58,11 @@ def guarded(action: Callable[[], T]) -> T:
         raise AssertionError("unreachable") from None
 
 
-def open_registry(store: str, embedder: str = "auto") -> ToolRegistry:
+def open_registry(store: str, embedder: str = "auto", create: bool = False) -> ToolRegistry:
+    """The registry at `store`; only commands that add tools (`create=True`) may start a new one."""
     from toolrag.registry import ToolRegistry
 
-    return guarded(lambda: ToolRegistry(store, embedder))
+    return guarded(lambda: ToolRegistry(store, embedder, create=create))
 
 
 @contextmanager
@@ -76,11 +77,33 @@ def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Calla
         yield lambda n: progress.advance(task, n)
 
 
-def principal_from(user: str | None, tenant: str | None, scopes: str | None) -> Principal:
+ScopesOption = Annotated[
+    list[str] | None,
+    typer.Option("--scopes", "--scope", help="Scopes the user holds: repeat the option or separate with commas."),
+]
+
+
+def principal_from(user: str | None, tenant: str | None, scopes: list[str] | None) -> Principal:
     from toolrag.model import Principal
 
-    held = frozenset(s.strip() for s in (scopes or "").split(",") if s.strip())
+    held = frozenset(s.strip() for given in scopes or [] for s in given.split(",") if s.strip())
     return Principal(user=user, tenant=tenant, scopes=held)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 search`, `2 searches`."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def table_or_lines(table: Table, rows: list[list[str]]) -> None:
+    """A table on a terminal; tab-separated lines, never cut, when the output goes to a pipe or a file."""
+    if out.is_terminal:
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        for row in rows:
+            sys.stdout.write("\t".join(cell.replace("\n", " ") for cell in row) + "\n")
 
 
 def print_json(data: Any) -> None:

@@ -18,6 +18,7 @@ from toolrag.cli.common import (
     guarded,
     open_registry,
     out,
+    plural,
     print_json,
     progress_bar,
 )
@@ -196,8 +197,10 @@ def validate_command(
     findings = guarded(lambda: validate(registry, servers, fix))
     if as_json:
         print_json([{"kind": f.kind, "tools": list(f.tools), "detail": f.detail, "fixed": f.fixed} for f in findings])
+    elif not findings:
+        out.print("no findings: every tool has its embeddings, no orphans, no near-duplicates, descriptions fit")
     else:
-        table = Table("kind", "tools", "detail", title=f"{len(findings)} findings")
+        table = Table("kind", "tools", "detail", title=plural(len(findings), "finding"))
         for finding in findings:
             table.add_row(
                 finding.kind, "\n".join(finding.tools), finding.detail + (" (fixed)" if finding.fixed else "")
@@ -222,10 +225,16 @@ def report_command(
         return
     totals = report.totals
     out.print(
-        f"[bold]Last {days} days[/]: {totals.retrievals} searches in {totals.sessions} sessions "
-        f"({totals.no_tool} found no tool, {totals.reformulated} found tools on a second chance), "
-        f"{totals.calls} calls ({totals.failed_calls} failed); "
-        f"{report.active_tools} active tools, {report.inactive_tools} inactive",
+        f"[bold]Last {days} days[/]: {plural(totals.retrievals, 'search', 'searches')} in "
+        f"{plural(totals.sessions, 'session')} ({totals.no_tool} found no tool, {totals.reformulated} found tools on a"
+        f" second chance), {plural(totals.calls, 'call')} ({totals.failed_calls} failed); "
+        f"{plural(report.active_tools, 'active tool')}, {report.inactive_tools} inactive",
+        highlight=False,
+    )
+    err.print(
+        "(the log holds what the HTTP API, the MCP gateway and monitored registries record; `toolrag search` on the"
+        " command line is not recorded)",
+        style="dim",
         highlight=False,
     )
     table = Table("tool", "injected", "called", "call rate", "mean rel.", "min rel.", title="tools")
@@ -273,7 +282,7 @@ def suggest_aliases_command(
     if as_json:
         print_json({"suggestions": [vars(s) for s in suggestions], "applied": applied})
         return
-    table = Table("tool", "suggested alias", "sessions", title=f"{len(suggestions)} alias suggestions")
+    table = Table("tool", "suggested alias", "sessions", title=plural(len(suggestions), "alias suggestion"))
     for suggestion in suggestions:
         table.add_row(suggestion.tool, suggestion.alias, str(suggestion.count))
     out.print(table)

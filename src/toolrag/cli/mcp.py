@@ -154,6 +154,7 @@ def serve(
     settings = _load(config)
     gateway = _gateway(settings)
     if transport == "http":
+        guarded(settings.check_http_tokens)
         err.print(f"toolrag MCP gateway on http://{host}:{port}/mcp", highlight=False)
         anyio.run(gateway.serve_http, host, port)
     else:

@@ -63,7 +63,7 @@ def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> Non
         answers.append(
             {
                 "who": who,
-                "request": request,
+                "query": request,
                 "tools": [r.model_dump() for r in selection.results],
                 "injected_tokens": selection.injected_tokens,
                 "catalog_tokens": selection.catalog_tokens,
@@ -82,5 +82,5 @@ def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> Non
     else:
         out.print(
             'Next: `toolrag search "your request" --store ' + store + " --scopes billing:read`, "
-            "`toolrag list --store " + store + "`, `toolrag eval ../shared/bench/bfcl --compare`."
+            "`toolrag list --store " + store + "`, `toolrag eval --example --compare`."
         )

@@ -48,7 +48,7 @@ def read_registry(location: str) -> RegistryDump:
     """Everything a store holds (no embedding model is loaded)."""
     from toolrag.registry import open_store
 
-    store = open_store(location)
+    store = open_store(location, create=False)
     try:
         return store.dump()
     finally:

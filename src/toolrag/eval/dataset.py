@@ -40,42 +40,84 @@ def registry_name(tool_id: str) -> str:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise CatalogError(f"{path}: no such file (a benchmark folder holds tools.jsonl and queries.jsonl)")
+        raise CatalogError(
+            f"{path}: no such file (a benchmark folder holds tools.jsonl and queries.jsonl: docs/evaluation.md)"
+        )
     rows = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    rows.append(loads(line))
+                    row = loads(line)
                 except json.JSONDecodeError as exc:
                     raise CatalogError(f"{path}: line {number}: invalid JSON: {exc.msg}") from None
+                if not isinstance(row, dict):
+                    raise CatalogError(f"{path}: line {number}: expected a JSON object")
+                rows.append(row)
     return rows
 
 
 def load_benchmark(folder: str | Path, limit: int | None = None) -> BenchmarkSet:
-    """Read a benchmark folder; `limit` keeps an evenly spaced sample of that many queries."""
+    """Read a benchmark folder (format: docs/evaluation.md); `limit` keeps an evenly spaced sample of that many
+    queries. Tools are given as in the shared benchmarks (`id`, `name`, `description`, `parameters`) or as catalog
+    entries (`name`, `description`, `input_schema`, ...)."""
     folder = Path(folder)
+    tools, names = _tools(folder / "tools.jsonl", _read_jsonl(folder / "tools.jsonl"))
+    return _with_queries(folder.name, tools, names, folder / "queries.jsonl", limit)
+
+
+def load_example(limit: int | None = None) -> BenchmarkSet:
+    """The example catalog (the quick start's 220 tools) with the requests written for it, in six languages."""
+    from importlib import resources
+
+    from toolrag.catalog.files import load_catalog
+
+    data = resources.files("toolrag") / "data"
+    with resources.as_file(data / "example_catalog.yaml") as catalog, resources.as_file(data / "eval") as folder:
+        tools = load_catalog(catalog)
+        return _with_queries("example", tools, {t.name: t.name for t in tools}, folder / "queries.jsonl", limit)
+
+
+def example_no_tool_requests() -> Path:
+    """Small talk for the example catalog (`toolrag eval --example` measures the false-tool rate on it)."""
+    from importlib import resources
+
+    return Path(str(resources.files("toolrag") / "data" / "eval" / "notool.jsonl"))
+
+
+def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str, str]]:
     tools = []
     names: dict[str, str] = {}
-    for row in _read_jsonl(folder / "tools.jsonl"):
-        tool_id = str(row["id"])
+    for number, row in enumerate(rows, 1):
+        tool_id = row.get("id", row.get("name"))
+        if not isinstance(tool_id, str) or not tool_id:
+            raise CatalogError(f"{path}: line {number}: a tool needs an `id` or a `name`")
         names[tool_id] = registry_name(tool_id)
-        entry = dict(row, name=names[tool_id], id=names[tool_id], description=row.get("description") or tool_id)
+        entry = dict(row, name=names[tool_id], description=row.get("description") or tool_id)
+        entry.pop("id", None)
         try:
             # Benchmarks carry schemas from other function-calling dialects (Java types, `any`): repair them.
             tools.append(tool_from_entry(entry, source="benchmark", lenient=True))
         except InvalidToolError as exc:
-            raise CatalogError(f"{folder / 'tools.jsonl'}: tool {tool_id!r}: {exc}") from None
+            raise CatalogError(f"{path}: line {number}: tool {tool_id!r}: {exc}") from None
+    return tools, names
+
+
+def _with_queries(name: str, tools: list[Tool], names: dict[str, str], path: Path, limit: int | None) -> BenchmarkSet:
     queries = []
-    for row in _read_jsonl(folder / "queries.jsonl"):
-        relevant = [str(r) for r in row["relevant"]]
+    for number, row in enumerate(_read_jsonl(path), 1):
+        where = f"{path}: line {number}"
+        text, relevant = row.get("query"), row.get("relevant")
+        if not isinstance(text, str) or not text.strip():
+            raise CatalogError(f"{where}: a request needs `query`, a non-empty string")
+        if not isinstance(relevant, list) or not relevant or not all(isinstance(r, str) for r in relevant):
+            raise CatalogError(f"{where}: a request needs `relevant`, a non-empty list of tool ids or names")
         unknown = [r for r in relevant if r not in names]
         if unknown:
-            raise CatalogError(f"{folder / 'queries.jsonl'}: query {row['id']!r} names unknown tools {unknown}")
-        queries.append(
-            Query(str(row["id"]), str(row["query"]), frozenset(names[r] for r in relevant), str(row.get("lang", "en")))
-        )
+            raise CatalogError(f"{where}: `relevant` names unknown tools {unknown}")
+        query_id = str(row.get("id", number))
+        queries.append(Query(query_id, text, frozenset(names[r] for r in relevant), str(row.get("lang", "en"))))
     if limit is not None and limit < len(queries):
         step = len(queries) / limit
         queries = [queries[int(i * step)] for i in range(limit)]
-    return BenchmarkSet(folder.name, tools, queries)
+    return BenchmarkSet(name, tools, queries)

@@ -93,6 +93,7 @@ def evaluate(
     modes: Sequence[str] = ("hybrid",),
     progress: Progress | None = None,
     replay_share: float = 0.0,
+    principal: Principal | None = None,
 ) -> EvalReport:
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
@@ -118,7 +119,7 @@ def evaluate(
             log, benchmark = split_for_replay(benchmark, replay_share)
             report.replayed = len(log)
             replay(registry, log)
-        principal = Principal.anonymous()
+        principal = principal or Principal.anonymous()
         report.catalog_tokens = registry.catalog_tokens(principal)
         for number, mode in enumerate(modes):
             report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)

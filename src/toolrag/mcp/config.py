@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolrag.config_files import beside, read_toml
+from toolrag.errors import ConfigError
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig
 from toolrag.server.guard import HttpLimits
@@ -165,6 +166,13 @@ class GatewayConfig(BaseModel):
         if self.local_principal is None:
             return Principal(user="local")
         return self.principals[self.local_principal].principal(self.local_principal)
+
+    def check_http_tokens(self) -> None:
+        """Before serving HTTP: every principal that names a token variable must find it set (a stdio client needs
+        none, so this is checked only for HTTP)."""
+        for name, principal in self.principals.items():
+            if principal.token_env and principal.bearer_token() is None:
+                raise ConfigError(f"principal {name!r}: the environment variable {principal.token_env} is not set")
 
     def approval_policy(self, server: str) -> ApprovalPolicy:
         return self.servers[server].approve_new_tools or self.approve_new_tools

@@ -6,6 +6,7 @@ the cut, the always-include list and the query cache (what agents use).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from itertools import zip_longest
@@ -36,6 +37,7 @@ from toolrag.search.text import tokenize
 if TYPE_CHECKING:
     from toolrag.search.reformulate import Rewriter, Vocabulary
 
+log = logging.getLogger("toolrag.search")
 GROUPED_HEAD = 256  # candidates that take part in group ranking
 _QUOTES = "\"'`()[]{}<>,;:!?"
 _SPACES = re.compile(r"\s+")
@@ -90,6 +92,7 @@ class Retriever:
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
         self._calibrated: tuple[tuple[int, int], float] | None = None
         self._vocabulary: tuple[tuple[int, int], Vocabulary] | None = None
+        self._warned_generation = -1
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         self.check_length(query)
@@ -343,6 +346,7 @@ class Retriever:
     def _always_included(self, index: SearchIndex, principal: Principal, chosen: set[str]) -> list[SearchResult]:
         extra = []
         visible = self.visibility.mask(index, principal)
+        self._warn_unknown_always_included(index)
         for name in self.config.always_include:
             position = index.by_name.get(name.lower())
             if position is None or name in chosen or (visible is not None and not visible[position]):
@@ -352,6 +356,15 @@ class Retriever:
                 SearchResult(name=tool.name, score=0.0, signals=SignalScores(always_included=True), card=tool.card())
             )
         return extra
+
+    def _warn_unknown_always_included(self, index: SearchIndex) -> None:
+        """A configured name no active tool has is a typo or a retired tool: said once per registry version."""
+        if self._warned_generation == index.generation:
+            return
+        self._warned_generation = index.generation
+        unknown = [name for name in self.config.always_include if name.lower() not in index.by_name]
+        if unknown:
+            log.warning("always_include names no active tool: %s", ", ".join(unknown))
 
     @staticmethod
     def _result(index: SearchIndex, item: Ranked, reformulation: str | None = None) -> SearchResult:

@@ -70,7 +70,10 @@ class ApiConfig(BaseModel):
         for name, entry in self.tokens.items():
             secret = entry.secret()
             if secret is None:
-                continue
+                # A token that cannot be presented would leave its holders facing 401s from a server that started.
+                if entry.token_env:
+                    raise ValueError(f"token {name!r}: the environment variable {entry.token_env} is not set")
+                raise ValueError(f"token {name!r} has neither `token` nor `token_env`")
             if len(secret) < 16:
                 raise ValueError(f"token {name!r} is shorter than 16 characters")
             if secret in seen:

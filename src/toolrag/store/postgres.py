@@ -52,9 +52,11 @@ _NEAREST_EF_SEARCH = 200
 class PostgresStore:
     """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
 
-    def __init__(self, url: str, schema: str = "toolrag") -> None:
+    def __init__(self, url: str, schema: str = "toolrag", create: bool = True) -> None:
+        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name)."""
         self.url = url
         self.schema = schema
+        self.create = create
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         with self._lock:
@@ -69,14 +71,14 @@ class PostgresStore:
         )
 
     @classmethod
-    def from_url(cls, url: str) -> PostgresStore:
+    def from_url(cls, url: str, create: bool = True) -> PostgresStore:
         """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`)."""
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
         schemas = [value for key, value in query if key == "schema"]
         rest = urlencode([(key, value) for key, value in query if key != "schema"], safe="/")
         plain = urlunsplit(parts._replace(query=rest))
-        return cls(plain, schema=schemas[-1]) if schemas else cls(plain)
+        return cls(plain, schema=schemas[-1], create=create) if schemas else cls(plain, create=create)
 
     def __repr__(self) -> str:
         return f"PostgresStore({_redacted(self.url)!r}, schema={self.schema!r})"
@@ -108,12 +110,26 @@ class PostgresStore:
                     f"PostgreSQL at {_redacted(self.url)} has no usable pgvector extension ({_reason(exc)}): "
                     "install pgvector, or have an administrator run CREATE EXTENSION vector"
                 ) from exc
+            if not self.create:
+                self._check_exists(conn)
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
             register_vector(conn)
             self._migrate(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+    def _check_exists(self, conn: psycopg.Connection[Any]) -> None:
+        registries = [
+            row[0]
+            for row in conn.execute(
+                "SELECT table_schema FROM information_schema.tables WHERE table_name = 'schema_version'"
+                " ORDER BY table_schema"
+            ).fetchall()
+        ]
+        if self.schema not in registries:
+            there = f"; registries in this database: {', '.join(registries)}" if registries else ""
+            raise StoreError(f"no registry in schema {self.schema!r} at {_redacted(self.url)}{there}")
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")

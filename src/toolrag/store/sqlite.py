@@ -37,10 +37,13 @@ _CHUNK = 500  # SQLite limits the number of bound parameters per statement
 class SQLiteStore:
     """A registry in one SQLite file. Safe to share between threads; several processes may open the same file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        """`create=False` refuses a file that does not exist (a mistyped path), naming the registries beside it."""
         self.path = Path(path)
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, expected a database file")
+        if not create and not self.path.exists():
+            raise StoreError(f"no registry at {self.path}{_registries_near(self.path)}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
@@ -364,6 +367,15 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _registries_near(path: Path) -> str:
+    """A hint for a mistyped registry path: the registry files in the same folder."""
+    folder = path.parent if str(path.parent) else Path(".")
+    found = sorted(str(p.name if folder == Path(".") else p) for p in folder.glob("*.db") if p.is_file())[:8]
+    if found:
+        return f"; registries there: {', '.join(found)} (or create one with `toolrag import CATALOG --store PATH`)"
+    return " (create one with `toolrag import CATALOG --store PATH`, or run `toolrag quickstart`)"
 
 
 def _write_failure(path: Path, exc: sqlite3.DatabaseError) -> str:

@@ -1,0 +1,167 @@
+"""A new user's first hour (issue 17): packaging facts, refusals that name the problem, the bundled evaluation set,
+start-up work kept in caches, and the command line's details."""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import toolrag
+from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
+from toolrag.cli.app import app
+from toolrag.embed.base import DelegatingEmbedder, Vectors
+from toolrag.inject import tokens
+from toolrag.server.config import ApiConfig, TokenConfig
+
+from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema
+
+runner = CliRunner()
+
+
+def test_one_version_everywhere_and_a_licence() -> None:
+    assert metadata.version("toolrag") == toolrag.__version__
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0 and shown.stdout.strip() == f"toolrag {toolrag.__version__}"
+    info = metadata.metadata("toolrag")
+    assert info["License-Expression"] == "Apache-2.0"
+    assert {"LICENSE", "NOTICE"} <= set(info.get_all("License-File") or [])
+    root = Path(__file__).resolve().parents[1]
+    assert "Apache License" in (root / "LICENSE").read_text() and (root / "CHANGELOG.md").exists()
+
+
+def test_commands_that_read_refuse_a_missing_registry(tmp_path: Path) -> None:
+    (tmp_path / "tools.db").touch()
+    typo = tmp_path / "tool.db"
+    for command in (["search", "refund"], ["list"], ["show", "x"], ["report"], ["validate"], ["export", "out.json"]):
+        result = runner.invoke(app, [*command, "--store", str(typo)])
+        assert result.exit_code == 1 and f"no registry at {typo}" in result.stderr, command
+        assert "tools.db" in result.stderr  # the registries it can see
+    assert not typo.exists()
+
+
+def test_a_missing_postgresql_schema_is_refused_too(postgres_url: str) -> None:
+    open_store(in_schema(postgres_url, "first_hour_present")).close()
+    with pytest.raises(StoreError, match=r"no registry in schema 'first_hour_typo'.*first_hour_present"):
+        open_store(in_schema(postgres_url, "first_hour_typo"), create=False)
+
+
+def test_eval_reads_catalog_field_names_and_names_a_missing_key(tmp_path: Path) -> None:
+    tools = [{"name": "weather.forecast", "description": "Weather forecast for a city.", "input_schema": None}]
+    (tmp_path / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools))
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"id": "q1", "query": "will it rain"}))
+    missing = runner.invoke(app, ["eval", str(tmp_path)])
+    assert missing.exit_code == 1 and "line 1: a request needs `relevant`" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"query": "will it rain", "relevant": ["weather.forecast"]}))
+    measured = runner.invoke(app, ["eval", str(tmp_path), "--json"])
+    assert measured.exit_code == 0 and json.loads(measured.stdout)["recall@1"] == 1.0
+
+
+def test_the_example_evaluation_runs_anywhere() -> None:
+    result = runner.invoke(app, ["eval", "--example", "--limit", "12", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["dataset"] == "example" and data["n_queries"] == 12 and data["recall@5"] > 0.5
+    assert len(data["by_lang"]) >= 4
+
+
+def test_the_api_refuses_to_start_without_a_tokens_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOLRAG_TEST_UNSET_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="the environment variable TOOLRAG_TEST_UNSET_TOKEN is not set"):
+        ApiConfig(tokens={"ops": TokenConfig(token_env="TOOLRAG_TEST_UNSET_TOKEN", role="admin")})
+
+
+def test_estimated_token_counts_stay_near_the_exact_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrag.inject import render
+
+    rendered = render(SAMPLE_TOOLS, "openai")
+    exact = tokens.tools_tokens(rendered)
+    assert tokens.exact()
+    monkeypatch.setattr(tokens, "_encoding", lambda: None)  # as installed without the `tokens` extra
+    assert not tokens.exact()
+    assert abs(tokens.tools_tokens(rendered) / exact - 1) < 0.1
+
+
+def test_models_load_from_the_cache_with_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrag.embed.minilm import MiniLM
+    from toolrag.embed.use import UniversalSentenceEncoder
+
+    texts = ["refund the last payment", "Wo ist mein Paket?", "我的包裹在哪里？", "Привіт", "naïve ½ café"]
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    built = {}
+    for model in (UniversalSentenceEncoder, MiniLM):
+        built[model], cached = model().embed_documents(texts), model().embed_documents(texts)
+        assert np.array_equal(built[model], cached)
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+    unwritable = tmp_path / "file"
+    unwritable.write_text("not a folder")
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(unwritable))  # no cache can be kept: the slow way, same vectors
+    assert np.array_equal(UniversalSentenceEncoder().embed_documents(texts), built[UniversalSentenceEncoder])
+
+
+def test_calibration_vectors_are_kept_in_the_store(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    from toolrag.search import calibrate
+
+    class CountingRequests(DelegatingEmbedder):
+        requests = 0
+
+        def embed_query(self, text: str) -> Vectors:
+            CountingRequests.requests += 1
+            return self.inner.embed_query(text)
+
+    path = tmp_path / "tools.db"
+    ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
+    calibrate._BANK_VECTORS.clear()
+    ToolRegistry(path, CountingRequests(embedder)).search("refund the payment")
+    assert CountingRequests.requests > len(calibrate.NO_TOOL_REQUESTS)  # the bank, embedded once
+    calibrate._BANK_VECTORS.clear()  # as in a new process
+    CountingRequests.requests = 0
+    ToolRegistry(path, CountingRequests(embedder)).search("hello there")
+    assert CountingRequests.requests == 1  # only the request: the bank's vectors came from the store
+
+
+def test_command_line_details(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    long_name = "reporting.quarterly_revenue_by_region_and_product_line"
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(
+        json.dumps(
+            [
+                {"name": long_name, "description": "Quarterly revenue per region and product line, in euros."},
+                {"name": "payments.refund", "description": "Refund a customer's payment.", "scopes": ["billing:write"]},
+            ]
+        )
+    )
+    store = str(tmp_path / "cli.db")
+    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    piped = runner.invoke(app, ["list", "--store", store])
+    assert f"{long_name}\t1\t" in piped.stdout  # not a terminal: whole names, tab-separated
+    shown = runner.invoke(app, ["show", "payments.refund", "--store", store])
+    assert "not_for" not in shown.stdout and "None" not in shown.stdout
+    near = runner.invoke(app, ["show", "payments.refnd", "--store", store])
+    assert near.exit_code == 1 and "did you mean payments.refund?" in near.stderr
+    for flags in (
+        ["--scopes", "billing:read", "--scopes", "billing:write"],
+        ["--scopes", "billing:read,billing:write"],
+    ):
+        found = runner.invoke(app, ["search", "refund the payment", "--store", store, "--json", *flags])
+        assert json.loads(found.stdout)["results"][0]["name"] == "payments.refund"
+        assert json.loads(found.stdout)["query"] == "refund the payment"
+    report = runner.invoke(app, ["report", "--store", store])
+    assert "0 searches in 0 sessions" in report.stdout and "is not recorded" in report.stderr
+    with caplog.at_level(logging.WARNING, logger="toolrag.search"):
+        registry = ToolRegistry(store, "auto", SearchConfig(always_include=["help.contact_human"]))
+        registry.search("revenue per region", Principal())
+    assert "always_include names no active tool: help.contact_human" in caplog.text
+
+
+def test_the_example_catalog_passes_validation(tmp_path: Path) -> None:
+    store = str(tmp_path / "quickstart.db")
+    assert runner.invoke(app, ["quickstart", "--store", store, "--json"]).exit_code == 0
+    validated = runner.invoke(app, ["validate", "--store", store, "--json"])
+    assert [f for f in json.loads(validated.stdout) if f["kind"] == "too_short"] == []
