@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -443,6 +444,8 @@ def quickstart(
 
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if hasattr(signal, "SIGPIPE"):  # `toolrag list | head` ends quietly, as other command-line tools do
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()
 
 

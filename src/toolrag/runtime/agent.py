@@ -66,6 +66,7 @@ class RoundResult:
     results: list[Message]  # one tool message per call, in call order
     history: list[Message]  # the conversation extended with the assistant message and the results
     return_direct: bool
+    called: list[str] = field(default_factory=list)  # the registry name of each call's tool (as asked if unknown)
 
 
 @dataclass
@@ -139,7 +140,8 @@ class Agent:
         )
         messages = [r.message for r in results]
         return_direct = bool(results) and all(r.return_direct for r in results)
-        return RoundResult(messages, [*history, response, *messages], return_direct)
+        called = [r.tool.name if r.tool else call.name for r, call in zip(results, response.tool_calls, strict=True)]
+        return RoundResult(messages, [*history, response, *messages], return_direct, called)
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class Agent:
                 return AgentResult(response.content, [*history, response], round_number, "answer", called)
             outcome = await self.aexecute(response, history, tools)
             history = outcome.history
-            called.extend(call.name for call in response.tool_calls)
+            called.extend(outcome.called)
             self._emit_round(round_number, tools, response, model_ms, started)
             if outcome.return_direct:
                 text = "\n".join(m.content for m in outcome.results)
