@@ -215,8 +215,8 @@ def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
     ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS[:2])
     opened = SQLiteStore.__init__
 
-    def on_a_full_disk(self: SQLiteStore, location: str | Path) -> None:
-        opened(self, location)
+    def on_a_full_disk(self: SQLiteStore, location: str | Path, create: bool = True) -> None:
+        opened(self, location, create)
         pages = self._db.execute("PRAGMA page_count").fetchone()[0]
         self._db.execute(f"PRAGMA max_page_count = {pages}")  # as if the disk had no byte left
 
