@@ -96,3 +96,32 @@ def test_evaluate_reports_every_promised_figure(tmp_path: Path, embedder: Counti
     assert (
         report["modes"]["lexical"]["by_lang"]["de"]["recall@5"] <= report["modes"]["dense"]["by_lang"]["de"]["recall@5"]
     )
+
+
+def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    from toolrag.eval import NoToolRequest
+
+    small_talk = [NoToolRequest("n1", "thanks, have a nice evening", "en"), NoToolRequest("n2", "Danke dir!", "de")]
+    report = evaluate(load_benchmark(bench(tmp_path / "b")), embedder, no_tool=small_talk).as_json()
+    assert {"hit@3", "hit@5"} <= set(report) and report["hit@5"] == 1.0
+    assert set(report["delivered"]) == {"hit", "recall", "empty", "mean_returned"}
+    assert 0 <= report["delivered"]["recall"] <= report["delivered"]["hit"] <= 1
+    assert report["no_tool_rate"] == report["delivered"]["empty"]
+    for figures in report["by_lang"].values():
+        assert set(figures["delivered"]) == {"hit", "recall", "empty", "mean_returned"}
+    assert report["no_tool"]["n"] == 2 and set(report["no_tool"]["by_lang"]) == {"de", "en"}
+    assert report["no_tool"]["given_tool"] in (0.0, 0.5, 1.0)
+
+
+def test_eval_reads_notool_jsonl_beside_the_set(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    folder = bench(tmp_path / "b")
+    (folder / "notool.jsonl").write_text(json.dumps({"id": "n1", "query": "thank you so much", "lang": "en"}))
+    result = CliRunner().invoke(app, ["eval", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["no_tool"]["n"] == 1

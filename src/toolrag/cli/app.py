@@ -6,10 +6,9 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from toolrag.cli.api import api_app
@@ -31,6 +30,7 @@ from toolrag.cli.common import (
     results_table,
     table_or_lines,
 )
+from toolrag.cli.evaluate import eval_command
 from toolrag.cli.lifecycle import (
     export_registry,
     groups_app,
@@ -189,6 +189,7 @@ app.command("export")(export_registry)
 app.command("validate")(validate_command)
 app.command("report")(report_command)
 app.command("suggest-aliases")(suggest_aliases_command)
+app.command("eval")(eval_command)
 
 
 @index_app.command("rebuild")
@@ -305,127 +306,6 @@ def chat(
                 resolved = f" -> {event.resolved_name} ({event.resolution})" if event.resolution != "exact" else ""
                 out.print(f"[dim]  called {event.requested_name}{resolved}: {event.outcome}[/]")
         out.print(f"[bold]assistant>[/] {result.text}", highlight=False)
-
-
-# -- evaluation ---------------------------------------------------------------------------------------------------
-
-
-def _settings(pairs: list[str]) -> dict[str, Any]:
-    parsed: dict[str, Any] = {}
-    for pair in pairs:
-        key, separator, value = pair.partition("=")
-        if not separator:
-            raise ValueError(f"--set {pair!r}: expected KEY=VALUE")
-        try:
-            parsed[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            parsed[key.strip()] = value
-    return parsed
-
-
-@app.command("eval")
-def eval_command(
-    folder: Annotated[
-        Path | None, typer.Argument(help="Folder with tools.jsonl and queries.jsonl (format: docs/evaluation.md).")
-    ] = None,
-    example: Annotated[
-        bool, typer.Option("--example", help="The bundled example catalog and its requests in six languages.")
-    ] = False,
-    user: Annotated[str | None, typer.Option(help="User the requests are made for.")] = None,
-    tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
-    scopes: ScopesOption = None,
-    embedder: EmbedderOption = "default",
-    mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
-        "hybrid"
-    ],
-    compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
-    dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
-    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
-    limit: Annotated[int | None, typer.Option(help="Evaluate an evenly spaced sample of this many requests.")] = None,
-    settings: Annotated[
-        list[str] | None, typer.Option("--set", help="A search setting as KEY=JSON, e.g. multi_intent=false.")
-    ] = None,
-    replay_share: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            max=0.9,
-            help="Replay this share of the requests as a usage log, learn from it and measure the rest"
-            " (with --set usage_weight=0.3: the usage-learned adjustment).",
-        ),
-    ] = 0.0,
-    as_json: JsonOption = False,
-) -> None:
-    """Measure retrieval on a benchmark set: Recall@1/3/5, nDCG@10, MRR@10, latency, tokens saved."""
-    from toolrag.embed import make_embedder
-    from toolrag.eval import evaluate, load_benchmark, load_example
-    from toolrag.search.config import SearchConfig
-
-    if (folder is None) == (not example):
-        fail("give a benchmark folder, or --example for the bundled one")
-    modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
-    if example:  # its tools carry scopes and tenants: measured as someone who may use them all
-        user, tenant, scopes = user or "example", tenant or "acme", scopes or ["*"]
-    if folder is None:
-        benchmark = guarded(lambda: load_example(limit))
-    else:
-        source = folder
-        benchmark = guarded(lambda: load_benchmark(source, limit))
-    principal = principal_from(user, tenant, scopes)
-    overrides = guarded(lambda: _settings(settings or []))
-    config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
-    model = guarded(lambda: make_embedder(embedder))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True, disable=as_json) as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
-
-        report = guarded(lambda: evaluate(benchmark, model, config, modes, progress, replay_share, principal))
-    data = report.as_json()
-    if as_json:
-        print_json(data)
-        return
-    table = Table(
-        "mode",
-        "R@1",
-        "R@3",
-        "R@5",
-        "nDCG@10",
-        "MRR@10",
-        "no tool",
-        title=f"{data['dataset']}: {len(benchmark.tools)} tools, {data['n_queries']} requests",
-    )
-    for name, figures in data["modes"].items():
-        table.add_row(
-            name,
-            *(
-                f"{figures[key]:.3f}"
-                for key in ("recall@1", "recall@3", "recall@5", "ndcg@10", "mrr@10", "no_tool_rate")
-            ),
-        )
-    out.print(table)
-    if len(data["by_lang"]) > 1:
-        langs = Table("language", "n", "R@1", "R@3", "R@5", "nDCG@10", title=f"{modes[0]} by language")
-        for lang, figures in data["by_lang"].items():
-            langs.add_row(
-                lang,
-                str(figures["n_queries"]),
-                *(f"{figures[key]:.3f}" for key in ("recall@1", "recall@3", "recall@5", "ndcg@10")),
-            )
-        out.print(langs)
-    tokens = data["tokens"]
-    out.print(
-        f"search latency ({modes[0]}, request embedding included): p50 {data['latency_ms']['p50']:.1f} ms, "
-        f"p95 {data['latency_ms']['p95']:.1f} ms; indexed in {data['index_seconds']:.1f} s"
-    )
-    out.print(
-        f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
-        f"({tokens['saved_pct']:.1f}% saved)"
-    )
 
 
 # -- quickstart ---------------------------------------------------------------------------------------------------

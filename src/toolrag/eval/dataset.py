@@ -25,6 +25,15 @@ class Query:
 
 
 @dataclass(frozen=True)
+class NoToolRequest:
+    """A request that needs none of the set's tools (small talk, thanks, opinions)."""
+
+    id: str
+    text: str
+    lang: str
+
+
+@dataclass(frozen=True)
 class BenchmarkSet:
     name: str
     tools: list[Tool]
@@ -78,11 +87,23 @@ def load_example(limit: int | None = None) -> BenchmarkSet:
         return _with_queries("example", tools, {t.name: t.name for t in tools}, folder / "queries.jsonl", limit)
 
 
-def example_no_tool_requests() -> Path:
+def example_no_tool_requests() -> list[NoToolRequest]:
     """Small talk for the example catalog (`toolrag eval --example` measures the false-tool rate on it)."""
     from importlib import resources
 
-    return Path(str(resources.files("toolrag") / "data" / "eval" / "notool.jsonl"))
+    with resources.as_file(resources.files("toolrag") / "data" / "eval" / "notool.jsonl") as path:
+        return load_no_tool(path)
+
+
+def load_no_tool(path: str | Path) -> list[NoToolRequest]:
+    """Requests that need no tool: `{"id", "query", "lang"}` per line."""
+    requests = []
+    for number, row in enumerate(_read_jsonl(Path(path)), 1):
+        text = row.get("query")
+        if not isinstance(text, str) or not text.strip():
+            raise CatalogError(f"{path}: line {number}: a request needs `query`, a non-empty string")
+        requests.append(NoToolRequest(str(row.get("id", number)), text, str(row.get("lang", "en"))))
+    return requests
 
 
 def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str, str]]:

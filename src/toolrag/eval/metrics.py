@@ -1,4 +1,10 @@
-"""Ranking metrics as shared/bench/README.md defines them: Recall@k, nDCG@10 with binary gains, MRR@10."""
+"""Metrics as shared/bench/README.md defines them.
+
+The ranking (no threshold, no cut): Recall@k, nDCG@10 with binary gains, MRR@10, and Hit@k (at least one relevant
+tool in the top k). What a caller receives from `search()` (after the evidence rules and the cut): delivered hit
+(at least one relevant tool returned), delivered recall, the share of requests answered with nothing, and how many
+tools came back. For requests that need no tool: the share that got one anyway.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +21,20 @@ class QueryScores:
     recall_5: float
     ndcg_10: float
     mrr_10: float
+    hit_3: float
+    hit_5: float
+    delivered_hit: float
+    delivered_recall: float
+    empty: float
+    returned: int
 
 
 def recall_at(ranking: Sequence[str], gold: frozenset[str], k: int) -> float:
     return len(gold.intersection(ranking[:k])) / len(gold)
+
+
+def hit_at(ranking: Sequence[str], gold: frozenset[str], k: int) -> float:
+    return 1.0 if gold.intersection(ranking[:k]) else 0.0
 
 
 def ndcg_at_10(ranking: Sequence[str], gold: frozenset[str]) -> float:
@@ -31,7 +47,9 @@ def mrr_at_10(ranking: Sequence[str], gold: frozenset[str]) -> float:
     return next((1.0 / (i + 1) for i, name in enumerate(ranking[:10]) if name in gold), 0.0)
 
 
-def score_query(ranking: Sequence[str], gold: frozenset[str], lang: str) -> QueryScores:
+def score_query(ranking: Sequence[str], gold: frozenset[str], lang: str, delivered: Sequence[str]) -> QueryScores:
+    """`ranking`: the full ranking; `delivered`: what `search()` returned for the same request."""
+    found = gold.intersection(delivered)
     return QueryScores(
         lang,
         recall_at(ranking, gold, 1),
@@ -39,18 +57,38 @@ def score_query(ranking: Sequence[str], gold: frozenset[str], lang: str) -> Quer
         recall_at(ranking, gold, 5),
         ndcg_at_10(ranking, gold),
         mrr_at_10(ranking, gold),
+        hit_at(ranking, gold, 3),
+        hit_at(ranking, gold, 5),
+        1.0 if found else 0.0,
+        len(found) / len(gold),
+        0.0 if delivered else 1.0,
+        len(delivered),
     )
 
 
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
 def summarize(scores: Sequence[QueryScores]) -> dict[str, float]:
-    count = len(scores)
-    if count == 0:
-        return {"n_queries": 0, "recall@1": 0.0, "recall@3": 0.0, "recall@5": 0.0, "ndcg@10": 0.0, "mrr@10": 0.0}
+    """The ranking figures, averaged over requests."""
     return {
-        "n_queries": count,
-        "recall@1": round(sum(s.recall_1 for s in scores) / count, 4),
-        "recall@3": round(sum(s.recall_3 for s in scores) / count, 4),
-        "recall@5": round(sum(s.recall_5 for s in scores) / count, 4),
-        "ndcg@10": round(sum(s.ndcg_10 for s in scores) / count, 4),
-        "mrr@10": round(sum(s.mrr_10 for s in scores) / count, 4),
+        "n_queries": len(scores),
+        "recall@1": _mean([s.recall_1 for s in scores]),
+        "recall@3": _mean([s.recall_3 for s in scores]),
+        "recall@5": _mean([s.recall_5 for s in scores]),
+        "ndcg@10": _mean([s.ndcg_10 for s in scores]),
+        "mrr@10": _mean([s.mrr_10 for s in scores]),
+        "hit@3": _mean([s.hit_3 for s in scores]),
+        "hit@5": _mean([s.hit_5 for s in scores]),
+    }
+
+
+def delivered(scores: Sequence[QueryScores]) -> dict[str, float]:
+    """What callers received, averaged over requests."""
+    return {
+        "hit": _mean([s.delivered_hit for s in scores]),
+        "recall": _mean([s.delivered_recall for s in scores]),
+        "empty": _mean([s.empty for s in scores]),
+        "mean_returned": _mean([float(s.returned) for s in scores]),
     }

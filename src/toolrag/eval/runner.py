@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
-from toolrag.eval.dataset import BenchmarkSet, Query
-from toolrag.eval.metrics import QueryScores, score_query, summarize
+from toolrag.eval.dataset import BenchmarkSet, NoToolRequest, Query
+from toolrag.eval.metrics import QueryScores, delivered, score_query, summarize
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 from toolrag.search.config import SearchConfig
@@ -43,10 +43,29 @@ class _RememberedQueries(DelegatingEmbedder):
 
 @dataclass
 class ModeReport:
-    summary: dict[str, float]
-    by_lang: dict[str, dict[str, float]]
-    no_tool_rate: float
+    summary: dict[str, float]  # the ranking
+    delivered: dict[str, float]  # what search() returned
+    by_lang: dict[str, dict[str, Any]]  # both, per language
     injected_mean: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.summary, "delivered": self.delivered, "by_lang": self.by_lang, "no_tool_rate": self.empty}
+
+    @property
+    def empty(self) -> float:
+        return self.delivered["empty"]
+
+
+@dataclass
+class NoToolReport:
+    """Requests that need no tool: how many got one anyway, per language."""
+
+    n: int
+    given_tool: float
+    by_lang: dict[str, dict[str, float]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"n": self.n, "given_tool": self.given_tool, "by_lang": self.by_lang}
 
 
 @dataclass
@@ -59,6 +78,7 @@ class EvalReport:
     catalog_tokens: int = 0
     index_seconds: float = 0.0
     replayed: int = 0  # requests written to the usage log and learned from, not measured
+    no_tool: NoToolReport | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The first mode's figures at the top level (the keys `toolrag eval --json` promises), all modes below."""
@@ -69,8 +89,10 @@ class EvalReport:
             "embedder": self.embedder,
             "n_tools": self.n_tools,
             **first.summary,
+            "delivered": first.delivered,
             "by_lang": first.by_lang,
-            "no_tool_rate": first.no_tool_rate,
+            "no_tool_rate": first.empty,
+            "no_tool": self.no_tool.as_json() if self.no_tool else None,
             "latency_ms": self.latency_ms,
             "tokens": {
                 "catalog": self.catalog_tokens,
@@ -80,7 +102,12 @@ class EvalReport:
             "index_seconds": round(self.index_seconds, 2),
             "replayed": self.replayed,
             "modes": {
-                name: {**m.summary, "by_lang": m.by_lang, "no_tool_rate": m.no_tool_rate}
+                name: {
+                    **m.summary,
+                    "delivered": m.delivered,
+                    "by_lang": m.by_lang,
+                    "no_tool_rate": m.delivered["empty"],
+                }
                 for name, m in self.modes.items()
             },
         }
@@ -94,10 +121,12 @@ def evaluate(
     progress: Progress | None = None,
     replay_share: float = 0.0,
     principal: Principal | None = None,
+    no_tool: Sequence[NoToolRequest] = (),
 ) -> EvalReport:
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
-    how the usage-learned adjustment (`usage_weight`) would do on a registry with that history."""
+    how the usage-learned adjustment (`usage_weight`) would do on a registry with that history. `no_tool`: requests
+    that need no tool, searched on the first mode's default path (the false-tool rate)."""
     config = config or SearchConfig()
     remembered = _RememberedQueries(embedder)
     with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
@@ -125,6 +154,7 @@ def evaluate(
             report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)
             if number == 0:
                 report.latency_ms = _percentiles(latencies)
+                report.no_tool = _no_tool(registry, no_tool, principal) if no_tool else None
         registry.close()
     return report
 
@@ -160,15 +190,13 @@ def _run_mode(
     scores: list[QueryScores] = []
     latencies: list[float] = []
     injected: list[int] = []
-    empty = 0
     for number, query in enumerate(benchmark.queries, 1):
         started = time.perf_counter()
         ranking = [r.name for r in registry.rank(query.text, principal, limit=10, mode=mode)]
         latencies.append((time.perf_counter() - started) * 1000)
-        scores.append(score_query(ranking, query.relevant, query.lang))
         selection = registry.select(query.text, principal)
+        scores.append(score_query(ranking, query.relevant, query.lang, [r.name for r in selection.results]))
         injected.append(selection.injected_tokens)
-        empty += not selection.results
         if progress and (number % 200 == 0 or number == len(benchmark.queries)):
             progress(mode, number, len(benchmark.queries))
     by_lang: dict[str, list[QueryScores]] = defaultdict(list)
@@ -176,11 +204,26 @@ def _run_mode(
         by_lang[item.lang].append(item)
     report = ModeReport(
         summary=summarize(scores),
-        by_lang={lang: summarize(items) for lang, items in sorted(by_lang.items())},
-        no_tool_rate=round(empty / max(1, len(scores)), 4),
+        delivered=delivered(scores),
+        by_lang={lang: {**summarize(items), "delivered": delivered(items)} for lang, items in sorted(by_lang.items())},
         injected_mean=statistics.fmean(injected) if injected else 0.0,
     )
     return report, latencies
+
+
+def _no_tool(registry: ToolRegistry, requests: Sequence[NoToolRequest], principal: Principal) -> NoToolReport:
+    given: dict[str, list[float]] = defaultdict(list)
+    for request in requests:
+        given[request.lang].append(1.0 if registry.search(request.text, principal) else 0.0)
+    every = [value for values in given.values() for value in values]
+    return NoToolReport(
+        n=len(every),
+        given_tool=round(statistics.fmean(every), 4),
+        by_lang={
+            lang: {"n": len(values), "given_tool": round(statistics.fmean(values), 4)}
+            for lang, values in sorted(given.items())
+        },
+    )
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:

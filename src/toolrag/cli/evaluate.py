@@ -1,0 +1,170 @@
+"""`toolrag eval`: retrieval measured on a benchmark set, the ranking beside what a caller receives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from toolrag.cli.common import (
+    EmbedderOption,
+    JsonOption,
+    ScopesOption,
+    err,
+    fail,
+    guarded,
+    out,
+    principal_from,
+    print_json,
+)
+from toolrag.limits import MAX_K
+
+
+def _settings(pairs: list[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator:
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE")
+        try:
+            parsed[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key.strip()] = value
+    return parsed
+
+
+def eval_command(
+    folder: Annotated[
+        Path | None, typer.Argument(help="Folder with tools.jsonl and queries.jsonl (format: docs/evaluation.md).")
+    ] = None,
+    example: Annotated[
+        bool, typer.Option("--example", help="The bundled example catalog and its requests in six languages.")
+    ] = False,
+    no_tool: Annotated[
+        Path | None,
+        typer.Option(
+            "--no-tool", help="Requests that need no tool (JSON Lines); default: FOLDER/notool.jsonl when there."
+        ),
+    ] = None,
+    user: Annotated[str | None, typer.Option(help="User the requests are made for.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
+    scopes: ScopesOption = None,
+    embedder: EmbedderOption = "default",
+    mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
+        "hybrid"
+    ],
+    compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
+    dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
+    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
+    limit: Annotated[int | None, typer.Option(help="Evaluate an evenly spaced sample of this many requests.")] = None,
+    settings: Annotated[
+        list[str] | None, typer.Option("--set", help="A search setting as KEY=JSON, e.g. multi_intent=false.")
+    ] = None,
+    replay_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.9,
+            help="Replay this share of the requests as a usage log, learn from it and measure the rest"
+            " (with --set usage_weight=0.3: the usage-learned adjustment).",
+        ),
+    ] = 0.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure retrieval on a benchmark set: the ranking (Recall@k, Hit@k, nDCG@10, MRR@10) and what search()
+    delivers (hit, recall, empty results, tools returned), per language; the false-tool rate on requests that need
+    no tool; latency and tokens saved."""
+    from toolrag.embed import make_embedder
+    from toolrag.eval import evaluate, example_no_tool_requests, load_benchmark, load_example, load_no_tool
+    from toolrag.search.config import SearchConfig
+
+    if (folder is None) == (not example):
+        fail("give a benchmark folder, or --example for the bundled one")
+    modes = list(dict.fromkeys([*mode, *(["dense", "lexical"] if compare else [])]))
+    if example:  # its tools carry scopes and tenants: measured as someone who may use them all
+        user, tenant, scopes = user or "example", tenant or "acme", scopes or ["*"]
+    if folder is None:
+        benchmark = guarded(lambda: load_example(limit))
+        small_talk = guarded(lambda: load_no_tool(no_tool) if no_tool else example_no_tool_requests())
+    else:
+        source = folder
+        benchmark = guarded(lambda: load_benchmark(source, limit))
+        given = no_tool or (folder / "notool.jsonl" if (folder / "notool.jsonl").is_file() else None)
+        small_talk = guarded(lambda: load_no_tool(given)) if given else []
+    principal = principal_from(user, tenant, scopes)
+    overrides = guarded(lambda: _settings(settings or []))
+    config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
+    model = guarded(lambda: make_embedder(embedder))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=as_json) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        report = guarded(
+            lambda: evaluate(benchmark, model, config, modes, progress, replay_share, principal, small_talk)
+        )
+    data = report.as_json()
+    if as_json:
+        print_json(data)
+    else:
+        _print_report(data, modes[0], len(benchmark.tools))
+
+
+RANKING = ("recall@1", "recall@3", "recall@5", "hit@3", "ndcg@10", "mrr@10")
+DELIVERED = ("hit", "recall", "empty", "mean_returned")
+
+
+def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
+    title = f"{data['dataset']}: {tools} tools, {data['n_queries']} requests"
+    ranking = Table("mode", "R@1", "R@3", "R@5", "Hit@3", "nDCG@10", "MRR@10", title=f"{title}: the ranking")
+    received = Table("mode", "hit", "recall", "empty", "returned", title="what search() delivered")
+    for name, figures in data["modes"].items():
+        ranking.add_row(name, *(f"{figures[key]:.3f}" for key in RANKING))
+        received.add_row(name, *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED))
+    out.print(ranking)
+    out.print(received)
+    if len(data["by_lang"]) > 1:
+        langs = Table(
+            "language",
+            "n",
+            "R@3",
+            "Hit@3",
+            "nDCG@10",
+            "| hit",
+            "recall",
+            "empty",
+            "returned",
+            title=f"{first_mode} by language",
+        )
+        for lang, figures in data["by_lang"].items():
+            langs.add_row(
+                lang,
+                str(figures["n_queries"]),
+                *(f"{figures[key]:.3f}" for key in ("recall@3", "hit@3", "ndcg@10")),
+                *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED),
+            )
+        out.print(langs)
+    if data["no_tool"]:
+        small_talk = data["no_tool"]
+        by_lang = ", ".join(f"{lang} {v['given_tool']:.0%} of {v['n']}" for lang, v in small_talk["by_lang"].items())
+        out.print(
+            f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']} ({by_lang})",
+            highlight=False,
+        )
+    tokens = data["tokens"]
+    out.print(
+        f"search latency ({first_mode}, request embedding included): p50 {data['latency_ms']['p50']:.1f} ms, "
+        f"p95 {data['latency_ms']['p95']:.1f} ms; indexed in {data['index_seconds']:.1f} s"
+    )
+    out.print(
+        f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
+        f"({tokens['saved_pct']:.1f}% saved)"
+    )
