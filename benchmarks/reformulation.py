@@ -1,11 +1,11 @@
-"""Second chances for requests nothing passed the threshold for: how many they rescue, and how many rightly.
+"""Second chances for requests that got no tool: how many they rescue, and how many rightly.
 
     python benchmarks/reformulation.py [--requests 1500]
 
-For every shared set (an evenly spaced sample), `search()` with no second chance, with `expand`, and with `relax`,
+For every shared set (an evenly spaced sample), `search()` with no second chance and with `expand`,
 on the requests as they are and with one typo (two letters swapped in the middle of the request's longest word):
 the no-tool rate, the share of requests whose results hold a relevant tool, how many requests a step rescued and
-how many of those rescues hold a relevant tool; and the held-out small talk given a tool. `rewrite` needs a chat
+how many of those rescues hold a relevant tool; and the small talk of ../shared/bench/notool.jsonl given a tool. `rewrite` needs a chat
 model (none is reachable here): it is tested with a scripted model in tests/test_reformulate.py.
 """
 
@@ -16,15 +16,14 @@ import re
 import tempfile
 from pathlib import Path
 
-from calibration import HELD_OUT_SMALL_TALK
-
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import make_embedder
-from toolrag.eval import BenchmarkSet, load_benchmark
+from toolrag.eval import BenchmarkSet, load_benchmark, load_no_tool
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+SMALL_TALK = [request.text for request in load_no_tool(BENCH / "notool.jsonl")]
 LONG_WORD = re.compile(r"[A-Za-z]{6,}")
-STEPS: list[tuple[str, list[str]]] = [("none", []), ("expand (default)", ["expand"]), ("relax", ["relax"])]
+STEPS: list[tuple[str, list[str]]] = [("none", []), ("expand (default)", ["expand"])]
 
 
 def with_typo(text: str) -> str:
@@ -68,7 +67,7 @@ def main() -> None:
             base.register_many(benchmark.tools)
             for label, steps in STEPS:
                 registry = ToolRegistry(base.store, embedder, SearchConfig(reformulate=steps))  # type: ignore[arg-type]
-                talk = sum(bool(registry.search(t, Principal.anonymous())) for t in HELD_OUT_SMALL_TALK)
+                talk = sum(bool(registry.search(t, Principal.anonymous())) for t in SMALL_TALK)
                 for typo in (False, True):
                     f = measure(registry, benchmark, typo)
                     print(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolrag import Tool, ToolRegistry
+from toolrag import SearchConfig, Tool, ToolRegistry
 from toolrag.embed import make_embedder
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 
@@ -84,9 +84,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return in_schema(request.getfixturevalue("postgres_url"), f"test_{uuid.uuid4().hex[:12]}")
 
 
+# The sample catalogs are small enough for the `all` strategy; tests of retrieval keep retrieval in force.
+RETRIEVAL = SearchConfig(inject_all_below_tokens=0)
+
+
 @pytest.fixture
 def registry(store_url: str, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
-    with ToolRegistry(store_url, embedder) as reg:
+    with ToolRegistry(store_url, embedder, RETRIEVAL) as reg:
         yield reg
 
 

@@ -26,7 +26,7 @@ from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig, TokenConfig
 from toolrag.server.guard import HttpLimits, server_config
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def api_config() -> ApiConfig:
 
 @pytest.fixture
 def api(store_url: str, embedder: CountingEmbedder) -> Iterator[tuple[str, ToolRegistry]]:
-    registry = ToolRegistry(store_url, embedder, monitor=MonitorConfig(flush_seconds=0.05))
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL, monitor=MonitorConfig(flush_seconds=0.05))
 
     def send(to: str, body: str) -> str:
         """Send an email."""
@@ -137,7 +137,7 @@ def test_manage_tools_over_http(api: tuple[str, ToolRegistry]) -> None:
 def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegistry]) -> None:
     url, registry = api
     found = call(url, "POST", "/search", BILLING, json={"query": "refund the customer's payment", "session": "s1"})
-    assert found.status_code == 200
+    assert found.status_code == 200 and found.json()["strategy"] == "retrieval"
     assert found.json()["results"][0]["name"] == "payments.refund_payment"
     assert found.json()["tools"][0]["function"]["name"] == "payments__refund_payment"
     hidden = call(url, "POST", "/search", AGENT, json={"query": "refund the customer's payment"})

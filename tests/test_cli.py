@@ -106,7 +106,7 @@ def test_store_copy_to_postgres_and_back(store: str, postgres_url: str, tmp_path
         "tools": 3,
         "versions": 4,
         "vectors": 4,  # the replaced description's vector is kept, for a rollback to reuse
-        "model": "use-multilingual-v3+all-minilm-l6-v2-int8@0.5",
+        "model": "use-multilingual-v3+all-minilm-l6-v2-int8+multilingual-e5-small-q4@0.5:0.2/0.5:0/0:0.8",
         "seconds": 0,
     }
     back = str(tmp_path / "back.db")

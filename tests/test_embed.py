@@ -7,32 +7,82 @@ import numpy as np
 import pytest
 
 from toolrag import EmbeddingError
-from toolrag.embed import EnsembleEmbedder, MiniLM, OpenAICompatibleEmbedder, UniversalSentenceEncoder, make_embedder
+from toolrag.embed import (
+    EnsembleEmbedder,
+    Member,
+    MiniLM,
+    MultilingualE5,
+    OpenAICompatibleEmbedder,
+    UniversalSentenceEncoder,
+    make_embedder,
+)
+from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 from toolrag.embed.language import looks_english
 
 from .conftest import json_http_server
 
 
 def test_bundled_models_give_unit_vectors() -> None:
-    for model in (UniversalSentenceEncoder(), MiniLM()):
+    for model in (UniversalSentenceEncoder(), MiniLM(), MultilingualE5()):
         vectors = model.embed_documents(["send an email", "weather forecast"])
         assert vectors.shape == (2, model.dimension) and vectors.dtype == np.float32
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-        assert np.allclose(model.embed_query("send an email"), vectors[0], atol=1e-5)
+        query = model.embed_query("send an email")
+        assert np.isclose(np.linalg.norm(query), 1.0, atol=1e-5) and float(query @ vectors[0]) > 0.8
 
 
-def test_ensemble_scores_are_a_mean_of_cosines_and_other_languages_use_the_multilingual_model() -> None:
-    use, minilm = UniversalSentenceEncoder(), MiniLM()
-    ensemble = EnsembleEmbedder(use, minilm)
-    doc = ensemble.embed_documents(["weather forecast for a city"])[0]
+class Counting(DelegatingEmbedder):
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.queries = 0
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries += 1
+        return self.inner.embed_query(text)
+
+
+def test_the_ensemble_scores_the_weighted_mean_of_its_models_cosines_by_language() -> None:
+    use, minilm, e5 = Counting(UniversalSentenceEncoder()), Counting(MiniLM()), Counting(MultilingualE5())
+    ensemble = EnsembleEmbedder([Member(use, 0.5, 0.2), Member(minilm, 0.5, 0.0), Member(e5, 0.0, 0.8)])
+    tool = "weather forecast for a city"
+    doc = ensemble.embed_documents([tool])[0]
+    assert np.isclose(np.linalg.norm(doc), 1.0, atol=1e-5)
+
+    def cosine(member: Counting, request: str) -> float:
+        return float(member.inner.embed_query(request) @ member.inner.embed_documents([tool])[0])
+
     english = "will it rain tomorrow in the city"
-    expected = 0.5 * float(
-        use.embed_query(english) @ use.embed_documents(["weather forecast for a city"])[0]
-    ) + 0.5 * float(minilm.embed_query(english) @ minilm.embed_documents(["weather forecast for a city"])[0])
+    expected = 0.5 * cosine(use, english) + 0.5 * cosine(minilm, english)
     assert float(ensemble.embed_query(english) @ doc) == pytest.approx(expected, abs=1e-5)
-    german = "Wird es morgen regnen?"
-    only_use = float(use.embed_query(german) @ use.embed_documents(["weather forecast for a city"])[0])
-    assert float(ensemble.embed_query(german) @ doc) == pytest.approx(only_use, abs=1e-5)
+    assert e5.queries == 0  # a model with no share in English requests is not run for them
+    ukrainian = "Чи буде завтра дощ?"
+    expected = 0.2 * cosine(use, ukrainian) + 0.8 * cosine(e5, ukrainian)
+    minilm_before = minilm.queries
+    assert float(ensemble.embed_query(ukrainian) @ doc) == pytest.approx(expected, abs=1e-5)
+    assert minilm.queries == minilm_before
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [],
+        [Member(MiniLM(), 0.5, 0.5)],  # shares must add up to 1
+        [Member(MiniLM(), 1.0, 0.0), Member(UniversalSentenceEncoder(), -0.1, 1.1)],
+        [Member(MiniLM(), 1.0, 1.0), Member(UniversalSentenceEncoder(), 0.0, 0.0)],  # a member no language uses
+    ],
+)
+def test_an_ensemble_with_impossible_weights_is_refused(members: list[Member]) -> None:
+    with pytest.raises(ValueError):
+        EnsembleEmbedder(members)
+
+
+def test_the_default_names_every_model_and_weight() -> None:
+    default = make_embedder("default")
+    assert default.model_id == (
+        "use-multilingual-v3+all-minilm-l6-v2-int8+multilingual-e5-small-q4@0.5:0.2/0.5:0/0:0.8"
+    )
+    assert default.dimension == 512 + 384 + 384
+    assert make_embedder("use+minilm").model_id == "use-multilingual-v3+all-minilm-l6-v2-int8@0.5:1/0.5:0"
 
 
 @pytest.mark.parametrize(
@@ -44,6 +94,9 @@ def test_ensemble_scores_are_a_mean_of_cosines_and_other_languages_use_the_multi
         ("Чи буде дощ?", False),
         ("¿Puedes reservar una mesa?", False),
         ("calculator", True),
+        ("Napisz wiersz o morzu", False),
+        ("Deniz hakkında bir şiir yaz", False),
+        ("¡Hasta luego!", False),
     ],
 )
 def test_language_guess(text: str, english: bool) -> None:

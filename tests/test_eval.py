@@ -7,7 +7,7 @@ import pytest
 
 from toolrag import CatalogError
 from toolrag.eval import evaluate, load_benchmark
-from toolrag.eval.metrics import mrr_at_10, ndcg_at_10, recall_at
+from toolrag.eval.metrics import expected_calibration_error, mrr_at_10, ndcg_at_10, recall_at, reliability
 
 from .conftest import CountingEmbedder
 
@@ -113,6 +113,17 @@ def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
         assert set(figures["delivered"]) == {"hit", "recall", "empty", "mean_returned"}
     assert report["no_tool"]["n"] == 2 and set(report["no_tool"]["by_lang"]) == {"de", "en"}
     assert report["no_tool"]["given_tool"] in (0.0, 0.5, 1.0)
+    # The catalog is tiny, but retrieval is what is measured; the scores shown are checked against relevance.
+    assert report["strategy"] == "retrieval" and report["delivered"]["mean_returned"] <= 3
+    bins = report["calibration"]["bins"]
+    assert sum(b["n"] for b in bins) > 0 and 0 <= report["calibration"]["ece"] <= 1
+
+
+def test_reliability_bins_and_the_calibration_error() -> None:
+    table = reliability([0.05, 0.15, 0.95, 1.0], [False, True, True, True])
+    assert [(b.low, b.n, b.relevant) for b in table] == [(0.0, 1, 0.0), (0.1, 1, 1.0), (0.9, 2, 1.0)]
+    assert expected_calibration_error(table) == pytest.approx((0.05 + 0.85 + 0.025 * 2) / 4, abs=1e-4)
+    assert expected_calibration_error([]) == 0.0
 
 
 def test_eval_reads_notool_jsonl_beside_the_set(tmp_path: Path) -> None:

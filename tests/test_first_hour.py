@@ -19,7 +19,7 @@ from toolrag.embed.base import DelegatingEmbedder, Vectors
 from toolrag.inject import tokens
 from toolrag.server.config import ApiConfig, TokenConfig
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, in_schema
 
 runner = CliRunner()
 
@@ -107,6 +107,7 @@ def test_models_load_from_the_cache_with_the_same_vectors(tmp_path: Path, monkey
 
 def test_calibration_vectors_are_kept_in_the_store(tmp_path: Path, embedder: CountingEmbedder) -> None:
     from toolrag.search import calibrate
+    from toolrag.search.small_talk import SMALL_TALK
 
     class CountingRequests(DelegatingEmbedder):
         requests = 0
@@ -117,12 +118,12 @@ def test_calibration_vectors_are_kept_in_the_store(tmp_path: Path, embedder: Cou
 
     path = tmp_path / "tools.db"
     ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
-    calibrate._BANK_VECTORS.clear()
-    ToolRegistry(path, CountingRequests(embedder)).search("refund the payment")
-    assert CountingRequests.requests > len(calibrate.NO_TOOL_REQUESTS)  # the bank, embedded once
-    calibrate._BANK_VECTORS.clear()  # as in a new process
+    calibrate._BANK.clear()
+    ToolRegistry(path, CountingRequests(embedder), RETRIEVAL).search("refund the payment")
+    assert CountingRequests.requests > len(SMALL_TALK)  # the bank, embedded once
+    calibrate._BANK.clear()  # as in a new process
     CountingRequests.requests = 0
-    ToolRegistry(path, CountingRequests(embedder)).search("hello there")
+    ToolRegistry(path, CountingRequests(embedder), RETRIEVAL).search("hello there")
     assert CountingRequests.requests == 1  # only the request: the bank's vectors came from the store
 
 

@@ -15,7 +15,7 @@ from toolrag.mcp.importer import ToolImporter
 from toolrag.search.groups import blend_groups, description_scores, group_of
 from toolrag.store.backup import read_backup, write_backup
 
-from .conftest import CountingEmbedder, make_tool
+from .conftest import RETRIEVAL, CountingEmbedder, make_tool
 
 NAN = float("nan")
 
@@ -79,9 +79,9 @@ def test_a_server_description_ranks_its_tools_for_requests_only_it_matches(
     # "acme" happens to sit closer to any request than "zeta": the group signal narrows that gap, without
     # overriding the tools' own evidence (a soft blend).
     request = "look up an employee's sick leave record"
-    grouped = {r.name: r.score for r in registry.rank(request, limit=4)}
+    grouped = {r.name: r.signals.fused for r in registry.rank(request, limit=4)}
     flat = ToolRegistry(registry.store, embedder, SearchConfig(group_weight=0.0))
-    alone = {r.name: r.score for r in flat.rank(request, limit=4)}
+    alone = {r.name: r.signals.fused for r in flat.rank(request, limit=4)}
     assert grouped["zeta.submit"] > grouped["acme.submit"]
     assert grouped["acme.lookup"] - grouped["zeta.lookup"] < (alone["acme.lookup"] - alone["zeta.lookup"]) / 2
     strong = ToolRegistry(registry.store, embedder, SearchConfig(group_weight=0.5))
@@ -117,7 +117,7 @@ def _listed(*names: str) -> list[types.Tool]:
 def test_mcp_servers_are_described_by_their_configuration_or_their_instructions(
     tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
-    registry = ToolRegistry(tmp_path / "g.db", embedder)
+    registry = ToolRegistry(tmp_path / "g.db", embedder, RETRIEVAL)
     settings = GatewayConfig(
         servers={
             "freight": ServerConfig(command="x", description="Parcels and delivery tracking."),

@@ -7,7 +7,7 @@ import pytest
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.search.intents import split_intents
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 
 
 @pytest.mark.parametrize(
@@ -30,10 +30,10 @@ def test_requests_are_split_only_at_explicit_markers(request_text: str, parts: i
 
 
 def test_each_intent_gets_its_tool(tmp_path, embedder: CountingEmbedder) -> None:  # type: ignore[no-untyped-def]
-    registry = ToolRegistry(tmp_path / "i.db", embedder)
+    registry = ToolRegistry(tmp_path / "i.db", embedder, RETRIEVAL)
     registry.register_many(SAMPLE_TOOLS)
     anyone = Principal(scopes=frozenset({"*"}), tenant="acme")
     request = "will it rain in Kyiv tomorrow and what is the exchange rate of the dollar to the euro?"
     assert {"weather.forecast", "finance.exchange_rate"} <= {r.name for r in registry.search(request, anyone, k=2)}
-    single = ToolRegistry(registry.store, embedder, SearchConfig(multi_intent=False))
+    single = ToolRegistry(registry.store, embedder, SearchConfig(multi_intent=False, inject_all_below_tokens=0))
     assert len(single.search(request, anyone, k=2)) <= 2  # without the split, k bounds the whole request

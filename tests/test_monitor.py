@@ -16,7 +16,7 @@ from toolrag.monitor.redact import redact
 from toolrag.runtime import Agent, Message, ScriptedModel, ToolCall
 from toolrag.store.usage import CallRecord, RetrievalRecord
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 
 runner = CliRunner()
 ADMIN = Principal(user="ann", tenant="acme", scopes=frozenset({"*"}))
@@ -24,7 +24,7 @@ FAST = MonitorConfig(flush_seconds=0.05)
 
 
 def monitored(store_url: str, embedder: CountingEmbedder, config: MonitorConfig = FAST) -> ToolRegistry:
-    registry = ToolRegistry(store_url, embedder, monitor=config)
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL, monitor=config)
     registry.register_many(SAMPLE_TOOLS)
 
     def send(to: str, body: str) -> str:
@@ -61,7 +61,7 @@ def test_searches_and_agent_calls_are_logged_and_reported(store_url: str, embedd
     assert usage["email.send"].call_rate > 0 and 0 < (usage["email.send"].mean_score or 0) <= 1
     assert usage["calendar.create_event"].called == 1
     assert "finance.exchange_rate" in [u.tool for u in report.dead]
-    assert "shop.track_shipment" in report.unused
+    assert "hr.update_salary" in report.unused
     assert [s.request for s in report.misses["no_tool"]] == ["tell me a joke"]
     unshortlisted = report.misses["unshortlisted_call"]
     assert [(s.detail, s.request) for s in unshortlisted] == [
@@ -78,7 +78,9 @@ def test_request_texts_can_be_redacted_or_hashed(store_url: str, embedder: Count
     registry = monitored(store_url, embedder, MonitorConfig(requests="redacted", flush_seconds=0.05))
     registry.search("refund order 12345678 for ann@example.com", ADMIN)
     registry.usage.flush()  # type: ignore[union-attr]
-    hashed = ToolRegistry(registry.store, embedder, monitor=MonitorConfig(requests="hash", flush_seconds=0.05))
+    hashed = ToolRegistry(
+        registry.store, embedder, RETRIEVAL, monitor=MonitorConfig(requests="hash", flush_seconds=0.05)
+    )
     hashed.search("what is the exchange rate of the dollar to the euro", ADMIN)
     hashed.usage.flush()  # type: ignore[union-attr]
     report = build_report(registry.store).as_json()
@@ -117,7 +119,7 @@ def test_report_cli(tmp_path, embedder: CountingEmbedder) -> None:  # type: igno
 def test_alias_suggestions_come_from_misses_and_apply_after_review(store_url: str, embedder: CountingEmbedder) -> None:
     registry = monitored(store_url, embedder)
     registry._functions["shop.track_shipment"] = lambda: "in Lviv, arrives Friday"
-    missed = "still nothing from Nova Poshta"
+    missed = "Nova Poshta still silent"
     assert "shop.track_shipment" not in [r.name for r in registry.search(missed, ADMIN)]
     for session in ("a", "b"):  # two conversations with the same question, answered by a tool it did not find
         registry.search(missed, ADMIN, session=session)

@@ -14,7 +14,7 @@ from toolrag.store import IndexModel
 from toolrag.store.base import migrations
 from toolrag.store.postgres import PostgresStore
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, make_tool
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, in_schema, make_tool
 
 MODEL = IndexModel("test-model", 4)
 
@@ -116,9 +116,11 @@ def test_search_with_the_databases_vector_index_matches_the_exact_scan(
     postgres_url: str, embedder: CountingEmbedder
 ) -> None:
     url = in_schema(postgres_url, "approximate")
-    exact = ToolRegistry(url, embedder)
+    exact = ToolRegistry(url, embedder, RETRIEVAL)
     exact.register_many(SAMPLE_TOOLS)
-    approximate = ToolRegistry(url, embedder, SearchConfig(ann_min_tools=0, ann_candidates=10))
+    approximate = ToolRegistry(
+        url, embedder, SearchConfig(ann_min_tools=0, ann_candidates=10, inject_all_below_tokens=0)
+    )
     nobody = Principal()
     for query in ["will it rain in Kyiv", "refund the customer", "where is my parcel", "email my boss"]:
         assert [r.name for r in approximate.search(query, nobody)] == [r.name for r in exact.search(query, nobody)]

@@ -13,8 +13,7 @@ from toolrag.monitor.config import MonitorConfig
 from toolrag.runtime.chat import ScriptedModel
 from toolrag.runtime.messages import Message
 from toolrag.runtime.rewrite import ChatRewriter
-from toolrag.search.cut import Ranked
-from toolrag.search.reformulate import Vocabulary, relaxed
+from toolrag.search.reformulate import Vocabulary
 from toolrag.search.text import tokenize
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder
@@ -24,13 +23,15 @@ ANYONE = Principal(scopes=frozenset({"*"}), tenant="acme")
 
 @pytest.fixture
 def plain(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
-    registry = ToolRegistry(tmp_path / "r.db", embedder, SearchConfig(reformulate=[], cache_entries=0))
+    registry = ToolRegistry(
+        tmp_path / "r.db", embedder, SearchConfig(reformulate=[], cache_entries=0, inject_all_below_tokens=0)
+    )
     registry.register_many(SAMPLE_TOOLS)
     return registry
 
 
 def with_steps(registry: ToolRegistry, embedder: CountingEmbedder, *steps: str, **options: object) -> ToolRegistry:
-    config = SearchConfig.model_validate({"reformulate": list(steps), "cache_entries": 0})
+    config = SearchConfig.model_validate({"reformulate": list(steps), "cache_entries": 0, "inject_all_below_tokens": 0})
     return ToolRegistry(registry.store, embedder, config, **options)  # type: ignore[arg-type]
 
 
@@ -39,7 +40,7 @@ def with_steps(registry: ToolRegistry, embedder: CountingEmbedder, *steps: str, 
     [
         ("forecst for kyiv", "weather.forecast"),
         ("exchnge rte", "finance.exchange_rate"),
-        ("schedul a meting", "calendar.create_event"),
+        ("sallary updte", "hr.update_salary"),
     ],
 )
 def test_a_typo_nothing_passed_for_is_found_by_expansion(
@@ -52,7 +53,7 @@ def test_a_typo_nothing_passed_for_is_found_by_expansion(
 
 
 def test_requests_that_pass_are_not_reformulated(plain: ToolRegistry, embedder: CountingEmbedder) -> None:
-    found = with_steps(plain, embedder, "expand", "relax").search("will it rain tomorrow in Kyiv?", ANYONE)
+    found = with_steps(plain, embedder, "expand").search("will it rain tomorrow in Kyiv?", ANYONE)
     assert found and found[0].signals.reformulation is None
 
 
@@ -72,23 +73,6 @@ def test_expansion_fixes_typos_not_other_words(plain: ToolRegistry) -> None:
     assert set(tokenize("refunds")) <= set(known)
 
 
-def _ranked(position: int, dense: float, lexical: float = 0.0, terms: int = 0, lead: float = 0.0) -> Ranked:
-    return Ranked(position, 1.0, dense, lexical, dense_lead=lead, matched_terms=terms, request_terms=3)
-
-
-def test_relax_accepts_the_one_signal_present_on_a_lower_bar() -> None:
-    config = SearchConfig()  # min_lead 0.15, lead floor 0.25, lexical coverage 0.5
-    no_words = [_ranked(0, 0.30, lead=0.08), _ranked(1, 0.22)]
-    assert relaxed(no_words, config) == [no_words[0]]
-    assert relaxed([_ranked(0, 0.30, lead=0.05), _ranked(1, 0.25)], config) == []  # no clear leader
-    weak_cosines = [_ranked(0, 0.10, lexical=0.3, terms=2), _ranked(1, 0.12, lexical=0.1, terms=1)]
-    assert relaxed(weak_cosines, config) == [weak_cosines[0]]
-    assert relaxed([_ranked(0, 0.10, lexical=0.3, terms=1)], config) == []  # one word is too little
-    both_speak = [_ranked(0, 0.30, lexical=0.3, terms=2, lead=0.1)]
-    assert relaxed(both_speak, config) == []  # both signals present: the normal rules already decided
-    assert relaxed([], config) == []
-
-
 def _rewrites(*answers: str) -> ScriptedModel:
     return ScriptedModel([Message(role="assistant", content=answer) for answer in answers])
 
@@ -96,7 +80,7 @@ def _rewrites(*answers: str) -> ScriptedModel:
 def test_rewrite_finds_tools_and_is_asked_once_per_request(plain: ToolRegistry, embedder: CountingEmbedder) -> None:
     model = _rewrites("1. refund a payment to the customer's card\n- give the customer their money back\n")
     registry = with_steps(plain, embedder, "rewrite", rewriter=ChatRewriter(model))
-    request = "make it right with the customer, order 5512"
+    request = "do what we discussed for case 5512"
     assert plain.search(request, ANYONE) == []
     for _ in range(2):
         found = registry.search(request, ANYONE)
@@ -111,7 +95,7 @@ def test_rewrite_respects_permissions(plain: ToolRegistry, embedder: CountingEmb
     registry = with_steps(plain, embedder, "rewrite", rewriter=ChatRewriter(model))
     reader = Principal(scopes=frozenset({"billing:read"}), tenant="acme")
     assert "payments.refund_payment" not in {
-        r.name for r in registry.search("make it right with the customer, order 5512", reader)
+        r.name for r in registry.search("do what we discussed for case 5512", reader)
     }
 
 
@@ -122,7 +106,7 @@ class BrokenModel:
 
 def test_a_failing_rewriter_leaves_the_search_without_tools(plain: ToolRegistry, embedder: CountingEmbedder) -> None:
     registry = with_steps(plain, embedder, "rewrite", rewriter=ChatRewriter(BrokenModel()))  # type: ignore[arg-type]
-    assert registry.search("make it right with the customer, order 5512", ANYONE) == []
+    assert registry.search("do what we discussed for case 5512", ANYONE) == []
 
 
 def test_the_step_is_logged_for_monitoring(plain: ToolRegistry, embedder: CountingEmbedder) -> None:

@@ -28,7 +28,7 @@ from toolrag.runtime import (
     ToolCallEvent,
 )
 
-from .conftest import CountingEmbedder
+from .conftest import RETRIEVAL, CountingEmbedder
 
 SEEN: dict[str, object] = {}
 BARRIER = threading.Barrier(2, timeout=5)
@@ -130,7 +130,7 @@ BILLING = Principal(user="u-456", tenant="acme", scopes=frozenset({"billing:writ
 
 @pytest.fixture
 def registry(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
-    reg = ToolRegistry(tmp_path / "runtime.db", embedder)
+    reg = ToolRegistry(tmp_path / "runtime.db", embedder, RETRIEVAL)
     reg.register(*TOOLS)
     return reg
 

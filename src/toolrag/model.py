@@ -11,7 +11,7 @@ import json
 import re
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -221,22 +221,41 @@ class Principal(BaseModel):
 
 
 class SignalScores(BaseModel):
-    """Why a tool was chosen: each signal's contribution, all in [0, 1]."""
+    """Why a tool was chosen: the signals behind its score."""
 
-    dense: float = 0.0
-    lexical: float = 0.0
+    dense: float = Field(default=0.0, description="cosine of the request with the tool")
+    lexical: float = Field(default=0.0, description="share of the request's best possible word score, in [0, 1]")
+    fused: float = Field(
+        default=0.0, description="the relative score that orders the request's candidates, in [0, 1] (1: the best)"
+    )
+    evidence: float = Field(
+        default=0.0,
+        description="how far the request's best tool beats its nearest small talk, beyond what small talk reaches"
+        " in this registry; below 0 the request reads as needing no tool (search/confidence.py)",
+    )
     name_match: bool = False
     routed_category: str | None = None
     always_included: bool = False
     reformulation: str | None = Field(
-        default=None, description="the second-chance step that found the tool (expand, relax, rewrite), if any"
+        default=None, description="the second-chance step that found the tool (expand, rewrite), if any"
     )
 
 
+Strategy = Literal["retrieval", "all"]
+
+
 class SearchResult(BaseModel):
-    """One selected tool with its fused score in [0, 1] and the breakdown behind it."""
+    """One selected tool: the estimated probability that it is what the request needs, and why."""
 
     name: str
-    score: float
+    score: float = Field(
+        description="estimated probability in [0, 1] that the tool is relevant to the request, calibrated on the"
+        " development sets (docs/benchmarks.md); 0 for tools always included by configuration"
+    )
     signals: SignalScores
     card: CapabilityCard
+    strategy: Strategy = Field(
+        default="retrieval",
+        description="`all`: the principal's whole catalog fits the token budget and was returned whole, by"
+        " relevance; `retrieval`: the best tools were retrieved",
+    )

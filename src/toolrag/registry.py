@@ -23,8 +23,9 @@ from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
 from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
-from toolrag.model import Principal, SearchResult, Tool, utc_now
+from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.config import MonitorConfig
+from toolrag.search.calibrate import embed_fixed
 from toolrag.search.config import SearchConfig
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
@@ -49,6 +50,11 @@ class Selection:
     tools: list[dict[str, Any]]
     injected_tokens: int
     catalog_tokens: int
+
+    @property
+    def strategy(self) -> Strategy:
+        """`all` when the principal's whole catalog fit the token budget and was returned, else `retrieval`."""
+        return "all" if any(r.strategy == "all" for r in self.results) else "retrieval"
 
     @property
     def saved_pct(self) -> float:
@@ -102,7 +108,13 @@ class ToolRegistry:
         self.config = config or SearchConfig()
         nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
         self.retriever = Retriever(
-            self._snapshot, self.embedder, self.config, nearest, rewriter, query_vectors=self._stored_query_vectors
+            self._snapshot,
+            self.embedder,
+            self.config,
+            nearest,
+            rewriter,
+            fixed_vectors=self._stored_fixed_vectors,
+            catalog_fits=self.catalog_fits,
         )
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prepared: dict[str, PreparedTool] = {}
@@ -116,6 +128,7 @@ class ToolRegistry:
 
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
         self._catalog_totals: dict[tuple[object, ...], int] = {}
+        self._catalog_fit: dict[tuple[object, ...], bool] = {}
 
     # -- registration -------------------------------------------------------------------------------------------
 
@@ -371,6 +384,24 @@ class ToolRegistry:
             self._catalog_totals[key] = sum(self._tool_tokens(t, fmt) for t in self.visible_tools(principal))
         return self._catalog_totals[key]
 
+    def catalog_fits(self, principal: Principal, budget: int, fmt: str = "openai") -> bool:
+        """Whether every tool the principal can see costs fewer tokens than `budget` in full; counts only until the
+        budget is reached, once per registry generation."""
+        index = self._snapshot()
+        key = (index.generation, principal.visibility_key, budget, fmt)
+        if key not in self._catalog_fit:
+            if len(self._catalog_fit) > 256:
+                self._catalog_fit.clear()
+            mask = self.retriever.visibility.mask(index, principal)
+            total = 0
+            for position, tool in enumerate(index.tools):
+                if mask is None or mask[position]:
+                    total += self._tool_tokens(tool, fmt)
+                    if total >= budget:
+                        break
+            self._catalog_fit[key] = total < budget
+        return self._catalog_fit[key]
+
     def _tool_tokens(self, tool: Tool, fmt: str) -> int:
         key = (tool.content_hash, fmt)
         if key not in self._token_cache:
@@ -438,12 +469,17 @@ class ToolRegistry:
     def group_descriptions(self) -> dict[str, str]:
         return self.store.group_descriptions()
 
-    def _stored_query_vectors(self, embedder: Embedder, texts: Sequence[str]) -> Vector:
-        """Fixed texts (the calibration bank) embedded as requests, kept in the store beside the tool vectors
-        under their own keys: embedded once per model and registry, not once per process."""
-        keys = [text_hash("request\n" + text) for text in texts]
+    def _stored_fixed_vectors(self, embedder: Embedder, texts: Sequence[str], *, as_documents: bool) -> Vector:
+        """Fixed texts (the small-talk bank) embedded as requests or documents, kept in the store beside the tool
+        vectors under their own keys: embedded once per model and registry, not once per process."""
+        kind = "document" if as_documents else "request"
+        keys = [text_hash(f"{kind}\n{text}") for text in texts]
         known = self.store.vectors(embedder.model_id, keys)
-        fresh = {key: embedder.embed_query(text) for key, text in zip(keys, texts, strict=True) if key not in known}
+        missing = [(key, text) for key, text in zip(keys, texts, strict=True) if key not in known]
+        fresh: dict[str, Vector] = {}
+        if missing:
+            vectors = embed_fixed(embedder, [text for _, text in missing], as_documents=as_documents)
+            fresh = {key: vector for (key, _), vector in zip(missing, vectors, strict=True)}
         if fresh:
             with contextlib.suppress(StoreError):  # a registry this process may not write still searches
                 self.store.save_vectors(IndexModel(embedder.model_id, embedder.dimension), fresh)

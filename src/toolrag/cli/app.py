@@ -232,6 +232,7 @@ def search(
         print_json(
             {
                 "query": request,
+                "strategy": selection.strategy,
                 "results": [r.model_dump() for r in selection.results],
                 "tools": selection.tools,
                 "tokens": {
@@ -243,10 +244,16 @@ def search(
         )
         return
     out.print(results_table(request, selection.results))
-    out.print(
-        f"prompt tokens: {selection.injected_tokens} injected instead of {selection.catalog_tokens} "
-        f"for every visible tool ({selection.saved_pct}% saved)"
-    )
+    if selection.strategy == "all":
+        out.print(
+            f"strategy: all (every tool this principal may use costs {selection.catalog_tokens} prompt tokens, below"
+            f" the budget of {registry.config.inject_all_below_tokens}: all of them, likeliest first)"
+        )
+    else:
+        out.print(
+            f"prompt tokens: {selection.injected_tokens} injected instead of {selection.catalog_tokens} "
+            f"for every visible tool ({selection.saved_pct}% saved)"
+        )
 
 
 # -- chat ---------------------------------------------------------------------------------------------------------

@@ -111,9 +111,9 @@ def print_json(data: Any) -> None:
 
 
 def results_table(request: str, results: list[SearchResult]) -> Table:
-    table = Table("tool", "score", "dense", "lexical", "why", title=request, title_justify="left")
+    table = Table("tool", "confidence", "cosine", "lexical", "why", title=request, title_justify="left")
     if not results:
-        table.add_row("[dim](no tool passes the threshold: answer without tools)[/]", "", "", "", "")
+        table.add_row("[dim](none: this reads as needing no tool)[/]", "", "", "", "")
     for result in results:
         why = []
         if result.signals.name_match:

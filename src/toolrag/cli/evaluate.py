@@ -159,7 +159,25 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
             f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']} ({by_lang})",
             highlight=False,
         )
+    calibration = data["calibration"]
+    if calibration["bins"]:
+        bins = ", ".join(
+            f"{b['low']:.1f}-{b['high']:.1f}: {b['mean_score']:.2f} vs {b['relevant']:.2f} (n={b['n']})"
+            for b in calibration["bins"]
+        )
+        out.print(
+            f"scores shown vs share relevant, by bin: {bins}; expected calibration error {calibration['ece']:.3f}",
+            highlight=False,
+        )
     tokens = data["tokens"]
+    from toolrag.search.config import INJECT_ALL_BELOW_TOKENS
+
+    if tokens["catalog"] < INJECT_ALL_BELOW_TOKENS:
+        out.print(
+            f"(the catalog costs {tokens['catalog']} tokens, below the default budget of {INJECT_ALL_BELOW_TOKENS}:"
+            " search() would return all of it, the `all` strategy; measured here with retrieval)",
+            highlight=False,
+        )
     out.print(
         f"search latency ({first_mode}, request embedding included): p50 {data['latency_ms']['p50']:.1f} ms, "
         f"p95 {data['latency_ms']['p95']:.1f} ms; indexed in {data['index_seconds']:.1f} s"

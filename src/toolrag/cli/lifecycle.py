@@ -227,7 +227,8 @@ def report_command(
     out.print(
         f"[bold]Last {days} days[/]: {plural(totals.retrievals, 'search', 'searches')} in "
         f"{plural(totals.sessions, 'session')} ({totals.no_tool} found no tool, {totals.reformulated} found tools on a"
-        f" second chance), {plural(totals.calls, 'call')} ({totals.failed_calls} failed); "
+        f" second chance, {totals.whole_catalog} got the whole catalog), "
+        f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed); "
         f"{plural(report.active_tools, 'active tool')}, {report.inactive_tools} inactive",
         highlight=False,
     )

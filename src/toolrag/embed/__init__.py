@@ -6,21 +6,31 @@ import threading
 
 from toolrag._version import __version__
 from toolrag.embed.base import Embedder, Vectors, embed_in_batches, normalized
-from toolrag.embed.ensemble import EnsembleEmbedder
+from toolrag.embed.e5 import MultilingualE5
+from toolrag.embed.e5 import available as e5_available
+from toolrag.embed.ensemble import EnsembleEmbedder, Member
 from toolrag.embed.minilm import MiniLM
 from toolrag.embed.openai_compat import OpenAICompatibleEmbedder
 from toolrag.embed.use import UniversalSentenceEncoder
 
 DEFAULT_EMBEDDER = "default"
-EMBEDDER_NAMES = ("auto", "default", "use", "minilm", "openai:MODEL[@BASE_URL]")
+EMBEDDER_NAMES = ("auto", "default", "use+minilm", "use", "minilm", "e5", "openai:MODEL[@BASE_URL]")
+# Shares of each model in an English request's score and in another language's (embed/ensemble.py): MiniLM
+# understands English only; multilingual-e5-small understands Ukrainian and about 100 languages, but embeds
+# requests 4x slower than the others, so English requests, which MiniLM and USE serve well, do not wait for it.
+DEFAULT_WEIGHTS = {"use": (0.5, 0.2), "minilm": (0.5, 0.0), "e5": (0.0, 0.8)}
+WITHOUT_E5_WEIGHTS = {"use": (0.5, 1.0), "minilm": (0.5, 0.0)}
 _NAMES_BY_MODEL_ID = {
-    "use-multilingual-v3+all-minilm-l6-v2-int8@0.5": "default",
+    "use-multilingual-v3+all-minilm-l6-v2-int8+multilingual-e5-small-q4@0.5:0.2/0.5:0/0:0.8": "default",
+    "use-multilingual-v3+all-minilm-l6-v2-int8@0.5:1/0.5:0": "use+minilm",
     "use-multilingual-v3": "use",
     "all-minilm-l6-v2-int8": "minilm",
+    "multilingual-e5-small-q4": "e5",
 }
 # Models of earlier toolrag versions that no built-in embedder produces any more.
 _RETIRED = {
     "use-multilingual-v3+all-minilm-l6-v2@0.5": "default",
+    "use-multilingual-v3+all-minilm-l6-v2-int8@0.5": "default",
     "all-minilm-l6-v2": "minilm",
 }
 
@@ -31,9 +41,9 @@ def embedder_name_for(model_id: str) -> str:
         return _NAMES_BY_MODEL_ID[model_id]
     if model_id in _RETIRED:
         raise ValueError(
-            f"this registry was indexed with {model_id}, the float32 MiniLM of toolrag 0.1, which toolrag "
-            f"{__version__} replaced by its int8 twin: re-embed it once with "
-            f"`toolrag index rebuild --embedder {_RETIRED[model_id]}` (it keeps serving until the switch)"
+            f"this registry was indexed with {model_id}, a model of an earlier toolrag that toolrag {__version__} "
+            f"replaced: re-embed it once with `toolrag index rebuild --embedder {_RETIRED[model_id]}` (it keeps "
+            f"serving until the switch)"
         )
     if model_id.startswith("openai-compatible:"):
         model, _, base_url = model_id.removeprefix("openai-compatible:").partition("@")
@@ -46,10 +56,11 @@ _BUILT_IN_LOCK = threading.RLock()
 
 
 def make_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
-    """An embedder by name: `default` (USE multilingual + MiniLM), `use`, `minilm`, or `openai:MODEL[@BASE_URL]`.
+    """An embedder by name: `default` (USE multilingual + MiniLM + multilingual-e5-small where its wheel exists),
+    `use+minilm`, `use`, `minilm`, `e5`, or `openai:MODEL[@BASE_URL]`.
 
     The built-in models are loaded once per process, however many registries use them (they are thread-safe)."""
-    if name in ("default", "use", "minilm"):
+    if name in ("default", "use+minilm", "use", "minilm", "e5"):
         with _BUILT_IN_LOCK:
             if name not in _BUILT_IN:
                 _BUILT_IN[name] = _built_in(name)
@@ -65,14 +76,19 @@ def _built_in(name: str) -> Embedder:
         return UniversalSentenceEncoder()
     if name == "minilm":
         return MiniLM()
-    return EnsembleEmbedder(make_embedder("use"), make_embedder("minilm"))
+    if name == "e5":
+        return MultilingualE5()
+    weights = DEFAULT_WEIGHTS if name == "default" and e5_available() else WITHOUT_E5_WEIGHTS
+    return EnsembleEmbedder([Member(make_embedder(model), *shares) for model, shares in weights.items()])
 
 
 __all__ = [
     "DEFAULT_EMBEDDER",
     "Embedder",
     "EnsembleEmbedder",
+    "Member",
     "MiniLM",
+    "MultilingualE5",
     "OpenAICompatibleEmbedder",
     "UniversalSentenceEncoder",
     "Vectors",

@@ -1,55 +1,72 @@
-"""Two models in one vector space: the default embedder.
+"""Several models in one vector space: the default embedder.
 
-Each model's unit vector is scaled by sqrt(weight) and the parts are concatenated, so the dot product of a query
-and a document is the weighted mean of the models' cosines. The query side can drop a model per request: an
-English-only model scores a German request poorly, so for requests that do not look English its share goes to
-the multilingual model. See docs/benchmarks.md for the measurements behind this design.
+Each model gives every text a unit vector; a tool's vector is the models' vectors side by side, each scaled by the
+square root of its document weight (so it has unit length). A request's vector is built the same way but with
+weights that depend on its language, each divided by the square root of the document weight, so the dot product of
+a request and a tool is the weighted mean of the models' cosines with the request's weights: an English request
+leans on the English model, a request in another language on the multilingual ones, and a model that does not
+serve the request's language is not even run. See docs/architecture.md for the measurements behind the weights.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from toolrag.embed.base import Embedder, Vectors, first_row
+from toolrag.embed.base import Embedder, Vectors
 from toolrag.embed.language import looks_english
 
 
-class EnsembleEmbedder:
-    """A multilingual model plus an English model; English-only for requests that look English."""
+@dataclass(frozen=True)
+class Member:
+    """One model of an ensemble: its share of an English request's score and of any other language's."""
 
-    def __init__(self, multilingual: Embedder, english: Embedder, english_weight: float = 0.5) -> None:
-        if not 0.0 <= english_weight <= 1.0:
-            raise ValueError("english_weight must be in [0, 1]")
-        self.multilingual = multilingual
-        self.english = english
-        self.english_weight = english_weight
+    embedder: Embedder
+    english: float
+    other: float
+
+    @property
+    def document(self) -> float:
+        """Its share of a tool's vector: the larger of its two request shares."""
+        return max(self.english, self.other)
+
+
+class EnsembleEmbedder:
+    def __init__(self, members: Sequence[Member]) -> None:
+        if not members or any(m.english < 0 or m.other < 0 or m.document == 0 for m in members):
+            raise ValueError("an ensemble needs members with non-negative weights, each used by some language")
+        for side in ("english", "other"):
+            if not math.isclose(sum(getattr(m, side) for m in members), 1.0):
+                raise ValueError(f"the members' {side} weights must add up to 1")
+        self.members = list(members)
+        total = sum(m.document for m in self.members)
+        self._document_scale = [math.sqrt(m.document / total) for m in self.members]
 
     @property
     def model_id(self) -> str:
-        return f"{self.multilingual.model_id}+{self.english.model_id}@{self.english_weight:g}"
+        """Names the models and every weight: vectors of two differently weighted ensembles never mix."""
+        parts = "+".join(m.embedder.model_id for m in self.members)
+        weights = "/".join(f"{m.english:g}:{m.other:g}" for m in self.members)
+        return f"{parts}@{weights}"
 
     @property
     def dimension(self) -> int:
-        return self.multilingual.dimension + self.english.dimension
-
-    def _join(self, multilingual: Vectors, english: Vectors, english_weight: float) -> Vectors:
-        joined = np.hstack([multilingual * math.sqrt(1.0 - english_weight), english * math.sqrt(english_weight)])
-        return np.ascontiguousarray(joined, dtype=np.float32)
+        return sum(m.embedder.dimension for m in self.members)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._join(
-            self.multilingual.embed_documents(texts), self.english.embed_documents(texts), self.english_weight
-        )
+        parts = [m.embedder.embed_documents(texts) * s for m, s in zip(self.members, self._document_scale, strict=True)]
+        return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
 
     def embed_query(self, text: str) -> Vectors:
-        multilingual = self.multilingual.embed_query(text)[None, :]
-        if looks_english(text):
-            english = self.english.embed_query(text)[None, :]
-            return first_row(self._join(multilingual, english, self.english_weight))
-        # The query part is scaled so the dot product is the multilingual cosine itself, on the same scale as the
-        # weighted mean of cosines an English request gets.
-        scaled = multilingual[0] / math.sqrt(1.0 - self.english_weight)
-        return np.concatenate([scaled, np.zeros(self.english.dimension, dtype=np.float32)]).astype(np.float32)
+        english = looks_english(text)
+        parts = []
+        for member, scale in zip(self.members, self._document_scale, strict=True):
+            weight = member.english if english else member.other
+            if weight == 0:  # the model does not serve this language: not run
+                parts.append(np.zeros(member.embedder.dimension, dtype=np.float32))
+            else:
+                parts.append(member.embedder.embed_query(text) * (weight / scale))
+        return np.concatenate(parts).astype(np.float32)

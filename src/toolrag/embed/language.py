@@ -1,7 +1,8 @@
 """A cheap guess whether a request is English, for routing it to the right embedding model.
 
 No model needed: a request whose letters are mostly outside the Latin script is not English; otherwise its
-function words are counted against short lists for English and the other large Latin-script languages.
+function words are counted against short lists for English and the other large Latin-script languages (with none
+of them, letters beyond ASCII say another language: Polish, Turkish, Czech...).
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ def looks_english(text: str) -> bool:
     letters = [c for c in text if c.isalpha()]
     if not letters:
         return True
+    if "¿" in text or "¡" in text:  # Spanish marks, in requests too short for function words ("¡Hasta luego!")
+        return False
     if sum(1 for c in letters if ord(c) > 0x024F) > 0.2 * len(letters):
         return False
     words = [w.lower() for w in _WORD.findall(text)]
     counts = {lang: sum(w in vocabulary for w in words) for lang, vocabulary in _WORDS.items()}
     other = max(count for lang, count in counts.items() if lang != "en")
+    if counts["en"] == 0 and other == 0:
+        # No function word of any listed language: English has no letters beyond ASCII, Polish or Turkish do.
+        return all(c.isascii() for c in letters)
     return counts["en"] >= other

@@ -1,9 +1,10 @@
 """Metrics as shared/bench/README.md defines them.
 
 The ranking (no threshold, no cut): Recall@k, nDCG@10 with binary gains, MRR@10, and Hit@k (at least one relevant
-tool in the top k). What a caller receives from `search()` (after the evidence rules and the cut): delivered hit
+tool in the top k). What a caller receives from `search()` (after the decision and the cut): delivered hit
 (at least one relevant tool returned), delivered recall, the share of requests answered with nothing, and how many
-tools came back. For requests that need no tool: the share that got one anyway.
+tools came back; and whether the scores it shows are calibrated probabilities (a reliability table and the expected
+calibration error). For requests that need no tool: the share that got one anyway.
 """
 
 from __future__ import annotations
@@ -92,3 +93,37 @@ def delivered(scores: Sequence[QueryScores]) -> dict[str, float]:
         "empty": _mean([s.empty for s in scores]),
         "mean_returned": _mean([float(s.returned) for s in scores]),
     }
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    """Shown scores in [low, high): how many, their mean, and the share of them that were relevant."""
+
+    low: float
+    high: float
+    n: int
+    mean_score: float
+    relevant: float
+
+
+def reliability(scores: Sequence[float], relevant: Sequence[bool], bins: int = 10) -> list[ReliabilityBin]:
+    """Scores grouped in equal-width bins (a score of 1 goes to the last one); empty bins are left out."""
+    grouped: dict[int, list[tuple[float, bool]]] = {}
+    for score, label in zip(scores, relevant, strict=True):
+        grouped.setdefault(min(int(score * bins), bins - 1), []).append((score, label))
+    return [
+        ReliabilityBin(
+            low=number / bins,
+            high=(number + 1) / bins,
+            n=len(members),
+            mean_score=round(sum(s for s, _ in members) / len(members), 4),
+            relevant=round(sum(1 for _, label in members if label) / len(members), 4),
+        )
+        for number, members in sorted(grouped.items())
+    ]
+
+
+def expected_calibration_error(table: Sequence[ReliabilityBin]) -> float:
+    """The mean gap between score and observed relevance, weighted by how many scores each bin holds."""
+    total = sum(b.n for b in table)
+    return round(sum(b.n * abs(b.mean_score - b.relevant) for b in table) / total, 4) if total else 0.0

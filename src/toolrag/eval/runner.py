@@ -12,13 +12,21 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 from toolrag.eval.dataset import BenchmarkSet, NoToolRequest, Query
-from toolrag.eval.metrics import QueryScores, delivered, score_query, summarize
+from toolrag.eval.metrics import (
+    QueryScores,
+    ReliabilityBin,
+    delivered,
+    expected_calibration_error,
+    reliability,
+    score_query,
+    summarize,
+)
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 from toolrag.search.config import SearchConfig
@@ -47,9 +55,19 @@ class ModeReport:
     delivered: dict[str, float]  # what search() returned
     by_lang: dict[str, dict[str, Any]]  # both, per language
     injected_mean: float
+    calibration: list[ReliabilityBin]  # the scores search() showed against their relevance
 
     def as_json(self) -> dict[str, Any]:
-        return {**self.summary, "delivered": self.delivered, "by_lang": self.by_lang, "no_tool_rate": self.empty}
+        return {
+            **self.summary,
+            "delivered": self.delivered,
+            "by_lang": self.by_lang,
+            "no_tool_rate": self.empty,
+            "calibration": self.calibration_json(),
+        }
+
+    def calibration_json(self) -> dict[str, Any]:
+        return {"ece": expected_calibration_error(self.calibration), "bins": [asdict(b) for b in self.calibration]}
 
     @property
     def empty(self) -> float:
@@ -88,10 +106,12 @@ class EvalReport:
             "dataset": self.dataset,
             "embedder": self.embedder,
             "n_tools": self.n_tools,
+            "strategy": "retrieval",  # measured with retrieval in force, whatever the catalog's size
             **first.summary,
             "delivered": first.delivered,
             "by_lang": first.by_lang,
             "no_tool_rate": first.empty,
+            "calibration": first.calibration_json(),
             "no_tool": self.no_tool.as_json() if self.no_tool else None,
             "latency_ms": self.latency_ms,
             "tokens": {
@@ -101,15 +121,7 @@ class EvalReport:
             },
             "index_seconds": round(self.index_seconds, 2),
             "replayed": self.replayed,
-            "modes": {
-                name: {
-                    **m.summary,
-                    "delivered": m.delivered,
-                    "by_lang": m.by_lang,
-                    "no_tool_rate": m.delivered["empty"],
-                }
-                for name, m in self.modes.items()
-            },
+            "modes": {name: m.as_json() for name, m in self.modes.items()},
         }
 
 
@@ -126,8 +138,9 @@ def evaluate(
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
     how the usage-learned adjustment (`usage_weight`) would do on a registry with that history. `no_tool`: requests
-    that need no tool, searched on the first mode's default path (the false-tool rate)."""
-    config = config or SearchConfig()
+    that need no tool, searched on the first mode's default path (the false-tool rate). Retrieval is measured
+    whatever the catalog's size: the `all` strategy is off (`inject_all_below_tokens` 0)."""
+    config = (config or SearchConfig()).model_copy(update={"inject_all_below_tokens": 0})
     remembered = _RememberedQueries(embedder)
     with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
         registry = ToolRegistry(SQLiteStore(Path(folder) / "eval.db"), remembered, config)
@@ -190,12 +203,14 @@ def _run_mode(
     scores: list[QueryScores] = []
     latencies: list[float] = []
     injected: list[int] = []
+    shown: list[tuple[float, bool]] = []
     for number, query in enumerate(benchmark.queries, 1):
         started = time.perf_counter()
         ranking = [r.name for r in registry.rank(query.text, principal, limit=10, mode=mode)]
         latencies.append((time.perf_counter() - started) * 1000)
         selection = registry.select(query.text, principal)
         scores.append(score_query(ranking, query.relevant, query.lang, [r.name for r in selection.results]))
+        shown.extend((r.score, r.name in query.relevant) for r in selection.results)
         injected.append(selection.injected_tokens)
         if progress and (number % 200 == 0 or number == len(benchmark.queries)):
             progress(mode, number, len(benchmark.queries))
@@ -207,6 +222,7 @@ def _run_mode(
         delivered=delivered(scores),
         by_lang={lang: {**summarize(items), "delivered": delivered(items)} for lang, items in sorted(by_lang.items())},
         injected_mean=statistics.fmean(injected) if injected else 0.0,
+        calibration=reliability([score for score, _ in shown], [label for _, label in shown]),
     )
     return report, latencies
 

@@ -139,10 +139,11 @@ class McpGateway:
                     "name": r.name,
                     "description": definitions[r.name].get("description", ""),
                     "input_schema": definitions[r.name].get("inputSchema", {}),
-                    "score": round(r.score, 3),
+                    "score": round(r.score, 3),  # the estimated probability that the tool is relevant
                 }
                 for r in results
             ],
+            "strategy": results[0].strategy if results else "retrieval",
             "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
         }
 

@@ -57,6 +57,7 @@ class UsageRecorder:
                 principal=principal_label(principal),
                 step=step,
                 tenant=principal.tenant,
+                strategy=results[0].strategy if results else "retrieval",
             )
         )
 

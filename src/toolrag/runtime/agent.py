@@ -215,7 +215,10 @@ class Agent:
             return CallResult(Message.tool_result(call.id, text, is_error=True), FIND_TOOLS, "invalid_arguments")
         found = self.registry.search(query, self.principal, max(1, min(k, 5)), session=self._request_id)
         self.discovered.update(r.name for r in found)
-        cards = [{"name": provider_name(r.name), "description": r.card.text()} for r in found]
+        cards = [
+            {"name": provider_name(r.name), "description": r.card.text(), "confidence": round(r.score, 2)}
+            for r in found
+        ]
         return CallResult(Message.tool_result(call.id, json.dumps(cards, ensure_ascii=False)), FIND_TOOLS, "ok")
 
     def _visible(self, names: Sequence[str]) -> list[Tool]:

@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolrag.limits import MAX_K, MAX_REQUEST_CHARS
 
 Mode = Literal["hybrid", "dense", "lexical"]
-ReformulationStep = Literal["expand", "relax", "rewrite"]
+ReformulationStep = Literal["expand", "rewrite"]
 DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
+# About ten tools in full: a tool of the measured catalogs costs 106 prompt tokens at the median, 133 at the 75th
+# percentile (benchmarks/catalog_tokens.py, docs/benchmarks.md).
+INJECT_ALL_BELOW_TOKENS = 1500
+
+
+# Settings of toolrag 0.1 that the relevance model replaced (search/confidence.py): accepted, warned about, ignored.
+RETIRED = {
+    "min_similarity": "small_talk_quantile",
+    "calibrate": "small_talk_quantile",
+    "calibration_quantile": "small_talk_quantile",
+    "min_lead": "small_talk_quantile",
+    "lead_min_similarity": "small_talk_quantile",
+    "min_lexical_coverage": "small_talk_quantile",
+    "max_drop": "min_confidence",
+}
 
 
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        retired = sorted(key for key in data if key in RETIRED)
+        for key in retired:
+            warnings.warn(
+                f"search setting {key!r} no longer exists (toolrag 0.2 decides with a relevance model): ignored;"
+                f" see {RETIRED[key]!r}",
+                stacklevel=2,
+            )
+        steps = data.get("reformulate")
+        if isinstance(steps, list) and "relax" in steps:
+            warnings.warn("the `relax` reformulation step no longer exists: ignored", stacklevel=2)
+            data = {**data, "reformulate": [step for step in steps if step != "relax"]}
+        return {key: value for key, value in data.items() if key not in RETIRED}
 
     max_request_chars: int = Field(
         default=MAX_REQUEST_CHARS, ge=1, le=100_000, description="longer requests are refused (RequestTooLongError)"
@@ -22,23 +56,24 @@ class SearchConfig(BaseModel):
     k: int = Field(default=3, ge=1, le=MAX_K, description="tools returned at most (the adaptive cut may return fewer)")
     mode: Mode = "hybrid"
     dense_weight: float = Field(default=0.8, ge=0.0, le=1.0)
-    min_similarity: float = Field(
-        default=0.45, ge=-1.0, le=1.0, description="a tool passes when its cosine with the request reaches this"
+    small_talk_quantile: float = Field(
+        default=0.96,
+        gt=0.0,
+        lt=1.0,
+        description="a request gets tools when its best tool beats its nearest small talk by more than this share of"
+        " the small-talk bank does against the registry (search/calibrate.py)",
     )
-    calibrate: bool = Field(
-        default=True,
-        description="replace min_similarity by a threshold calibrated on this registry and model (calibrate.py)",
+    min_confidence: float = Field(
+        default=0.03,
+        ge=0.0,
+        le=1.0,
+        description="tools less likely than this to be relevant are not returned (the likeliest one always is)",
     )
-    calibration_quantile: float = Field(default=0.9, gt=0.0, lt=1.0)
-    min_lead: float = Field(
-        default=0.15, ge=0.0, le=2.0, description="... or, for the best tool, when its cosine leads the next by this"
-    )
-    lead_min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0, description="floor for the lead rule")
-    min_lexical_coverage: float = Field(
-        default=0.5, ge=0.0, le=1.0, description="... or when it matches this share of the request's word weight"
-    )
-    max_drop: float = Field(
-        default=0.45, ge=0.0, le=1.0, description="adaptive cut: drop tools scoring this much below the best one"
+    inject_all_below_tokens: int = Field(
+        default=INJECT_ALL_BELOW_TOKENS,
+        ge=0,
+        description="when every tool the principal may use costs fewer prompt tokens than this, search() returns"
+        " them all, by relevance (strategy `all`); 0 always retrieves",
     )
     multi_intent: bool = Field(
         default=True, description="split requests with several intents and merge each intent's best tools in"
@@ -51,9 +86,8 @@ class SearchConfig(BaseModel):
     )
     reformulate: list[ReformulationStep] = Field(
         default_factory=lambda: list(DEFAULT_REFORMULATION),
-        description="second chances, in order, for a request nothing passed for (search/reformulate.py);"
-        " `rewrite` needs a rewriter (a chat model); `relax` is off by default: most tools it found were wrong"
-        " (docs/benchmarks.md)",
+        description="second chances, in order, for a request that got no tool (search/reformulate.py);"
+        " `rewrite` needs a rewriter (a chat model)",
     )
     group_weight: float = Field(
         default=0.2,

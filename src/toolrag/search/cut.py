@@ -1,11 +1,9 @@
-"""The last step: keep tools with real evidence, cut where scores fall off, stop at k.
+"""The last step: which of a request's candidates search() returns.
 
-The fused score is relative to one request (min-max normalized), so whether anything is relevant at all is
-decided on absolute evidence instead:
-- the cosine with the request: high, or (for the best tool) clearly ahead of every other tool's;
-- the share of the request's word weight that the tool matches, two words at least;
-- the tool's name in the request, or a routing rule that sends the request to the tool's category.
-A request nothing passes for gets no tools, and the caller answers without them.
+A request that reads as small talk gets none (search/confidence.py), unless it names a tool or a routing rule sends
+it to a category. Otherwise the best `k` candidates are returned, best first by their probability of being
+relevant, without the ones below `SearchConfig.min_confidence` (the best one is always kept: the request needs a
+tool, and it is the likeliest).
 """
 
 from __future__ import annotations
@@ -30,23 +28,21 @@ class Ranked:
     request_terms: int = 0
 
 
-def has_evidence(item: Ranked, config: SearchConfig, min_similarity: float | None = None) -> bool:
-    """`min_similarity` overrides the configured one (a calibrated threshold)."""
-    if item.name_match or item.routed_category is not None:
-        return True  # the request names the tool, or a configured routing rule sends it to the tool's category
-    threshold = config.min_similarity if min_similarity is None else min_similarity
-    if config.mode != "lexical" and (
-        item.dense >= threshold or (item.dense >= config.lead_min_similarity and item.dense_lead >= config.min_lead)
-    ):
-        return True
-    # One shared word is too little to go on ("tell me a joke" shares "tell" with a chat tool's alias).
-    enough_words = item.matched_terms >= min(2, item.request_terms)
-    return config.mode != "dense" and enough_words and item.lexical >= config.min_lexical_coverage
+@dataclass(frozen=True)
+class Chosen:
+    item: Ranked
+    probability: float
 
 
-def cut(ranking: list[Ranked], config: SearchConfig, k: int, min_similarity: float | None = None) -> list[Ranked]:
-    passing = [item for item in ranking if has_evidence(item, config, min_similarity)]
-    if not passing:
+def choose(
+    items: list[Ranked], probabilities: list[float], needs_tool: bool, config: SearchConfig, k: int
+) -> list[Chosen]:
+    if not needs_tool:
         return []
-    best = passing[0].score
-    return [item for item in passing if item.name_match or item.score >= best - config.max_drop][:k]
+    top = [Chosen(item, p) for item, p in zip(items[:k], probabilities, strict=False)]
+    top.sort(key=lambda chosen: (not chosen.item.name_match, -chosen.probability))
+    return [
+        chosen
+        for number, chosen in enumerate(top)
+        if number == 0 or chosen.probability >= config.min_confidence or chosen.item.name_match
+    ]

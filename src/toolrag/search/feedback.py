@@ -34,7 +34,7 @@ class UsageMemory:
         unique = [(tool, request) for tool, request in unique if request]
         if not unique:
             return cls(embedder.model_id, np.zeros((0, embedder.dimension), dtype=np.float32), [])
-        vectors = np.vstack([embedder.embed_query(request) for _, request in unique]).astype(np.float32)
+        vectors = np.vstack([_unit(embedder.embed_query(request)) for _, request in unique]).astype(np.float32)
         return cls(embedder.model_id, vectors, [tool for tool, _ in unique])
 
     @property
@@ -48,7 +48,7 @@ class UsageMemory:
         gains = np.zeros(len(candidates), dtype=np.float32)
         if not self.size or weight <= 0:
             return gains
-        similarities = self.vectors @ query_vector.astype(np.float32)
+        similarities = self.vectors @ _unit(query_vector)
         close = np.flatnonzero(similarities > floor)
         if not len(close):
             return gains
@@ -58,3 +58,10 @@ class UsageMemory:
             if i is not None and gains[i] == 0:
                 gains[i] = weight * (float(similarities[row]) - floor) / (1.0 - floor)
         return gains
+
+
+def _unit(vector: FloatArray) -> FloatArray:
+    """Request vectors of an ensemble are weighted per language, not of unit length (embed/ensemble.py); two
+    requests compare by cosine."""
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm > 0 else vector).astype(np.float32)

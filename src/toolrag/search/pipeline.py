@@ -1,13 +1,17 @@
-"""The retrieval pipeline: principal -> visibility filter -> route -> lexical + dense -> fuse -> cut.
+"""The retrieval pipeline: principal -> visibility filter -> route -> lexical + dense -> fuse -> decide -> cut.
 
 `Retriever.rank` gives the full ranking of a request (what the eval harness measures); `Retriever.search` adds
-the cut, the always-include list and the query cache (what agents use).
+the decision whether the request needs a tool, each tool's probability of being relevant, the cut, the
+always-include list and the query cache (what agents use); or, when the principal's whole catalog fits the token
+budget, returns all of it by relevance.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from itertools import zip_longest
 from typing import TYPE_CHECKING
@@ -18,11 +22,12 @@ from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.errors import RequestTooLongError
 from toolrag.limits import MAX_K
-from toolrag.model import Principal, SearchResult, SignalScores
+from toolrag.model import Principal, SearchResult, SignalScores, Strategy
 from toolrag.search.cache import QueryCache
-from toolrag.search.calibrate import QueryVectors, calibrated_similarity, embed_queries
+from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReference, embed_fixed, small_talk_reference
+from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates
 from toolrag.search.config import SearchConfig
-from toolrag.search.cut import Ranked, cut
+from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import VisibilityFilter
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolrag.search")
 GROUPED_HEAD = 256  # candidates that take part in group ranking
+_MAX_LEVELS = 256  # sets of visible tools whose small-talk levels are kept
 _QUOTES = "\"'`()[]{}<>,;:!?"
 _SPACES = re.compile(r"\s+")
 
@@ -78,11 +84,15 @@ class Retriever:
         config: SearchConfig,
         nearest: NearestSearch | None = None,
         rewriter: Rewriter | None = None,
-        query_vectors: QueryVectors = embed_queries,
+        fixed_vectors: FixedTextVectors = embed_fixed,
+        catalog_fits: Callable[[Principal, int], bool] | None = None,
     ) -> None:
+        """`catalog_fits(principal, budget)`: whether every tool the principal may use costs fewer prompt tokens
+        than the budget, in full (for the `all` strategy)."""
         self._snapshot = snapshot
-        self._query_vectors = query_vectors
+        self._fixed_vectors = fixed_vectors
         self._nearest = nearest
+        self._catalog_fits = catalog_fits
         self.rewriter = rewriter
         self.memory: UsageMemory | None = None  # set by ToolRegistry.learn_from_usage
         self.embedder = embedder
@@ -90,9 +100,11 @@ class Retriever:
         self.router = CategoryRouter.from_config(config.routes)
         self.visibility = VisibilityFilter()
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
-        self._calibrated: tuple[tuple[int, int], float] | None = None
+        self._reference: tuple[tuple[int, int], SmallTalkReference | None] | None = None
+        self._levels: OrderedDict[tuple[object, ...], Levels] = OrderedDict()
         self._vocabulary: tuple[tuple[int, int], Vocabulary] | None = None
         self._warned_generation = -1
+        self._lock = threading.Lock()
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         self.check_length(query)
@@ -102,78 +114,129 @@ class Retriever:
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
-        parts = self._intents(query)
-        ranking = self._rank_intents(index, query, parts, principal, max(k, 10), self.config.mode)
-        # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
-        bound = min(MAX_K, k + len(parts) - 1)
-        chosen = cut(ranking, self.config, bound, self.threshold(index))
-        step = None
-        if not chosen:
-            chosen, step = self._reformulate(index, query, principal, ranking, bound)
-        results = [self._result(index, item, step) for item in chosen]
+        if self.serves_all(principal):
+            results = self._whole_catalog(index, query, principal)
+        else:
+            results = self._retrieve(index, query, principal, k)
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         self.cache.put(key, results)
         return list(results)
 
+    def serves_all(self, principal: Principal) -> bool:
+        """Whether the principal's whole catalog fits `SearchConfig.inject_all_below_tokens`."""
+        budget = self.config.inject_all_below_tokens
+        return budget > 0 and self._catalog_fits is not None and self._catalog_fits(principal, budget)
+
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
-        """The top `limit` visible tools by fused score, with no threshold or cut."""
+        """The top `limit` visible tools by fused score, with no decision or cut."""
         self.check_length(query)
         index = self._snapshot()
-        ranking = self._rank_intents(index, query, self._intents(query), principal, limit, mode or self.config.mode)
-        return [self._result(index, item) for item in ranking]
+        found = self._candidates(index, query, self._intents(query), principal, limit, mode or self.config.mode)
+        return [self._result(index, chosen, found.evidence) for chosen in self._scored(found)]
+
+    def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:
+        """The best candidates of the configured mode and what the relevance model reads (search/confidence.py)."""
+        self.check_length(query)
+        index = self._snapshot()
+        return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
+
+    def probabilities(self, candidates: Candidates) -> list[float]:
+        """The candidates' probabilities of being relevant; in lexical mode, with no cosines to read, their fused
+        scores instead."""
+        if self.config.mode == "lexical":
+            return [item.score for item in candidates.items]
+        return MODEL.probabilities(candidates)
 
     def check_length(self, query: str) -> None:
         limit = self.config.max_request_chars
         if len(query) > limit:
             raise RequestTooLongError(f"the request is {len(query):,} characters long; search takes at most {limit:,}")
 
-    def threshold(self, index: SearchIndex) -> float:
-        """The cosine a tool needs: configured, or calibrated once per snapshot."""
-        if not self.config.calibrate:
-            return self.config.min_similarity
+    def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
+        parts = self._intents(query)
+        found = self._candidates(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
+        # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
+        bound = min(MAX_K, k + len(parts) - 1)
+        chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
+        if chosen:
+            return [self._result(index, c, found.evidence) for c in chosen]
+        return self._reformulate(index, query, principal, bound)
+
+    def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
+        """Every tool the principal may use, likeliest first (the `all` strategy)."""
+        found = self._candidates(index, query, [query], principal, index.size, self.config.mode)
+        ordered = sorted(self._scored(found), key=lambda chosen: -chosen.probability)
+        return [self._result(index, chosen, found.evidence, strategy="all") for chosen in ordered]
+
+    def _scored(self, found: Candidates) -> list[Chosen]:
+        return [Chosen(item, p) for item, p in zip(found.items, self.probabilities(found), strict=True)]
+
+    def _candidates(
+        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
+    ) -> Candidates:
+        items, vector = self._rank_intents(index, query, parts, principal, limit, mode)
+        english = looks_english(query)
+        return Candidates(items, self._evidence(index, principal, items, vector, english), english)
+
+    def _evidence(
+        self, index: SearchIndex, principal: Principal, items: list[Ranked], vector: FloatArray | None, english: bool
+    ) -> float:
+        """The request's margin over small talk beyond the registry's level (search/calibrate.py); in lexical
+        mode, 0 when the best tool matches two words of the request and half its word weight, else -1."""
+        if not items:
+            return -1.0
+        reference = self._small_talk(index)
+        if vector is None or reference is None:
+            top = items[0]
+            return 0.0 if top.matched_terms >= min(2, top.request_terms) and top.lexical >= 0.5 else -1.0
+        margin = max(item.dense for item in items) - reference.nearest(vector)
+        return margin - self._level(index, principal, reference).for_request(english)
+
+    def _small_talk(self, index: SearchIndex) -> SmallTalkReference | None:
         key = (index.generation, id(index))
-        if self._calibrated is None or self._calibrated[0] != key:
-            embedder = index.embedder or self.embedder
-            value = calibrated_similarity(
-                index,
-                embedder,
-                self.config.calibration_quantile,
-                self.config.lead_min_similarity,
-                0.7,
-                self._query_vectors,
-            )
-            self._calibrated = (key, value)
-        return self._calibrated[1]
+        with self._lock:
+            if self._reference is not None and self._reference[0] == key:
+                return self._reference[1]
+        reference = small_talk_reference(index, index.embedder or self.embedder, self._fixed_vectors)
+        with self._lock:
+            self._reference = (key, reference)
+            self._levels.clear()
+        return reference
 
-    def _reformulate(
-        self, index: SearchIndex, query: str, principal: Principal, ranking: list[Ranked], bound: int
-    ) -> tuple[list[Ranked], str | None]:
-        """The first second-chance step that finds tools, and its name (search/reformulate.py)."""
+    def _level(self, index: SearchIndex, principal: Principal, reference: SmallTalkReference) -> Levels:
+        key = (index.generation, id(index), principal.visibility_key, self.config.small_talk_quantile)
+        with self._lock:
+            if key in self._levels:
+                self._levels.move_to_end(key)
+                return self._levels[key]
+        visible = self.visibility.mask(index, principal)
+        levels = reference.levels(index, visible, self.config.small_talk_quantile)
+        with self._lock:
+            self._levels[key] = levels
+            while len(self._levels) > _MAX_LEVELS:
+                self._levels.popitem(last=False)
+        return levels
+
+    def _reformulate(self, index: SearchIndex, query: str, principal: Principal, bound: int) -> list[SearchResult]:
+        """What the first second-chance step that finds tools finds (search/reformulate.py)."""
         for step in self.config.reformulate:
-            found = self._second_chance(step, index, query, principal, ranking)
-            if found:
-                found.sort(key=lambda item: -item.score)
-                return list({item.position: item for item in found}.values())[:bound], step
-        return [], None
+            best: dict[int, tuple[Chosen, float]] = {}
+            for phrasing in self._phrasings(step, index, query):
+                found = self._candidates(index, phrasing, [phrasing], principal, SPREAD_OVER, self.config.mode)
+                for chosen in choose(found.items, self.probabilities(found), found.needs_tool, self.config, MAX_K):
+                    position = chosen.item.position
+                    if position not in best or best[position][0].probability < chosen.probability:
+                        best[position] = (chosen, found.evidence)
+            if best:
+                ordered = sorted(best.values(), key=lambda pair: -pair[0].probability)[:bound]
+                return [self._result(index, chosen, evidence, step) for chosen, evidence in ordered]
+        return []
 
-    def _second_chance(
-        self, step: str, index: SearchIndex, query: str, principal: Principal, ranking: list[Ranked]
-    ) -> list[Ranked]:
-        from toolrag.search.reformulate import relaxed  # second chances are rare: rapidfuzz loads only then
-
-        if step == "relax":
-            return relaxed(ranking, self.config)
+    def _phrasings(self, step: str, index: SearchIndex, query: str) -> list[str]:
         if step == "expand":
             words = self._words(index).expansions(query, index.lexical.vocabulary)
-            phrasings = [f"{query} {' '.join(words)}"] if words else []
-        else:
-            phrasings = self.rewriter.rewrite(query) if self.rewriter is not None else []
-        threshold = self.threshold(index)
-        found: list[Ranked] = []
-        for phrasing in phrasings:
-            ranked = self._rank(index, phrasing, principal, 10, self.config.mode)
-            found.extend(cut(ranked, self.config, MAX_K, threshold))
-        return found
+            return [f"{query} {' '.join(words)}"] if words else []
+        return self.rewriter.rewrite(query) if self.rewriter is not None else []
 
     def _words(self, index: SearchIndex) -> Vocabulary:
         from toolrag.search.reformulate import Vocabulary
@@ -188,19 +251,20 @@ class Retriever:
 
     def _rank_intents(
         self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
-    ) -> list[Ranked]:
+    ) -> tuple[list[Ranked], FloatArray | None]:
         """The whole request's ranking, with each intent's best tools merged in fairly (one query embedding more
-        per intent): the whole request's best tool, then each intent's best, then the rest alternately."""
-        whole = self._rank(index, query, principal, limit, mode)
+        per intent): the whole request's best tool, then each intent's best, then the rest alternately; and the
+        whole request's vector."""
+        whole, vector = self._rank(index, query, principal, limit, mode)
         if len(parts) < 2:
-            return whole
-        rankings = [whole, *(self._rank(index, part, principal, limit, mode) for part in parts)]
+            return whole, vector
+        rankings = [whole, *(self._rank(index, part, principal, limit, mode)[0] for part in parts)]
         tops = [ranking[0] for ranking in rankings[1:] if ranking]
         # A split is trusted only when its parts point, with evidence, at different tools; otherwise it was one
         # request phrased in several clauses, and the whole request's ranking is the better one.
         floor = self.config.intent_min_similarity
         if len({top.position for top in tops}) < 2 or any(top.dense < floor for top in tops):
-            return whole
+            return whole, vector
         merged: dict[int, Ranked] = {}
         for item in [*whole[:1], *(ranking[0] for ranking in rankings[1:] if ranking)]:
             merged.setdefault(item.position, item)
@@ -208,13 +272,16 @@ class Retriever:
             for item in items:
                 if item is not None:
                     merged.setdefault(item.position, item)
-        return list(merged.values())[:limit]
+        return list(merged.values())[:limit], vector
 
-    def _rank(self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str) -> list[Ranked]:
+    def _rank(
+        self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str
+    ) -> tuple[list[Ranked], FloatArray | None]:
+        """The top candidates by fused score, and the request's vector (None when nothing was embedded)."""
         visible = self.visibility.mask(index, principal)
         candidates = np.flatnonzero(visible) if visible is not None else np.arange(index.size)
         if len(candidates) == 0 or not query.strip():
-            return []
+            return [], None
         candidates, routed = self._route(index, query, candidates)
         tokens = tokenize(query, stem=not self.config.stem_english_only or looks_english(query))
         lexical, matched_terms = self._lexical(index, tokens, visible, mode)
@@ -249,7 +316,7 @@ class Retriever:
                 )
             )
         items.sort(key=lambda item: (not item.name_match, -item.score, index.tools[item.position].name))
-        return items[:limit]
+        return items[:limit], vector
 
     def _boost_routed(
         self, index: SearchIndex, candidates: IntArray, scores: FloatArray, routed: set[str]
@@ -367,13 +434,23 @@ class Retriever:
             log.warning("always_include names no active tool: %s", ", ".join(unknown))
 
     @staticmethod
-    def _result(index: SearchIndex, item: Ranked, reformulation: str | None = None) -> SearchResult:
-        tool = index.tools[item.position]
+    def _result(
+        index: SearchIndex,
+        chosen: Chosen,
+        evidence: float,
+        reformulation: str | None = None,
+        strategy: Strategy = "retrieval",
+    ) -> SearchResult:
+        item, tool = chosen.item, index.tools[chosen.item.position]
         signals = SignalScores(
             dense=round(item.dense, 4),
             lexical=round(item.lexical, 4),
+            fused=round(item.score, 4),
+            evidence=round(evidence, 4),
             name_match=item.name_match,
             routed_category=item.routed_category,
             reformulation=reformulation,
         )
-        return SearchResult(name=tool.name, score=round(item.score, 4), signals=signals, card=tool.card())
+        return SearchResult(
+            name=tool.name, score=round(chosen.probability, 4), signals=signals, card=tool.card(), strategy=strategy
+        )

@@ -1,10 +1,8 @@
-"""Second chances for requests nothing passed the threshold for, tried in order until one finds tools:
+"""Second chances for requests that got no tool, tried in order until one finds tools:
 
 - `expand`: words of the request that no tool contains but that nearly match a word of a tool's name, alias or
   category (a typo, another form of the word) are added in the registry's spelling, and the request is searched
-  again with the usual evidence rules.
-- `relax`: when one signal is absent (the request shares no word with any tool, so only the cosine speaks; or every
-  cosine is weak while words match), the other signal's leader is accepted on a lower bar of its own.
+  again with the usual decision (search/confidence.py).
 - `rewrite`: with a rewriter configured (`toolrag.runtime.rewrite.ChatRewriter` asks a chat model), a few short
   alternative phrasings (cached per request), each searched with the usual rules.
 
@@ -15,13 +13,11 @@ retrieval so monitoring can show which requests needed it.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from toolrag.search.config import SearchConfig
-from toolrag.search.cut import Ranked
 from toolrag.search.index import SearchIndex
 from toolrag.search.text import STOPWORDS, split_identifier, tokenize
 
@@ -62,20 +58,3 @@ class Vocabulary:
             if match is not None and match[0] not in found:
                 found.append(match[0])
         return found
-
-
-def relaxed(ranking: Sequence[Ranked], config: SearchConfig) -> list[Ranked]:
-    """The leader of the one signal present, on half the usual lead or coverage bar; [] when both or neither speak."""
-    if not ranking:
-        return []
-    lexical_absent = all(item.matched_terms == 0 for item in ranking)
-    dense_weak = all(item.dense < config.lead_min_similarity for item in ranking)
-    if lexical_absent and not dense_weak and config.mode != "lexical":
-        leader = max(ranking, key=lambda item: item.dense)
-        if leader.dense_lead >= config.min_lead / 2:
-            return [leader]
-    if dense_weak and not lexical_absent and config.mode != "dense":
-        leader = max(ranking, key=lambda item: (item.lexical, item.matched_terms))
-        if leader.matched_terms >= min(2, leader.request_terms) and leader.lexical >= config.min_lexical_coverage / 2:
-            return [leader]
-    return []

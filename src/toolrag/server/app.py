@@ -26,7 +26,7 @@ from toolrag.errors import (
     ToolragError,
 )
 from toolrag.limits import MAX_REQUEST_CHARS
-from toolrag.model import Principal, SearchResult, Tool, utc_now
+from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
@@ -94,6 +94,10 @@ class SearchIn(BaseModel):
 
 
 class SearchOut(BaseModel):
+    strategy: Strategy = Field(
+        description="`all`: the principal's whole catalog fit the token budget and is returned whole, by relevance;"
+        " `retrieval`: the best tools were retrieved"
+    )
     results: list[SearchResult]
     tools: list[dict[str, Any]] = Field(description="the chosen tools' full definitions in the requested format")
     injected_tokens: int
@@ -288,6 +292,7 @@ def create_app(
         metrics.search_seconds.observe(time.perf_counter() - started)
         metrics.searches.labels(str(bool(selection.results)).lower()).inc()
         return SearchOut(
+            strategy=selection.strategy,
             results=selection.results,
             tools=selection.tools,
             injected_tokens=selection.injected_tokens,

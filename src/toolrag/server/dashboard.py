@@ -36,6 +36,7 @@ def render_dashboard(report: HealthReport, offered_for: dict[str, list[tuple[str
         ("sessions", totals.sessions),
         ("no-tool rate", f"{no_tool_rate:.0%}"),
         ("found on a second chance", totals.reformulated),
+        ("served the whole catalog", totals.whole_catalog),
         ("tool calls", totals.calls),
         ("failed calls", totals.failed_calls),
         ("dead tools", len(report.dead)),

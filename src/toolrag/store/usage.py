@@ -47,12 +47,13 @@ class RetrievalRecord:
     """One search: who asked what, and which tools came back with which scores."""
 
     request_hash: str
-    results: tuple[tuple[str, float, float], ...]  # (tool, fused score, dense cosine), best first
+    results: tuple[tuple[str, float, float], ...]  # (tool, probability of relevance, dense cosine), best first
     request: str | None = None
     session: str | None = None
     principal: str | None = None
     step: str | None = None
     tenant: str | None = None
+    strategy: str = "retrieval"  # or "all": the whole catalog fit the token budget
     at: datetime = field(default_factory=utc_now)
 
 
@@ -104,6 +105,7 @@ class UsageTotals:
     failed_calls: int
     sessions: int
     reformulated: int = 0  # searches whose tools only a second-chance step (search/reformulate.py) found
+    whole_catalog: int = 0  # searches answered with the principal's whole catalog (the `all` strategy)
 
 
 Rows = list[tuple[Any, ...]]
@@ -137,8 +139,8 @@ class UsageTables:
             for retrieval in retrievals:
                 row = db.execute(
                     self._sql(
-                        "INSERT INTO retrievals(at, session, principal, tenant, request, request_hash, chosen, step)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+                        "INSERT INTO retrievals(at, session, principal, tenant, request, request_hash, chosen, step,"
+                        " strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
                     ),
                     (
                         self._timestamp(retrieval.at),
@@ -149,6 +151,7 @@ class UsageTables:
                         retrieval.request_hash,
                         len(retrieval.results),
                         retrieval.step,
+                        retrieval.strategy,
                     ),
                 ).fetchone()
                 for rank, (tool, score, dense) in enumerate(retrieval.results, start=1):
@@ -207,7 +210,8 @@ class UsageTables:
         retrievals = self._query(
             self._sql(
                 "SELECT COUNT(*), SUM(CASE WHEN chosen = 0 THEN 1 ELSE 0 END), COUNT(DISTINCT session),"
-                f" SUM(CASE WHEN step IS NULL THEN 0 ELSE 1 END) FROM retrievals WHERE at >= ?{mine}"
+                " SUM(CASE WHEN step IS NULL THEN 0 ELSE 1 END), SUM(CASE WHEN strategy = 'all' THEN 1 ELSE 0 END)"
+                f" FROM retrievals WHERE at >= ?{mine}"
             ),
             (start, *tenant),
         )[0]
@@ -224,6 +228,7 @@ class UsageTables:
             int(calls[1] or 0),
             int(retrievals[2]),
             int(retrievals[3] or 0),
+            int(retrievals[4] or 0),
         )
 
     def samples(

@@ -1,0 +1,199 @@
+"""What search() decides and shows: no tool for small talk in any language, the whole catalog when it is small,
+and scores that are probabilities (search/confidence.py, search/calibrate.py, search/cut.py)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from toolrag import Principal, SearchConfig, ToolRegistry
+from toolrag.cli.app import app
+from toolrag.monitor.config import MonitorConfig
+from toolrag.monitor.report import build_report
+from toolrag.search.calibrate import NEAREST_TOOLS, _nearest_tools
+from toolrag.search.index import SearchIndex
+from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
+
+from .conftest import BENCH, RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
+
+ADMIN = Principal(tenant="acme", scopes=frozenset({"*"}))
+EXAMPLE_NO_TOOL = Path(__file__).resolve().parents[1] / "src" / "toolrag" / "data" / "eval" / "notool.jsonl"
+GARDEN = [
+    make_tool("garden.soil_moisture", "Read the soil moisture sensor of a garden bed, in percent."),
+    make_tool(
+        "garden.sprinkler_on", "Turn the garden sprinkler on for a number of minutes.", aliases=["water the lawn"]
+    ),
+    make_tool("lights.dim", "Dim the living room lights to a brightness level."),
+    make_tool("music.play", "Play a song or playlist on the speakers."),
+    make_tool("door.lock", "Lock the front door."),
+]
+
+
+def _normalized(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def test_the_small_talk_bank_shares_no_sentence_with_any_evaluation_set() -> None:
+    evaluation = [EXAMPLE_NO_TOOL] + ([BENCH / "notool.jsonl"] if (BENCH / "notool.jsonl").is_file() else [])
+    held_out = {_normalized(json.loads(line)["query"]) for path in evaluation for line in path.open()}
+    assert not held_out & {_normalized(text) for text in SMALL_TALK}
+    assert len(set(SMALL_TALK)) == len(SMALL_TALK) and len(SMALL_TALK_BY_LANGUAGE) >= 10
+
+
+@pytest.fixture
+def garden(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
+    registry = ToolRegistry(tmp_path / "garden.db", embedder)
+    registry.register_many(GARDEN)
+    return registry
+
+
+@pytest.mark.parametrize("request_text", ["water the lawn for 10 minutes", "tell me a joke", "Привіт!", "door"])
+def test_a_catalog_below_the_token_budget_is_returned_whole_by_relevance(
+    garden: ToolRegistry, request_text: str
+) -> None:
+    selection = garden.select(request_text)
+    assert sorted(r.name for r in selection.results) == sorted(t.name for t in GARDEN)
+    assert selection.strategy == "all" and all(r.strategy == "all" for r in selection.results)
+    scores = [r.score for r in selection.results]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_scores_are_probabilities_not_ranks(garden: ToolRegistry) -> None:
+    """Issue 13's case: a weakly related tool is not shown as a strong match because it ranks first."""
+    scores = {r.name: r for r in garden.search("water the lawn for 10 minutes")}
+    assert scores["garden.sprinkler_on"].score > 0.5
+    assert scores["garden.soil_moisture"].score < scores["garden.sprinkler_on"].score
+    assert all(r.score < 0.2 for name, r in scores.items() if not name.startswith("garden."))
+    # The relative score stays available under its own name.
+    assert scores["garden.sprinkler_on"].signals.fused == max(r.signals.fused for r in scores.values())
+
+
+def test_the_budget_counts_only_what_the_principal_may_use(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", embedder, SearchConfig(inject_all_below_tokens=400))
+    big = [
+        make_tool(f"ops.tool_{n}", f"Operations task number {n} for the platform team.", scopes=["ops"])
+        for n in range(20)
+    ]
+    registry.register_many([*GARDEN, *big])
+    assert registry.select("lock the door").strategy == "all"  # the anonymous principal sees the five
+    operator = Principal(scopes=frozenset({"ops"}))
+    assert registry.select("lock the door", operator).strategy == "retrieval"
+
+
+def test_a_zero_budget_always_retrieves(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    registry.register_many(GARDEN)
+    assert registry.search("tell me a joke") == []
+    found = registry.search("lock the front door please")
+    assert found[0].name == "door.lock" and found[0].strategy == "retrieval"
+
+
+@pytest.mark.parametrize(
+    "small_talk",
+    [
+        "tell me a joke",
+        "thanks, that was nice of you",
+        "Erzähl mir einen Witz",
+        "Як справи?",
+        "你好，最近好吗？",
+        "¿Qué tal tu día?",
+    ],
+)
+def test_small_talk_gets_no_tool_in_any_language(small_talk: str, tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    registry.register_many(SAMPLE_TOOLS)
+    assert registry.search(small_talk, ADMIN) == []
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "will it rain in Lviv tomorrow?",
+        "Wird es morgen in Berlin regnen?",
+        "Чи буде завтра дощ у Львові?",
+        "明天北京会下雨吗？",
+    ],
+)
+def test_requests_for_a_tool_get_it_in_any_language(
+    request_text: str, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    registry.register_many(SAMPLE_TOOLS)
+    found = registry.search(request_text, ADMIN)
+    assert found and found[0].name == "weather.forecast"
+    assert found[0].signals.evidence >= 0 and found[0].score > 0.3
+
+
+def test_small_talk_levels_only_look_at_tools_the_principal_may_use(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """A principal who sees none of the bank's nearest tools still gets levels, computed on its own tools."""
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    hidden = [
+        make_tool(f"chat.topic_{n}", f"Chat about {topic}.", scopes=["staff"])
+        for n, topic in enumerate(["jokes", "poems", "feelings", "the weekend", "love", "art"] * 6)
+    ]
+    registry.register_many([*SAMPLE_TOOLS, *hidden])
+    anyone = Principal(tenant="acme")
+    assert registry.search("tell me a joke", anyone) == []
+    assert registry.search("will it rain tomorrow in Lviv", anyone)[0].name == "weather.forecast"
+
+
+def test_settings_of_earlier_versions_are_ignored_with_a_warning() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = SearchConfig.model_validate(
+            {"min_similarity": 0.5, "max_drop": 0.3, "reformulate": ["relax", "expand"]}
+        )
+    assert config.reformulate == ["expand"]
+    said = " ".join(str(w.message) for w in caught)
+    assert "'min_similarity' no longer exists" in said and "'max_drop'" in said and "relax" in said
+    with pytest.raises(ValueError, match="min_confidence"):
+        SearchConfig(min_confidence=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tools=st.integers(min_value=1, max_value=90),
+    aliases=st.lists(st.integers(min_value=0, max_value=2), min_size=90, max_size=90),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_the_nearest_tools_scan_agrees_with_a_full_sort(tools: int, aliases: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows_per_tool = [1 + a for a in aliases[:tools]]
+    matrix = rng.normal(size=(sum(rows_per_tool), 8)).astype(np.float32)
+    row_tool = np.repeat(np.arange(tools), rows_per_tool)
+    index = SearchIndex(0, [None] * tools, None, matrix, row_tool, np.zeros(0, dtype=np.int64))  # type: ignore[list-item,arg-type]
+    requests = rng.normal(size=(5, 8)).astype(np.float32)
+    import toolrag.search.calibrate as calibrate
+
+    calibrate_chunk = calibrate._CHUNK_TOOLS
+    calibrate._CHUNK_TOOLS = 7  # several chunks
+    try:
+        positions, cosines = _nearest_tools(index, requests)
+    finally:
+        calibrate._CHUNK_TOOLS = calibrate_chunk
+    per_tool = np.full((5, tools), -np.inf)
+    np.maximum.at(per_tool.T, row_tool, (requests @ matrix.T).T)
+    expected = -np.sort(-per_tool, axis=1)[:, : min(NEAREST_TOOLS, tools)]
+    assert np.allclose(cosines, expected, atol=1e-5)
+    assert np.allclose(np.take_along_axis(per_tool, positions, axis=1), cosines, atol=1e-5)
+
+
+def test_the_strategy_reaches_the_usage_log_and_the_command_line(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = tmp_path / "garden.db"
+    registry = ToolRegistry(store, embedder, monitor=MonitorConfig(flush_seconds=0.05))
+    registry.register_many(GARDEN)
+    registry.search("lock the door", session="s1")
+    registry.usage.flush()  # type: ignore[union-attr]
+    assert build_report(registry.store, days=1).totals.whole_catalog == 1
+    runner = CliRunner()
+    found = runner.invoke(app, ["search", "lock the door", "--store", str(store), "--json"])
+    assert json.loads(found.stdout)["strategy"] == "all" and len(json.loads(found.stdout)["results"]) == len(GARDEN)
+    shown = runner.invoke(app, ["search", "lock the door", "--store", str(store)])
+    assert "strategy: all" in shown.stdout and "door.lock" in shown.stdout
