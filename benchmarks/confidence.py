@@ -54,7 +54,6 @@ def _sets(args: argparse.Namespace) -> list[tuple[str, Callable[[], BenchmarkSet
 
 def collect(args: argparse.Namespace) -> None:
     embedder = _RememberedQueries(make_embedder("default"))
-    anyone = Principal.anonymous()
     requests: list[dict[str, Any]] = []
     for name, load, small_talk in _sets(args):
         benchmark = load()
@@ -63,6 +62,8 @@ def collect(args: argparse.Namespace) -> None:
         registry = ToolRegistry(SQLiteStore(folder / "registry.db"), embedder, config)
         registry.register_many(benchmark.tools)
         tools = registry.snapshot().tools
+        # The example catalog's tools carry scopes and tenants: measured as someone who may use them all.
+        anyone = Principal(user="example", tenant="acme", scopes=frozenset({"*"}))
         asked = [(q.id, q.text, q.lang, q.relevant) for q in benchmark.queries]
         asked += [(f"no-tool:{r.id}", r.text, r.lang, frozenset[str]()) for r in small_talk]
         for number, (request_id, text, lang, relevant) in enumerate(asked):

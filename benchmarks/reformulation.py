@@ -5,8 +5,9 @@
 For every shared set (an evenly spaced sample), `search()` with no second chance and with `expand`,
 on the requests as they are and with one typo (two letters swapped in the middle of the request's longest word):
 the no-tool rate, the share of requests whose results hold a relevant tool, how many requests a step rescued and
-how many of those rescues hold a relevant tool; and the small talk of ../shared/bench/notool.jsonl given a tool. `rewrite` needs a chat
-model (none is reachable here): it is tested with a scripted model in tests/test_reformulate.py.
+how many of those rescues hold a relevant tool; and the small talk of ../shared/bench/notool.jsonl given a tool.
+`rewrite` needs a chat model (none is reachable here): it is tested with a scripted model in
+tests/test_reformulate.py.
 """
 
 from __future__ import annotations

@@ -144,7 +144,11 @@ def _nearest_tools(index: SearchIndex, requests: FloatArray) -> tuple[IntArray, 
         chunk = np.broadcast_to(first_tool + np.arange(len(tools)), per_tool.shape)
         positions = np.concatenate([best_positions, chunk], axis=1)
         cosines = np.concatenate([best_cosines, per_tool], axis=1)
-        top = np.argsort(-cosines, axis=1, kind="stable")[:, :keep]
-        best_positions = np.take_along_axis(positions, top, axis=1)
-        best_cosines = np.take_along_axis(cosines, top, axis=1)
+        top = np.argpartition(-cosines, keep - 1, axis=1)[:, :keep] if cosines.shape[1] > keep else None
+        if top is not None:
+            positions = np.take_along_axis(positions, top, axis=1)
+            cosines = np.take_along_axis(cosines, top, axis=1)
+        order = np.argsort(-cosines, axis=1, kind="stable")
+        best_positions = np.take_along_axis(positions, order, axis=1)
+        best_cosines = np.take_along_axis(cosines, order, axis=1)
     return best_positions, best_cosines.astype(np.float32)

@@ -86,4 +86,4 @@ class RelevanceModel:
 
 
 # Fitted by `python benchmarks/confidence.py fit` on bfcl, metatool, metatool-multilingual and the example set.
-MODEL = RelevanceModel(weights=(-0.2231, 0.9987, 0.9578, 3.1886, 4.5948, -1.2828, 3.8933, -0.4670), bias=-6.3036)
+MODEL = RelevanceModel(weights=(-0.1852, 1.0794, 0.9507, 3.1121, 4.4436, -1.0454, 3.6301, -0.6110), bias=-6.0109)
