@@ -221,14 +221,14 @@ def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
 
     monkeypatch.setattr(SQLiteStore, "__init__", on_a_full_disk)
     catalog = tmp_path / "catalog.json"
-    entries = [{"name": f"bulk.tool_{i}", "description": f"Bulk tool number {i}. " * 20} for i in range(200)]
+    entries = [{"name": f"bulk.tool_{i}", "description": f"Bulk tool number {i}. " * 3} for i in range(20)]
     catalog.write_text(json.dumps(entries))
     result = runner.invoke(app, ["import", str(catalog), "--store", str(path)])
     assert result.exit_code == 1 and "the disk is full" in result.stderr
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
     token = "admin-token-0123456789"
     api = create_app(ToolRegistry(path, embedder), ApiConfig(tokens={"ops": TokenConfig(token=token, role="admin")}))
-    written = TestClient(api).post("/tools", json=entries[:50], headers={"Authorization": f"Bearer {token}"})
+    written = TestClient(api).post("/tools", json=entries[:10], headers={"Authorization": f"Bearer {token}"})
     assert written.status_code == 503 and "the disk is full" in written.json()["detail"]
     monkeypatch.setattr(SQLiteStore, "__init__", opened)
     assert sorted(t.name for t in ToolRegistry(path, embedder).tools()) == sorted(t.name for t in SAMPLE_TOOLS[:2])
