@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from toolrag.errors import InvalidToolError
+from toolrag.schema_drafts import validator_class
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -35,22 +36,22 @@ def check_tool_name(name: str) -> str:
     return name
 
 
-def check_json_schema(schema: Any, tool_name: str = "?") -> dict[str, Any]:
-    """Validate an input schema as JSON Schema draft 2020-12 describing an object."""
+def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input schema") -> dict[str, Any]:
+    """Validate a schema describing an object, under the JSON Schema draft it follows (see schema_drafts)."""
     import jsonschema  # loaded when a schema is first checked, not when a registry is read
 
     if schema is None:
         return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict):
-        raise InvalidToolError(f"tool {tool_name!r}: input schema must be a JSON object, got {type(schema).__name__}")
+        raise InvalidToolError(f"tool {tool_name!r}: {what} must be a JSON object, got {type(schema).__name__}")
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        validator_class(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-        raise InvalidToolError(f"tool {tool_name!r}: invalid JSON Schema at {where}: {exc.message}") from None
+        raise InvalidToolError(f"tool {tool_name!r}: {what}: invalid JSON Schema at {where}: {exc.message}") from None
     schema_type = schema.get("type", "object")
     if schema_type != "object":
-        raise InvalidToolError(f"tool {tool_name!r}: input schema must have type 'object', got {schema_type!r}")
+        raise InvalidToolError(f"tool {tool_name!r}: {what} must have type 'object', got {schema_type!r}")
     return schema
 
 
@@ -62,6 +63,8 @@ class Tool(BaseModel):
     name: str
     description: str = Field(min_length=1, max_length=8192)
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA))
+    output_schema: dict[str, Any] | None = Field(default=None, description="the result's schema (MCP outputSchema)")
+    annotations: dict[str, Any] | None = Field(default=None, description="MCP annotations: readOnlyHint, title, ...")
     category: str | None = None
     aliases: list[str] = Field(default_factory=list)
     not_for: str | None = None
@@ -93,6 +96,13 @@ class Tool(BaseModel):
         if info.context and info.context.get("trusted") and isinstance(value, dict):
             return value
         return check_json_schema(value, info.data.get("name", "?"))
+
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _valid_output_schema(cls, value: Any, info: ValidationInfo) -> dict[str, Any] | None:
+        if value is None or (info.context and info.context.get("trusted") and isinstance(value, dict)):
+            return value
+        return check_json_schema(value, info.data.get("name", "?"), "output schema")
 
     @field_validator("aliases", "scopes", "tenants")
     @classmethod
@@ -131,6 +141,10 @@ class Tool(BaseModel):
             "tenants": sorted(self.tenants),
             "return_direct": self.return_direct,
             "active": self.active,
+        } | {  # only when set, so the versions and hashes of tools without them stay as they were
+            key: value
+            for key, value in (("output_schema", self.output_schema), ("annotations", self.annotations))
+            if value is not None
         }
 
     @property

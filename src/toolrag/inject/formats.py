@@ -1,5 +1,8 @@
 """Tool definitions in each provider's wire format.
 
+Providers read JSON Schema 2020-12, so the schemas they get are upgraded from older drafts (`to_2020_12`); MCP
+clients get the schema as the server wrote it.
+
 Providers restrict tool names to `[a-zA-Z0-9_-]{1,64}`; registry names may contain dots (namespaces) and be
 128 characters long. `provider_name` maps a registry name to a valid, stable and collision-free provider name;
 the runtime maps it back when the model calls the tool.
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from toolrag.model import Tool
+from toolrag.schema_drafts import to_2020_12
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 _PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -37,7 +41,7 @@ def openai_chat(tool: Tool) -> dict[str, Any]:
         "function": {
             "name": provider_name(tool.name),
             "description": tool.description,
-            "parameters": tool.input_schema,
+            "parameters": to_2020_12(tool.input_schema),
         },
     }
 
@@ -47,24 +51,33 @@ def openai_responses(tool: Tool) -> dict[str, Any]:
         "type": "function",
         "name": provider_name(tool.name),
         "description": tool.description,
-        "parameters": tool.input_schema,
+        "parameters": to_2020_12(tool.input_schema),
         "strict": False,
     }
 
 
 def anthropic(tool: Tool) -> dict[str, Any]:
-    return {"name": provider_name(tool.name), "description": tool.description, "input_schema": tool.input_schema}
+    return {
+        "name": provider_name(tool.name),
+        "description": tool.description,
+        "input_schema": to_2020_12(tool.input_schema),
+    }
 
 
 def mcp(tool: Tool) -> dict[str, Any]:
-    """MCP allows dots in names, so the registry name is kept as it is."""
-    return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+    """An MCP `Tool`. MCP allows dots in names, so the registry name is kept as it is."""
+    definition = {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+    if tool.output_schema is not None:
+        definition["outputSchema"] = tool.output_schema
+    if tool.annotations is not None:
+        definition["annotations"] = tool.annotations
+    return definition
 
 
 def gemini(tool: Tool) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": provider_name(tool.name), "description": tool.description}
     if tool.input_schema.get("properties"):
-        declaration["parameters"] = _gemini_schema(tool.input_schema)
+        declaration["parameters"] = _gemini_schema(to_2020_12(tool.input_schema))
     return declaration
 
 

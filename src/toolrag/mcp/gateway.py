@@ -36,12 +36,14 @@ from toolrag.server.guard import CALLER_KEY, server_config
 from toolrag.store.base import AuditEntry
 
 log = logging.getLogger("toolrag.mcp")
+SCORE_META_KEY = "toolrag/score"
 
 FIND_TOOLS = types.Tool(
     name="find_tools",
     description=(
-        "Search the tools available to you by what you want to do. Returns the best matching tools with their full "
-        "input schemas; then run one with call_tool. Search again with other words if none fits."
+        "Search the tools available to you by what you want to do. Returns the best matching tools as MCP tool "
+        "definitions (name, description, inputSchema); then run one with call_tool. Search again with other words "
+        "if none fits."
     ),
     input_schema={
         "type": "object",
@@ -134,15 +136,7 @@ class McpGateway:
             self._found.setdefault(session, set()).update(r.name for r in results)
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
         return {
-            "tools": [
-                {
-                    "name": r.name,
-                    "description": definitions[r.name].get("description", ""),
-                    "input_schema": definitions[r.name].get("inputSchema", {}),
-                    "score": round(r.score, 3),  # the estimated probability that the tool is relevant
-                }
-                for r in results
-            ],
+            "tools": [as_mcp_tool(definitions[r.name], r.score) for r in results],
             "strategy": results[0].strategy if results else "retrieval",
             "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
         }
@@ -308,6 +302,13 @@ class McpGateway:
             await self.start(group)
             group.cancel_scope.cancel()
         return dict(self.reports)
+
+
+def as_mcp_tool(definition: dict[str, Any], score: float) -> dict[str, Any]:
+    """A found tool as an MCP `Tool` (what a client can hand its model unchanged), with the estimated probability
+    that it is relevant in its `_meta`."""
+    tool = types.Tool.model_validate({**definition, "_meta": {SCORE_META_KEY: round(score, 3)}})
+    return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def _error(text: str) -> types.CallToolResult:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import mcp.types as types
 
@@ -22,11 +24,12 @@ from toolrag.catalog.files import repair_schema
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
-from toolrag.model import Tool
+from toolrag.model import Tool, check_json_schema
 from toolrag.registry import ToolRegistry
 from toolrag.store.base import AuditEntry, Pin
 
 SOURCE_PREFIX = "mcp:"
+log = logging.getLogger("toolrag.mcp")
 
 
 MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
@@ -42,9 +45,13 @@ def split_name(name: str) -> tuple[str, str]:
     return server, tool
 
 
-def upstream_hash(tool: types.Tool) -> str:
-    """What is pinned: the text the model reads (name, title, description, input schema)."""
+def upstream_hash(tool: types.Tool, passed_on: bool = True) -> str:
+    """What is pinned: the text the model reads (name, title, description, input schema, and the output schema
+    and annotations `find_tools` passes on, when the server sends them). `passed_on=False`: the hash of toolrag
+    0.2 and earlier, which did not pass those on, so their pins carry over."""
     content = {"name": tool.name, "title": tool.title, "description": tool.description, "schema": tool.input_schema}
+    if passed_on:
+        content |= {key: value for key, value in _passed_on(tool).items() if value is not None}
     return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -109,8 +116,11 @@ class ToolImporter:
             except InvalidToolError as exc:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
-            digest = upstream_hash(upstream_tool)
-            self._plan_one(plan, tool, digest, pins.get(tool.name), current.get(tool.name), trust_new)
+            digest, pin = upstream_hash(upstream_tool), pins.get(tool.name)
+            legacy = pin is not None and pin.approved_hash == upstream_hash(upstream_tool, passed_on=False) != digest
+            if pin is not None and legacy and not _findings(tool):
+                pin = self._carry_over(plan, pin, digest)
+            self._plan_one(plan, tool, digest, pin, current.get(tool.name), trust_new)
         listed_names = {f"{server}.{t.name}" for t in listed}
         for name, tool in current.items():
             if name not in listed_names and tool.active:
@@ -120,6 +130,14 @@ class ToolImporter:
             self.registry.register_many(plan.upserts)
         return plan.report
 
+    @staticmethod
+    def _carry_over(plan: _Plan, pin: Pin, digest: str) -> Pin:
+        """A pin of the text approved before output schemas and annotations were pinned too: the approval holds
+        for them as they are now (they reached no model before), and a later change of them is a change."""
+        carried = Pin(pin.tool, pin.server, digest, pin.pending_hash, pin.pending, pin.findings)
+        plan.pin(carried, "repinned", "approved text unchanged; its output schema and annotations are pinned from now")
+        return carried
+
     def _plan_one(
         self, plan: _Plan, tool: Tool, digest: str, pin: Pin | None, existing: Tool | None, trust_new: bool
     ) -> None:
@@ -127,7 +145,7 @@ class ToolImporter:
         by default); later new tools wait for approval, so dropping an approved tool and listing new text under a
         new name is no way around the pin."""
         server = split_name(tool.name)[0]
-        findings = tuple(scan(tool.description, tool.input_schema))
+        findings = _findings(tool)
         if pin is not None and pin.approved_hash == digest:
             if pin.quarantined:
                 plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
@@ -226,11 +244,32 @@ def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
         "name": f"{server}.{upstream.name}",
         "description": description,
         "input_schema": repair_schema(upstream.input_schema) if upstream.input_schema else {"type": "object"},
+        **_passed_on(upstream),
         "category": server,
         "scopes": list(config.scopes),
         "source": source_of(server),
     }
     return Tool.parse(entry)
+
+
+def _findings(tool: Tool) -> tuple[str, ...]:
+    """What the poisoning checks find in every text of the tool that reaches a model."""
+    shown = {"output_schema": tool.output_schema, "annotations": tool.annotations}
+    return tuple(scan(tool.description, tool.input_schema, {k: v for k, v in shown.items() if v is not None}))
+
+
+def _passed_on(upstream: types.Tool) -> dict[str, Any]:
+    """The output schema and annotations of an upstream tool, as `find_tools` passes them on. An output schema
+    that is not valid JSON Schema is dropped, not the tool: the tool can still be called."""
+    output = repair_schema(upstream.output_schema) if upstream.output_schema else None
+    if output is not None:
+        try:
+            check_json_schema(output, upstream.name, "output schema")
+        except InvalidToolError as exc:
+            log.warning("%s; the output schema is dropped", exc)
+            output = None
+    annotations = upstream.annotations.model_dump(by_alias=True, exclude_none=True) if upstream.annotations else None
+    return {"output_schema": output, "annotations": annotations or None}
 
 
 def _approval_detail(pin: Pin) -> str:

@@ -297,9 +297,11 @@ class PoisoningScanner:
         self._bank: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
         self._lock = threading.Lock()
 
-    def scan_tool(self, description: str, schema: Any = None) -> list[Finding]:
-        """Findings for a tool's description and every string (and property name) of its input schema."""
-        return [finding for where, text in texts_of(description, schema) for finding in self.scan_text(text, where)]
+    def scan_tool(self, description: str, schema: Any = None, others: dict[str, Any] | None = None) -> list[Finding]:
+        """Findings for a tool's description and every string (and property name) of its input schema and of the
+        other parts the model is shown (`others`: output schema, annotations)."""
+        texts = texts_of(description, schema, others)
+        return [finding for where, text in texts for finding in self.scan_text(text, where)]
 
     def scan_text(self, text: str, where: str) -> list[Finding]:
         findings: list[Finding] = []
@@ -378,10 +380,11 @@ def order_marks(sentence: str) -> list[str]:
     return [name for name, pattern in _ORDER_MARKS if pattern.search(sentence)]
 
 
-def texts_of(description: str, schema: Any) -> Iterator[tuple[str, str]]:
-    """(where, text) for the description and every string inside the input schema, property names included."""
+def texts_of(description: str, schema: Any, others: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
+    """(where, text) for the description and every string inside the input schema and `others`, property names
+    included."""
     yield "description", description
-    stack: list[tuple[str, Any]] = [("schema", schema)]
+    stack: list[tuple[str, Any]] = [("schema", schema), *(others or {}).items()]
     while stack:
         where, value = stack.pop()
         if isinstance(value, str):
@@ -396,9 +399,9 @@ def texts_of(description: str, schema: Any) -> Iterator[tuple[str, str]]:
 _SHARED = PoisoningScanner()
 
 
-def scan(description: str, schema: Any = None) -> list[str]:
+def scan(description: str, schema: Any = None, others: dict[str, Any] | None = None) -> list[str]:
     """Why a tool's text looks aimed at the model: one line per finding, empty when nothing is found."""
-    return [str(finding) for finding in _SHARED.scan_tool(description, schema)]
+    return [str(finding) for finding in _SHARED.scan_tool(description, schema, others)]
 
 
 def scan_texts(texts: Iterable[tuple[str, str]]) -> list[Finding]:

@@ -15,9 +15,8 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from pydantic import BaseModel
 
 from toolrag.catalog.decorator import ToolContext, context_parameter
@@ -27,6 +26,10 @@ from toolrag.model import Principal, Tool
 from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
+from toolrag.schema_drafts import validator_class
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 Function = Callable[..., Any]
 
@@ -82,6 +85,7 @@ class ToolGateway:
         self.policy = policy or ExecutionPolicy()
         self.events = events or NullSink()
         self.resolver = NameResolver(self.tools, self.policy.fuzzy_cutoff)
+        self._validators: dict[str, Validator] = {}  # per tool: finding a schema's draft checks it, which is slow
         hidden_names = [t.name for t in hidden if t.name not in self.tools]
         self._hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
 
@@ -138,19 +142,23 @@ class ToolGateway:
                 )
             raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
 
-    @staticmethod
-    def _arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    def _arguments(self, tool: Tool, raw: str) -> dict[str, Any]:
         try:
             arguments = loads(raw or "{}")
         except json.JSONDecodeError as exc:
             raise _Refusal("invalid_arguments", f"arguments for {tool.name} are not valid JSON: {exc.msg}") from None
         if not isinstance(arguments, dict):
             raise _Refusal("invalid_arguments", f"arguments for {tool.name} must be a JSON object")
-        errors = sorted(jsonschema.Draft202012Validator(tool.input_schema).iter_errors(arguments), key=str)
+        errors = sorted(self._validator(tool).iter_errors(arguments), key=str)
         if errors:
             details = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5])
             raise _Refusal("invalid_arguments", f"invalid arguments for {tool.name}: {details}. Fix them and retry.")
         return arguments
+
+    def _validator(self, tool: Tool) -> Validator:
+        if tool.name not in self._validators:
+            self._validators[tool.name] = validator_class(tool.input_schema)(tool.input_schema)
+        return self._validators[tool.name]
 
     async def _run(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         function = self.functions(tool.name)

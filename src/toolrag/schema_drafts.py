@@ -1,0 +1,60 @@
+"""JSON Schema as real servers write it: the draft a schema follows, and the 2020-12 form providers expect.
+
+Tool schemas come from MCP servers and catalogs written against every draft since 04. A schema is checked and
+its arguments validated under the draft it declares with `$schema`; without one, under 2020-12 when it is valid
+there, else under the newest older draft it is valid in (draft-07, then draft-04: `definitions`, the boolean
+`exclusiveMinimum` of draft-04). Providers read 2020-12, so rendering upgrades the forms whose meaning changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+_OLDER_DRAFTS_URIS = ("draft-04", "draft-06", "draft-07")
+# Keywords whose values are data, not subschemas: a boolean inside them is left alone.
+_DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
+
+
+def validator_class(schema: dict[str, Any]) -> type[Validator]:
+    """The validator of the draft `schema` follows; raises `jsonschema.SchemaError` when it is valid in none."""
+    from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator, SchemaError, validators
+
+    # `default` comes back as given when `$schema` is missing or unknown; its stub types it as a validator class
+    declared: type[Validator] | None = validators.validator_for(schema, default=None)  # type: ignore[arg-type]
+    if declared is not None:
+        declared.check_schema(schema)
+        return declared
+    first_error: SchemaError | None = None
+    for candidate in (Draft202012Validator, Draft7Validator, Draft4Validator):
+        try:
+            candidate.check_schema(schema)
+        except SchemaError as exc:
+            first_error = first_error or exc
+            continue
+        return candidate
+    assert first_error is not None
+    raise first_error
+
+
+def to_2020_12(schema: Any) -> Any:
+    """A copy of `schema` that means the same under draft 2020-12: draft-04's boolean `exclusiveMinimum`/
+    `exclusiveMaximum` become the numeric bounds of later drafts, and a `$schema` naming an older draft goes."""
+    if isinstance(schema, list):
+        return [to_2020_12(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    upgraded = {key: value if key in _DATA_KEYWORDS else to_2020_12(value) for key, value in schema.items()}
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        flag = upgraded.get(exclusive)
+        if not isinstance(flag, bool):
+            continue
+        del upgraded[exclusive]
+        if flag and bound in upgraded:
+            upgraded[exclusive] = upgraded.pop(bound)
+    declared = upgraded.get("$schema")
+    if isinstance(declared, str) and any(draft in declared for draft in _OLDER_DRAFTS_URIS):
+        del upgraded["$schema"]
+    return upgraded

@@ -1,0 +1,103 @@
+"""Schemas as real MCP servers write them: older JSON Schema drafts are accepted, validated under their own draft
+and rendered for providers in the 2020-12 form."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolrag import Tool
+from toolrag.catalog.files import load_catalog
+from toolrag.errors import InvalidToolError
+from toolrag.inject import render
+from toolrag.model import Principal
+from toolrag.runtime.gateway import CallResult, ToolGateway
+from toolrag.runtime.messages import ToolCall
+
+# The shape of PDF Reader's `read_pdf` in a public catalog of real MCP servers: draft-04, no `$schema`.
+READ_PDF: dict[str, Any] = {
+    "name": "pdf.read_pdf",
+    "description": "Read the text of a PDF file, optionally a range of pages.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "first_page": {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
+            "last_page": {"type": "integer", "maximum": 5000, "exclusiveMaximum": False},
+        },
+        "required": ["path"],
+    },
+}
+DRAFT_07_DEFINITIONS: dict[str, Any] = {
+    "name": "shop.add_item",
+    "description": "Add an item to the basket.",
+    "input_schema": {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"}},
+        "properties": {"sku": {"$ref": "#/definitions/sku"}, "quantity": {"type": "integer", "minimum": 1}},
+        "required": ["sku"],
+    },
+}
+
+
+def _call(tool: Tool, arguments: dict[str, Any]) -> CallResult:
+    gateway = ToolGateway([tool], [], Principal(), lambda name: lambda **kwargs: "done")
+    return asyncio.run(gateway.call(ToolCall("c1", tool.name, json.dumps(arguments)), set()))
+
+
+def test_a_draft_04_schema_without_schema_keyword_is_accepted() -> None:
+    tool = Tool.parse(READ_PDF)
+    assert tool.input_schema["properties"]["first_page"]["exclusiveMinimum"] is True  # kept as the server wrote it
+
+
+def test_arguments_are_validated_under_the_draft_the_schema_follows() -> None:
+    pdf = Tool.parse(READ_PDF)
+    assert _call(pdf, {"path": "a.pdf", "first_page": 1}).outcome == "ok"
+    refused = _call(pdf, {"path": "a.pdf", "first_page": 0})  # draft-04: the minimum itself is excluded
+    assert refused.outcome == "invalid_arguments" and "first_page" in refused.message.content
+    assert _call(pdf, {"path": "a.pdf", "last_page": 5000}).outcome == "ok"  # exclusiveMaximum false: included
+    shop = Tool.parse(DRAFT_07_DEFINITIONS)
+    assert _call(shop, {"sku": "ABC-12"}).outcome == "ok"
+    refused = _call(shop, {"sku": "abc"})  # through `$ref` into draft-07 `definitions`
+    assert refused.outcome == "invalid_arguments" and "does not match" in refused.message.content
+
+
+def test_a_declared_draft_is_the_one_that_counts() -> None:
+    declared = {**READ_PDF, "input_schema": {**READ_PDF["input_schema"]}}
+    declared["input_schema"]["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    with pytest.raises(
+        InvalidToolError, match=r"invalid JSON Schema at properties/\w+/exclusiveM\w+: \w+ is not of type .number."
+    ):
+        Tool.parse(declared)
+
+
+def test_a_schema_valid_in_no_draft_names_the_2020_12_problem() -> None:
+    broken = {"name": "x.y", "description": "A tool.", "input_schema": {"type": "object", "properties": []}}
+    with pytest.raises(InvalidToolError, match=r"invalid JSON Schema at properties: \[\] is not of type 'object'"):
+        Tool.parse(broken)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_providers_receive_the_2020_12_form(fmt: str) -> None:
+    rendered = json.dumps(render([Tool.parse(READ_PDF), Tool.parse(DRAFT_07_DEFINITIONS)], fmt))
+    assert '"exclusiveMinimum": true' not in rendered and '"exclusiveMaximum": false' not in rendered
+    assert "draft-07" not in rendered
+    if fmt != "gemini":  # Gemini's schema subset has no exclusive bounds; the rest is as for the others
+        assert '"first_page": {"type": "integer", "exclusiveMinimum": 0}' in rendered
+        assert '"last_page": {"type": "integer", "maximum": 5000}' in rendered
+
+
+def test_mcp_clients_receive_the_schema_as_written() -> None:
+    (rendered,) = render([Tool.parse(READ_PDF)], "mcp")
+    assert rendered["inputSchema"] == READ_PDF["input_schema"]
+
+
+def test_a_catalog_with_older_drafts_imports_whole(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"tools": [READ_PDF, DRAFT_07_DEFINITIONS]}), encoding="utf-8")
+    assert [tool.name for tool in load_catalog(path)] == ["pdf.read_pdf", "shop.add_item"]
