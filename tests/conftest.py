@@ -168,3 +168,24 @@ def json_http_server(respond: Responder) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+class Recorder:
+    """The recorded answers a fake provider server gives, in order, and the requests it received."""
+
+    def __init__(self) -> None:
+        self.answers: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, Any], str]] = []
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Recorder]]:
+    """A local server answering provider SDK requests with `Recorder.answers`."""
+    recorder = Recorder()
+
+    def respond(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
+        recorder.requests.append((path, body, raw))
+        return 200, recorder.answers.pop(0)
+
+    with json_http_server(respond) as url:
+        yield url, recorder

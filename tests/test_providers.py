@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from toolrag.runtime.providers.anthropic import to_anthropic_messages
 from toolrag.runtime.providers.openai_chat import to_openai_messages
 from toolrag.runtime.providers.openai_responses import to_responses_input
 
-from .conftest import CountingEmbedder, json_http_server
+from .conftest import CountingEmbedder, Recorder
 from .test_runtime import TOOLS
 
 SECRET_USER = Principal(user="secret-user-91", tenant="acme", scopes=frozenset({"billing:write"}))
@@ -135,24 +134,6 @@ RESPONSES_ANSWER = response(
         }
     ]
 )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.answers: list[dict[str, Any]] = []
-        self.requests: list[tuple[str, dict[str, Any], str]] = []
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[str, Recorder]]:
-    recorder = Recorder()
-
-    def respond(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
-        recorder.requests.append((path, body, raw))
-        return 200, recorder.answers.pop(0)
-
-    with json_http_server(respond) as url:
-        yield url, recorder
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@ _PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _GEMINI_DROPPED = {"$schema", "$id", "$defs", "definitions", "additionalProperties", "$ref", "const", "examples"}
 
 
+def is_provider_name(name: str) -> bool:
+    return bool(_PROVIDER_NAME.fullmatch(name))
+
+
 def provider_name(name: str) -> str:
     """`github.create_issue` -> `github__create_issue`. Names over 64 characters, and names that already hold
     `__` (which `a.b` and `a__b` would otherwise share), keep a hash suffix, so no two names map to one."""

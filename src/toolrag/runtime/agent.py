@@ -3,10 +3,12 @@
     agent = Agent(registry, OpenAIChatModel(OpenAI(), "gpt-4o-mini"), principal)
     result = agent.run("Where is my package A-1042?")
 
-Each round: choose the tools for the model (pre-selection by retrieval, or the `find_tools` discovery tool plus
-what it found) -> call the model -> run its tool calls concurrently through the execution gateway -> append the
-assistant message and one tool message per call, in call order -> again, until the model answers without tool
-calls, a round is return-direct, or the round limit is reached.
+Each round: choose the tools for the model (pre-selection by retrieval; the `find_tools` discovery tool plus
+what it found; or, in native mode, every visible tool held back by the provider until toolrag answers the
+provider's tool search, so the tool list never changes and the prompt cache survives) -> call the model -> run
+its tool calls concurrently through the execution gateway -> append the assistant message and one tool message per
+call, in call order -> again, until the model answers without tool calls, a round is return-direct, or the round
+limit is reached.
 
 Return-direct: a round ends the loop only when every call in it succeeded on a `return_direct` tool; a round that
 mixes such tools with ordinary ones goes back to the model with all results, as any other round.
@@ -20,21 +22,23 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, cast
 
 from toolrag.catalog.decorator import ToolContext
 from toolrag.errors import ToolragError
+from toolrag.inject.deferred import SEARCH_TOOL
 from toolrag.inject.formats import provider_name
-from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
 from toolrag.runtime.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import Conversation, Message, ToolCall
+from toolrag.runtime.native import find
+from toolrag.runtime.providers.base import ProviderModel
 from toolrag.runtime.resolve import normalize_name
 
-Mode = Literal["preselect", "discover"]
+Mode = Literal["preselect", "discover", "native"]
 FIND_TOOLS = Tool.parse(
     {
         "name": "find_tools",
@@ -108,6 +112,10 @@ class Agent:
         self.context = context
         sinks = [sink for sink in (events, registry.usage) if sink is not None]
         self.events: EventSink = FanoutSink(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else NullSink())
+        if mode == "native" and not getattr(model, "defers_tools", False):
+            raise ToolragError(
+                "mode='native' needs a provider that loads tools on demand: AnthropicModel or OpenAIResponsesModel"
+            )
         self.discovered: set[str] = set()
         self._request_id = uuid.uuid4().hex
         self._gateway_cache: tuple[tuple[int, str], ToolGateway] | None = None
@@ -118,6 +126,8 @@ class Agent:
         """The full definitions to offer the model for its next call."""
         if self.mode == "discover":
             return [FIND_TOOLS, *self._visible(sorted(self.discovered))]
+        if self.mode == "native":  # all of them, deferred: the provider loads what toolrag's search finds
+            return self._visible(sorted(self._gateway().tools))
         limit = self.registry.config.max_request_chars
         request = Conversation(list(messages)).latest_user_text(self.context_window, limit)
         if not request:
@@ -157,16 +167,17 @@ class Agent:
         for round_number in range(1, self.max_rounds + 1):
             started = time.perf_counter()
             tools = self.tools_for_turn(history)
+            offered = self._visible(sorted(self.discovered)) if self.mode == "native" else tools
             asked = time.perf_counter()
             response = await self._complete(history, tools)
             model_ms = (time.perf_counter() - asked) * 1000
             if not response.tool_calls:
-                self._emit_round(round_number, tools, response, model_ms, started)
+                self._emit_round(round_number, offered, response, model_ms, started)
                 return AgentResult(response.content, [*history, response], round_number, "answer", called)
-            outcome = await self.aexecute(response, history, tools)
+            outcome = await self.aexecute(response, history, offered)
             history = outcome.history
             called.extend(outcome.called)
-            self._emit_round(round_number, tools, response, model_ms, started)
+            self._emit_round(round_number, offered, response, model_ms, started)
             if outcome.return_direct:
                 text = "\n".join(m.content for m in outcome.results)
                 return AgentResult(text, history, round_number, "return_direct", called)
@@ -184,6 +195,9 @@ class Agent:
         return messages
 
     async def _complete(self, history: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        if self.mode == "native":
+            provider = cast(ProviderModel, self.model)
+            return await provider.acomplete(history, tools, deferred=True)
         if isinstance(self.model, AsyncChatModel):
             return await self.model.acomplete(history, tools)
         return await asyncio.to_thread(self.model.complete, history, tools)
@@ -202,24 +216,27 @@ class Agent:
 
     async def _call(self, gateway: ToolGateway, call: ToolCall, offered: set[str]) -> CallResult:
         if self.mode == "discover" and normalize_name(call.name) == normalize_name(FIND_TOOLS.name):
-            return self._find_tools(call)
+            return self._find_tools(call, FIND_TOOLS)
+        if self.mode == "native" and (call.kind == "tool_search" or call.name == SEARCH_TOOL.name):
+            return self._find_tools(call, SEARCH_TOOL)
         return await gateway.call(call, offered)
 
-    def _find_tools(self, call: ToolCall) -> CallResult:
+    def _find_tools(self, call: ToolCall, tool: Tool) -> CallResult:
+        """Answer a search for tools, among the principal's, with cards (discovery) or the tools to load (native)."""
         try:
-            arguments: dict[str, Any] = loads(call.arguments or "{}")
-            query = str(arguments["query"])
-            k = int(arguments.get("k", 3))
-        except (ValueError, KeyError, TypeError):
-            text = 'Error: find_tools takes {"query": "...", "k": 3}'
-            return CallResult(Message.tool_result(call.id, text, is_error=True), FIND_TOOLS, "invalid_arguments")
-        found = self.registry.search(query, self.principal, max(1, min(k, 5)), session=self._request_id)
+            found = find(self.registry, self.principal, call.arguments, self._request_id)
+        except ToolragError as exc:
+            return CallResult(Message.tool_result(call.id, f"Error: {exc}", is_error=True), tool, "invalid_arguments")
         self.discovered.update(r.name for r in found)
         cards = [
             {"name": provider_name(r.name), "description": r.card.text(), "confidence": round(r.score, 2)}
             for r in found
         ]
-        return CallResult(Message.tool_result(call.id, json.dumps(cards, ensure_ascii=False)), FIND_TOOLS, "ok")
+        text = json.dumps(cards, ensure_ascii=False)
+        if tool is SEARCH_TOOL:
+            loaded = tuple(r.name for r in found)
+            return CallResult(Message.search_result(call.id, text, loaded), tool, "ok")
+        return CallResult(Message.tool_result(call.id, text), tool, "ok")
 
     def _visible(self, names: Sequence[str]) -> list[Tool]:
         visible = self._gateway().tools

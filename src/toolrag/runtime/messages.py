@@ -8,13 +8,18 @@ from typing import Literal
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+CallKind = Literal["function", "tool_search"]
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """A call as the model wrote it: its id, the name it used, and the raw JSON text of the arguments."""
+    """A call as the model wrote it: its id, the name it used, and the raw JSON text of the arguments.
+    `kind="tool_search"`: a provider's own client-executed tool search item (OpenAI Responses' tool_search_call)."""
 
     id: str
     name: str
     arguments: str = "{}"
+    kind: CallKind = "function"
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # on tool messages: the call answered
     is_error: bool = False  # on tool messages: the content describes a failure
+    loaded: tuple[str, ...] | None = None  # on tool messages answering a tool search: the tools it loads
 
     @classmethod
     def user(cls, content: str) -> Message:
@@ -36,6 +42,12 @@ class Message:
     @classmethod
     def tool_result(cls, call_id: str, content: str, is_error: bool = False) -> Message:
         return cls("tool", content, tool_call_id=call_id, is_error=is_error)
+
+    @classmethod
+    def search_result(cls, call_id: str, content: str, loaded: tuple[str, ...]) -> Message:
+        """The answer to a tool search under deferred loading: providers load the tools named in `loaded`
+        (registry names); `content` is the same in words, for logs and models that read text."""
+        return cls("tool", content, tool_call_id=call_id, loaded=loaded)
 
 
 @dataclass

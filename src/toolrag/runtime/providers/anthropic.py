@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from toolrag.inject.deferred import anthropic_search_result, anthropic_tools
 from toolrag.inject.formats import render
 from toolrag.jsontext import loads
 from toolrag.model import Tool
@@ -29,6 +30,8 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
                 "content": message.content,
                 "is_error": message.is_error,
             }
+            if message.loaded is not None:
+                block = anthropic_search_result(message.tool_call_id or "", message.loaded)
             previous = converted[-1] if converted else None
             if previous and previous["role"] == "user" and isinstance(previous["content"], list):
                 previous["content"].append(block)
@@ -64,17 +67,21 @@ def from_anthropic_message(message: AnthropicMessage) -> Message:
 
 
 class AnthropicModel(ProviderModel):
+    defers_tools = True
+
     def __init__(
         self, client: Anthropic | AsyncAnthropic, model: str, max_tokens: int = 1024, **parameters: Any
     ) -> None:
         super().__init__(client, model, max_tokens=max_tokens, **parameters)
 
-    def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
+    def request(self, messages: Sequence[Message], tools: Sequence[Tool], deferred: bool = False) -> dict[str, Any]:
         system, converted = to_anthropic_messages(messages)
         request: dict[str, Any] = {"model": self.model, "messages": converted, **self.parameters}
         if system:
             request["system"] = system
-        if tools:
+        if deferred:
+            request["tools"] = anthropic_tools(tools)
+        elif tools:
             request["tools"] = render(tools, "anthropic")
         return request
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from toolrag.errors import ToolragError
 from toolrag.inject.formats import render
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
@@ -49,7 +50,9 @@ class OpenAIChatModel(ProviderModel):
     def __init__(self, client: OpenAI | AsyncOpenAI, model: str, **parameters: Any) -> None:
         super().__init__(client, model, **parameters)
 
-    def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
+    def request(self, messages: Sequence[Message], tools: Sequence[Tool], deferred: bool = False) -> dict[str, Any]:
+        if deferred:
+            raise ToolragError("Chat Completions cannot defer tools: use OpenAIResponsesModel for mode='native'")
         request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages), **self.parameters}
         if tools:
             request["tools"] = render(tools, "openai")
