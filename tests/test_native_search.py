@@ -155,7 +155,7 @@ def test_openai_responses_hides_what_the_principal_may_not_use(registry: ToolReg
     assert "refund" not in listed and '"util"' in listed
     answer = native.answer_openai("call_1", {"query": "refund a payment to the customer's card"})
     assert "refund" not in json.dumps(answer)
-    refused = asyncio.run(native.call("c1", "billing.refund", REFUND))
+    refused = asyncio.run(native.call("billing.refund", REFUND))
     assert refused.outcome == "unknown_tool"  # answered as for a tool that does not exist
     assert refused.message.content == "Error: no tool named 'billing.refund' is available"
 
@@ -171,7 +171,7 @@ def test_own_loop_helpers_give_sdk_valid_blocks(registry: ToolRegistry) -> None:
     assert bad["is_error"] is True and "query" in bad["content"]
     output = native.answer_openai("call_1", json.dumps({"query": "refund a payment to the customer's card"}))
     TypeAdapter(ResponseInputItemParam).validate_python(output)
-    done = asyncio.run(native.call("c1", "billing.refund", REFUND))
+    done = asyncio.run(native.call("billing.refund", REFUND))
     assert done.outcome == "ok" and done.message.content == "refunded pay_7"
 
 

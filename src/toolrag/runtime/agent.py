@@ -34,9 +34,9 @@ from toolrag.runtime.chat import AsyncChatModel, ChatModel
 from toolrag.runtime.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import Conversation, Message, ToolCall
-from toolrag.runtime.native import find
 from toolrag.runtime.providers.base import ProviderModel
 from toolrag.runtime.resolve import normalize_name
+from toolrag.runtime.toolbox import find
 
 Mode = Literal["preselect", "discover", "native"]
 FIND_TOOLS = Tool.parse(

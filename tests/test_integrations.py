@@ -1,0 +1,221 @@
+"""The framework adapters, each driven through its framework's own loop with the real library installed and a
+scripted model: the principal's tools are selected per request, every call passes the execution gateway (hidden
+tools refused as missing, arguments validated, the usage log written)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from toolrag import ToolRegistry
+from toolrag.runtime import ListSink, SecurityEvent, ToolCallEvent
+from toolrag.runtime.toolbox import Toolbox
+
+from .conftest import RETRIEVAL, CountingEmbedder, Recorder
+from .test_providers import response
+from .test_runtime import BILLING, SEEN, TOOLS, USER
+
+REFUND = {"payment_id": "pay_7"}
+REQUEST = "Refund payment pay_7 to the customer's card"
+
+
+@pytest.fixture
+def registry(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
+    reg = ToolRegistry(tmp_path / "integrations.db", embedder, RETRIEVAL)
+    reg.register(*TOOLS)
+    return reg
+
+
+def outcomes(events: ListSink) -> list[tuple[str, str]]:
+    return [(event.resolved_name, event.outcome) for event in events.of(ToolCallEvent)]
+
+
+# -- LangChain and LangGraph -----------------------------------------------------------------------------------
+
+
+def scripted_chat(answers: Sequence[Any]) -> Any:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class ScriptedChat(GenericFakeChatModel):
+        """Answers in order and records the tools bound for each call."""
+
+        bound: list[list[str]] = Field(default_factory=list)
+
+        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+            self.bound.append([tool.name for tool in tools])
+            return self
+
+    return ScriptedChat(messages=iter(answers))
+
+
+def test_langchain_tools_execute_through_the_gateway(registry: ToolRegistry) -> None:
+    from langchain_core.messages import ToolMessage
+
+    from toolrag.integrations.langchain import ToolRetriever, langchain_tools
+
+    events = ListSink()
+    toolbox = Toolbox(registry, BILLING, events=events)
+    (refund, *_) = tools = langchain_tools(toolbox, toolbox.select(REQUEST))
+    assert refund.name == "billing__refund" and refund.args_schema["required"] == ["payment_id"]
+    assert refund.invoke(REFUND) == "refunded pay_7" and SEEN["refunded"] == "pay_7"
+    wrong = refund.invoke({"type": "tool_call", "id": "c2", "name": refund.name, "args": {"payment": 7}})
+    assert isinstance(wrong, ToolMessage) and wrong.status == "error" and "invalid arguments" in wrong.content
+    assert asyncio.run(refund.ainvoke(REFUND)) == "refunded pay_7"
+    assert outcomes(events) == [("billing.refund", o) for o in ("ok", "invalid_arguments", "ok")]
+    assert len(tools) <= 3
+    documents = ToolRetriever(toolbox=Toolbox(registry, USER)).invoke(REQUEST)
+    assert "billing.refund" not in [d.metadata["name"] for d in documents]  # hidden from this principal
+
+
+def test_langgraph_agent_selects_per_turn_and_calls_through_the_gateway(registry: ToolRegistry) -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from toolrag.integrations.langgraph import create_agent
+
+    model = scripted_chat(
+        [
+            AIMessage("", tool_calls=[{"name": "billing__refund", "args": REFUND, "id": "c1"}]),
+            AIMessage("Refunded pay_7."),
+        ]
+    )
+    graph = create_agent(model, Toolbox(registry, BILLING), system="Be brief.")
+    state = graph.invoke({"messages": [("user", REQUEST)]})
+    assert state["messages"][-1].content == "Refunded pay_7." and SEEN["refunded"] == "pay_7"
+    (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert result.content == "refunded pay_7" and result.status == "success"
+    assert state["selected_tools"][0] == "billing.refund" and model.bound[0][0] == "billing__refund"
+
+
+def test_langgraph_agent_refuses_a_hidden_tool(registry: ToolRegistry) -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from toolrag.integrations.langgraph import create_agent
+
+    SEEN.pop("refunded", None)
+    events = ListSink()
+    model = scripted_chat(
+        [
+            AIMessage("", tool_calls=[{"name": "billing__refund", "args": REFUND, "id": "c1"}]),
+            AIMessage("I cannot do that."),
+        ]
+    )
+    state = create_agent(model, Toolbox(registry, USER, events=events)).invoke({"messages": [("user", REQUEST)]})
+    (refused,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert refused.status == "error" and "no tool named 'billing__refund' is available" in refused.content
+    assert "billing.refund" not in state["selected_tools"] and "refunded" not in SEEN
+    assert any(isinstance(e, SecurityEvent) and e.tool == "billing.refund" for e in events.events)
+
+
+# -- OpenAI Agents SDK ---------------------------------------------------------------------------------------------
+
+
+def test_openai_agents_sdk_runs_toolrag_tools(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+
+    from toolrag.integrations.openai_agents import tools_for
+
+    set_tracing_disabled(True)  # offline: no trace export
+    url, recorder = server
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "billing__refund"}
+    text = {"type": "output_text", "text": "Refunded pay_7.", "annotations": []}
+    recorder.answers = [
+        response([{**call, "arguments": json.dumps(REFUND), "status": "completed"}]),
+        response([{"type": "message", "id": "m1", "role": "assistant", "status": "completed", "content": [text]}]),
+    ]
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    events = ListSink()
+    toolbox = Toolbox(registry, BILLING, events=events)
+    agent = Agent(
+        name="billing",
+        instructions="Be brief.",
+        tools=tools_for(toolbox, REQUEST),
+        model=OpenAIResponsesModel("gpt-4o-mini", client),
+    )
+    result = asyncio.run(Runner.run(agent, REQUEST))
+    assert result.final_output == "Refunded pay_7." and outcomes(events) == [("billing.refund", "ok")]
+    sent = recorder.requests[0][1]["tools"]
+    assert sent[0]["name"] == "billing__refund" and sent[0]["parameters"]["required"] == ["payment_id"]
+    assert recorder.requests[1][1]["input"][-1]["output"] == "refunded pay_7"
+    assert "billing__refund" not in json.dumps([t.name for t in tools_for(Toolbox(registry, USER), REQUEST)])
+
+
+# -- Pydantic AI ---------------------------------------------------------------------------------------------------
+
+
+def test_pydantic_ai_toolset_selects_for_the_prompt(registry: ToolRegistry) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolrag.integrations.pydantic_ai import ToolragToolset
+
+    offered: list[list[str]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([tool.name for tool in info.function_tools])
+        parts = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        returned = [p for p in parts if p.outcome != "retried"]  # a refused call comes back as a retry
+        if returned:
+            return ModelResponse(parts=[TextPart(f"Done: {returned[-1].content}")])
+        if len(messages) == 1:  # first try: an argument the tool's schema refuses, which the gateway sends back
+            return ModelResponse(parts=[ToolCallPart("billing__refund", {"payment": 7}, "c0")])
+        return ModelResponse(parts=[ToolCallPart("billing__refund", REFUND, "c1")])
+
+    events = ListSink()
+    agent = Agent(FunctionModel(model), toolsets=[ToolragToolset(Toolbox(registry, BILLING, events=events))])
+    result = agent.run_sync(REQUEST)
+    assert result.output == "Done: refunded pay_7" and offered[0][0] == "billing__refund"
+    assert outcomes(events) == [("billing.refund", "invalid_arguments"), ("billing.refund", "ok")]
+    listing = FunctionModel(
+        lambda m, info: ModelResponse(parts=[TextPart(repr([t.name for t in info.function_tools]))])
+    )
+    names = Agent(listing).run_sync("Track the parcel of my order", toolsets=[ToolragToolset(Toolbox(registry, USER))])
+    assert "shop__track" in names.output and "billing__refund" not in names.output
+
+
+# -- LlamaIndex ----------------------------------------------------------------------------------------------------
+
+
+def test_llamaindex_function_agent_retrieves_toolrag_tools(registry: ToolRegistry) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+    from llama_index.core.llms import MockFunctionCallingLLM
+
+    from toolrag.integrations.llamaindex import ToolragObjectRetriever
+
+    offered: list[list[str]] = []
+
+    def respond(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        offered.append([tool.metadata.name for tool in kwargs.get("tools") or []])
+        results = [m for m in messages if m.role == MessageRole.TOOL]
+        if results:
+            return ChatMessage(role=MessageRole.ASSISTANT, content=f"Done: {results[-1].content}")
+        call = ToolCallBlock(tool_call_id="c1", tool_name="billing__refund", tool_kwargs=REFUND)
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+
+    events = ListSink()
+    retriever = ToolragObjectRetriever(Toolbox(registry, BILLING, events=events))
+    agent = FunctionAgent(tool_retriever=retriever, llm=MockFunctionCallingLLM(response_generator=respond))
+    answer = asyncio.run(_run(agent, REQUEST))
+    assert "Done: refunded pay_7" in answer and offered[0][0] == "billing__refund"
+    assert outcomes(events) == [("billing.refund", "ok")]
+    (tool, *_) = retriever.retrieve(REQUEST)
+    assert tool.metadata.get_parameters_dict()["required"] == ["payment_id"]
+    assert "billing__refund" not in [
+        t.metadata.name for t in ToolragObjectRetriever(Toolbox(registry, USER)).retrieve(REQUEST)
+    ]
+
+
+async def _run(agent: Any, request: str) -> str:
+    return str(await agent.run(request))
+
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
