@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import threading
 import uuid
@@ -43,6 +44,27 @@ class CountingEmbedder(DelegatingEmbedder):
 @pytest.fixture(scope="session")
 def real_embedder() -> Embedder:
     return make_embedder("default")
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """`toolrag quickstart` run once: its registry (the example catalog, indexed) and its JSON answers. Tests that
+    change a registry work on a copy (`copy_registry`)."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    store = tmp_path_factory.mktemp("quickstart") / "toolrag-quickstart.db"
+    result = CliRunner().invoke(app, ["quickstart", "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    return store, json.loads(result.stdout)
+
+
+def copy_registry(store: Path, folder: Path) -> Path:
+    """A copy of a SQLite registry (its write-ahead log too) in `folder`, under the same name."""
+    for part in store.parent.glob(store.name + "*"):
+        shutil.copy2(part, folder / part.name)
+    return folder / store.name
 
 
 @pytest.fixture(scope="session")

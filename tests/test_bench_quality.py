@@ -20,11 +20,15 @@ def _distractors_thinned(benchmark: BenchmarkSet, keep_every: int) -> BenchmarkS
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "floor"), [("bfcl", 0.8), ("metatool", 0.7)])
-def test_hybrid_beats_dense_and_bm25_on_a_sample(real_embedder: Embedder, name: str, floor: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "floor", "requests", "keep_every"), [("bfcl", 0.8, 150, 10), ("metatool", 0.7, 300, 6)]
+)
+def test_hybrid_beats_dense_and_bm25_on_a_sample(
+    real_embedder: Embedder, name: str, floor: float, requests: int, keep_every: int
+) -> None:
     if not (BENCH / name).is_dir():
         pytest.skip(f"{BENCH / name} is not here")
-    benchmark = _distractors_thinned(load_benchmark(BENCH / name, limit=300), keep_every=6)
+    benchmark = _distractors_thinned(load_benchmark(BENCH / name, limit=requests), keep_every)
     report = evaluate(benchmark, real_embedder, modes=("hybrid", "dense", "lexical"))
     modes = report.as_json()["modes"]
     assert modes["hybrid"]["ndcg@10"] > modes["dense"]["ndcg@10"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -72,10 +73,8 @@ def test_eval_json(tmp_path: Path) -> None:
     assert report["tokens"]["saved_pct"] > 0
 
 
-def test_quickstart(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["quickstart", "--store", str(tmp_path / "q.db"), "--json"])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+def test_quickstart(quickstart: tuple[Path, dict[str, Any]]) -> None:
+    _, data = quickstart
     answers = {a["query"] + "|" + a["who"]: [t["name"] for t in a["tools"]] for a in data["answers"]}
     assert data["tools"] >= 190
     assert answers["Wo ist mein Paket?|guest"][0] == "shop.track_shipment"

@@ -7,6 +7,7 @@ import json
 import logging
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from toolrag.embed.base import DelegatingEmbedder, Vectors
 from toolrag.inject import tokens
 from toolrag.server.config import ApiConfig, TokenConfig
 
-from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, in_schema
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, copy_registry, in_schema
 
 runner = CliRunner()
 
@@ -161,8 +162,7 @@ def test_command_line_details(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
     assert "always_include names no active tool: help.contact_human" in caplog.text
 
 
-def test_the_example_catalog_passes_validation(tmp_path: Path) -> None:
-    store = str(tmp_path / "quickstart.db")
-    assert runner.invoke(app, ["quickstart", "--store", store, "--json"]).exit_code == 0
+def test_the_example_catalog_passes_validation(quickstart: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    store = str(copy_registry(quickstart[0], tmp_path))
     validated = runner.invoke(app, ["validate", "--store", store, "--json"])
     assert [f for f in json.loads(validated.stdout) if f["kind"] == "too_short"] == []

@@ -24,7 +24,7 @@ import pytest
 from toolrag.server.app import SearchIn
 from toolrag.server.config import load_api_config
 
-from .conftest import json_http_server
+from .conftest import copy_registry, json_http_server
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -58,9 +58,9 @@ def model_answers(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
     return 200, {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
 
 
-def test_every_readme_snippet_runs_as_printed(tmp_path: Path) -> None:
+def test_every_readme_snippet_runs_as_printed(quickstart: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    subprocess.run(["toolrag", "quickstart", "--json"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    copy_registry(quickstart[0], tmp_path)  # what `toolrag quickstart` leaves in the folder it runs in
     ran = 0
     with json_http_server(model_answers) as url:
         env["OPENAI_BASE_URL"] = f"{url}/v1"
