@@ -153,6 +153,7 @@ def serve(
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     settings = _load(config)
     gateway = _gateway(settings)
+    guarded(gateway.check)  # the registry is fit to serve, or a one-line reason
     if transport == "http":
         guarded(settings.check_http_tokens)
         err.print(f"toolrag MCP gateway on http://{host}:{port}/mcp", highlight=False)

@@ -28,6 +28,7 @@ from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool
 from toolrag.model import Principal
+from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
@@ -98,6 +99,7 @@ class McpGateway:
         self.pool = UpstreamPool(self.settings, self._on_tools)
         self._gateways: dict[tuple[object, ...], ToolGateway] = {}
         self._found: dict[str, set[str]] = {}
+        self.startup: StartupCheck | None = None  # what the check before serving found
         audit = AuditSink(self.registry)
         self._events: EventSink = FanoutSink(audit, self.registry.usage) if self.registry.usage else audit
 
@@ -117,6 +119,12 @@ class McpGateway:
             len(report.deactivated),
             len(report.refused),
         )
+
+    def check(self) -> StartupCheck:
+        """The registry's check before serving (monitor/startup.py): raises StartupRefused when it may not serve."""
+        servers = set(self.settings.enabled_servers)
+        self.startup = check_at_startup(self.registry, self.settings.startup.missing_embeddings, servers)
+        return self.startup
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Deactivate tools of servers no longer configured, connect every upstream, wait for the first attempts."""
@@ -273,6 +281,8 @@ class McpGateway:
         return [types.Tool.model_validate(d) for d in render(chosen, "mcp")]
 
     async def serve_stdio(self) -> None:
+        if self.startup is None:
+            self.check()
         server = self.mcp_server(lambda request: self.settings.local())
         async with anyio.create_task_group() as group:
             await self.start(group)
@@ -283,6 +293,8 @@ class McpGateway:
     async def serve_http(self, host: str, port: int) -> None:
         import uvicorn
 
+        if self.startup is None:
+            self.check()
         app, _ = http_app(self.mcp_server(self._principal_of_request), self.settings, host)
         async with anyio.create_task_group() as group:
             await self.start(group)

@@ -1,4 +1,4 @@
-"""How usage is logged: what is kept of request texts, for how long."""
+"""How usage is logged (what is kept of request texts, for how long), and what servers check at startup."""
 
 from __future__ import annotations
 
@@ -16,3 +16,13 @@ class MonitorConfig(BaseModel):
     )
     retention_days: int = Field(default=90, ge=1, description="log entries older than this are deleted")
     flush_seconds: float = Field(default=1.0, gt=0, description="how long entries wait to be written in a batch")
+
+
+class StartupConfig(BaseModel):
+    """What a server does about its registry before it accepts requests (monitor/startup.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    missing_embeddings: Literal["repair", "refuse"] = Field(
+        default="repair", description="embed tools that have no vector for the index's model, or refuse to start"
+    )

@@ -40,13 +40,14 @@ def validate(
     """Every finding, worst kinds first. `mcp_servers`: the configured servers (None: do not judge MCP tools)."""
     tools = registry.tools()
     missing = _missing_embeddings(registry, fix)
-    findings = [*_orphans(tools, mcp_servers), *missing, *_lengths(tools)]
+    findings = [*orphans(tools, mcp_servers), *missing, *_lengths(tools)]
     if not missing or fix:  # comparing needs every vector
         findings.extend(_near_duplicates(registry, duplicate_similarity))
     return findings
 
 
-def _orphans(tools: list[Tool], mcp_servers: set[str] | None) -> list[Finding]:
+def orphans(tools: list[Tool], mcp_servers: set[str] | None) -> list[Finding]:
+    """Python tools whose function no longer imports; MCP tools of servers not configured (None: not judged)."""
     found = []
     for tool in tools:
         kind, _, where = tool.source.partition(":")

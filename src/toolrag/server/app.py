@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -28,6 +28,7 @@ from toolrag.errors import (
 from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
+from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
@@ -130,11 +131,20 @@ class ToolOut(BaseModel):
 Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]]
 
 
+class StartupOut(BaseModel):
+    checked_at: datetime
+    ok: bool = Field(description="every tool was searchable when the server started (after repairs)")
+    missing_embeddings: int = Field(description="tools that had no embedding for the index's model")
+    repaired: bool = Field(description="those tools were embedded before the server started")
+    orphans: list[str] = Field(description="tools whose function or MCP server is gone, with why (admin tokens only)")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     tools: int = Field(description="active tools (for tokens other than admin: those its principal may use)")
     generation: int | None = Field(description="the registry's change counter (admin tokens only)")
     model: str | None
+    startup: StartupOut | None = Field(default=None, description="what the check before serving found and did")
 
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -152,9 +162,11 @@ def create_app(
     config: ApiConfig,
     execute: Executor | None = None,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    startup: StartupCheck | None = None,
 ) -> FastAPI:
     """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
-    (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open)."""
+    (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open). `startup`: what the check
+    before serving found, shown by /health."""
     metrics = ApiMetrics(registry)
     tokens = TokenTable(
         {
@@ -219,15 +231,29 @@ def create_app(
     @app.get("/health", response_model=Health, tags=["operations"])
     def health(who: Reader) -> Health:
         model = registry.store.index_model()
+        checked = startup_out(who)
         if who.role == "admin":
             return Health(
                 status="ok",
                 tools=registry.snapshot().size,
                 generation=registry.generation,
                 model=model and model.model_id,
+                startup=checked,
             )
         tools = len(registry.visible_tools(who.principal))
-        return Health(status="ok", tools=tools, generation=None, model=model and model.model_id)
+        return Health(status="ok", tools=tools, generation=None, model=model and model.model_id, startup=checked)
+
+    def startup_out(who: Caller) -> StartupOut | None:
+        if startup is None:
+            return None
+        orphans = [f"{f.tools[0]}: {f.detail}" for f in startup.orphans] if who.role == "admin" else []
+        return StartupOut(
+            checked_at=startup.checked_at,
+            ok=startup.ok,
+            missing_embeddings=len(startup.missing_embeddings),
+            repaired=startup.repaired,
+            orphans=orphans,
+        )
 
     def shown_to(who: Caller, tool: Tool) -> bool:
         """Admins manage every tool; any other token sees only the tools its principal may use."""

@@ -11,6 +11,9 @@ scopes = ["*"]
 [monitor]
 requests = "redacted"
 retention_days = 30
+
+[startup]
+missing_embeddings = "repair"       # or "refuse": tools without embeddings stop the server from starting
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
-from toolrag.monitor.config import MonitorConfig
+from toolrag.monitor.config import MonitorConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
 
 Role = Literal["admin", "agent", "reader"]
@@ -62,6 +65,7 @@ class ApiConfig(BaseModel):
     mcp_config: str | None = None
     tokens: dict[str, TokenConfig] = Field(default_factory=dict)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    startup: StartupConfig = Field(default_factory=StartupConfig)
     http: HttpLimits = Field(default_factory=HttpLimits)
 
     @model_validator(mode="after")

@@ -11,21 +11,24 @@ import mcp.types as types
 from fastapi import FastAPI
 
 from toolrag.model import Principal
+from toolrag.monitor.startup import check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.server.app import ExecuteOut, create_app
 from toolrag.server.config import ApiConfig
 
 
 def build_api(config: ApiConfig) -> FastAPI:
-    """The app `toolrag api serve` runs. With `mcp_config`, tools execute on their MCP servers, which stay
-    connected for the app's lifetime."""
+    """The app `toolrag api serve` runs, once its registry passed the startup check. With `mcp_config`, tools
+    execute on their MCP servers, which stay connected for the app's lifetime."""
     registry = ToolRegistry(config.store, config.embedder, monitor=config.monitor)
     if config.mcp_config is None:
-        return create_app(registry, config)
+        return create_app(registry, config, startup=check_at_startup(registry, config.startup.missing_embeddings))
     from toolrag.mcp.config import load_config
     from toolrag.mcp.gateway import McpGateway
 
-    gateway = McpGateway(load_config(config.mcp_config), registry)
+    settings = load_config(config.mcp_config)
+    startup = check_at_startup(registry, config.startup.missing_embeddings, set(settings.enabled_servers))
+    gateway = McpGateway(settings, registry)
 
     async def execute(name: str, arguments: dict[str, Any], principal: Principal, session: str) -> ExecuteOut:
         result = await gateway.call_tool(name, arguments, principal, session)
@@ -39,4 +42,4 @@ def build_api(config: ApiConfig) -> FastAPI:
             yield
             group.cancel_scope.cancel()
 
-    return create_app(registry, config, execute, upstreams)
+    return create_app(registry, config, execute, upstreams, startup)
