@@ -1,4 +1,4 @@
-"""Running in production: the checks servers run before they accept requests."""
+"""Running in production: the checks servers run before they accept requests, and rate limits."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from mcp.client.client import Client
 from typer.testing import CliRunner
 
-from toolrag import ToolRegistry
+from toolrag import Principal, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.gateway import McpGateway
 from toolrag.monitor.config import StartupConfig
 from toolrag.monitor.startup import StartupRefused
 from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
 
@@ -82,3 +84,73 @@ def test_the_mcp_gateway_checks_before_serving(tmp_path: Path) -> None:
         anyio.run(McpGateway.from_config(refusing).serve_stdio)  # refused before it reads a message
     checked = McpGateway.from_config(GatewayConfig(store=store)).check()
     assert checked.repaired and checked.ok and [f.tools for f in checked.orphans] == [("gone",)]
+
+
+# -- rate limits -----------------------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_buckets_refill_at_the_configured_rate() -> None:
+    clock = Clock()
+    limits = RateLimits(search=Rate(per_minute=60, burst=2))
+    limiter = RateLimiter(limits, clock)
+    olena, marc = Principal(user="olena", tenant="acme"), Principal(user="marc", tenant="acme")
+    assert [limiter.wait(olena, "search") for _ in range(2)] == [0.0, 0.0]
+    assert limiter.wait(olena, "search") == pytest.approx(1.0)  # one a second
+    assert limiter.wait(marc, "search") == 0.0  # per principal
+    assert limiter.wait(Principal(user="olena", tenant="globex"), "search") == 0.0  # and per tenant
+    assert limiter.wait(olena, "call") == 0.0  # calls are unlimited here
+    clock.now += 1.0
+    assert limiter.wait(olena, "search") == 0.0 and limiter.wait(olena, "search") > 0
+    clock.now += 3600
+    assert [limiter.wait(olena, "search") for _ in range(3)][:2] == [0.0, 0.0]  # never more than the burst
+
+
+def test_the_api_answers_429_with_retry_after(tmp_path: Path) -> None:
+    registry = ToolRegistry(tmp_path / "limited.db")
+    registry.register_many(SAMPLE_TOOLS)
+    settings = config(str(tmp_path / "limited.db"), "repair")
+    settings.rate_limits = RateLimits(search=Rate(per_minute=1, burst=2), call=Rate(per_minute=1, burst=1))
+    with serving(build_api(settings)) as url:
+
+        def search(token: str) -> httpx.Response:
+            return httpx.post(f"{url}/search", json={"query": "weather"}, headers={"Authorization": f"Bearer {token}"})
+
+        assert [search(AGENT).status_code for _ in range(2)] == [200, 200]
+        limited = search(AGENT)
+        assert limited.status_code == 429 and 1 <= int(limited.headers["Retry-After"]) <= 60
+        assert "rate limit" in limited.json()["detail"] and "'bot'" in limited.json()["detail"]
+        assert search(ADMIN).status_code == 200  # another principal's bucket
+        executed = [
+            httpx.post(
+                f"{url}/execute", json={"name": "weather.forecast"}, headers={"Authorization": f"Bearer {AGENT}"}
+            )
+            for _ in range(2)
+        ]
+        assert [r.status_code for r in executed] == [200, 429]
+        metrics = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text
+        assert 'toolrag_rate_limited_total{kind="search"} 1.0' in metrics
+
+
+def test_the_mcp_gateway_limits_find_tools_per_principal(tmp_path: Path) -> None:
+    store = tmp_path / "gateway.db"
+    ToolRegistry(store).register_many(SAMPLE_TOOLS)
+    settings = GatewayConfig(store=str(store), rate_limits=RateLimits(search=Rate(per_minute=1, burst=1)))
+    gateway = McpGateway.from_config(settings)
+
+    async def session() -> None:
+        async with Client(gateway.mcp_server(lambda request: Principal(user="me"))) as client:
+            first = await client.call_tool("find_tools", {"query": "weather forecast"})
+            assert not first.is_error
+            second = await client.call_tool("find_tools", {"query": "weather forecast"})
+            text = " ".join(getattr(part, "text", "") for part in second.content)
+            assert second.is_error and "rate limit" in text and "retry in" in text
+
+    anyio.run(session)

@@ -32,6 +32,7 @@ from toolrag.errors import ConfigError
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
+from toolrag.server.rate_limit import RateLimits
 
 ApprovalPolicy = Literal["after-first-sync", "always", "never"]
 
@@ -124,6 +125,7 @@ class GatewayConfig(BaseModel):
     max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")
     http: HttpLimits = Field(default_factory=HttpLimits)
     startup: StartupConfig = Field(default_factory=StartupConfig)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
     connect_timeout_seconds: float = Field(default=20.0, gt=0)
     ping_interval_seconds: float = Field(default=5.0, gt=0)
     max_backoff_seconds: float = Field(default=30.0, gt=0)

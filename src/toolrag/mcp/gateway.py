@@ -34,6 +34,7 @@ from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.guard import CALLER_KEY, server_config
+from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.base import AuditEntry
 
 log = logging.getLogger("toolrag.mcp")
@@ -100,6 +101,7 @@ class McpGateway:
         self._gateways: dict[tuple[object, ...], ToolGateway] = {}
         self._found: dict[str, set[str]] = {}
         self.startup: StartupCheck | None = None  # what the check before serving found
+        self.limiter = RateLimiter(self.settings.rate_limits)
         audit = AuditSink(self.registry)
         self._events: EventSink = FanoutSink(audit, self.registry.usage) if self.registry.usage else audit
 
@@ -243,6 +245,10 @@ class McpGateway:
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             principal = principal_of(ctx.request)
             arguments = dict(params.arguments or {})
+            kind: Kind = "search" if params.name == "find_tools" else "call"
+            wait = self.limiter.wait(principal, kind)
+            if wait > 0:
+                return _error(f"rate limit: your {kind} rate is used up; retry in {retry_after(wait)} s")
             if params.name == "find_tools":
                 return await self._answer_find(arguments, principal, session_of(ctx))
             if params.name == "call_tool":

@@ -36,6 +36,7 @@ from toolrag.server.config import ApiConfig, Role
 from toolrag.server.dashboard import render_dashboard
 from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope, TokenTable
 from toolrag.server.metrics import ApiMetrics
+from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.usage import EVERYONE, Audience
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
@@ -168,6 +169,7 @@ def create_app(
     (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open). `startup`: what the check
     before serving found, shown by /health."""
     metrics = ApiMetrics(registry)
+    limiter = RateLimiter(config.rate_limits)
     tokens = TokenTable(
         {
             secret: Caller(name=name, role=entry.role, principal=entry.principal(name))
@@ -211,6 +213,16 @@ def create_app(
             return who
 
         return check
+
+    def within_rate(who: Caller, kind: Kind) -> None:
+        wait = limiter.wait(who.principal, kind)
+        if wait > 0:
+            metrics.rate_limited.labels(kind).inc()
+            raise HTTPException(
+                429,
+                f"rate limit: the {kind} rate for token {who.name!r} is used up; retry in {retry_after(wait)} s",
+                headers={"Retry-After": retry_after(wait)},
+            )
 
     Reader = Annotated[Caller, Depends(allowed("reader"))]
     AgentRole = Annotated[Caller, Depends(allowed("agent"))]
@@ -313,6 +325,7 @@ def create_app(
     @app.post("/search", response_model=SearchOut, tags=["agents"])
     def search(body: SearchIn, who: Reader) -> SearchOut:
         """The tools for a request, as the token's principal may see them, rendered for a provider."""
+        within_rate(who, "search")
         started = time.perf_counter()
         selection = registry.select(body.query, who.principal, body.format, body.k, body.session)
         metrics.search_seconds.observe(time.perf_counter() - started)
@@ -328,6 +341,7 @@ def create_app(
     @app.post("/execute", response_model=ExecuteOut, tags=["agents"])
     async def run_tool(body: ExecuteIn, who: AgentRole) -> ExecuteOut:
         """Run a tool through the execution gateway: authorization, name resolution, schema validation, timeout."""
+        within_rate(who, "call")
         started = time.perf_counter()
         session = body.session or uuid.uuid4().hex
         if execute is not None:

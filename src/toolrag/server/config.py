@@ -14,6 +14,10 @@ retention_days = 30
 
 [startup]
 missing_embeddings = "repair"       # or "refuse": tools without embeddings stop the server from starting
+
+[rate_limits]                       # per principal, per instance; unlimited when absent
+search = { per_minute = 120, burst = 20 }
+call = { per_minute = 60, burst = 10 }
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
+from toolrag.server.rate_limit import RateLimits
 
 Role = Literal["admin", "agent", "reader"]
 
@@ -66,6 +71,7 @@ class ApiConfig(BaseModel):
     tokens: dict[str, TokenConfig] = Field(default_factory=dict)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     startup: StartupConfig = Field(default_factory=StartupConfig)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
     http: HttpLimits = Field(default_factory=HttpLimits)
 
     @model_validator(mode="after")

@@ -21,6 +21,9 @@ class ApiMetrics:
         )
         self.calls = Counter("toolrag_calls", "Tool calls executed, by outcome", ["outcome"], registry=self.collector)
         self.call_seconds = Histogram("toolrag_call_seconds", "Tool call latency", registry=self.collector)
+        self.rate_limited = Counter(
+            "toolrag_rate_limited", "Requests refused by a rate limit, by kind", ["kind"], registry=self.collector
+        )
         self.requests = Counter(
             "toolrag_http_requests", "HTTP requests, by route and status", ["route", "status"], registry=self.collector
         )
