@@ -1,8 +1,13 @@
-"""Running in production: the checks servers run before they accept requests, and rate limits."""
+"""Running in production: the checks servers run before they accept requests, rate limits, scheduled jobs."""
 
 from __future__ import annotations
 
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -14,14 +19,17 @@ from toolrag import Principal, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.gateway import McpGateway
-from toolrag.monitor.config import StartupConfig
+from toolrag.monitor.config import ScheduleConfig, StartupConfig, parse_interval
+from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupRefused
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig, TokenConfig, load_api_config
+from toolrag.server.metrics import ApiMetrics
 from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
+from toolrag.store.usage import JobReport
 
-from .conftest import SAMPLE_TOOLS, make_tool
+from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, json_http_server, make_tool
 from .test_api import serving
 
 ADMIN = "admin-token-0123456789"
@@ -154,3 +162,85 @@ def test_the_mcp_gateway_limits_find_tools_per_principal(tmp_path: Path) -> None
             assert second.is_error and "rate limit" in text and "retry in" in text
 
     anyio.run(session)
+
+
+# -- scheduled jobs --------------------------------------------------------------------------------------------------
+
+
+class WallClock:
+    """A controlled clock for the scheduler."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_scheduled_jobs_run_once_on_one_of_two_instances_sharing_postgres(
+    postgres_url: str, embedder: CountingEmbedder
+) -> None:
+    url = in_schema(postgres_url, f"test_{uuid.uuid4().hex[:12]}")
+    first, second = ToolRegistry(url, embedder), ToolRegistry(url, embedder)
+    first.register_many(SAMPLE_TOOLS)
+    lost = make_tool("ledger.close_month", "Close the accounting month and lock its journal entries.")
+    first.store.upsert([lost], {}, IndexModel(embedder.model_id, embedder.dimension))
+    posted: list[str] = []
+
+    def webhook(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
+        posted.append(body["text"])
+        return 200, {"ok": True}
+
+    clock = WallClock()
+    with json_http_server(webhook) as hook:
+        settings = ScheduleConfig(webhook_url=f"{hook}/slack")
+        instances = [Scheduler(r, settings, holder=name, clock=clock) for r, name in ((first, "a"), (second, "b"))]
+
+        def tick_both() -> list[JobReport]:
+            with ThreadPoolExecutor(2) as pool:  # at the same moment, as two servers would
+                return [run for runs in pool.map(lambda s: s.tick(), instances) for run in runs]
+
+        ran = tick_both()
+        assert sorted(run.job for run in ran) == ["consistency", "report"]  # each once, on either instance
+        clock.now += timedelta(hours=1)
+        assert tick_both() == []
+        clock.now += timedelta(days=1)
+        assert [run.job for run in tick_both()] == ["consistency"]  # daily, not weekly
+    assert len(posted) == 3 and any(text.startswith("toolrag weekly report (7 days)") for text in posted)
+    assert "1 missing_embedding" in next(t for t in posted if "consistency" in t)
+    checks = second.store.usage.job_reports("consistency")
+    assert len(checks) == 2 and checks[-1].body["counts"]["missing_embedding"] == 1  # the first run repaired it
+    assert "missing_embedding" not in checks[0].body["counts"]
+    assert second.tools_without_embeddings() == []
+    metrics = ApiMetrics(second).render().decode()
+    assert 'toolrag_consistency_findings{kind="missing_embedding"} 0.0' in metrics
+    assert 'toolrag_report_tools{finding="unused"} ' in metrics and "toolrag_report_no_tool_rate 0.0" in metrics
+    compared = CliRunner().invoke(app, ["report", "--store", url, "--compare", "LAST", "--json"])
+    assert compared.exit_code == 0, compared.output
+    assert json.loads(compared.stdout)["changes"]  # the report is compared with the stored one, line by line
+
+
+def test_report_compare_needs_a_stored_report(tmp_path: Path) -> None:
+    store = tmp_path / "fresh.db"
+    ToolRegistry(store).register_many(SAMPLE_TOOLS)
+    refused = CliRunner().invoke(app, ["report", "--store", str(store), "--compare", "LAST"])
+    assert refused.exit_code == 1 and "no stored report" in refused.stderr
+    wrong = CliRunner().invoke(app, ["report", "--store", str(store), "--compare", "yesterday"])
+    assert wrong.exit_code == 1 and "--compare takes LAST" in wrong.stderr
+
+
+def test_schedule_intervals_are_checked() -> None:
+    assert parse_interval("30m") == timedelta(minutes=30) and parse_interval("weekly") == timedelta(weeks=1)
+    assert parse_interval("off") is None
+    with pytest.raises(ValueError, match="unknown interval 'every tuesday'"):
+        ScheduleConfig(report="every tuesday")
+
+
+def test_the_documented_production_configuration_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text(encoding="utf-8")
+    example = page.split("```toml\n# toolrag-api.toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "toolrag-api.toml").write_text(example, encoding="utf-8")
+    monkeypatch.setenv("TOOLRAG_OPS_TOKEN", "ops-secret-0123456789")
+    settings = load_api_config(tmp_path / "toolrag-api.toml")
+    assert settings.schedule.report == "weekly" and settings.startup.missing_embeddings == "repair"
+    assert settings.rate_limits.search == Rate(per_minute=120, burst=20)

@@ -25,6 +25,7 @@ from toolrag.cli.common import (
 
 if TYPE_CHECKING:
     from toolrag.model import Tool
+    from toolrag.registry import ToolRegistry
 
 tools_app = typer.Typer(
     help="Edit tools: every change is a new version; nothing is ever deleted.", no_args_is_help=True
@@ -213,12 +214,19 @@ def validate_command(
 def report_command(
     store: StoreOption = DEFAULT_STORE,
     days: Annotated[int, typer.Option(min=1, help="Time window, in days back from now.")] = 30,
+    compare_with: Annotated[
+        str | None,
+        typer.Option("--compare", help="LAST: what changed since the latest report the scheduled job stored."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The usage health report: dead, unused and low-relevance tools, retrieval misses and the requests behind them."""
     from toolrag.monitor.report import build_report
 
     registry = open_registry(store)
+    if compare_with is not None:
+        _compare_with_last(registry, days, compare_with, as_json)
+        return
     report = guarded(lambda: build_report(registry.store, days))
     if as_json:
         print_json(report.as_json())
@@ -327,3 +335,22 @@ def describe_group(
     registry = open_registry(store)
     guarded(lambda: registry.describe_groups({name: None if remove else description}))
     out.print(f"group {name}: " + ("description removed" if remove else "described"))
+
+
+def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: bool) -> None:
+    from toolrag.monitor.config import ScheduleConfig
+    from toolrag.monitor.schedule import REPORT, Scheduler, compare
+
+    if which.lower() != "last":
+        fail(f"--compare takes LAST (the latest stored report), not {which!r}")
+    stored = registry.store.usage.job_reports(REPORT, 1)
+    if not stored:
+        fail("no stored report to compare with: the servers' scheduled weekly report ([schedule] report) writes them")
+    current = Scheduler(registry, ScheduleConfig(report_days=days)).report()
+    changes = compare(stored[0].body, current)
+    if as_json:
+        print_json({"compared_with": stored[0].at.isoformat(), "current": current, "changes": changes})
+        return
+    out.print(f"[bold]Since the report of {stored[0].at:%Y-%m-%d %H:%M} UTC[/] ({stored[0].holder}):", highlight=False)
+    for line in changes:
+        out.print(f"  {line}", highlight=False)

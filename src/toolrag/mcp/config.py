@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from toolrag.config_files import beside, read_toml
 from toolrag.errors import ConfigError
 from toolrag.model import Principal
-from toolrag.monitor.config import MonitorConfig, StartupConfig
+from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
 from toolrag.server.rate_limit import RateLimits
 
@@ -125,6 +125,7 @@ class GatewayConfig(BaseModel):
     max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")
     http: HttpLimits = Field(default_factory=HttpLimits)
     startup: StartupConfig = Field(default_factory=StartupConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     connect_timeout_seconds: float = Field(default=20.0, gt=0)
     ping_interval_seconds: float = Field(default=5.0, gt=0)

@@ -28,6 +28,7 @@ from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool
 from toolrag.model import Principal
+from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
@@ -291,6 +292,7 @@ class McpGateway:
             self.check()
         server = self.mcp_server(lambda request: self.settings.local())
         async with anyio.create_task_group() as group:
+            group.start_soon(self._scheduler().run)
             await self.start(group)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
@@ -303,9 +305,14 @@ class McpGateway:
             self.check()
         app, _ = http_app(self.mcp_server(self._principal_of_request), self.settings, host)
         async with anyio.create_task_group() as group:
+            group.start_soon(self._scheduler().run)
             await self.start(group)
             await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve()
             group.cancel_scope.cancel()
+
+    def _scheduler(self) -> Scheduler:
+        """The scheduled jobs of [schedule] (monitor/schedule.py), run while serving."""
+        return Scheduler(self.registry, self.settings.schedule, mcp_servers=set(self.settings.enabled_servers))
 
     @staticmethod
     def _principal_of_request(request: Any) -> Principal:

@@ -15,6 +15,11 @@ retention_days = 30
 [startup]
 missing_embeddings = "repair"       # or "refuse": tools without embeddings stop the server from starting
 
+[schedule]                          # the defaults: a daily consistency check, a weekly report
+consistency = "daily"
+report = "weekly"
+webhook_url = "https://hooks.slack.com/services/..."   # optional: each run's summary, Slack-compatible
+
 [rate_limits]                       # per principal, per instance; unlimited when absent
 search = { per_minute = 120, burst = 20 }
 call = { per_minute = 60, burst = 10 }
@@ -30,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
-from toolrag.monitor.config import MonitorConfig, StartupConfig
+from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
 from toolrag.server.rate_limit import RateLimits
 
@@ -71,6 +76,7 @@ class ApiConfig(BaseModel):
     tokens: dict[str, TokenConfig] = Field(default_factory=dict)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     startup: StartupConfig = Field(default_factory=StartupConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     http: HttpLimits = Field(default_factory=HttpLimits)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from toolrag.registry import ToolRegistry
@@ -34,5 +38,44 @@ class ApiMetrics:
             lambda: registry.generation
         )
 
+        self._scheduled_gauges(registry)
+
+    def _scheduled_gauges(self, registry: ToolRegistry) -> None:
+        """Gauges read from the latest reports of the scheduled jobs (monitor/schedule.py), 0 before the first."""
+
+        def latest(job: str) -> dict[str, Any]:
+            reports = registry.store.usage.job_reports(job, 1)
+            return reports[0].body if reports else {}
+
+        tools = Gauge(
+            "toolrag_report_tools",
+            "Tools in the latest weekly report, by finding",
+            ["finding"],
+            registry=self.collector,
+        )
+        for finding in ("dead", "unused", "low_relevance"):
+            tools.labels(finding).set_function(functools.partial(_count, latest, "report", finding))
+        Gauge(
+            "toolrag_report_no_tool_rate",
+            "Share of searches that found no tool, latest report",
+            registry=self.collector,
+        ).set_function(lambda: float(latest("report").get("no_tool_rate", 0.0)))
+        checked = Gauge(
+            "toolrag_consistency_findings",
+            "Findings of the latest consistency check, by kind",
+            ["kind"],
+            registry=self.collector,
+        )
+        for kind in ("orphan", "missing_embedding", "near_duplicate", "too_short", "too_long"):
+            checked.labels(kind).set_function(functools.partial(_finding_count, latest, kind))
+
     def render(self) -> bytes:
         return generate_latest(self.collector)
+
+
+def _count(latest: Callable[[str], dict[str, Any]], job: str, key: str) -> float:
+    return float(len(latest(job).get(key, [])))
+
+
+def _finding_count(latest: Callable[[str], dict[str, Any]], kind: str) -> float:
+    return float(latest("consistency").get("counts", {}).get(kind, 0))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -11,6 +11,7 @@ import mcp.types as types
 from fastapi import FastAPI
 
 from toolrag.model import Principal
+from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.server.app import ExecuteOut, create_app
@@ -22,12 +23,16 @@ def build_api(config: ApiConfig) -> FastAPI:
     execute on their MCP servers, which stay connected for the app's lifetime."""
     registry = ToolRegistry(config.store, config.embedder, monitor=config.monitor)
     if config.mcp_config is None:
-        return create_app(registry, config, startup=check_at_startup(registry, config.startup.missing_embeddings))
+        startup = check_at_startup(registry, config.startup.missing_embeddings)
+        scheduler = Scheduler(registry, config.schedule)
+        return create_app(registry, config, lifespan=_running(scheduler), startup=startup)
     from toolrag.mcp.config import load_config
     from toolrag.mcp.gateway import McpGateway
 
     settings = load_config(config.mcp_config)
-    startup = check_at_startup(registry, config.startup.missing_embeddings, set(settings.enabled_servers))
+    servers = set(settings.enabled_servers)
+    startup = check_at_startup(registry, config.startup.missing_embeddings, servers)
+    scheduler = Scheduler(registry, config.schedule, mcp_servers=servers)
     gateway = McpGateway(settings, registry)
 
     async def execute(name: str, arguments: dict[str, Any], principal: Principal, session: str) -> ExecuteOut:
@@ -38,8 +43,22 @@ def build_api(config: ApiConfig) -> FastAPI:
     @asynccontextmanager
     async def upstreams(app: FastAPI) -> AsyncIterator[None]:
         async with anyio.create_task_group() as group:
+            group.start_soon(scheduler.run)
             await gateway.start(group)
             yield
             group.cancel_scope.cancel()
 
     return create_app(registry, config, execute, upstreams, startup)
+
+
+def _running(scheduler: Scheduler) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the scheduled jobs run while it serves."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            group.start_soon(scheduler.run)
+            yield
+            group.cancel_scope.cancel()
+
+    return lifespan

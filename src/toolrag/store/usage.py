@@ -6,6 +6,7 @@ each store supplies how to run a query and a transaction through `UsageTables`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -106,6 +107,16 @@ class UsageTotals:
     sessions: int
     reformulated: int = 0  # searches whose tools only a second-chance step (search/reformulate.py) found
     whole_catalog: int = 0  # searches answered with the principal's whole catalog (the `all` strategy)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What one run of a scheduled job found (monitor/schedule.py)."""
+
+    job: str
+    at: datetime
+    holder: str  # the instance that ran it
+    body: dict[str, Any]
 
 
 Rows = list[tuple[Any, ...]]
@@ -354,3 +365,46 @@ class UsageTables:
             retrievals = db.execute(self._sql("DELETE FROM retrievals WHERE at < ?"), (cutoff,)).rowcount
             calls = db.execute(self._sql("DELETE FROM calls WHERE at < ?"), (cutoff,)).rowcount
         return int(retrievals) + int(calls)
+
+    # -- scheduled jobs (monitor/schedule.py): one instance claims a due job, runs it, and keeps its report --------
+
+    def claim_job(self, job: str, holder: str, now: datetime, lease_until: datetime, last_run_before: datetime) -> bool:
+        """Claim `job` for `holder` until `lease_until` if nobody holds it and it last ran before `last_run_before`
+        (or never). One transaction: of several instances claiming at once, one gets it."""
+        with self._transaction() as db:
+            db.execute(
+                self._sql(
+                    "INSERT INTO job_leases(job, holder, expires_at) VALUES (?, '', ?) ON CONFLICT(job) DO NOTHING"
+                ),
+                (job, self._timestamp(now)),
+            )
+            claimed = db.execute(
+                self._sql(
+                    "UPDATE job_leases SET holder = ?, expires_at = ? WHERE job = ? AND expires_at <= ?"
+                    " AND (last_run IS NULL OR last_run < ?) RETURNING job"
+                ),
+                (holder, self._timestamp(lease_until), job, self._timestamp(now), self._timestamp(last_run_before)),
+            ).fetchone()
+        return claimed is not None
+
+    def finish_job(self, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
+        """Keep the report of a run and release the job, marking when it ran."""
+        with self._transaction() as db:
+            db.execute(
+                self._sql("INSERT INTO job_reports(job, at, holder, body) VALUES (?, ?, ?, ?)"),
+                (job, self._timestamp(at), holder, json.dumps(body, ensure_ascii=False, default=str)),
+            )
+            db.execute(
+                self._sql("UPDATE job_leases SET last_run = ?, expires_at = ? WHERE job = ? AND holder = ?"),
+                (self._timestamp(at), self._timestamp(at), job, holder),
+            )
+
+    def job_reports(self, job: str, limit: int = 10) -> list[JobReport]:
+        """The latest reports of a job, newest first."""
+        rows = self._query(
+            self._sql("SELECT job, at, holder, body FROM job_reports WHERE job = ? ORDER BY at DESC, id DESC LIMIT ?"),
+            (job, limit),
+        )
+        return [
+            JobReport(str(name), self._parse_time(at), str(holder), json.loads(body)) for name, at, holder, body in rows
+        ]

@@ -1,0 +1,16 @@
+-- Scheduled jobs (monitor/schedule.py): the reports they write, kept to compare week to week, and the leases that
+-- let one of several instances sharing this registry run each job.
+CREATE TABLE job_reports (
+    id BIGSERIAL PRIMARY KEY,
+    job TEXT NOT NULL,
+    at TIMESTAMPTZ NOT NULL,
+    holder TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX job_reports_by_job ON job_reports(job, at);
+CREATE TABLE job_leases (
+    job TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL,
+    last_run TIMESTAMPTZ
+);
