@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupRefused
 from toolrag.server.config import ApiConfig, TokenConfig, load_api_config
 from toolrag.server.metrics import ApiMetrics
+from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
@@ -244,3 +246,5 @@ def test_the_documented_production_configuration_loads(tmp_path: Path, monkeypat
     settings = load_api_config(tmp_path / "toolrag-api.toml")
     assert settings.schedule.report == "weekly" and settings.startup.missing_embeddings == "repair"
     assert settings.rate_limits.search == Rate(per_minute=120, burst=20)
+    oauth = tomllib.loads(page.split("```toml\n[oauth]", 1)[1].split("```", 1)[0].join(("[oauth]", "")))
+    assert OAuthConfig.model_validate(oauth["oauth"]).roles == {"toolrag:agent": "agent", "toolrag:admin": "admin"}

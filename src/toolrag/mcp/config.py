@@ -32,6 +32,7 @@ from toolrag.errors import ConfigError
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
+from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import RateLimits
 
 ApprovalPolicy = Literal["after-first-sync", "always", "never"]
@@ -126,6 +127,7 @@ class GatewayConfig(BaseModel):
     http: HttpLimits = Field(default_factory=HttpLimits)
     startup: StartupConfig = Field(default_factory=StartupConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    oauth: OAuthConfig | None = Field(default=None, description="JWT access tokens of an OAuth issuer (HTTP)")
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     connect_timeout_seconds: float = Field(default=20.0, gt=0)
     ping_interval_seconds: float = Field(default=5.0, gt=0)

@@ -36,6 +36,7 @@ from toolrag.server.config import ApiConfig, Role
 from toolrag.server.dashboard import render_dashboard
 from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope, TokenTable
 from toolrag.server.metrics import ApiMetrics
+from toolrag.server.oauth import JwtVerifier
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.usage import EVERYONE, Audience
 
@@ -158,6 +159,14 @@ _ERRORS: list[tuple[type[Exception], int]] = [
 ]
 
 
+def _oauth_caller(verifier: JwtVerifier, token: str) -> Authenticated[Caller]:
+    """The caller of an OAuth access token: its subject, the role its scopes grant, its principal."""
+    claims = verifier.verify(token)  # or Refused, which the guard answers
+    principal = verifier.principal(claims)
+    name = principal.user or "oauth"
+    return Authenticated(Caller(name=name, role=verifier.role(claims), principal=principal), f"oauth:{name}")
+
+
 def create_app(
     registry: ToolRegistry,
     config: ApiConfig,
@@ -184,18 +193,25 @@ def create_app(
         lifespan=lifespan,
     )
 
+    verifier = JwtVerifier(config.oauth) if config.oauth else None
+
     def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
         found = tokens.find(token)
-        return Authenticated(found, found.name) if found is not None else None
+        if found is not None:
+            return Authenticated(found, found.name)
+        return _oauth_caller(verifier, token) if verifier else None
 
     # Every route, the OpenAPI description included, needs a token, checked before any body is read; only the
-    # dashboard (a page a browser opens) takes it as `?token=`.
+    # dashboard (a page a browser opens) takes it as `?token=`, and only OAuth's resource metadata is public.
+    metadata = config.oauth.metadata_routes() if config.oauth else []
+    app.router.routes.extend(metadata)
     app.add_middleware(
         RequestGuard,
         authenticate=authenticate,
         limits=config.http,
-        challenge='Bearer realm="toolrag"',
+        challenge=config.oauth.challenge() if config.oauth else 'Bearer realm="toolrag"',
         query_token_paths=frozenset({"/dashboard"}),
+        public_paths=frozenset(route.path for route in metadata),
     )
 
     bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it

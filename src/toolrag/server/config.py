@@ -37,6 +37,7 @@ from toolrag.config_files import beside, read_toml
 from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
+from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import RateLimits
 
 Role = Literal["admin", "agent", "reader"]
@@ -78,6 +79,7 @@ class ApiConfig(BaseModel):
     startup: StartupConfig = Field(default_factory=StartupConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
+    oauth: OAuthConfig | None = Field(default=None, description="JWT access tokens of an OAuth issuer")
     http: HttpLimits = Field(default_factory=HttpLimits)
 
     @model_validator(mode="after")

@@ -73,6 +73,15 @@ class Authenticated(Generic[Who]):
     key: str
 
 
+class Refused(Exception):
+    """What an authenticator raises to refuse a token with its own status and challenge (OAuth's invalid_token,
+    insufficient_scope) rather than the guard's plain 401."""
+
+    def __init__(self, status: int, detail: str, challenge: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.challenge = status, detail, challenge
+
+
 # (token from the Authorization header, or from `?token=` where allowed; the request's scope) -> caller or None
 Authenticator = Callable[[str, Scope], Authenticated[Any] | None]
 
@@ -127,7 +136,11 @@ class RequestGuard:
             await self._pass(scope, receive, send)
             return
         token = bearer_token(scope, self.query_token_paths)
-        caller = self.authenticate(token, scope) if token else None
+        try:
+            caller = self.authenticate(token, scope) if token else None
+        except Refused as refusal:
+            await _respond(send, refusal.status, refusal.detail, [(b"www-authenticate", refusal.challenge.encode())])
+            return
         if caller is None:
             reason = "missing bearer token" if token is None else "unknown bearer token"
             await _respond(send, 401, reason, [(b"www-authenticate", self.challenge.encode())])

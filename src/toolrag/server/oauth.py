@@ -1,0 +1,189 @@
+"""OAuth 2.1 for the HTTP API and the HTTP gateway, as MCP's authorization specification has resource servers do.
+
+- Protected resource metadata (RFC 9728) at `/.well-known/oauth-protected-resource<path>`, naming the issuer.
+- A request without a token gets 401 with `WWW-Authenticate: Bearer ... resource_metadata="<that URL>"`, which
+  MCP clients follow to the authorization server; a bad token gets 401 with `error="invalid_token"` and why; a
+  token without a required scope 403 with `error="insufficient_scope"`.
+- Access tokens are JWTs checked with PyJWT against the issuer's JWKS (or a configured public key): signature,
+  issuer, audience (this server's resource URL), expiry. Its claims become the principal: user (`sub`), tenant,
+  scopes; scopes may also grant the API's roles.
+
+Static bearer tokens keep working beside it. JWKS keys are cached; an unknown key id fetches the set again at most
+once a minute, so tokens naming random keys cannot flood the issuer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import httpx
+import jwt
+from mcp.server.auth.routes import build_resource_metadata_url
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from toolrag.model import Principal
+from toolrag.server.guard import Refused
+
+REFETCH_SECONDS = 60.0
+
+
+class OAuthConfig(BaseModel):
+    """`[oauth]` in the API's and the gateway's configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str = Field(description="the authorization server's issuer identifier, exactly as in its tokens")
+    audience: str = Field(description="this server's resource URL (e.g. https://tools.example.com/mcp)")
+    jwks_url: str | None = Field(default=None, description="the issuer's JSON Web Key Set")
+    public_key: str | None = Field(default=None, description="a PEM public key, for issuers without a JWKS")
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "PS256", "EdDSA"])
+    required_scopes: list[str] = Field(default_factory=list, description="a token lacking one is refused (403)")
+    user_claim: str = "sub"
+    tenant_claim: str | None = "tenant"
+    scopes_claim: str = Field(default="scope", description="space-separated scopes, or a list (e.g. `scp`)")
+    roles: dict[str, Literal["admin", "agent", "reader"]] = Field(
+        default_factory=dict, description="API roles granted by scopes, e.g. {'toolrag:admin' = 'admin'}"
+    )
+    default_role: Literal["admin", "agent", "reader"] = "reader"
+    leeway_seconds: int = Field(default=30, ge=0, le=300, description="clock skew allowed on exp and nbf")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> OAuthConfig:
+        if (self.jwks_url is None) == (self.public_key is None):
+            raise ValueError("[oauth] needs exactly one of jwks_url and public_key")
+        if "none" in (a.lower() for a in self.algorithms) or any(a.upper().startswith("HS") for a in self.algorithms):
+            raise ValueError("[oauth] algorithms must be asymmetric (RS*, ES*, PS*, EdDSA): the server holds no secret")
+        return self
+
+    def metadata_url(self) -> str:
+        return str(build_resource_metadata_url(AnyHttpUrl(self.audience)))
+
+    def metadata_routes(self) -> list[Route]:
+        """The RFC 9728 document. The issuer and the resource are written exactly as configured: clients compare
+        them with the issuer's own metadata and the tokens' audience character for character."""
+        document: dict[str, Any] = {
+            "resource": self.audience,
+            "authorization_servers": [self.issuer],
+            "bearer_methods_supported": ["header"],
+        }
+        scopes = sorted({*self.required_scopes, *self.roles})
+        if scopes:
+            document["scopes_supported"] = scopes
+
+        async def metadata(request: Request) -> JSONResponse:
+            return JSONResponse(document, headers={"Access-Control-Allow-Origin": "*"})
+
+        return [Route(urlparse(self.metadata_url()).path, metadata, methods=["GET"])]
+
+    def challenge(self, error: str | None = None, description: str | None = None) -> str:
+        """The WWW-Authenticate value of a refusal."""
+        parts = ['Bearer realm="toolrag"', f'resource_metadata="{self.metadata_url()}"']
+        if error:
+            parts.append(f'error="{error}"')
+        if description:
+            parts.append('error_description="{}"'.format(description.replace('"', "'")))
+        return ", ".join(parts)
+
+
+class JwtVerifier:
+    def __init__(self, config: OAuthConfig) -> None:
+        self.config = config
+        self._keys: dict[str, Any] = {}
+        self._fetched_at = -REFETCH_SECONDS
+        self._lock = threading.Lock()
+        self._fixed = _checked_pem(config.public_key) if config.public_key else None
+
+    def verify(self, token: str) -> dict[str, Any]:
+        """The token's claims; raises the guard's Refused (401 invalid_token, 403 insufficient_scope) saying what
+        is wrong, with the challenge that goes with it."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise self._refused(401, "invalid_token", "the token is not a JWT") from None
+        key = self._key(header.get("kid"))
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=self.config.algorithms,
+                audience=self.config.audience,
+                issuer=self.config.issuer,
+                leeway=self.config.leeway_seconds,
+                options={"require": ["exp", "iss", "aud", self.config.user_claim]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise self._refused(401, "invalid_token", "the token has expired") from None
+        except jwt.InvalidAudienceError:
+            raise self._refused(
+                401, "invalid_token", f"the token is not for this server ({self.config.audience})"
+            ) from None
+        except jwt.InvalidIssuerError:
+            raise self._refused(401, "invalid_token", "the token comes from another issuer") from None
+        except jwt.InvalidSignatureError:
+            raise self._refused(401, "invalid_token", "the token's signature does not verify") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise self._refused(401, "invalid_token", f"the token has no {exc.claim!r} claim") from None
+        except jwt.PyJWTError as exc:
+            raise self._refused(401, "invalid_token", f"the token is not valid: {exc}") from None
+        missing = [scope for scope in self.config.required_scopes if scope not in self.scopes(claims)]
+        if missing:
+            raise self._refused(403, "insufficient_scope", f"the token lacks the scope {missing[0]!r}")
+        return claims
+
+    def _refused(self, status: int, error: str, description: str) -> Refused:
+        return Refused(status, description, self.config.challenge(error, description))
+
+    def scopes(self, claims: dict[str, Any]) -> list[str]:
+        value = claims.get(self.config.scopes_claim, [])
+        return value.split() if isinstance(value, str) else [str(scope) for scope in value]
+
+    def principal(self, claims: dict[str, Any]) -> Principal:
+        tenant = claims.get(self.config.tenant_claim) if self.config.tenant_claim else None
+        user = str(claims[self.config.user_claim])
+        return Principal(user=user, tenant=str(tenant) if tenant else None, scopes=frozenset(self.scopes(claims)))
+
+    def role(self, claims: dict[str, Any]) -> Literal["admin", "agent", "reader"]:
+        granted = [self.config.roles[s] for s in self.scopes(claims) if s in self.config.roles]
+        for role in ("admin", "agent", "reader"):
+            if role in granted:
+                return role
+        return self.config.default_role
+
+    def _key(self, kid: str | None) -> Any:
+        if self._fixed is not None:
+            return self._fixed
+        with self._lock:
+            if kid not in self._keys and time.monotonic() - self._fetched_at >= REFETCH_SECONDS:
+                self._refresh()
+            found = self._keys.get(kid) if kid is not None else (next(iter(self._keys.values()), None))
+        if found is None:
+            raise self._refused(401, "invalid_token", "the token is signed with a key the issuer does not publish")
+        return found
+
+    def _refresh(self) -> None:
+        assert self.config.jwks_url is not None
+        self._fetched_at = time.monotonic()
+        try:
+            answer = httpx.get(self.config.jwks_url, timeout=10)
+            answer.raise_for_status()
+            keys = jwt.PyJWKSet.from_dict(answer.json()).keys
+        except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+            raise self._refused(401, "invalid_token", f"the issuer's keys could not be read: {exc}") from None
+        self._keys = {key.key_id: key for key in keys if key.key_id}
+
+
+def _checked_pem(pem: str) -> str:
+    """The configured PEM public key, once it is known to load."""
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    try:
+        load_pem_public_key(pem.encode())
+    except ValueError as exc:
+        raise ValueError(f"[oauth] public_key is not a PEM public key: {exc}") from None
+    return pem

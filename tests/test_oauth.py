@@ -1,0 +1,327 @@
+"""OAuth 2.1 for the HTTP gateway and the HTTP API, against an issuer the test runs on loopback (keys generated
+here, a JWKS and a client-credentials token endpoint): the official MCP SDK client completes the flow and calls a
+tool; every bad token is refused with the right status and challenge."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import httpx
+import httpx2
+import jwt
+import pytest
+import uvicorn
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from toolrag import ToolRegistry, tool
+from toolrag.mcp.config import GatewayConfig
+from toolrag.server.app import create_app
+from toolrag.server.config import ApiConfig
+from toolrag.server.guard import server_config
+from toolrag.server.oauth import OAuthConfig
+
+from .conftest import SAMPLE_TOOLS
+from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
+
+CLIENT_SECRET = "client-secret-0123456789"
+# What the issuer grants each client, whatever it asks for (as authorization servers do for client credentials).
+CLIENTS = {"orders-agent": "mcp orders:read", "support-agent": "mcp"}
+
+
+@tool(name="billing.refund_payment", scopes=["billing:write"])
+def refund_payment(payment_id: str) -> str:
+    """Refund a card payment to the customer, in full."""
+    return f"refunded {payment_id}"
+
+
+class Issuer:
+    """An authorization server: its metadata, a JWKS, and client-credentials tokens for one client."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = "key-1"
+        self.url = ""
+
+    def token(self, audience: str, scope: str = "", **changes: Any) -> str:
+        now = int(time.time())
+        claims = {"iss": self.url, "aud": audience, "sub": "agent-7", "tenant": "acme", "scope": scope}
+        claims |= {"iat": now, "exp": now + 300, "client_id": "orders-agent", **changes}
+        key = changes.pop("_key", None) or self.key
+        claims.pop("_key", None)
+        kid = changes.pop("_kid", None) or self.kid
+        claims.pop("_kid", None)
+        return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
+
+    def jwks(self) -> dict[str, Any]:
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        return {"keys": [{**public, "kid": self.kid, "use": "sig", "alg": "RS256"}]}
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "issuer": self.url,
+            "token_endpoint": f"{self.url}/token",
+            "authorization_endpoint": f"{self.url}/authorize",
+            "jwks_uri": f"{self.url}/jwks.json",
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "response_types_supported": ["code"],
+        }
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[Issuer]:
+    authority = Issuer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answers = {"/.well-known/oauth-authorization-server": authority.metadata, "/jwks.json": authority.jwks}
+            if self.path not in answers:
+                self._send(404, {"error": "not_found"})
+                return
+            self._send(200, answers[self.path]())
+
+        def do_POST(self) -> None:
+            form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            client, _, secret = (
+                base64.b64decode(self.headers.get("Authorization", "Basic ")[6:]).decode().partition(":")
+            )
+            if self.path != "/token" or client not in CLIENTS or secret != CLIENT_SECRET:
+                self._send(401, {"error": "invalid_client"})
+                return
+            audience = form.get("resource", [""])[0]
+            access = authority.token(audience, CLIENTS[client], client_id=client)
+            self._send(200, {"access_token": access, "token_type": "Bearer", "expires_in": 300})
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    authority.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield authority
+    finally:
+        server.shutdown()
+
+
+@contextmanager
+def running(app: Any, port: int) -> Iterator[None]:
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, GatewayConfig().http))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def gateway(issuer: Issuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`toolrag mcp serve --transport http` with [oauth], in its own process, in front of the fixture MCP server
+    (whose tools need the scope orders:read); its URL."""
+    folder = tmp_path_factory.mktemp("oauth")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    upstream = python_server("tests.mcp_fixture_server")
+    (folder / "toolrag-mcp.toml").write_text(
+        f"""store = "gateway.db"
+
+[oauth]
+issuer = "{issuer.url}"
+audience = "{url}"
+jwks_url = "{issuer.url}/jwks.json"
+required_scopes = ["mcp"]
+
+[servers.shop]
+command = {json.dumps(upstream["command"])}
+args = {json.dumps(upstream["args"])}
+cwd = {json.dumps(upstream["cwd"])}
+scopes = ["orders:read"]
+""",
+        encoding="utf-8",
+    )
+    command = [TOOLRAG, "mcp", "serve", "-c", str(folder / "toolrag-mcp.toml"), "--transport", "http"]
+    process = subprocess.Popen(
+        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        wait_until_listening(url, process)
+        yield url
+    finally:
+        stop_tree(process.pid)
+
+
+def initialize(url: str, token: str | None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    return httpx.post(url, json=body, headers=headers, timeout=10)
+
+
+def test_a_request_without_a_token_is_pointed_at_the_resource_metadata(issuer: Issuer, gateway: str) -> None:
+    refused = initialize(gateway, None)
+    assert refused.status_code == 401
+    metadata_url = gateway.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+    metadata = httpx.get(metadata_url).json()  # public: no token needed
+    assert metadata["resource"] == gateway and metadata["authorization_servers"] == [issuer.url]
+
+
+def test_a_valid_access_token_is_served(issuer: Issuer, gateway: str) -> None:
+    assert initialize(gateway, issuer.token(gateway, "mcp")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "error", "why"),
+    [
+        ("expired", 401, "invalid_token", "expired"),
+        ("wrong audience", 401, "invalid_token", "not for this server"),
+        ("wrong issuer", 401, "invalid_token", "another issuer"),
+        ("tampered", 401, "invalid_token", "signature"),
+        ("unknown key", 401, "invalid_token", "key the issuer does not publish"),
+        ("not a JWT", 401, "invalid_token", "not a JWT"),
+        ("missing scope", 403, "insufficient_scope", "'mcp'"),
+    ],
+)
+def test_bad_tokens_are_refused(issuer: Issuer, gateway: str, case: str, status: int, error: str, why: str) -> None:
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    tokens = {
+        "expired": lambda: issuer.token(gateway, "mcp", exp=int(time.time()) - 600),
+        "wrong audience": lambda: issuer.token("https://elsewhere.example/mcp", "mcp"),
+        "wrong issuer": lambda: issuer.token(gateway, "mcp", iss="https://evil.example"),
+        "tampered": lambda: _tampered(issuer.token(gateway, "mcp")),
+        "unknown key": lambda: issuer.token(gateway, "mcp", _key=stranger, _kid=f"key-{uuid.uuid4().hex}"),
+        "not a JWT": lambda: "opaque-token-0123456789",
+        "missing scope": lambda: issuer.token(gateway, "billing:write"),
+    }
+    refused = initialize(gateway, tokens[case]())
+    challenge = refused.headers["www-authenticate"]
+    assert refused.status_code == status and f'error="{error}"' in challenge and why in challenge
+    assert "resource_metadata=" in challenge and why in refused.json()["detail"]
+
+
+def _tampered(token: str) -> str:
+    """The token with its payload rewritten (more scopes) and the original signature kept."""
+    head, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["scope"] = "mcp billing:write admin"
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{head}.{forged}.{signature}"
+
+
+class MemoryTokens:
+    """The SDK client's token storage."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def test_the_mcp_sdk_client_completes_the_flow_and_calls_a_tool(issuer: Issuer, gateway: str) -> None:
+    """Discovery from the 401, the issuer's metadata, a client-credentials token for this resource, then calls; the
+    token's scopes are the principal's, so the order tool is found and runs for the client granted orders:read."""
+    storage = MemoryTokens()
+
+    async def session(client_id: str) -> list[str]:
+        auth = ClientCredentialsOAuthProvider(gateway, storage, client_id, CLIENT_SECRET, issuer=issuer.url)
+        transport = streamable_http_client(gateway, http_client=httpx2.AsyncClient(auth=auth, timeout=30))
+        async with Client(transport) as client:
+            found = await client.call_tool("find_tools", {"query": "look up the status of my order 42"})
+            names = [t["name"] for t in found.structured_content["tools"]]
+            if "shop.lookup_order" in names:
+                ran = await client.call_tool(
+                    "call_tool", {"name": "shop.lookup_order", "arguments": {"order_id": "42"}}
+                )
+                assert not ran.is_error and "order 42: shipped" in ran.content[0].text
+            return names
+
+    assert "shop.lookup_order" in anyio.run(session, "orders-agent")
+    assert storage.tokens is not None
+    assert jwt.decode(storage.tokens.access_token, options={"verify_signature": False})["aud"] == gateway
+    storage.tokens = None
+    assert "shop.lookup_order" not in anyio.run(session, "support-agent")  # the token's scopes are the principal's
+
+
+def test_the_api_takes_access_tokens_with_roles_from_scopes(issuer: Issuer, tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    oauth = OAuthConfig(
+        issuer=issuer.url,
+        audience=url,
+        jwks_url=f"{issuer.url}/jwks.json",
+        roles={"toolrag:agent": "agent", "toolrag:admin": "admin"},
+    )
+    registry = ToolRegistry(tmp_path / "api.db")
+    registry.register(refund_payment)
+    registry.register_many(SAMPLE_TOOLS)
+    with running(create_app(registry, ApiConfig(oauth=oauth)), port):
+        missing = httpx.post(f"{url}/search", json={"query": "refund"})
+        assert missing.status_code == 401 and "resource_metadata=" in missing.headers["www-authenticate"]
+        assert httpx.get(f"{url}/.well-known/oauth-protected-resource").json()["resource"] == url
+
+        def as_token(scope: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {issuer.token(url, scope)}"}
+
+        found = httpx.post(
+            f"{url}/search", json={"query": "refund the card payment"}, headers=as_token("billing:write")
+        )
+        assert found.status_code == 200 and "billing.refund_payment" in [r["name"] for r in found.json()["results"]]
+        hidden = httpx.post(f"{url}/search", json={"query": "refund the card payment"}, headers=as_token("mcp"))
+        assert "billing.refund_payment" not in [r["name"] for r in hidden.json()["results"]]
+        execute = {"name": "billing.refund_payment", "arguments": {"payment_id": "p1"}}
+        reader = httpx.post(f"{url}/execute", json=execute, headers=as_token("billing:write"))
+        assert reader.status_code == 403  # no role scope: a reader
+        agent = httpx.post(f"{url}/execute", json=execute, headers=as_token("billing:write toolrag:agent"))
+        assert agent.status_code == 200 and agent.json()["content"] == "refunded p1"
+        tenant = httpx.get(f"{url}/health", headers=as_token("toolrag:agent")).json()
+        assert tenant["generation"] is None  # not an admin
+
+
+def test_oauth_configuration_errors_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="exactly one of jwks_url and public_key"):
+        OAuthConfig(issuer="https://id.example", audience="https://tools.example/mcp")
+    with pytest.raises(ValueError, match="must be asymmetric"):
+        OAuthConfig(issuer="https://i", audience="https://a", jwks_url="https://i/jwks", algorithms=["HS256"])
