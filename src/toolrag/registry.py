@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolrag import tracing
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
 from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
@@ -336,7 +337,11 @@ class ToolRegistry:
 
         `session` groups the searches and calls of one conversation in the usage log."""
         principal = principal or Principal.anonymous()
-        results = self.retriever.search(query, principal, k)
+        with tracing.span("toolrag.search", k=k, user=principal.user, tenant=principal.tenant) as current:
+            results = self.retriever.search(query, principal, k)
+            if current is not None:
+                current.set_attribute("toolrag.results", len(results))
+                current.set_attribute("toolrag.strategy", results[0].strategy if results else "retrieval")
         if self.usage is not None:
             step = results[0].signals.reformulation if results else None
             self.usage.record_retrieval(query, principal, results, session, step)

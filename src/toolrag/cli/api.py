@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolrag.cli.common import err, guarded
+from toolrag.cli.common import LogFormatOption, err, guarded
 
 api_app = typer.Typer(help="The HTTP API (FastAPI) and the dashboard.", no_args_is_help=True)
 ApiConfigOption = Annotated[
@@ -24,9 +24,16 @@ def serve(
     keep_alive: Annotated[
         int | None, typer.Option(help="Seconds an idle client connection stays open (default: [http] in the config).")
     ] = None,
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Serve the API; the dashboard is at /dashboard, the OpenAPI description at /docs and /openapi.json."""
+    import logging
+
     import uvicorn
+
+    from toolrag.tracing import configure_logging
+
+    configure_logging(logging.INFO, json_lines=log_format == "json")
 
     from toolrag.server.config import load_api_config
     from toolrag.server.guard import server_config

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -47,6 +47,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 def fail(message: str) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(1)
+
+
+LogFormatOption = Annotated[
+    Literal["text", "json"],
+    typer.Option("--log-format", help="json: one JSON object per line, with the request id and the trace id."),
+]
 
 
 def guarded(action: Callable[[], T]) -> T:

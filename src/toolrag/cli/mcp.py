@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 from rich.table import Table
 
-from toolrag.cli.common import JsonOption, err, guarded, out, print_json
+from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded, out, print_json
 
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
     from toolrag.mcp.config import GatewayConfig
@@ -146,11 +146,14 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (http).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (http).")] = 8765,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log imports and reconnections to stderr.")] = False,
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Run the gateway as an MCP server: find_tools and call_tool over every configured upstream."""
     import anyio
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    from toolrag.tracing import configure_logging
+
+    configure_logging(logging.INFO if verbose else logging.WARNING, json_lines=log_format == "json")
     settings = _load(config)
     gateway = _gateway(settings)
     guarded(gateway.check)  # the registry is fit to serve, or a one-line reason

@@ -20,6 +20,7 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from toolrag import tracing
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.mcp.config import GatewayConfig
@@ -190,7 +191,8 @@ class McpGateway:
 
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         server, tool = split_name(name)
-        result = await self.pool.call(server, tool, arguments)
+        with tracing.span("toolrag.upstream.call", server=server, tool=tool):
+            result = await self.pool.call(server, tool, arguments)
         size, limit = len(result.model_dump_json(by_alias=True, exclude_none=True)), self.settings.max_result_bytes
         if size > limit:
             raise UpstreamCallFailed(
@@ -244,7 +246,16 @@ class McpGateway:
             return types.ListToolsResult(tools=[FIND_TOOLS, CALL_TOOL, *exposed])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            principal = principal_of(ctx.request)
+            request_id = tracing.REQUEST_ID.set(uuid.uuid4().hex)
+            try:
+                principal = principal_of(ctx.request)
+                attributes = {"tool": params.name[:128], "session": session_of(ctx), "user": principal.user}
+                with tracing.span("toolrag.mcp.tool", **attributes):
+                    return await answer(ctx, params, principal)
+            finally:
+                tracing.REQUEST_ID.reset(request_id)
+
+        async def answer(ctx: Any, params: types.CallToolRequestParams, principal: Principal) -> types.CallToolResult:
             arguments = dict(params.arguments or {})
             kind: Kind = "search" if params.name == "find_tools" else "call"
             wait = self.limiter.wait(principal, kind)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from toolrag import tracing
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.errors import RequestTooLongError
@@ -284,8 +285,10 @@ class Retriever:
             return [], None
         candidates, routed = self._route(index, query, candidates)
         tokens = tokenize(query, stem=not self.config.stem_english_only or looks_english(query))
-        lexical, matched_terms = self._lexical(index, tokens, visible, mode)
-        dense, vector = self._dense(index, query, visible, mode)
+        with tracing.span("toolrag.search.lexical", terms=len(tokens)):
+            lexical, matched_terms = self._lexical(index, tokens, visible, mode)
+        with tracing.span("toolrag.search.dense", tools=len(candidates)):
+            dense, vector = self._dense(index, query, visible, mode)
         if mode == "hybrid":
             scores = fuse(dense, lexical, candidates, self.config.dense_weight)
         else:

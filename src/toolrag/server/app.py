@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolrag import tracing
 from toolrag.errors import (
     CatalogError,
     InvalidToolError,
@@ -191,6 +192,8 @@ def create_app(
         version="0.1.0",
         description="Tool selection as retrieval: a permission-aware tool registry for LLM agents.",
         lifespan=lifespan,
+        # toolrag's own request span (below) is the root of each request's trace: FastAPI's would be a second root.
+        telemetry={"tracing": False},
     )
 
     verifier = JwtVerifier(config.oauth) if config.oauth else None
@@ -250,10 +253,23 @@ def create_app(
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
     @app.middleware("http")
-    async def count_requests(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        metrics.requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+    async def trace_and_count(request: Request, call_next: Any) -> Response:
+        """One span per request (the root of its trace), its request id in the logs and the response, counted."""
+        request_id = request.headers.get("x-request-id", "")[:64] or uuid.uuid4().hex
+        token = tracing.REQUEST_ID.set(request_id)
+        try:
+            with tracing.span(
+                f"{request.method} {request.url.path}", **{"http.request.method": request.method}
+            ) as span:
+                response: Response = await call_next(request)
+                route = getattr(request.scope.get("route"), "path", "unmatched")
+                if span is not None:
+                    span.set_attribute("http.route", route)
+                    span.set_attribute("http.response.status_code", response.status_code)
+        finally:
+            tracing.REQUEST_ID.reset(token)
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        response.headers["X-Request-Id"] = request_id
         return response
 
     @app.get("/health", response_model=Health, tags=["operations"])

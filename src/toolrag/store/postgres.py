@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from toolrag import tracing
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
@@ -166,7 +167,11 @@ class PostgresStore:
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A write transaction, serialized with every other writer of the database."""
-        with self._session() as conn, conn.transaction():
+        with (
+            tracing.span("toolrag.store.write", **{"db.system": "postgresql"}),
+            self._session() as conn,
+            conn.transaction(),
+        ):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
             yield conn
 
@@ -286,7 +291,7 @@ class PostgresStore:
     # -- reads --------------------------------------------------------------------------------------------------
 
     def _query(self, query: str | sql.Composed, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        with self._session() as conn:
+        with tracing.span("toolrag.store.query", **{"db.system": "postgresql"}), self._session() as conn:
             return conn.execute(query, params).fetchall()
 
     def get(self, name: str) -> Tool | None:

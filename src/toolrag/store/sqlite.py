@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolrag import tracing
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
@@ -71,7 +72,7 @@ class SQLiteStore:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction. SQLite's own failures (a full disk, a lock held too long, I/O errors) become a
         StoreError that says what happened; the transaction is rolled back if SQLite has not already done so."""
-        with self._lock:
+        with tracing.span("toolrag.store.write", **{"db.system": "sqlite"}), self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -192,7 +193,7 @@ class SQLiteStore:
     # -- reads ----------------------------------------------------------------------------------------------------
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
-        with self._lock:
+        with tracing.span("toolrag.store.query", **{"db.system": "sqlite"}), self._lock:
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as exc:
