@@ -248,3 +248,18 @@ def test_the_documented_production_configuration_loads(tmp_path: Path, monkeypat
     assert settings.rate_limits.search == Rate(per_minute=120, burst=20)
     oauth = tomllib.loads(page.split("```toml\n[oauth]", 1)[1].split("```", 1)[0].join(("[oauth]", "")))
     assert OAuthConfig.model_validate(oauth["oauth"]).roles == {"toolrag:agent": "agent", "toolrag:admin": "admin"}
+
+
+def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> None:
+    registry = ToolRegistry(tmp_path / "trend.db")
+    registry.register_many(SAMPLE_TOOLS)
+    for week, (searches, dead) in enumerate([(120, ["email.send"]), (150, [])]):
+        body = {"days": 7, "searches": searches, "no_tool_rate": 0.05, "calls": 40, "dead": dead, "unused": []}
+        at = datetime(2026, 11, 2, tzinfo=UTC) + timedelta(weeks=week)
+        registry.store.usage.finish_job("report", "a", at, {**body, "low_relevance": [], "failed_calls": 0})
+    settings = config(str(tmp_path / "trend.db"), "repair")
+    with serving(build_api(settings)) as url:
+        page = httpx.get(f"{url}/dashboard", headers={"Authorization": f"Bearer {ADMIN}"}).text
+        assert 'id="trend"' in page and "<td>2026-11-09</td><td>150</td>" in page and "<td>120</td>" in page
+        agent = httpx.get(f"{url}/dashboard", headers={"Authorization": f"Bearer {AGENT}"}).text
+        assert 'id="trend"' not in agent  # registry-wide figures: operators only

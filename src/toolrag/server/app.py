@@ -402,7 +402,8 @@ def create_app(
         candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
         audience = audience_of(who)
         offered = {name: registry.store.usage.requests_for_tool(name, since, audience=audience) for name in candidates}
-        return HTMLResponse(render_dashboard(report, offered))
+        weekly = registry.store.usage.job_reports("report", 12) if who.role == "admin" else []  # every tenant's
+        return HTMLResponse(render_dashboard(report, offered, weekly))
 
     return app
 

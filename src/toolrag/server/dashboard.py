@@ -6,11 +6,12 @@ called, which are far from the requests they serve, which are never offered, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
 from toolrag.monitor.report import HealthReport
-from toolrag.store.usage import ToolUsage
+from toolrag.store.usage import JobReport, ToolUsage
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2430}
@@ -25,8 +26,13 @@ svg text{font-size:11px;fill:#374151}.bad{color:#b91c1c}.wide{grid-column:1/-1}
 """
 
 
-def render_dashboard(report: HealthReport, offered_for: dict[str, list[tuple[str | None, float]]]) -> str:
-    """The page. `offered_for`: recent requests each rewrite candidate was offered for, with its relevance."""
+def render_dashboard(
+    report: HealthReport,
+    offered_for: dict[str, list[tuple[str | None, float]]],
+    weekly: Sequence[JobReport] = (),
+) -> str:
+    """The page. `offered_for`: recent requests each rewrite candidate was offered for, with its relevance;
+    `weekly`: the stored reports of the scheduled job, newest first (the trend; operators only)."""
     totals = report.totals
     no_tool_rate = totals.no_tool / totals.retrievals if totals.retrievals else 0.0
     cards = [
@@ -75,12 +81,27 @@ def render_dashboard(report: HealthReport, offered_for: dict[str, list[tuple[str
         _section("Sessions that searched again", _requests_table(report, "repeated_search"), "repeated"),
         _section("Unused tools (never offered nor called)", _list(report.unused), "unused"),
     ]
+    if weekly:
+        body.append(_section("Week to week (the scheduled reports)", _trend_table(weekly), "trend", wide=True))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>toolrag dashboard</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>toolrag registry health</h1>"
         f"<span class='muted'>last {days} days, until {report.until:%Y-%m-%d %H:%M} UTC</span></header>"
         f"<main>{''.join(body)}</main></body></html>"
     )
+
+
+def _trend_table(weekly: Sequence[JobReport]) -> str:
+    rows = "".join(
+        f"<tr><td>{run.at:%Y-%m-%d}</td><td>{escape(str(run.body.get('searches', '')))}</td>"
+        f"<td>{float(run.body.get('no_tool_rate', 0.0)):.1%}</td><td>{escape(str(run.body.get('calls', '')))}</td>"
+        + "".join(f"<td>{len(run.body.get(key, []))}</td>" for key in ("dead", "unused", "low_relevance"))
+        + "</tr>"
+        for run in weekly
+        if not run.body.get("failed")
+    )
+    head = "<tr><th>week of</th><th>searches</th><th>no tool</th><th>calls</th><th>dead</th><th>unused</th>"
+    return f"<table>{head}<th>low relevance</th></tr>{rows}</table>"
 
 
 def _section(title: str, content: str, key: str, wide: bool = False) -> str:
