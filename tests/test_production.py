@@ -263,3 +263,11 @@ def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> No
         assert 'id="trend"' in page and "<td>2026-11-09</td><td>150</td>" in page and "<td>120</td>" in page
         agent = httpx.get(f"{url}/dashboard", headers={"Authorization": f"Bearer {AGENT}"}).text
         assert 'id="trend"' not in agent  # registry-wide figures: operators only
+
+
+def test_the_readme_production_sections_are_a_valid_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    sections = readme.split("```toml\n[startup]", 1)[1].split("```", 1)[0]
+    settings = ApiConfig.model_validate(tomllib.loads("[startup]" + sections))
+    assert settings.oauth is not None and settings.schedule.consistency == "daily"
+    assert settings.rate_limits.search == Rate(per_minute=120, burst=20) and settings.rate_limits.call is None
