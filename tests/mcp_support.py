@@ -60,6 +60,8 @@ def toml_value(value: Any) -> str:
 
 def write_config(folder: Path, servers: dict[str, dict[str, Any]], principals: dict[str, Any], **top: Any) -> Path:
     lines = [f"{key} = {toml_value(value)}" for key, value in {"store": "gateway.db", **top}.items()]
+    # Scheduled jobs have their own tests (test_production.py); here they would only compete for the CPU.
+    lines.append('\n[schedule]\nconsistency = "off"\nreport = "off"')
     for section, entries in (("servers", servers), ("principals", principals)):
         for name, fields in entries.items():
             lines.append(f"\n[{section}.{name}]")

@@ -40,6 +40,7 @@ from .conftest import SAMPLE_TOOLS
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
 
 CLIENT_SECRET = "client-secret-0123456789"
+STRANGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # signs tokens with a key nobody publishes
 # What the issuer grants each client, whatever it asks for (as authorization servers do for client credentials).
 CLIENTS = {"orders-agent": "mcp orders:read", "support-agent": "mcp"}
 
@@ -161,6 +162,10 @@ audience = "{url}"
 jwks_url = "{issuer.url}/jwks.json"
 required_scopes = ["mcp"]
 
+[schedule]
+consistency = "off"
+report = "off"
+
 [servers.shop]
 command = {json.dumps(upstream["command"])}
 args = {json.dumps(upstream["args"])}
@@ -215,13 +220,12 @@ def test_a_valid_access_token_is_served(issuer: Issuer, gateway: str) -> None:
     ],
 )
 def test_bad_tokens_are_refused(issuer: Issuer, gateway: str, case: str, status: int, error: str, why: str) -> None:
-    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     tokens = {
         "expired": lambda: issuer.token(gateway, "mcp", exp=int(time.time()) - 600),
         "wrong audience": lambda: issuer.token("https://elsewhere.example/mcp", "mcp"),
         "wrong issuer": lambda: issuer.token(gateway, "mcp", iss="https://evil.example"),
         "tampered": lambda: _tampered(issuer.token(gateway, "mcp")),
-        "unknown key": lambda: issuer.token(gateway, "mcp", _key=stranger, _kid=f"key-{uuid.uuid4().hex}"),
+        "unknown key": lambda: issuer.token(gateway, "mcp", _key=STRANGER, _kid=f"key-{uuid.uuid4().hex}"),
         "not a JWT": lambda: "opaque-token-0123456789",
         "missing scope": lambda: issuer.token(gateway, "billing:write"),
     }

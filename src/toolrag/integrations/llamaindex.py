@@ -76,7 +76,7 @@ class ToolragObjectRetriever(ObjectRetriever[AsyncBaseTool]):
     def __init__(self, toolbox: Toolbox, k: int | None = None) -> None:
         # No node index behind it: the search is toolrag's, so the parent's retriever and node mapping stay unset.
         self.toolbox, self.k = toolbox, k
-        self._node_postprocessors = []
+        self._node_postprocessors: list[Any] = []
 
     def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[AsyncBaseTool]:
         query = str_or_query_bundle if isinstance(str_or_query_bundle, str) else str_or_query_bundle.query_str
