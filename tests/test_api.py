@@ -69,9 +69,10 @@ def api(store_url: str, embedder: CountingEmbedder) -> Iterator[tuple[str, ToolR
 
 
 @contextmanager
-def serving(app: Any, limits: HttpLimits | None = None) -> Iterator[str]:
-    """The app on loopback, served as `toolrag api serve` serves it (the guarded protocol and its limits)."""
-    port = free_port()
+def serving(app: Any, limits: HttpLimits | None = None, port: int | None = None) -> Iterator[str]:
+    """The app on loopback, served as `toolrag api serve` serves it (the guarded protocol and its limits); on
+    `port` when the app must know its URL before it starts (OAuth's audience)."""
+    port = port or free_port()
     server = uvicorn.Server(server_config(app, "127.0.0.1", port, limits or HttpLimits()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -24,7 +24,7 @@ from toolrag.runtime.native import DeferredTools
 from toolrag.runtime.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
-from .test_providers import anthropic_message, response
+from .test_providers import RESPONSES_ANSWER, anthropic_message, response
 from .test_runtime import BILLING, SEEN, TOOLS, USER
 
 REFUND = {"payment_id": "pay_7"}
@@ -106,26 +106,13 @@ def function_call(call_id: str, namespace: str, name: str, arguments: dict[str, 
     return response([{**item, "arguments": json.dumps(arguments), "status": "completed"}])
 
 
-ANSWER = response(
-    [
-        {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "Refunded pay_7.", "annotations": []}],
-        }
-    ]
-)
-
-
 def test_openai_responses_client_tool_search(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
     url, recorder = server
     recorder.answers = [
         tool_search_call("call_s1", "refund a payment to the customer's card"),
         tool_search_call("call_s2", "compose a sonnet about autumn leaves"),
         function_call("call_f1", "billing", "refund", REFUND),
-        ANSWER,
+        RESPONSES_ANSWER,
     ]
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
     agent = Agent(registry, OpenAIResponsesModel(client, "gpt-5.4"), BILLING, mode="native", system="Be brief.")

@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ import httpx
 import httpx2
 import jwt
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.client import Client
@@ -30,14 +28,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from toolrag import ToolRegistry, tool
-from toolrag.mcp.config import GatewayConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.guard import server_config
 from toolrag.server.oauth import OAuthConfig
 
 from .conftest import SAMPLE_TOOLS
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
+from .test_api import serving
 
 CLIENT_SECRET = "client-secret-0123456789"
 STRANGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # signs tokens with a key nobody publishes
@@ -127,22 +124,6 @@ def issuer() -> Iterator[Issuer]:
         yield authority
     finally:
         server.shutdown()
-
-
-@contextmanager
-def running(app: Any, port: int) -> Iterator[None]:
-    server = uvicorn.Server(server_config(app, "127.0.0.1", port, GatewayConfig().http))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +282,7 @@ def test_the_api_takes_access_tokens_with_roles_from_scopes(issuer: Issuer, tmp_
     registry = ToolRegistry(tmp_path / "api.db")
     registry.register(refund_payment)
     registry.register_many(SAMPLE_TOOLS)
-    with running(create_app(registry, ApiConfig(oauth=oauth)), port):
+    with serving(create_app(registry, ApiConfig(oauth=oauth)), port=port):
         missing = httpx.post(f"{url}/search", json={"query": "refund"})
         assert missing.status_code == 401 and "resource_metadata=" in missing.headers["www-authenticate"]
         assert httpx.get(f"{url}/.well-known/oauth-protected-resource").json()["resource"] == url
