@@ -65,10 +65,11 @@ def test_eval_reads_catalog_field_names_and_names_a_missing_key(tmp_path: Path) 
 
 
 def test_the_example_evaluation_runs_anywhere() -> None:
-    result = runner.invoke(app, ["eval", "--example", "--limit", "12", "--json"])
+    """`toolrag eval --example` as the README prints it (with --json to read the figures)."""
+    result = runner.invoke(app, ["eval", "--example", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["dataset"] == "example" and data["n_queries"] == 12 and data["recall@5"] > 0.5
+    assert data["dataset"] == "example" and data["n_queries"] >= 50 and data["recall@5"] > 0.8
     assert len(data["by_lang"]) >= 4
 
 
