@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
 
-from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
-from toolrag.store import IndexModel
+from toolrag import Principal, SearchConfig, StoreError, Tool, ToolRegistry, open_store
+from toolrag.store import IndexModel, postgres
 from toolrag.store.base import migrations
 from toolrag.store.postgres import PostgresStore
 
@@ -126,3 +127,72 @@ def test_search_with_the_databases_vector_index_matches_the_exact_scan(
         assert [r.name for r in approximate.search(query, nobody)] == [r.name for r in exact.search(query, nobody)]
         ranked = approximate.rank(query, nobody, limit=10)
         assert not {r.name for r in ranked} & {"payments.refund_payment", "payments.list_payments", "hr.update_salary"}
+
+
+def _catalog(count: int, revision: str = "") -> tuple[list[Tool], dict[str, np.ndarray]]:
+    tools = [make_tool(f"bulk.tool_{i}", f"Bulk tool number {i}{revision}.", category="bulk") for i in range(count)]
+    rng = np.random.default_rng(len(revision))
+    vectors = {f"{revision}h{i}": v / np.linalg.norm(v) for i, v in enumerate(rng.normal(size=(count, 4)))}
+    return tools, {key: vector.astype(np.float32) for key, vector in vectors.items()}
+
+
+def _state(store: PostgresStore) -> tuple[object, ...]:
+    """What a registry holds, without the timestamps."""
+    dump = store.dump()
+    return (
+        sorted((t.name, t.version, t.content_hash, t.active) for t in dump.tools),
+        sorted((t.name, t.version, t.content_hash) for t in dump.versions),
+        sorted((key, tuple(np.round(vector, 6))) for key, vector in dump.vectors.items()),
+    )
+
+
+def test_bulk_writes_hold_what_row_by_row_writes_hold(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18: from BULK_ROWS rows a write goes through COPY; the registry it leaves is the same, version for
+    version, and the HNSW index is built once the writes stop."""
+    first, vectors = _catalog(1200)
+    changed, changed_vectors = _catalog(1200, " (revised)")
+    reports = {}
+    stores = {}
+    for path in ("bulk", "rows"):
+        if path == "rows":
+            monkeypatch.setattr(postgres, "BULK_ROWS", 10**9)
+        store = stores[path] = PostgresStore.from_url(in_schema(postgres_url, f"{path}_{uuid.uuid4().hex[:8]}"))
+        reports[path] = [
+            store.upsert(first, vectors, MODEL),
+            store.upsert(changed[:600] + first[600:], changed_vectors, MODEL),
+            store.upsert(changed[:600] + first[600:], {}, MODEL),
+        ]
+    assert [(len(r.added), len(r.updated), len(r.unchanged)) for r in reports["bulk"]] == [
+        (1200, 0, 0),
+        (0, 600, 600),
+        (0, 0, 1200),
+    ]
+    assert [vars(r) for r in reports["bulk"]] == [vars(r) for r in reports["rows"]]
+    assert _state(stores["bulk"]) == _state(stores["rows"])
+    assert stores["bulk"].get("bulk.tool_3").version == 2 and stores["bulk"].get("bulk.tool_900").version == 1
+    assert stores["bulk"].wait_for_vector_index(60)
+    query = vectors["h42"]
+    assert next(iter(stores["bulk"].nearest("test-model", query, 3))) == "h42"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        indexes = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'embeddings_hnsw_%%'",
+            (stores["bulk"].schema,),
+        ).fetchall()
+    assert len(indexes) == 1  # dropped by each bulk write, built once after them
+
+
+def test_the_small_talk_bank_never_meets_a_nearest_neighbour_query(
+    postgres_url: str, embedder: CountingEmbedder
+) -> None:
+    """The bank's vectors live beside the tools' (one embedding per registry, not per process) but under a model key
+    of their own: a query of the database's vector index returns tool texts only (before, the bank's 267 sentences
+    crowded the tools out of approximate candidates)."""
+    from toolrag.registry import _dense_texts
+    from toolrag.search import calibrate
+
+    registry = ToolRegistry(in_schema(postgres_url, f"bank_{uuid.uuid4().hex[:8]}"), embedder, RETRIEVAL)
+    registry.register_many(SAMPLE_TOOLS)
+    calibrate._BANK.clear()  # as in a new process: the bank is read from the store, or embedded and written there
+    registry.search("tell me a joke")
+    found = registry.store.nearest(embedder.model_id, embedder.embed_query("tell me a joke"), 50)  # type: ignore[attr-defined]
+    assert found and set(found) <= set(_dense_texts(registry.tools()))

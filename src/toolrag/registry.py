@@ -64,6 +64,9 @@ class Selection:
         return round(100.0 * (1 - self.injected_tokens / self.catalog_tokens), 1)
 
 
+FIXED_TEXTS_SUFFIX = "#fixed-texts"  # the model key of the small-talk bank's vectors (search/calibrate.py)
+
+
 def _dense_texts(tools: Sequence[Tool]) -> dict[str, str]:
     """Every text the dense index embeds for these tools, by hash."""
     return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
@@ -479,7 +482,9 @@ class ToolRegistry:
         vectors under their own keys: embedded once per model and registry, not once per process."""
         kind = "document" if as_documents else "request"
         keys = [text_hash(f"{kind}\n{text}") for text in texts]
-        known = self.store.vectors(embedder.model_id, keys)
+        # Under a model key of their own: a nearest-neighbour query of the tools' vectors must never meet them.
+        fixed_model = IndexModel(f"{embedder.model_id}{FIXED_TEXTS_SUFFIX}", embedder.dimension)
+        known = self.store.vectors(fixed_model.model_id, keys)
         missing = [(key, text) for key, text in zip(keys, texts, strict=True) if key not in known]
         fresh: dict[str, Vector] = {}
         if missing:
@@ -487,7 +492,7 @@ class ToolRegistry:
             fresh = {key: vector for (key, _), vector in zip(missing, vectors, strict=True)}
         if fresh:
             with contextlib.suppress(StoreError):  # a registry this process may not write still searches
-                self.store.save_vectors(IndexModel(embedder.model_id, embedder.dimension), fresh)
+                self.store.save_vectors(fixed_model, fresh)
             known.update(fresh)
         return np.vstack([known[key] for key in keys]).astype(np.float32)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -38,6 +40,8 @@ from toolrag.store.base import (
 )
 from toolrag.store.usage import UsageTables
 
+log = logging.getLogger("toolrag.store")
+
 try:
     import psycopg
     from pgvector.psycopg import register_vector
@@ -47,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 _MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
 _WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
+BULK_ROWS = 1000  # tools + vectors in one write from which COPY and one later index build beat row-by-row inserts
 _NEAREST_EF_SEARCH = 200
 
 
@@ -60,6 +65,7 @@ class PostgresStore:
         self.create = create
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
+        self._index_builder = IndexBuilder(self._build_connection)
         with self._lock:
             self._connection()
         self.usage = UsageTables(
@@ -120,6 +126,12 @@ class PostgresStore:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
+    def _build_connection(self) -> psycopg.Connection[Any]:
+        """A connection of its own for index builds, which must not hold the store's connection for minutes."""
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+        return conn
+
     def _check_exists(self, conn: psycopg.Connection[Any]) -> None:
         registries = [
             row[0]
@@ -178,19 +190,75 @@ class PostgresStore:
     # -- writes -------------------------------------------------------------------------------------------------
 
     def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
+        """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
+        model's HNSW index to be built once, after the writes stop (`IndexBuilder`)."""
         report = UpsertReport()
         with self._transaction() as db:
             self._check_or_set_model(db, model)
             generation = self._bump_generation(db)
             current = self._current_rows(db, [t.name for t in tools])
-            for tool in tools:
-                self._upsert_one(db, tool, current.get(tool.name), generation, report)
-            self._insert_vectors(db, model, vectors)
+            stored = [s for tool in tools if (s := next_version(tool, current.get(tool.name), report)) is not None]
+            bulk = len(stored) + len(vectors) >= BULK_ROWS
+            if bulk:
+                self._copy_tools(db, stored, generation)
+                self._copy_vectors(db, model, vectors)
+            else:
+                for tool in stored:
+                    self._write_current(db, tool, generation)
+                    self._write_version(db, tool)
+                self._insert_vectors(db, model, vectors)
+        if bulk:
+            self._index_builder.after_bulk_write(model)
         return report
 
     def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
+        bulk = len(vectors) >= BULK_ROWS
         with self._transaction() as db:
-            self._insert_vectors(db, model, vectors)
+            (self._copy_vectors if bulk else self._insert_vectors)(db, model, vectors)
+        if bulk:
+            self._index_builder.after_bulk_write(model)
+
+    def wait_for_vector_index(self, timeout: float = 600.0) -> bool:
+        """Wait until no HNSW build is pending or running (after bulk writes); whether it finished in time."""
+        return self._index_builder.wait(timeout)
+
+    @staticmethod
+    def _copy_tools(db: psycopg.Connection[Any], tools: Sequence[Tool], generation: int) -> None:
+        columns = "name, definition, content_hash, version, active, source, created_at, updated_at"
+        db.execute(
+            "CREATE TEMP TABLE staged_tools (name TEXT, definition JSON, content_hash TEXT, version INTEGER,"
+            " active BOOLEAN, source TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ) ON COMMIT DROP"
+        )
+        with db.cursor().copy(f"COPY staged_tools ({columns}) FROM STDIN") as copy:
+            for tool in tools:
+                row = (tool.name, tool.model_dump_json(), tool.content_hash, tool.version, tool.active, tool.source)
+                copy.write_row((*row, tool.created_at, tool.updated_at))
+        db.execute(
+            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools ON CONFLICT(name) DO UPDATE"
+            " SET definition = excluded.definition, content_hash = excluded.content_hash, version = excluded.version,"
+            " active = excluded.active, source = excluded.source, updated_at = excluded.updated_at,"
+            " seq = excluded.seq",
+            (generation,),
+        )
+        db.execute(
+            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at)"
+            " SELECT name, version, definition, content_hash, updated_at FROM staged_tools"
+        )
+
+    @staticmethod
+    def _copy_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
+        """Binary COPY: formatting 896 floats as text made the text format 30x slower (measured)."""
+        db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(_hnsw_name(model.model_id)))  # rebuilt once, later
+        db.execute("CREATE TEMP TABLE staged_vectors (text_hash TEXT, vector vector) ON COMMIT DROP")
+        with db.cursor().copy("COPY staged_vectors (text_hash, vector) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "vector"])
+            for key, vector in vectors.items():
+                copy.write_row((key, checked_vector(vector, model.dimension)))
+        db.execute(
+            "INSERT INTO embeddings(model, text_hash, vector) SELECT %s, text_hash, vector FROM staged_vectors"
+            " ON CONFLICT DO NOTHING",
+            (model.model_id,),
+        )
 
     def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:
         with self._transaction() as db:
@@ -212,14 +280,6 @@ class PostgresStore:
             "SELECT name, content_hash, version, created_at FROM tools WHERE name = ANY(%s)", (names,)
         ).fetchall()
         return {row[0]: StoredRow(row[1], row[2], row[3]) for row in rows}
-
-    def _upsert_one(
-        self, db: psycopg.Connection[Any], tool: Tool, current: StoredRow | None, generation: int, report: UpsertReport
-    ) -> None:
-        stored = next_version(tool, current, report)
-        if stored is not None:
-            self._write_current(db, stored, generation)
-            self._write_version(db, stored)
 
     @staticmethod
     def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:
@@ -273,12 +333,7 @@ class PostgresStore:
                 "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 [("model_id", model.model_id), ("dimension", str(model.dimension))],
             )
-        db.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
-                " WHERE model = {}"
-            ).format(_hnsw_name(model.model_id), sql.Literal(model.dimension), sql.Literal(model.model_id))
-        )
+        db.execute(hnsw_index(model))
 
     @staticmethod
     def _bump_generation(db: psycopg.Connection[Any]) -> int:
@@ -498,3 +553,76 @@ def _redacted(url: str) -> str:
         host = parts.netloc.rsplit("@", 1)[1]
         url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
     return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)
+
+
+def hnsw_index(model: IndexModel) -> sql.Composed:
+    """The model's partial HNSW index on its vectors cast to its dimension."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {} ON embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+        " WHERE model = {}"
+    ).format(_hnsw_name(model.model_id), sql.Literal(model.dimension), sql.Literal(model.model_id))
+
+
+class IndexBuilder:
+    """Builds a model's HNSW index once bulk writes have stopped for `quiet_seconds`.
+
+    Growing an HNSW index vector by vector made 100k tools take 262 s to write; a bulk write drops it instead and
+    asks for a build, which waits for the writes to go quiet, so a 100k import builds it once, not once per batch.
+    The build runs on its own connection under the write lock (writers wait for it; readers do not), in a daemon
+    thread. Searches never need the index (the in-memory snapshot answers them); `nearest` falls back to an exact
+    scan until it exists. A process that exits before the build leaves it to the next bulk write.
+    """
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], quiet_seconds: float = 2.0) -> None:
+        self.connect = connect
+        self.quiet_seconds = quiet_seconds
+        self._wanted: IndexModel | None = None
+        self._last_write = 0.0
+        self._condition = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._busy = False
+
+    def after_bulk_write(self, model: IndexModel) -> None:
+        with self._condition:
+            self._wanted, self._last_write = model, time.monotonic()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="toolrag-hnsw-build", daemon=True)
+                self._thread.start()
+            self._condition.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            while self._wanted is not None or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._condition.wait(min(left, 0.5))
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while self._wanted is not None and time.monotonic() - self._last_write < self.quiet_seconds:
+                    self._condition.wait(self.quiet_seconds)
+                model, self._wanted = self._wanted, None
+                if model is None:
+                    self._thread = None
+                    self._condition.notify_all()
+                    return
+                self._busy = True
+            try:
+                self._build(model)
+            except psycopg.Error as exc:
+                log.warning("the HNSW index of %s was not built (the next bulk write retries): %s", model.model_id, exc)
+            finally:
+                with self._condition:
+                    self._busy = False
+                    self._condition.notify_all()
+
+    def _build(self, model: IndexModel) -> None:
+        started = time.monotonic()
+        with self.connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+            conn.execute(hnsw_index(model))
+        log.info("HNSW index of %s built in %.1f s", model.model_id, time.monotonic() - started)

