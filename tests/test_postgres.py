@@ -196,3 +196,21 @@ def test_the_small_talk_bank_never_meets_a_nearest_neighbour_query(
     registry.search("tell me a joke")
     found = registry.store.nearest(embedder.model_id, embedder.embed_query("tell me a joke"), 50)  # type: ignore[attr-defined]
     assert found and set(found) <= set(_dense_texts(registry.tools()))
+
+
+def test_an_index_left_unbuilt_is_built_by_the_next_opener(postgres_url: str) -> None:
+    """A process that ends between a bulk import and its index build leaves no HNSW index; the next store to open
+    the registry builds it."""
+    url = in_schema(postgres_url, f"unbuilt_{uuid.uuid4().hex[:8]}")
+    importer = PostgresStore.from_url(url)
+    importer._index_builder.quiet_seconds = 3600  # the process "ends" before writes go quiet
+    tools, vectors = _catalog(1200)
+    importer.upsert(tools, vectors, MODEL)
+    importer.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        schema = url.rsplit("=", 1)[1]
+        count = "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'embeddings_hnsw_%%'"
+        assert conn.execute(count, (schema,)).fetchone() == (0,)
+        opener = PostgresStore.from_url(url)
+        assert opener.wait_for_vector_index(60)
+        assert conn.execute(count, (schema,)).fetchone() == (1,)

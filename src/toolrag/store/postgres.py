@@ -67,7 +67,7 @@ class PostgresStore:
         self._conn: psycopg.Connection[Any] | None = None
         self._index_builder = IndexBuilder(self._build_connection)
         with self._lock:
-            self._connection()
+            self._rebuild_a_missing_index(self._connection())
         self.usage = UsageTables(
             self._query,
             self._transaction,
@@ -125,6 +125,18 @@ class PostgresStore:
             self._migrate(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+    def _rebuild_a_missing_index(self, conn: psycopg.Connection[Any]) -> None:
+        """A bulk import whose process ended before the index build leaves no index: the next opener builds it."""
+        model = self._read_model(conn)
+        if model is None:
+            return
+        name = _hnsw_index_name(model.model_id)
+        found = conn.execute(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s", (self.schema, name)
+        ).fetchone()
+        if found is None:
+            self._index_builder.after_bulk_write(model)
 
     def _build_connection(self) -> psycopg.Connection[Any]:
         """A connection of its own for index builds, which must not hold the store's connection for minutes."""
@@ -535,7 +547,11 @@ def _as_array(vector: Any) -> Vector:
 
 
 def _hnsw_name(model_id: str) -> sql.Identifier:
-    return sql.Identifier("embeddings_hnsw_" + hashlib.sha256(model_id.encode()).hexdigest()[:16])
+    return sql.Identifier(_hnsw_index_name(model_id))
+
+
+def _hnsw_index_name(model_id: str) -> str:
+    return "embeddings_hnsw_" + hashlib.sha256(model_id.encode()).hexdigest()[:16]
 
 
 def _reason(exc: BaseException) -> str:
@@ -570,7 +586,7 @@ class IndexBuilder:
     asks for a build, which waits for the writes to go quiet, so a 100k import builds it once, not once per batch.
     The build runs on its own connection under the write lock (writers wait for it; readers do not), in a daemon
     thread. Searches never need the index (the in-memory snapshot answers them); `nearest` falls back to an exact
-    scan until it exists. A process that exits before the build leaves it to the next bulk write.
+    scan until it exists. A process that exits before the build leaves it to the next store that opens the registry.
     """
 
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]], quiet_seconds: float = 2.0) -> None:
