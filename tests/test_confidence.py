@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.cli.app import app
+from toolrag.eval import example_no_tool_requests, load_no_tool
 from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.report import build_report
 from toolrag.search.calibrate import NEAREST_TOOLS, _nearest_tools
@@ -24,7 +25,6 @@ from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
 from .conftest import BENCH, RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 
 ADMIN = Principal(tenant="acme", scopes=frozenset({"*"}))
-EXAMPLE_NO_TOOL = Path(__file__).resolve().parents[1] / "src" / "toolrag" / "data" / "eval" / "notool.jsonl"
 GARDEN = [
     make_tool("garden.soil_moisture", "Read the soil moisture sensor of a garden bed, in percent."),
     make_tool(
@@ -41,8 +41,8 @@ def _normalized(text: str) -> str:
 
 
 def test_the_small_talk_bank_shares_no_sentence_with_any_evaluation_set() -> None:
-    evaluation = [EXAMPLE_NO_TOOL] + ([BENCH / "notool.jsonl"] if (BENCH / "notool.jsonl").is_file() else [])
-    held_out = {_normalized(json.loads(line)["query"]) for path in evaluation for line in path.open()}
+    shared = load_no_tool(BENCH / "notool.jsonl") if (BENCH / "notool.jsonl").is_file() else []
+    held_out = {_normalized(request.text) for request in [*example_no_tool_requests(), *shared]}
     assert not held_out & {_normalized(text) for text in SMALL_TALK}
     assert len(set(SMALL_TALK)) == len(SMALL_TALK) and len(SMALL_TALK_BY_LANGUAGE) >= 10
 

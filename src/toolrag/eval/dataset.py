@@ -72,7 +72,8 @@ def load_benchmark(folder: str | Path, limit: int | None = None) -> BenchmarkSet
     entries (`name`, `description`, `input_schema`, ...)."""
     folder = Path(folder)
     tools, names = _tools(folder / "tools.jsonl", _read_jsonl(folder / "tools.jsonl"))
-    return _with_queries(folder.name, tools, names, folder / "queries.jsonl", limit)
+    path = folder / "queries.jsonl"
+    return _with_queries(folder.name, tools, names, _read_jsonl(path), f"{path}: line", limit)
 
 
 def load_example(limit: int | None = None) -> BenchmarkSet:
@@ -81,27 +82,38 @@ def load_example(limit: int | None = None) -> BenchmarkSet:
 
     from toolrag.catalog.files import load_catalog
 
-    data = resources.files("toolrag") / "data"
-    with resources.as_file(data / "example_catalog.yaml") as catalog, resources.as_file(data / "eval") as folder:
+    with resources.as_file(resources.files("toolrag") / "data" / "example_catalog.yaml") as catalog:
         tools = load_catalog(catalog)
-        return _with_queries("example", tools, {t.name: t.name for t in tools}, folder / "queries.jsonl", limit)
+    rows = [{"id": f"example-{n}", **row} for n, row in enumerate(_example_requests()["requests"], 1)]
+    return _with_queries("example", tools, {t.name: t.name for t in tools}, rows, "example request", limit)
 
 
 def example_no_tool_requests() -> list[NoToolRequest]:
     """Small talk for the example catalog (`toolrag eval --example` measures the false-tool rate on it)."""
+    rows = [{"id": f"example-notool-{n}", **row} for n, row in enumerate(_example_requests()["small_talk"], 1)]
+    return _no_tool(rows, "example small talk")
+
+
+def _example_requests() -> dict[str, list[dict[str, Any]]]:
     from importlib import resources
 
-    with resources.as_file(resources.files("toolrag") / "data" / "eval" / "notool.jsonl") as path:
-        return load_no_tool(path)
+    import yaml
+
+    text = (resources.files("toolrag") / "data" / "example_requests.yaml").read_text(encoding="utf-8")
+    return dict(yaml.safe_load(text))
 
 
 def load_no_tool(path: str | Path) -> list[NoToolRequest]:
     """Requests that need no tool: `{"id", "query", "lang"}` per line."""
+    return _no_tool(_read_jsonl(Path(path)), f"{path}: line")
+
+
+def _no_tool(rows: list[dict[str, Any]], where: str) -> list[NoToolRequest]:
     requests = []
-    for number, row in enumerate(_read_jsonl(Path(path)), 1):
+    for number, row in enumerate(rows, 1):
         text = row.get("query")
         if not isinstance(text, str) or not text.strip():
-            raise CatalogError(f"{path}: line {number}: a request needs `query`, a non-empty string")
+            raise CatalogError(f"{where} {number}: a request needs `query`, a non-empty string")
         requests.append(NoToolRequest(str(row.get("id", number)), text, str(row.get("lang", "en"))))
     return requests
 
@@ -124,18 +136,21 @@ def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str
     return tools, names
 
 
-def _with_queries(name: str, tools: list[Tool], names: dict[str, str], path: Path, limit: int | None) -> BenchmarkSet:
+def _with_queries(
+    name: str, tools: list[Tool], names: dict[str, str], rows: list[dict[str, Any]], where: str, limit: int | None
+) -> BenchmarkSet:
+    """`where`: how errors name a row (followed by its number)."""
     queries = []
-    for number, row in enumerate(_read_jsonl(path), 1):
-        where = f"{path}: line {number}"
+    for number, row in enumerate(rows, 1):
+        here = f"{where} {number}"
         text, relevant = row.get("query"), row.get("relevant")
         if not isinstance(text, str) or not text.strip():
-            raise CatalogError(f"{where}: a request needs `query`, a non-empty string")
+            raise CatalogError(f"{here}: a request needs `query`, a non-empty string")
         if not isinstance(relevant, list) or not relevant or not all(isinstance(r, str) for r in relevant):
-            raise CatalogError(f"{where}: a request needs `relevant`, a non-empty list of tool ids or names")
+            raise CatalogError(f"{here}: a request needs `relevant`, a non-empty list of tool ids or names")
         unknown = [r for r in relevant if r not in names]
         if unknown:
-            raise CatalogError(f"{where}: `relevant` names unknown tools {unknown}")
+            raise CatalogError(f"{here}: `relevant` names unknown tools {unknown}")
         query_id = str(row.get("id", number))
         queries.append(Query(query_id, text, frozenset(names[r] for r in relevant), str(row.get("lang", "en"))))
     if limit is not None and limit < len(queries):
