@@ -101,3 +101,44 @@ def test_a_catalog_with_older_drafts_imports_whole(tmp_path: Path) -> None:
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps({"tools": [READ_PDF, DRAFT_07_DEFINITIONS]}), encoding="utf-8")
     assert [tool.name for tool in load_catalog(path)] == ["pdf.read_pdf", "shop.add_item"]
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_a_schema_nested_without_end_is_refused_not_a_crash() -> None:
+    """A hostile server's schema nested thousands deep overflowed Python's recursion (RecursionError, a failed
+    sync for the whole server) instead of being refused on its own."""
+    with pytest.raises(InvalidToolError, match="nested deeper than 64 levels"):
+        Tool.parse({"name": "x.y", "description": "A tool.", "input_schema": _nested(5000)})
+    with pytest.raises(InvalidToolError, match="output schema: nested deeper than 64 levels"):
+        Tool.parse({"name": "x.y", "description": "A tool.", "output_schema": _nested(5000)})
+    assert Tool.parse({"name": "x.y", "description": "A tool.", "input_schema": _nested(30)}).name == "x.y"
+
+
+def test_the_importer_refuses_only_the_tool_with_the_bottomless_schema(tmp_path: Path) -> None:
+    import mcp.types
+
+    from toolrag import ToolRegistry
+    from toolrag.mcp.config import GatewayConfig, ServerConfig
+    from toolrag.mcp.importer import ToolImporter
+
+    registry = ToolRegistry(tmp_path / "deep.db")
+    importer = ToolImporter(registry, GatewayConfig(servers={"srv": ServerConfig(command="x")}))
+    ordinary = {"type": "object", "properties": {"q": {"type": "string"}}}
+    report = importer.apply(
+        "srv",
+        [
+            mcp.types.Tool(name="deep_input", description="Look things up.", input_schema=_nested(5000)),
+            mcp.types.Tool(
+                name="deep_output", description="Look things up.", input_schema=ordinary, output_schema=_nested(5000)
+            ),
+            mcp.types.Tool(name="plain", description="Look things up.", input_schema=ordinary),
+        ],
+    )
+    assert report.refused == ["srv.deep_input"] and sorted(report.imported) == ["srv.deep_output", "srv.plain"]
+    assert registry.get("srv.deep_output").output_schema is None  # dropped, the tool kept

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from toolrag.errors import InvalidToolError
-from toolrag.schema_drafts import validator_class
+from toolrag.schema_drafts import MAX_DEPTH, deeper_than, validator_class
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -44,6 +44,7 @@ def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input sche
         return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict):
         raise InvalidToolError(f"tool {tool_name!r}: {what} must be a JSON object, got {type(schema).__name__}")
+    check_schema_depth(schema, tool_name, what)
     try:
         validator_class(schema)
     except jsonschema.SchemaError as exc:
@@ -53,6 +54,12 @@ def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input sche
     if schema_type != "object":
         raise InvalidToolError(f"tool {tool_name!r}: {what} must have type 'object', got {schema_type!r}")
     return schema
+
+
+def check_schema_depth(schema: Any, tool_name: str = "?", what: str = "input schema") -> None:
+    """Refuse a schema nested deeper than any real one (schema_drafts.MAX_DEPTH) before anything recursive reads it."""
+    if deeper_than(schema):
+        raise InvalidToolError(f"tool {tool_name!r}: {what}: nested deeper than {MAX_DEPTH} levels")
 
 
 class Tool(BaseModel):

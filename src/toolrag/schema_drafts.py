@@ -18,6 +18,24 @@ _OLDER_DRAFTS_URIS = ("draft-04", "draft-06", "draft-07")
 _DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
 
 
+MAX_DEPTH = 64  # of nested objects and arrays; real schemas stay far below, recursion limits far above
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON data nests objects and arrays deeper than `limit` (walked without recursion: a hostile
+    schema nested thousands deep must be refused, not overflow the stack of every recursive reader after)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
+    return False
+
+
 def validator_class(schema: dict[str, Any]) -> type[Validator]:
     """The validator of the draft `schema` follows; raises `jsonschema.SchemaError` when it is valid in none."""
     from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator, SchemaError, validators

@@ -14,7 +14,7 @@ from typing import Any
 
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.jsontext import loads
-from toolrag.model import Tool
+from toolrag.model import Tool, check_schema_depth
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
 _IGNORED_KEYS = ("id", "relevant")
@@ -73,7 +73,7 @@ def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> 
         data["name"] = entry["id"]  # benchmark format: ids are unique, names need not be
     schema = next((entry[k] for k in _SCHEMA_KEYS if k in entry), None)
     if schema is not None:
-        data["input_schema"] = repair_schema(schema) if lenient else schema
+        data["input_schema"] = repair_schema(schema, str(data.get("name", "?"))) if lenient else schema
     data.setdefault("source", source)
     return Tool.parse(data)
 
@@ -109,14 +109,20 @@ _TYPE_SPELLINGS = {
 _JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}
 
 
-def repair_schema(schema: Any) -> Any:
+def repair_schema(schema: Any, tool_name: str = "?", what: str = "input schema") -> Any:
     """Map language-specific type names (`String`, `dict`, `float`, `HashMap`) to JSON Schema types and drop
-    types JSON Schema does not know (`any`), so catalogs written for other function-calling dialects import."""
+    types JSON Schema does not know (`any`), so catalogs written for other function-calling dialects import.
+    A schema nested deeper than any real one is refused first (InvalidToolError), before the recursion reads it."""
+    check_schema_depth(schema, tool_name, what)
+    return _repaired(schema)
+
+
+def _repaired(schema: Any) -> Any:
     if isinstance(schema, list):
-        return [repair_schema(item) for item in schema]
+        return [_repaired(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    repaired = {key: repair_schema(value) for key, value in schema.items()}
+    repaired = {key: _repaired(value) for key, value in schema.items()}
     kind = repaired.get("type")
     if isinstance(kind, str) and kind not in _JSON_TYPES:
         mapped = _TYPE_SPELLINGS.get(kind)

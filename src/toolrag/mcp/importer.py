@@ -243,7 +243,9 @@ def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
     entry = {
         "name": f"{server}.{upstream.name}",
         "description": description,
-        "input_schema": repair_schema(upstream.input_schema) if upstream.input_schema else {"type": "object"},
+        "input_schema": repair_schema(upstream.input_schema, upstream.name)
+        if upstream.input_schema
+        else {"type": "object"},
         **_passed_on(upstream),
         "category": server,
         "scopes": list(config.scopes),
@@ -261,10 +263,11 @@ def _findings(tool: Tool) -> tuple[str, ...]:
 def _passed_on(upstream: types.Tool) -> dict[str, Any]:
     """The output schema and annotations of an upstream tool, as `find_tools` passes them on. An output schema
     that is not valid JSON Schema is dropped, not the tool: the tool can still be called."""
-    output = repair_schema(upstream.output_schema) if upstream.output_schema else None
+    output = upstream.output_schema or None
     if output is not None:
         try:
-            check_json_schema(output, upstream.name, "output schema")
+            repaired = repair_schema(output, upstream.name, "output schema")
+            output = check_json_schema(repaired, upstream.name, "output schema")
         except InvalidToolError as exc:
             log.warning("%s; the output schema is dropped", exc)
             output = None
