@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,9 +44,15 @@ class ApiMetrics:
     def _scheduled_gauges(self, registry: ToolRegistry) -> None:
         """Gauges read from the latest reports of the scheduled jobs (monitor/schedule.py), 0 before the first."""
 
+        read: dict[str, tuple[float, dict[str, Any]]] = {}
+
         def latest(job: str) -> dict[str, Any]:
-            reports = registry.store.usage.job_reports(job, 1)
-            return reports[0].body if reports else {}
+            """The job's latest report, read once per scrape (its gauges ask for it once per label)."""
+            now = time.monotonic()
+            if job not in read or now - read[job][0] > 1.0:
+                reports = registry.store.usage.job_reports(job, 1)
+                read[job] = (now, reports[0].body if reports else {})
+            return read[job][1]
 
         tools = Gauge(
             "toolrag_report_tools",

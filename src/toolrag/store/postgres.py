@@ -51,6 +51,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 _MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
 _WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
+# A tool's current row, replaced by its new version (row by row and from the bulk staging table alike).
+_REPLACE_CURRENT = (
+    "ON CONFLICT(name) DO UPDATE SET definition = excluded.definition, content_hash = excluded.content_hash,"
+    " version = excluded.version, active = excluded.active, source = excluded.source,"
+    " updated_at = excluded.updated_at, seq = excluded.seq"
+)
 BULK_ROWS = 1000  # tools + vectors in one write from which COPY and one later index build beat row-by-row inserts
 _NEAREST_EF_SEARCH = 200
 
@@ -246,10 +252,7 @@ class PostgresStore:
                 row = (tool.name, tool.model_dump_json(), tool.content_hash, tool.version, tool.active, tool.source)
                 copy.write_row((*row, tool.created_at, tool.updated_at))
         db.execute(
-            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools ON CONFLICT(name) DO UPDATE"
-            " SET definition = excluded.definition, content_hash = excluded.content_hash, version = excluded.version,"
-            " active = excluded.active, source = excluded.source, updated_at = excluded.updated_at,"
-            " seq = excluded.seq",
+            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools {_REPLACE_CURRENT}",
             (generation,),
         )
         db.execute(
@@ -297,10 +300,7 @@ class PostgresStore:
     def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:
         db.execute(
             "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT(name) DO UPDATE SET"
-            " definition = excluded.definition, content_hash = excluded.content_hash, version = excluded.version,"
-            " active = excluded.active, source = excluded.source, updated_at = excluded.updated_at,"
-            " seq = excluded.seq",
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) {_REPLACE_CURRENT}",
             (
                 tool.name,
                 tool.model_dump_json(),
