@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from toolrag.cli.app import app
 from toolrag.eval import example_no_tool_requests, load_no_tool
 from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.report import build_report
-from toolrag.search.calibrate import NEAREST_TOOLS, _nearest_tools
-from toolrag.search.index import SearchIndex
+from toolrag.search.calibrate import NEAREST_TOOLS, nearest_tools
+from toolrag.search.index import SearchIndex, ToolTable, VectorRows
+from toolrag.search.lexical import LexicalIndex
 from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
 
 from .conftest import BENCH, RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
@@ -157,6 +159,24 @@ def test_settings_of_earlier_versions_are_ignored_with_a_warning() -> None:
         SearchConfig(min_confidence=2)
 
 
+def vectors_only_index(matrix: np.ndarray, row_tool: np.ndarray) -> SearchIndex:
+    """A snapshot holding only vectors (no tool objects, no postings): what the nearest-tools scan reads."""
+    size = int(row_tool.max()) + 1
+    return SearchIndex(
+        generation=0,
+        tools=ToolTable(0, lambda _: None),  # type: ignore[arg-type,return-value]
+        names=[f"t{i}" for i in range(size)],
+        categories=[None] * size,
+        lexical=LexicalIndex.build([[] for _ in range(size)]),
+        vectors=VectorRows((matrix,), row_tool),
+        restricted=np.zeros(0, dtype=np.int64),
+        restrictions=[],
+        text_hashes=[],
+        words=Counter(),
+        dimension=matrix.shape[1],
+    )
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     tools=st.integers(min_value=1, max_value=90),
@@ -168,14 +188,15 @@ def test_the_nearest_tools_scan_agrees_with_a_full_sort(tools: int, aliases: lis
     rows_per_tool = [1 + a for a in aliases[:tools]]
     matrix = rng.normal(size=(sum(rows_per_tool), 8)).astype(np.float32)
     row_tool = np.repeat(np.arange(tools), rows_per_tool)
-    index = SearchIndex(0, [None] * tools, None, matrix, row_tool, np.zeros(0, dtype=np.int64))  # type: ignore[list-item,arg-type]
+    index = vectors_only_index(matrix, row_tool)
     requests = rng.normal(size=(5, 8)).astype(np.float32)
     import toolrag.search.calibrate as calibrate
 
     calibrate_chunk = calibrate._CHUNK_TOOLS
     calibrate._CHUNK_TOOLS = 7  # several chunks
     try:
-        positions, cosines = _nearest_tools(index, requests)
+        found = nearest_tools(index, requests)
+        positions, cosines = found.positions, found.cosines
     finally:
         calibrate._CHUNK_TOOLS = calibrate_chunk
     per_tool = np.full((5, tools), -np.inf)

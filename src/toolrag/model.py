@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -229,11 +230,13 @@ class Principal(BaseModel):
 
     def may_see(self, tool: Tool) -> bool:
         """Whether this definition (any version, active or not) is one the principal's rules let it see."""
-        if not self.may_name(tool.name):
+        return self.may_name(tool.name) and self.meets(tool.scopes, tool.tenants)
+
+    def meets(self, scopes: Iterable[str], tenants: Collection[str]) -> bool:
+        """Whether this principal holds every scope and belongs to one of the tenants (when any are named)."""
+        if tenants and self.tenant not in tenants:
             return False
-        if tool.tenants and self.tenant not in tool.tenants:
-            return False
-        return all(self.holds(scope) for scope in tool.scopes)
+        return all(self.holds(scope) for scope in scopes)
 
     @property
     def visibility_key(self) -> tuple[object, ...]:

@@ -9,7 +9,6 @@ client.chat.completions.create(..., tools=selection.tools)
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,13 +25,14 @@ from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
 from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.config import MonitorConfig
-from toolrag.search.calibrate import embed_fixed
+from toolrag.search.calibrate import bank_requests, embed_fixed
 from toolrag.search.config import SearchConfig
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
-from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
+from toolrag.search.index import SearchIndex, text_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.text import dense_texts
+from toolrag.snapshot import Snapshots
 from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
 
@@ -121,9 +121,13 @@ class ToolRegistry:
             catalog_fits=self.catalog_fits,
         )
         self._functions: dict[str, Callable[..., Any]] = {}
-        self._prepared: dict[str, PreparedTool] = {}
-        self._index: SearchIndex | None = None
-        self._lock = threading.Lock()
+        self._snapshots = Snapshots(
+            self.store,
+            self._snapshot_model,
+            self._group_vectors,
+            self._bank_requests if self.config.mode != "lexical" else None,
+            self.config.save_snapshots_from,
+        )
         self._token_cache: dict[tuple[str, str], int] = {}
         self._group_cache: dict[str, Vector] = {}
         self.usage: UsageRecorder | None = None
@@ -221,9 +225,7 @@ class ToolRegistry:
             embedded += len(missing)
             if self.store.switch_model(model, if_generation=generation):
                 break
-        with self._lock:
-            self._prepared.clear()
-            self._index = None
+        self._snapshots.reset()
         return embedded
 
     def tools_without_embeddings(self) -> list[str]:
@@ -240,9 +242,7 @@ class ToolRegistry:
         missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
         self.store.save_vectors(model, dict(zip(missing, vectors, strict=True)))
-        with self._lock:  # saving vectors moves no generation: rebuild the snapshot from scratch
-            self._prepared.clear()
-            self._index = None
+        self._snapshots.reset()  # saving vectors moves no generation: open the snapshot anew
         return len(missing)
 
     def texts_to_rebuild(self) -> int:
@@ -322,9 +322,10 @@ class ToolRegistry:
         mask = self.retriever.visibility.mask(index, principal)
         if mask is None:
             return list(index.tools), []
-        visible = [t for i, t in enumerate(index.tools) if mask[i]]
-        hidden = [t for i, t in enumerate(index.tools) if not mask[i]]
-        return visible, hidden
+        hidden = ~mask if index.live is None else ~mask & index.live
+        return [index.tools[i] for i in np.flatnonzero(mask).tolist()], [
+            index.tools[i] for i in np.flatnonzero(hidden).tolist()
+        ]
 
     @property
     def generation(self) -> int:
@@ -423,28 +424,14 @@ class ToolRegistry:
         return self._snapshot()
 
     def _snapshot(self) -> SearchIndex:
-        generation = self.store.generation()
-        index = self._index
-        if index is not None and index.generation == generation:
-            return index
-        with self._lock:
-            if self._index is not None and self._index.generation == generation:
-                return self._index
-            self._index = self._rebuild(generation)
-            return self._index
+        return self._snapshots.current()
 
-    def _rebuild(self, generation: int) -> SearchIndex:
+    def _snapshot_model(self) -> tuple[IndexModel, Embedder]:
         model = self._index_model()
-        since = self._index.generation if self._index is not None else -1
-        changed = self.store.tools(include_inactive=True) if since < 0 else self.store.changed_since(since)
-        for tool in changed:
-            self._prepared.pop(tool.name, None)
-        fresh = [t for t in changed if t.active]
-        vectors = self.store.vectors(model.model_id, _dense_texts(fresh))
-        for tool in fresh:
-            self._prepared[tool.name] = prepare(tool, vectors)
-        ordered = [self._prepared[name] for name in sorted(self._prepared)]
-        return SearchIndex.build(generation, ordered, model.dimension, self.embedder, self._group_vectors(model))
+        return model, self.embedder
+
+    def _bank_requests(self, embedder: Embedder) -> Vector:
+        return bank_requests(embedder, self._stored_fixed_vectors)
 
     def _group_vectors(self, model: IndexModel) -> dict[str, Vector]:
         """Description vectors of the described groups, embedded once per text and model (a handful per registry)."""

@@ -180,7 +180,7 @@ class McpGateway:
 
     def _forwarder(self, name: str) -> Callable[..., Awaitable[types.CallToolResult]] | None:
         index = self.registry.snapshot()  # the in-memory index, not a database read on every call
-        position = index.by_name.get(name.lower())
+        position = index.position_of(name)
         if position is None or not index.tools[position].source.startswith(SOURCE_PREFIX):
             return None
 

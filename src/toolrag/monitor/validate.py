@@ -94,17 +94,18 @@ def _lengths(tools: list[Tool]) -> list[Finding]:
 
 def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
     index = registry.snapshot()
-    if index.size < 2:
+    if index.live_count < 2:
         return []
-    _, first_rows = np.unique(index.row_tool, return_index=True)  # each tool's description vector
+    _, first_rows = np.unique(index.vectors.row_tool, return_index=True)  # each tool's description vector
     groups: dict[str, list[int]] = {}
-    for position, tool in enumerate(index.tools):
-        groups.setdefault(tool.category or tool.name.split(".")[0], []).append(position)
+    for position, (name, category) in enumerate(zip(index.names, index.categories, strict=True)):
+        if index.live is None or index.live[position]:
+            groups.setdefault(category or name.split(".")[0], []).append(position)
     found = []
     for members in groups.values():
         if len(members) < 2:
             continue
-        vectors = index.matrix[first_rows[members]]
+        vectors = index.vectors.take(first_rows[members])
         similarity = vectors @ vectors.T
         left, right = np.nonzero(np.triu(similarity, k=1) >= threshold)
         for i, j in zip(left.tolist(), right.tolist(), strict=True):

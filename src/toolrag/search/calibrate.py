@@ -29,7 +29,7 @@ import numpy as np
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.search.dense import dense_scores
-from toolrag.search.index import SearchIndex
+from toolrag.search.index import Neighbours, SearchIndex
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
 
@@ -81,8 +81,7 @@ class SmallTalkReference:
     bank_requests: FloatArray  # the whole bank embedded as requests
     bank_english: BoolArray  # per bank request: whether it reads as English (its level's group)
     bank_reference: FloatArray  # per bank request: its nearest sentence, not counting itself or its translation
-    nearest_positions: IntArray  # per bank request: its nearest tools, nearest first
-    nearest_cosines: FloatArray
+    neighbours: Neighbours  # per bank request: its nearest tools
 
     def nearest(self, request_vector: FloatArray) -> float:
         """The request's cosine with its nearest small-talk sentence."""
@@ -97,58 +96,98 @@ class SmallTalkReference:
         )
 
     def _best_visible(self, index: SearchIndex, visible: BoolArray | None) -> FloatArray:
-        if visible is None:
-            return self.nearest_cosines[:, 0].copy()
-        best = np.empty(len(self.bank_requests), dtype=np.float32)
-        for row, (positions, cosines) in enumerate(zip(self.nearest_positions, self.nearest_cosines, strict=True)):
-            seen = np.flatnonzero(visible[positions])
-            if len(seen):
-                best[row] = cosines[seen[0]]
-            else:  # the principal sees none of the bank request's nearest tools: score the ones it sees
-                best[row] = dense_scores(index, self.bank_requests[row], visible).max()
+        """Each bank request's best cosine with a tool the principal sees: the first visible listed neighbour when
+        no unlisted tool can beat it, else an exact scan."""
+        positions, cosines, floor = self.neighbours.positions, self.neighbours.cosines, self.neighbours.floor
+        listed = positions >= 0
+        if visible is not None:
+            listed &= visible[np.maximum(positions, 0)]
+        first = listed.argmax(axis=1)
+        best: FloatArray = cosines[np.arange(len(cosines)), first].astype(np.float32)
+        exact = listed.any(axis=1) & (best >= floor)
+        for row in np.flatnonzero(~exact).tolist():
+            best[row] = dense_scores(index, self.bank_requests[row], visible).max()
         return best
+
+
+def bank_requests(embedder: Embedder, vectors: FixedTextVectors = embed_fixed) -> FloatArray:
+    """The whole bank embedded as requests (once per model and process)."""
+    return _bank(embedder, SMALL_TALK, vectors, as_documents=False)
 
 
 def small_talk_reference(
     index: SearchIndex, embedder: Embedder, vectors: FixedTextVectors = embed_fixed
 ) -> SmallTalkReference | None:
     """The reference for one registry version (None when it has no tools)."""
-    if index.size == 0:
+    if index.live_count == 0:
         return None
     sentences = _bank(embedder, SMALL_TALK_BY_LANGUAGE["en"], vectors, as_documents=True)
-    requests = _bank(embedder, SMALL_TALK, vectors, as_documents=False)
+    requests = bank_requests(embedder, vectors)
     similarities = np.sort(requests @ sentences.T, axis=1)
-    positions, cosines = _nearest_tools(index, requests)
     return SmallTalkReference(
         sentences=sentences,
         bank_requests=requests,
         bank_english=np.array([looks_english(text) for text in SMALL_TALK], dtype=np.bool_),
         bank_reference=similarities[:, -2],
-        nearest_positions=positions,
-        nearest_cosines=cosines,
+        neighbours=index.neighbours or nearest_tools(index, requests),
     )
 
 
-def _nearest_tools(index: SearchIndex, requests: FloatArray) -> tuple[IntArray, FloatArray]:
-    """Each request's NEAREST_TOOLS best tools and their cosines, best first, scanning the tool vectors in chunks
-    that end on tool boundaries (a tool's rows are contiguous: its description, then its aliases)."""
-    keep = min(NEAREST_TOOLS, index.size)
+def nearest_tools(index: SearchIndex, requests: FloatArray) -> Neighbours:
+    """Each request's NEAREST_TOOLS best live tools and their cosines, best first, scanning the tool vectors in
+    chunks that end on tool boundaries (a tool's rows are contiguous: its description, then its aliases)."""
     best_positions = np.zeros((len(requests), 0), dtype=np.int64)
     best_cosines = np.zeros((len(requests), 0), dtype=np.float32)
-    starts = np.flatnonzero(np.r_[True, index.row_tool[1:] != index.row_tool[:-1]])  # first row of each tool
+    row_tool = index.vectors.row_tool
+    starts = np.flatnonzero(np.r_[True, row_tool[1:] != row_tool[:-1]])  # first row of each tool
     for first_tool in range(0, index.size, _CHUNK_TOOLS):
         tools = starts[first_tool : first_tool + _CHUNK_TOOLS]
-        end = starts[first_tool + len(tools)] if first_tool + len(tools) < index.size else len(index.row_tool)
-        rows = requests @ index.matrix[tools[0] : end].T
-        per_tool = np.maximum.reduceat(rows, tools - tools[0], axis=1)
-        chunk = np.broadcast_to(first_tool + np.arange(len(tools)), per_tool.shape)
-        positions = np.concatenate([best_positions, chunk], axis=1)
-        cosines = np.concatenate([best_cosines, per_tool], axis=1)
-        top = np.argpartition(-cosines, keep - 1, axis=1)[:, :keep] if cosines.shape[1] > keep else None
-        if top is not None:
-            positions = np.take_along_axis(positions, top, axis=1)
-            cosines = np.take_along_axis(cosines, top, axis=1)
-        order = np.argsort(-cosines, axis=1, kind="stable")
-        best_positions = np.take_along_axis(positions, order, axis=1)
-        best_cosines = np.take_along_axis(cosines, order, axis=1)
-    return best_positions, best_cosines.astype(np.float32)
+        end = starts[first_tool + len(tools)] if first_tool + len(tools) < index.size else len(row_tool)
+        per_tool = np.maximum.reduceat(
+            requests @ index.vectors.span(int(tools[0]), int(end)).T, tools - tools[0], axis=1
+        )
+        chunk = first_tool + np.arange(len(tools))
+        if index.live is not None:
+            per_tool[:, ~index.live[chunk]] = -np.inf
+        best_positions, best_cosines = _keep_best(
+            np.concatenate([best_positions, np.broadcast_to(chunk, per_tool.shape)], axis=1),
+            np.concatenate([best_cosines, per_tool], axis=1),
+        )
+    complete = np.full(len(requests), -np.inf, dtype=np.float32)
+    if index.live_count > NEAREST_TOOLS:  # tools beyond the list are no nearer than its last
+        complete = best_cosines[:, -1].astype(np.float32)
+    return _neighbours(best_positions, best_cosines, complete)
+
+
+def updated_neighbours(
+    neighbours: Neighbours, index: SearchIndex, gone: Sequence[int], first_new: int, requests: FloatArray
+) -> Neighbours:
+    """`neighbours` after the tools at `gone` left and the tools from position `first_new` on joined, without
+    scanning the others: a listed tool that left frees its slot, a joining tool is listed if near enough. The floor
+    stays: a tool pushed off the list is below every listed one, so it never hides behind a listed tool."""
+    positions, cosines = neighbours.positions.copy(), neighbours.cosines.copy()
+    left = np.isin(positions, np.asarray(gone, dtype=np.int64))
+    positions[left], cosines[left] = -1, -np.inf
+    row_tool = index.vectors.row_tool
+    first_row = int(np.searchsorted(row_tool, first_new))
+    if first_row < len(row_tool):
+        joined = row_tool[first_row:]
+        starts = np.flatnonzero(np.r_[True, joined[1:] != joined[:-1]])
+        per_tool = np.maximum.reduceat(requests @ index.vectors.span(first_row, len(row_tool)).T, starts, axis=1)
+        positions = np.concatenate([positions, np.broadcast_to(joined[starts], per_tool.shape)], axis=1)
+        cosines = np.concatenate([cosines, per_tool], axis=1)
+    positions, cosines = _keep_best(positions, cosines)
+    return _neighbours(positions, cosines, neighbours.floor)
+
+
+def _keep_best(positions: IntArray, cosines: FloatArray) -> tuple[IntArray, FloatArray]:
+    """The NEAREST_TOOLS best columns of each row, best first."""
+    order = np.argsort(-cosines, axis=1, kind="stable")[:, :NEAREST_TOOLS]
+    return np.take_along_axis(positions, order, axis=1), np.take_along_axis(cosines, order, axis=1)
+
+
+def _neighbours(positions: IntArray, cosines: FloatArray, floor: FloatArray) -> Neighbours:
+    empty = ~np.isfinite(cosines)
+    return Neighbours(
+        np.where(empty, -1, positions).astype(np.int64), cosines.astype(np.float32), floor.astype(np.float32)
+    )

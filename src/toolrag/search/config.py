@@ -116,4 +116,10 @@ class SearchConfig(BaseModel):
     )
     ann_candidates: int = Field(default=400, ge=10, le=10_000, description="vectors the store's index proposes")
     cache_entries: int = Field(default=1024, ge=0)
+    save_snapshots_from: int | None = Field(
+        default=2000,
+        ge=0,
+        description="registries of at least this many tools keep their in-memory index in the cache folder, so the"
+        " next process maps it instead of building it (snapshot/); None never saves nor reads one",
+    )
     cache_ttl_seconds: float = Field(default=300.0, gt=0)

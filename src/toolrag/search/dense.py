@@ -16,10 +16,10 @@ def dense_scores(index: SearchIndex, query_vector: FloatArray, visible: BoolArra
     """One cosine per tool, from an exact scan. Hidden tools get -1 and are dropped before any ranking."""
     if index.size == 0:
         return np.zeros(0, dtype=np.float32)
-    row_scores = index.matrix @ query_vector.astype(np.float32)
+    row_scores = index.vectors.scores(query_vector.astype(np.float32))
     if index.has_aliases():
         per_tool = np.full(index.size, -1.0, dtype=np.float32)
-        np.maximum.at(per_tool, index.row_tool, row_scores)
+        np.maximum.at(per_tool, index.vectors.row_tool, row_scores)
     else:
         per_tool = row_scores
     return _hide(per_tool, visible)
@@ -36,9 +36,9 @@ def approximate_dense_scores(
     rows = np.array([index.row_of_text[key] for key in found if key in index.row_of_text], dtype=np.int64)
     if len(rows) == 0:
         return _hide(np.zeros(index.size, dtype=np.float32), visible)
-    row_scores = index.matrix[rows] @ query_vector.astype(np.float32)
+    row_scores = index.vectors.take(rows) @ query_vector.astype(np.float32)
     per_tool = np.full(index.size, float(row_scores.min()), dtype=np.float32)
-    np.maximum.at(per_tool, index.row_tool[rows], row_scores)
+    np.maximum.at(per_tool, index.vectors.row_tool[rows], row_scores)
     return _hide(per_tool, visible)
 
 

@@ -235,7 +235,7 @@ class Retriever:
 
     def _phrasings(self, step: str, index: SearchIndex, query: str) -> list[str]:
         if step == "expand":
-            words = self._words(index).expansions(query, index.lexical.vocabulary)
+            words = self._words(index).expansions(query, index.knows_term)
             return [f"{query} {' '.join(words)}"] if words else []
         return self.rewriter.rewrite(query) if self.rewriter is not None else []
 
@@ -304,7 +304,7 @@ class Retriever:
         leader, lead = _lead(dense, candidates) if mode != "lexical" else (-1, 0.0)
         items = []
         for position in list(dict.fromkeys([*named, *top])):
-            category = index.tools[position].category
+            category = index.categories[position]
             items.append(
                 Ranked(
                     position,
@@ -318,7 +318,7 @@ class Retriever:
                     len(set(tokens)),
                 )
             )
-        items.sort(key=lambda item: (not item.name_match, -item.score, index.tools[item.position].name))
+        items.sort(key=lambda item: (not item.name_match, -item.score, index.names[item.position]))
         return items[:limit], vector
 
     def _boost_routed(
@@ -326,7 +326,7 @@ class Retriever:
     ) -> FloatArray:
         if not routed or self.config.route_mode != "boost":
             return scores
-        hits = np.array([index.tools[p].category in routed for p in candidates.tolist()], dtype=np.bool_)
+        hits = np.array([index.categories[p] in routed for p in candidates.tolist()], dtype=np.bool_)
         return np.where(hits, np.minimum(1.0, scores + self.config.route_boost), scores).astype(np.float32)
 
     def _route(self, index: SearchIndex, query: str, candidates: IntArray) -> tuple[IntArray, set[str]]:
@@ -334,7 +334,7 @@ class Retriever:
             return candidates, set()
         routed = self.router.categories_for(query)
         if routed and self.config.route_mode == "filter":
-            kept = np.array([p for p in candidates.tolist() if index.tools[p].category in routed], dtype=np.int64)
+            kept = np.array([p for p in candidates.tolist() if index.categories[p] in routed], dtype=np.int64)
             if len(kept):
                 return kept, routed
         return candidates, routed

@@ -13,13 +13,13 @@ retrieval so monitoring can show which requests needed it.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable
 from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
 from toolrag.search.index import SearchIndex
-from toolrag.search.text import STOPWORDS, split_identifier, tokenize
+from toolrag.search.text import STOPWORDS, tokenize
 
 _WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
 
@@ -35,23 +35,19 @@ class Vocabulary:
     expansion."""
 
     def __init__(self, index: SearchIndex) -> None:
-        words: set[str] = set()
-        for tool in index.tools:
-            names = (split_identifier(tool.name), split_identifier(tool.category or ""))
-            for text in (*names, *tool.aliases, tool.description):
-                words.update(w.lower() for w in _WORD.findall(text))
-        self.words = sorted(words - STOPWORDS)
+        self.words = sorted(set(index.words) - STOPWORDS)
         self._known = set(self.words)
         self._by_initial: dict[str, list[str]] = {}
         for word in self.words:
             self._by_initial.setdefault(word[0], []).append(word)
 
-    def expansions(self, request: str, known_terms: Collection[str], min_ratio: float = 85.0) -> list[str]:
-        """Registry words that nearly match a request word no tool contains (`known_terms`: the lexical index's
-        vocabulary), with the same first letter: typos ("wether"), not other words ("looking" is not "booking")."""
+    def expansions(self, request: str, known_term: Callable[[str], bool], min_ratio: float = 85.0) -> list[str]:
+        """Registry words that nearly match a request word no tool contains (`known_term`: whether the lexical
+        index holds a term), with the same first letter: typos ("wether"), not other words ("looking" is not
+        "booking")."""
         found: list[str] = []
         for word in dict.fromkeys(w.lower() for w in _WORD.findall(request)):
-            if word in self._known or word in STOPWORDS or set(tokenize(word)) <= set(known_terms):
+            if word in self._known or word in STOPWORDS or all(known_term(term) for term in tokenize(word)):
                 continue
             candidates = self._by_initial.get(word[0], [])
             match = process.extractOne(word, candidates, scorer=fuzz.ratio, score_cutoff=min_ratio)

@@ -279,7 +279,7 @@ def create_app(
         if who.role == "admin":
             return Health(
                 status="ok",
-                tools=registry.snapshot().size,
+                tools=registry.snapshot().live_count,
                 generation=registry.generation,
                 model=model and model.model_id,
                 startup=checked,

@@ -33,7 +33,7 @@ class ApiMetrics:
             "toolrag_http_requests", "HTTP requests, by route and status", ["route", "status"], registry=self.collector
         )
         tools = Gauge("toolrag_tools", "Tools in the registry, by state", ["state"], registry=self.collector)
-        tools.labels("active").set_function(lambda: len(registry.snapshot().tools))
+        tools.labels("active").set_function(lambda: registry.snapshot().live_count)
         tools.labels("all").set_function(lambda: len(registry.tools(include_inactive=True)))
         Gauge("toolrag_registry_generation", "The registry's change counter", registry=self.collector).set_function(
             lambda: registry.generation

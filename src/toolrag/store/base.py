@@ -18,6 +18,9 @@ from toolrag.store.usage import UsageTables
 Vector = npt.NDArray[np.float32]
 
 
+GENERATIONS_LOGGED = 1000  # generation tokens kept (snapshot/ reuses an in-memory index at most this old)
+
+
 @dataclass(frozen=True)
 class IndexModel:
     """The embedding model an index was built with."""
@@ -117,6 +120,11 @@ class Store(Protocol):
 
     def generation(self) -> int:
         """A counter that grows with every committed write: equal generations mean equal registries."""
+        ...
+
+    def generation_token(self, generation: int) -> str | None:
+        """The random token drawn when this registry reached `generation` (None when it is too old to be logged):
+        a copy of a registry file that diverged from it reaches the same generation with another token."""
         ...
 
     def group_descriptions(self) -> dict[str, str]:

@@ -24,6 +24,7 @@ from toolrag import tracing
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
+    GENERATIONS_LOGGED,
     AuditEntry,
     IndexModel,
     Pin,
@@ -353,7 +354,14 @@ class PostgresStore:
             "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation' RETURNING value"
         ).fetchone()
         assert row is not None  # the first migration inserts the counter
-        return int(row[0])
+        generation = int(row[0])
+        db.execute(
+            "INSERT INTO generation_log(generation, token) VALUES (%s, md5(random()::text || clock_timestamp()::text))"
+            " ON CONFLICT (generation) DO UPDATE SET token = excluded.token",
+            (generation,),
+        )
+        db.execute("DELETE FROM generation_log WHERE generation <= %s", (generation - GENERATIONS_LOGGED,))
+        return generation
 
     # -- reads --------------------------------------------------------------------------------------------------
 
@@ -371,8 +379,8 @@ class PostgresStore:
         return [Tool.from_store(row[0]) for row in rows]
 
     def changed_since(self, generation: int) -> list[Tool]:
-        rows = self._query("SELECT definition::text FROM tools WHERE seq > %s ORDER BY name", (generation,))
-        return [Tool.from_store(row[0]) for row in rows]
+        rows = self._query("SELECT definition::text FROM tools WHERE seq > %s", (generation,))
+        return sorted((Tool.from_store(row[0]) for row in rows), key=lambda tool: tool.name)
 
     def history(self, name: str) -> list[Tool]:
         rows = self._query("SELECT definition::text FROM tool_versions WHERE name = %s ORDER BY version", (name,))
@@ -413,6 +421,10 @@ class PostgresStore:
 
     def generation(self) -> int:
         return int(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0])
+
+    def generation_token(self, generation: int) -> str | None:
+        rows = self._query("SELECT token FROM generation_log WHERE generation = %s", (generation,))
+        return str(rows[0][0]) if rows else None
 
     def group_descriptions(self) -> dict[str, str]:
         return {name: text for name, text in self._query("SELECT name, description FROM tool_groups")}

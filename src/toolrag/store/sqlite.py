@@ -16,6 +16,7 @@ from toolrag import tracing
 from toolrag.errors import ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
+    GENERATIONS_LOGGED,
     AuditEntry,
     IndexModel,
     Pin,
@@ -188,7 +189,13 @@ class SQLiteStore:
     @staticmethod
     def _bump_generation(db: sqlite3.Connection) -> int:
         db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-        return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        generation = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        db.execute(
+            "INSERT OR REPLACE INTO generation_log(generation, token) VALUES (?, lower(hex(randomblob(16))))",
+            (generation,),
+        )
+        db.execute("DELETE FROM generation_log WHERE generation <= ?", (generation - GENERATIONS_LOGGED,))
+        return generation
 
     # -- reads ----------------------------------------------------------------------------------------------------
 
@@ -209,8 +216,9 @@ class SQLiteStore:
         return [Tool.from_store(str(row[0])) for row in rows]
 
     def changed_since(self, generation: int) -> list[Tool]:
-        rows = self._query("SELECT definition FROM tools WHERE seq > ? ORDER BY name", (generation,))
-        return [Tool.from_store(str(row[0])) for row in rows]
+        # Sorted here: asked to sort by name, SQLite walks every row in name order instead of using the seq index.
+        rows = self._query("SELECT definition FROM tools WHERE seq > ?", (generation,))
+        return sorted((Tool.from_store(str(row[0])) for row in rows), key=lambda tool: tool.name)
 
     def history(self, name: str) -> list[Tool]:
         rows = self._query("SELECT definition FROM tool_versions WHERE name = ? ORDER BY version", (name,))
@@ -243,6 +251,10 @@ class SQLiteStore:
 
     def generation(self) -> int:
         return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
+
+    def generation_token(self, generation: int) -> str | None:
+        rows = self._query("SELECT token FROM generation_log WHERE generation = ?", (generation,))
+        return str(rows[0][0]) if rows else None
 
     def group_descriptions(self) -> dict[str, str]:
         return {str(name): str(text) for name, text in self._query("SELECT name, description FROM tool_groups")}

@@ -1,0 +1,183 @@
+"""The life of a registry's in-memory index (search/index.py `SearchIndex`): opened from a snapshot file or built
+from the store, kept up to date a change at a time, compacted, saved for the next process, built again when the
+index's model changes.
+
+- **open**: the newest saved snapshot of this registry and model whose generation the store passed through (its
+  generation token matches) is mapped, then the changes since are applied; without one the index is built from the
+  store and saved (registries of at least `SearchConfig.save_snapshots_from` tools).
+- **follow**: when the store's generation moves, only the tools written since are read: their old positions become
+  tombstones and their new versions are appended (`SearchIndex.changed`), the small-talk bank's nearest tools are
+  updated without a scan (search/calibrate.py).
+- **compact**: once appended tools pass COMPACT_SHARE of the registry (at least COMPACT_MIN) or tombstones pass
+  TOMBSTONE_SHARE, the segments are folded into one (`SearchIndex.compacted`) and the result saved.
+- **model migration**: a switch of the index's model (`toolrag index rebuild`) starts over with the new model.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from toolrag.embed.base import Embedder
+from toolrag.model import Tool
+from toolrag.search.calibrate import nearest_tools, updated_neighbours
+from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
+from toolrag.search.lexical import FloatArray
+from toolrag.search.text import dense_texts
+from toolrag.snapshot import files
+from toolrag.store.base import IndexModel, Store, Vector
+
+log = logging.getLogger("toolrag.snapshot")
+
+COMPACT_MIN = 1024
+COMPACT_SHARE = 0.05
+TOMBSTONE_SHARE = 0.10
+
+ModelOf = Callable[[], tuple[IndexModel, Embedder]]
+GroupVectors = Callable[[IndexModel], dict[str, Vector]]
+BankRequests = Callable[[Embedder], FloatArray]
+
+
+class Snapshots:
+    """The current `SearchIndex` of one registry in this process; thread-safe."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: ModelOf,
+        group_vectors: GroupVectors,
+        bank: BankRequests | None,
+        save_from: int | None,
+        root: Path | None = None,
+    ) -> None:
+        """`model` gives the index's model and the embedder for it; `group_vectors` the described groups' vectors;
+        `bank` the small-talk bank embedded as requests (None: the registry searches without vectors)."""
+        self.store = store
+        self._model = model
+        self._group_vectors = group_vectors
+        self._bank = bank
+        self._save_from = save_from
+        self._root = root
+        self._index: SearchIndex | None = None
+        self._model_id: str | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> SearchIndex:
+        """The index of the store's current generation."""
+        generation = self.store.generation()
+        index = self._index
+        if index is not None and index.generation == generation:
+            return index
+        with self._lock:
+            index = self._index
+            if index is None or index.generation != generation:
+                self._index = index = self._follow(index, generation)
+            return index
+
+    def reset(self) -> None:
+        """Forget the index: the next search opens it again (vectors were saved without a generation move)."""
+        with self._lock:
+            self._index = None
+
+    def _follow(self, index: SearchIndex | None, generation: int) -> SearchIndex:
+        model, embedder = self._model()
+        if index is None or self._model_id != model.model_id:
+            index = self._open(model, embedder, generation)
+            self._model_id = model.model_id
+        if index.generation == generation:
+            return index
+        return self._apply(index, generation, model, embedder)
+
+    # -- open -----------------------------------------------------------------------------------------------------
+
+    def _open(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex:
+        loaded = self._load(model, embedder, generation)
+        if loaded is not None:
+            return loaded
+        index = self._build(model, embedder, generation)
+        self._save(index, model)
+        return index
+
+    def _load(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex | None:
+        if self._save_from is None:
+            return None
+        root, registry = self._folder(), _registry_of(self.store)
+        for saved, token, folder in files.candidates(root, registry, model.model_id, generation):
+            if self.store.generation_token(saved) != token:
+                continue  # a state this registry never had (a copy of its file that diverged), or too old to tell
+            try:
+                index = files.load(folder, files.SnapshotKey(registry, model.model_id, saved, token), embedder)
+            except files.SnapshotFileError as error:
+                log.warning("snapshot not used, building from the store instead: %s", error)
+                continue
+            groups = index.groups
+            if groups is not None:
+                vectors = self._group_vectors(model)
+                groups = groups.with_descriptions(groups.names, groups.of_tool, vectors, model.dimension)
+            return replace(index, groups=groups)
+        return None
+
+    def _build(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex:
+        tools = self.store.tools()
+        index = SearchIndex.build(
+            generation,
+            self._prepared(tools, model),
+            model.dimension,
+            embedder,
+            self._group_vectors(model),
+        )
+        if self._bank is not None and index.size:
+            index = replace(index, neighbours=nearest_tools(index, self._bank(embedder)))
+        return index
+
+    def _prepared(self, tools: Sequence[Tool], model: IndexModel) -> list[PreparedTool]:
+        active = sorted((t for t in tools if t.active), key=lambda t: t.name)
+        texts = {text for tool in active for text in dense_texts(tool)}
+        vectors = self.store.vectors(model.model_id, [text_hash(text) for text in texts])
+        return [prepare(tool, vectors) for tool in active]
+
+    # -- follow ---------------------------------------------------------------------------------------------------
+
+    def _apply(self, index: SearchIndex, generation: int, model: IndexModel, embedder: Embedder) -> SearchIndex:
+        changed = self.store.changed_since(index.generation)
+        gone = [p for p in (index.position_of(tool.name) for tool in changed) if p is not None]
+        updated = index.changed(generation, changed, self._prepared(changed, model), self._group_vectors(model))
+        if index.neighbours is not None and self._bank is not None:
+            bank = self._bank(embedder)
+            neighbours = updated_neighbours(index.neighbours, updated, gone, index.size, bank)
+            updated = replace(updated, neighbours=neighbours)
+        if self._needs_compaction(updated):
+            updated = updated.compacted()
+            self._save(updated, model)
+        return updated
+
+    @staticmethod
+    def _needs_compaction(index: SearchIndex) -> bool:
+        appended = index.appended_count() > max(COMPACT_MIN, COMPACT_SHARE * index.size)
+        return appended or index.tombstones() > max(COMPACT_MIN, TOMBSTONE_SHARE * index.size)
+
+    # -- save -----------------------------------------------------------------------------------------------------
+
+    def _save(self, index: SearchIndex, model: IndexModel) -> None:
+        if self._save_from is None or index.live_count < self._save_from:
+            return
+        token = self.store.generation_token(index.generation)
+        if token is None:
+            return
+        key = files.SnapshotKey(_registry_of(self.store), model.model_id, index.generation, token)
+        try:
+            files.save(self._folder(), key, index)
+        except OSError as error:  # a read-only or full cache folder: the next process builds again
+            log.warning("snapshot not saved (%s): the next process builds its index from the store", error)
+
+    def _folder(self) -> Path:
+        return self._root or files.snapshots_root()
+
+
+def _registry_of(store: Store) -> str:
+    """The store's location: a SQLite file's absolute path, a PostgreSQL URL (without password) and schema."""
+    path = getattr(store, "path", None)
+    return f"sqlite:{Path(path).resolve()}" if path is not None else repr(store)
