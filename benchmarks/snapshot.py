@@ -38,6 +38,7 @@ from toolrag.registry import _dense_texts, open_store
 from toolrag.store.base import IndexModel
 
 PRINCIPAL = Principal(user="bench", scopes=frozenset({"billing:write", "crm:write", "hr:write"}))
+EVERYTHING = Principal(user="bench-admin", scopes=frozenset({"*"}))  # sees every tool an edit may touch
 REQUEST = "please archive the invoice of billing for me"
 
 
@@ -83,7 +84,7 @@ def follow_changes(location: str, changes: int) -> dict[str, float]:
         vector = np.random.default_rng(number).standard_normal(model.dimension).astype(np.float32)
         writer.upsert([edited], dict.fromkeys(_dense_texts([edited]), vector / np.linalg.norm(vector)), model)
         started = time.perf_counter()
-        found = reader.rank(marker, PRINCIPAL, limit=1, mode="lexical")
+        found = reader.rank(marker, EVERYTHING, limit=1, mode="lexical")
         millis.append((time.perf_counter() - started) * 1000)
         assert found and found[0].name == tool.name, (found, tool.name)
     writer.close()

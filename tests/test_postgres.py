@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -214,3 +215,49 @@ def test_an_index_left_unbuilt_is_built_by_the_next_opener(postgres_url: str) ->
         opener = PostgresStore.from_url(url)
         assert opener.wait_for_vector_index(60)
         assert conn.execute(count, (schema,)).fetchone() == (1,)
+
+
+def test_other_processes_writes_are_announced_not_polled(postgres_url: str) -> None:
+    """A search reads the generation PostgreSQL announced (LISTEN/NOTIFY), not the database; a write of this store
+    is seen at once, another store's within moments, and without the listening connection the database is read."""
+    url = in_schema(postgres_url, f"gen_{uuid.uuid4().hex[:8]}")
+    reader, writer = open_store(url), open_store(url)
+    assert isinstance(reader, PostgresStore) and isinstance(writer, PostgresStore)
+    model = IndexModel("m", 2)
+    first = reader.generation()
+    writer.upsert([make_tool("a.b", "One tool.")], {}, model)
+    assert writer.generation() == first + 1  # its own write: at once
+    deadline = time.monotonic() + 5
+    while reader.generation() != first + 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reads: list[int] = []
+    original = reader._read_generation
+    reader._read_generation = lambda: reads.append(1) or original()  # type: ignore[method-assign]
+    assert reader.generation() == first + 1 and not reads  # announced, not read
+    reader._generations.stop()
+    assert reader.generation() == first + 1 and reads  # no listener: read from the database
+    reader.close()
+    writer.close()
+
+
+def test_a_search_never_waits_for_another_writer_s_lock(
+    postgres_url: str, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first search keeps the small-talk bank's vectors in the store; while another writer holds the write lock
+    (a vector index build after a bulk import holds it for minutes) it searches without keeping them."""
+    from toolrag.search import calibrate
+
+    url = in_schema(postgres_url, f"busy_{uuid.uuid4().hex[:8]}")
+    ToolRegistry(url, embedder).register_many(SAMPLE_TOOLS)
+    monkeypatch.setattr(calibrate, "_BANK", {})  # as in a new process: the bank is not in memory
+    with psycopg.connect(postgres_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (postgres._WRITE_LOCK,))
+        found: list[str] = []
+        searching = threading.Thread(
+            target=lambda: found.extend(
+                r.name for r in ToolRegistry(url, embedder).search("will it rain in Paris tomorrow?")
+            )
+        )
+        searching.start()
+        searching.join(timeout=120)
+        assert not searching.is_alive() and found[:1] == ["weather.forecast"]  # the lock is still held

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,11 @@ def test_changes_from_another_process_are_seen(store_url: str, embedder: Countin
     writer.register_many(SAMPLE_TOOLS[:2])
     assert reader.search("exchange rate dollar euro")[0].name == "finance.exchange_rate"
     writer.register_many([make_tool("crypto.price", "Current price of bitcoin and other cryptocurrencies.")])
+    # PostgreSQL announces the change (LISTEN/NOTIFY) instead of being asked on every search: it arrives within
+    # milliseconds, not at once.
+    deadline = time.monotonic() + 5
+    while reader.generation != writer.generation and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert reader.search("bitcoin price")[0].name == "crypto.price"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -293,3 +294,31 @@ def test_the_bank_s_nearest_tools_follow_changes_without_a_scan(tools: int, join
         visible = live & rng.random(tools + joined).astype(np.float32).__lt__(0.6)
         exact = np.where(visible, requests @ matrix.T, -1.0).max(axis=1) if visible.any() else np.full(6, -1.0)
         assert np.allclose(reference._best_visible(after, visible), exact, atol=1e-5)
+
+
+def test_an_approximate_index_takes_over_the_dense_scan_and_is_mapped_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    approximate = SearchConfig(cache_entries=0, save_snapshots_from=1, ann_min_tools=30, ann_candidates=16)
+    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), approximate)
+    registry.register_many(_catalog(80))
+    slot = registry.snapshot().graph
+    deadline = time.monotonic() + 30
+    while slot.graph is None and time.monotonic() < deadline:  # built in the background
+        time.sleep(0.05)
+    assert slot.graph is not None
+    proposals: list[int] = []
+    propose = slot.graph.nearest_rows
+    monkeypatch.setattr(slot.graph, "nearest_rows", lambda v, n: proposals.append(n) or propose(v, n))
+    exact = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=None))
+    for principal in PRINCIPALS:  # a principal seeing few of the proposed tools gets the exact scan
+        for query in QUERIES:
+            assert [r.name for r in registry.rank(query, principal, limit=3, mode="dense")] == [
+                r.name for r in exact.rank(query, principal, limit=3, mode="dense")
+            ]
+    assert proposals  # the graph proposed the candidates
+    while not any((tmp_path / "cache").rglob("graph.usearch")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reopened = ToolRegistry(tmp_path / "r.db", WordEmbedder(), approximate)
+    assert reopened.snapshot().graph.graph is not None  # mapped with the snapshot, not built again

@@ -20,6 +20,7 @@ import numpy as np
 from toolrag import tracing
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
+from toolrag.embed.batching import QueryBatcher
 from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
@@ -33,7 +34,7 @@ from toolrag.search.index import SearchIndex, text_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.text import dense_texts
 from toolrag.snapshot import Snapshots
-from toolrag.store.base import IndexModel, NearestNeighbours, Store, UpsertReport, Vector, model_mismatch_message
+from toolrag.store.base import IndexModel, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -99,23 +100,24 @@ class ToolRegistry:
         monitor: MonitorConfig | bool = False,
         rewriter: Rewriter | None = None,
         create: bool = True,
+        batch_requests: bool = False,
     ) -> None:
         """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log.
         `rewriter` (e.g. `toolrag.runtime.rewrite.ChatRewriter(model)`) rephrases requests nothing was found for.
-        `create=False` refuses a store location where no registry exists yet (a mistyped path)."""
+        `create=False` refuses a store location where no registry exists yet (a mistyped path).
+        `batch_requests` embeds the requests of concurrent searches together (embed/batching.py): for servers."""
         self.store = store if not isinstance(store, str | Path) else open_store(store, create)
         # "auto": the model the registry was indexed with, followed when a migration switches it.
         self._follows_model = embedder == "auto"
+        self._batch_requests = batch_requests
         if isinstance(embedder, str):
             embedder = make_embedder(self._recorded_embedder_name() if self._follows_model else embedder)
-        self.embedder = embedder
+        self.embedder = self._serving(embedder)
         self.config = config or SearchConfig()
-        nearest = self._nearest if isinstance(self.store, NearestNeighbours) else None
         self.retriever = Retriever(
             self._snapshot,
             self.embedder,
             self.config,
-            nearest,
             rewriter,
             fixed_vectors=self._stored_fixed_vectors,
             catalog_fits=self.catalog_fits,
@@ -127,6 +129,7 @@ class ToolRegistry:
             self._group_vectors,
             self._bank_requests if self.config.mode != "lexical" else None,
             self.config.save_snapshots_from,
+            self.config.ann_min_tools,
         )
         self._token_cache: dict[tuple[str, str], int] = {}
         self._group_cache: dict[str, Vector] = {}
@@ -249,6 +252,9 @@ class ToolRegistry:
         """How many texts a rebuild with this registry's model would embed."""
         return len(self._missing(_dense_texts(self.store.tools(include_inactive=True)), self.embedder.model_id))
 
+    def _serving(self, embedder: Embedder) -> Embedder:
+        return QueryBatcher(embedder) if self._batch_requests else embedder
+
     def _recorded_embedder_name(self) -> str:
         recorded = self.store.index_model()
         return embedder_name_for(recorded.model_id) if recorded is not None else "default"
@@ -259,7 +265,7 @@ class ToolRegistry:
         if recorded is not None and recorded != requested:
             if not self._follows_model:
                 raise ModelMismatchError(model_mismatch_message(recorded, requested))
-            self.embedder = make_embedder(embedder_name_for(recorded.model_id))
+            self.embedder = self._serving(make_embedder(embedder_name_for(recorded.model_id)))
             self.retriever.embedder = self.embedder
             return recorded
         return requested
@@ -478,14 +484,12 @@ class ToolRegistry:
             vectors = embed_fixed(embedder, [text for _, text in missing], as_documents=as_documents)
             fresh = {key: vector for (key, _), vector in zip(missing, vectors, strict=True)}
         if fresh:
-            with contextlib.suppress(StoreError):  # a registry this process may not write still searches
-                self.store.save_vectors(fixed_model, fresh)
+            # A search waits at most a second for the store's write lock (a PostgreSQL vector index build after a
+            # bulk import holds it for minutes): a save that does not happen costs the next process one embedding.
+            with contextlib.suppress(StoreError):  # nor can a registry this process may not write
+                self.store.save_vectors(fixed_model, fresh, wait_seconds=1.0)
             known.update(fresh)
         return np.vstack([known[key] for key in keys]).astype(np.float32)
-
-    def _nearest(self, vector: Vector, limit: int) -> dict[str, float]:
-        assert isinstance(self.store, NearestNeighbours)
-        return self.store.nearest(self.embedder.model_id, vector, limit)
 
     def close(self) -> None:
         if self.usage is not None:

@@ -33,7 +33,7 @@ from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
-from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
+from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.guard import CALLER_KEY, server_config
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
@@ -109,7 +109,9 @@ class McpGateway:
 
     @classmethod
     def from_config(cls, settings: GatewayConfig) -> McpGateway:
-        return cls(settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor))
+        return cls(
+            settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor, batch_requests=True)
+        )
 
     async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)
@@ -172,9 +174,9 @@ class McpGateway:
         if gateway is None:
             if len(self._gateways) > 256:
                 self._gateways.clear()
-            visible, hidden = self.registry.partition(principal)
             policy = ExecutionPolicy(timeout_seconds=self.settings.call_timeout_seconds + 1)
-            gateway = ToolGateway(visible, hidden, principal, self._forwarder, policy=policy, events=self._events)
+            permitted = permitted_tools(self.registry, principal, policy.fuzzy_cutoff)
+            gateway = ToolGateway(permitted, (), principal, self._forwarder, policy=policy, events=self._events)
             self._gateways[key] = gateway
         return gateway
 

@@ -32,7 +32,7 @@ from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
 from toolrag.runtime.events import EventSink, FanoutSink, NullSink, RoundEvent
-from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
+from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import Conversation, Message, ToolCall
 from toolrag.runtime.providers.base import ProviderModel
 from toolrag.runtime.resolve import normalize_name
@@ -206,10 +206,10 @@ class Agent:
         """One gateway per registry generation and request: its name index is built once, not every round."""
         key = (self.registry.generation, self._request_id)
         if self._gateway_cache is None or self._gateway_cache[0] != key:
-            visible, hidden = self.registry.partition(self.principal)
+            permitted = permitted_tools(self.registry, self.principal, self.policy.fuzzy_cutoff)
             context = self.context or ToolContext(self.principal.user, self.principal.tenant, self._request_id)
             gateway = ToolGateway(
-                visible, hidden, self.principal, self.registry.function, context, self.policy, self.events
+                permitted, (), self.principal, self.registry.function, context, self.policy, self.events
             )
             self._gateway_cache = (key, gateway)
         return self._gateway_cache[1]

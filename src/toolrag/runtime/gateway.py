@@ -12,7 +12,10 @@ import asyncio
 import functools
 import inspect
 import json
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +33,8 @@ from toolrag.schema_drafts import validator_class
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
+
+    from toolrag.registry import ToolRegistry
 
 Function = Callable[..., Any]
 
@@ -65,12 +70,54 @@ class ToolTimeout(Exception):
     pass
 
 
+class Permitted:
+    """The tools one principal may use at one registry generation, indexed for calls: by name, by the names a
+    model may write (resolver), the hidden ones by lookup key (to log a refusal), and each tool's schema validator.
+    Built once per generation and visibility (`permitted_tools`), shared by every gateway, so a call costs the
+    same at 10 tools and at 100,000."""
+
+    def __init__(self, visible: Iterable[Tool], hidden: Iterable[Tool], fuzzy_cutoff: float = 85.0) -> None:
+        self.tools = {t.name: t for t in visible}
+        self.resolver = NameResolver(self.tools, fuzzy_cutoff)
+        hidden_names = [t.name for t in hidden if t.name not in self.tools]
+        self.hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
+        self._validators: dict[str, Validator] = {}  # per tool: finding a schema's draft checks it, which is slow
+
+    def validator(self, tool: Tool) -> Validator:
+        found = self._validators.get(tool.name)
+        if found is None:
+            found = self._validators[tool.name] = validator_class(tool.input_schema)(tool.input_schema)
+        return found
+
+
+_PERMITTED: weakref.WeakKeyDictionary[ToolRegistry, OrderedDict[tuple[object, ...], Permitted]] = (
+    weakref.WeakKeyDictionary()
+)
+_PERMITTED_LOCK = threading.Lock()
+_PERMITTED_PER_REGISTRY = 256
+
+
+def permitted_tools(registry: ToolRegistry, principal: Principal, fuzzy_cutoff: float = 85.0) -> Permitted:
+    """The principal's `Permitted` tools in the registry's current generation (cached per visibility)."""
+    key = (registry.generation, principal.visibility_key, fuzzy_cutoff)
+    with _PERMITTED_LOCK:
+        cache = _PERMITTED.setdefault(registry, OrderedDict())
+        found = cache.get(key)
+    if found is None:
+        found = Permitted(*registry.partition(principal), fuzzy_cutoff)
+        with _PERMITTED_LOCK:
+            cache[key] = found
+            while len(cache) > _PERMITTED_PER_REGISTRY:
+                cache.popitem(last=False)
+    return found
+
+
 class ToolGateway:
     """Authorizes, validates and executes calls for one principal over a set of tools."""
 
     def __init__(
         self,
-        visible: Iterable[Tool],
+        visible: Iterable[Tool] | Permitted,
         hidden: Iterable[Tool],
         principal: Principal,
         functions: Callable[[str], Function | None],
@@ -78,16 +125,18 @@ class ToolGateway:
         policy: ExecutionPolicy | None = None,
         events: EventSink | None = None,
     ) -> None:
-        self.tools = {t.name: t for t in visible}
+        """`visible` and `hidden`: the tools the principal may and may not use; or `permitted_tools(...)` for
+        them, already indexed (then `hidden` is ignored)."""
         self.principal = principal
         self.functions = functions
         self.context = context or ToolContext(user=principal.user, tenant=principal.tenant)
         self.policy = policy or ExecutionPolicy()
         self.events = events or NullSink()
-        self.resolver = NameResolver(self.tools, self.policy.fuzzy_cutoff)
-        self._validators: dict[str, Validator] = {}  # per tool: finding a schema's draft checks it, which is slow
-        hidden_names = [t.name for t in hidden if t.name not in self.tools]
-        self._hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
+        permitted = visible if isinstance(visible, Permitted) else Permitted(visible, hidden, self.policy.fuzzy_cutoff)
+        self.permitted = permitted
+        self.tools = permitted.tools
+        self.resolver = permitted.resolver
+        self._hidden = permitted.hidden
 
     async def call(self, call: ToolCall, offered: set[str], session: str | None = None) -> CallResult:
         """Run one call. `session` names the conversation in events (default: the context's request id)."""
@@ -156,9 +205,7 @@ class ToolGateway:
         return arguments
 
     def _validator(self, tool: Tool) -> Validator:
-        if tool.name not in self._validators:
-            self._validators[tool.name] = validator_class(tool.input_schema)(tool.input_schema)
-        return self._validators[tool.name]
+        return self.permitted.validator(tool)
 
     async def _run(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         function = self.functions(tool.name)

@@ -91,6 +91,7 @@ class UnresolvedName(ToolragError):
 class NameResolver:
     def __init__(self, names: Iterable[str], fuzzy_cutoff: float = 85.0, fuzzy_margin: float = 4.0) -> None:
         self.names = sorted(set(names))
+        self._known = set(self.names)
         self.fuzzy_cutoff = fuzzy_cutoff
         self.fuzzy_margin = fuzzy_margin
         self._provider = {provider_name(name): name for name in self.names}
@@ -103,7 +104,7 @@ class NameResolver:
 
     def resolve(self, requested: str) -> Resolution:
         rendered = self._provider.get(requested)
-        if requested in self.names:
+        if requested in self._known:
             if rendered not in (None, requested):  # `a__b` is a tool's name and how `a.b` was rendered
                 raise UnresolvedName(requested, [requested, str(rendered)], ambiguous=True)
             return Resolution(requested, "exact")

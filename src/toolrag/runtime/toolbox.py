@@ -20,7 +20,7 @@ from toolrag.jsontext import loads
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import EventSink, FanoutSink, NullSink
-from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway
+from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
 
 MAX_FOUND = 5
@@ -64,9 +64,9 @@ class Toolbox:
     def gateway(self) -> ToolGateway:
         """The execution gateway over the principal's tools, rebuilt when the registry changes."""
         if self._gateway is None or self._gateway[0] != self.registry.generation:
-            visible, hidden = self.registry.partition(self.principal)
+            permitted = permitted_tools(self.registry, self.principal, self.policy.fuzzy_cutoff)
             gateway = ToolGateway(
-                visible, hidden, self.principal, self.registry.function, self.context, self.policy, self.events
+                permitted, (), self.principal, self.registry.function, self.context, self.policy, self.events
             )
             self._gateway = (self.registry.generation, gateway)
         return self._gateway[1]

@@ -15,6 +15,7 @@ DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
 # About ten tools in full: a tool of the measured catalogs costs 106 prompt tokens at the median, 133 at the 75th
 # percentile (benchmarks/catalog_tokens.py, docs/benchmarks.md).
 INJECT_ALL_BELOW_TOKENS = 1500
+ANN_MIN_TOOLS = 50_000  # where the exact scan passes 3x the request embedding (docs/benchmarks.md "Beyond 100k")
 
 
 # Settings of toolrag 0.1 that the relevance model replaced (search/confidence.py): accepted, warned about, ignored.
@@ -109,12 +110,12 @@ class SearchConfig(BaseModel):
     route_mode: Literal["boost", "filter"] = "boost"
     route_boost: float = Field(default=0.15, ge=0.0, le=1.0)
     ann_min_tools: int | None = Field(
-        default=None,
+        default=ANN_MIN_TOOLS,
         ge=0,
-        description="from this many tools on, a store with a vector index (PostgreSQL) proposes the dense candidates;"
-        " None (the default) always scans exactly, which measured faster up to 100k tools (docs/benchmarks.md)",
+        description="from this many tools on, an approximate index (an in-process HNSW graph, search/ann.py) proposes"
+        " the dense candidates instead of scanning every vector; None always scans exactly",
     )
-    ann_candidates: int = Field(default=400, ge=10, le=10_000, description="vectors the store's index proposes")
+    ann_candidates: int = Field(default=400, ge=10, le=10_000, description="vectors the approximate index proposes")
     cache_entries: int = Field(default=1024, ge=0)
     save_snapshots_from: int | None = Field(
         default=2000,

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from toolrag.search.index import SearchIndex
-from toolrag.search.lexical import BoolArray, FloatArray
+from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
-NearestSearch = Callable[[FloatArray, int], dict[str, float]]
+MIN_VISIBLE_PROPOSED = 16  # fewer of the graph's proposals visible to the principal: scan exactly instead
 
 
-def dense_scores(index: SearchIndex, query_vector: FloatArray, visible: BoolArray | None) -> FloatArray:
-    """One cosine per tool, from an exact scan. Hidden tools get -1 and are dropped before any ranking."""
+def dense_scores(
+    index: SearchIndex, query_vector: FloatArray, visible: BoolArray | None, candidates: int | None = None
+) -> FloatArray:
+    """One cosine per tool. Hidden tools get -1 and are dropped before any ranking. With `candidates` and a graph
+    built for the snapshot (search/ann.py), only the rows it proposes and the rows appended since are scored."""
     if index.size == 0:
         return np.zeros(0, dtype=np.float32)
+    graph = index.graph.graph if candidates else None
+    if graph is not None and candidates:
+        appended = np.arange(graph.rows, index.vectors.count, dtype=np.int64)
+        rows = np.concatenate([graph.nearest_rows(query_vector, candidates), appended])
+        if visible is None or int(visible[index.vectors.row_tool[rows]].sum()) >= MIN_VISIBLE_PROPOSED:
+            return approximate_dense_scores(index, query_vector, visible, rows)
     row_scores = index.vectors.scores(query_vector.astype(np.float32))
     if index.has_aliases():
         per_tool = np.full(index.size, -1.0, dtype=np.float32)
@@ -26,14 +33,10 @@ def dense_scores(index: SearchIndex, query_vector: FloatArray, visible: BoolArra
 
 
 def approximate_dense_scores(
-    index: SearchIndex, query_vector: FloatArray, visible: BoolArray | None, nearest: NearestSearch, candidates: int
+    index: SearchIndex, query_vector: FloatArray, visible: BoolArray | None, rows: IntArray
 ) -> FloatArray:
-    """Cosines of the tools whose vectors an approximate index (the store's) finds nearest, computed exactly;
-    every other tool gets the lowest of those, a bound on its own cosine, so fusion treats it as dense-irrelevant."""
-    if index.size == 0:
-        return np.zeros(0, dtype=np.float32)
-    found = nearest(query_vector, candidates)
-    rows = np.array([index.row_of_text[key] for key in found if key in index.row_of_text], dtype=np.int64)
+    """Cosines of the tools of `rows` (an approximate index's proposal), computed exactly; every other tool gets the
+    lowest of those, a bound on its own cosine, so fusion treats it as dense-irrelevant."""
     if len(rows) == 0:
         return _hide(np.zeros(index.size, dtype=np.float32), visible)
     row_scores = index.vectors.take(rows) @ query_vector.astype(np.float32)

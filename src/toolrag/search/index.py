@@ -24,6 +24,7 @@ import numpy.typing as npt
 from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
+from toolrag.search.ann import GraphSlot
 from toolrag.search.groups import group_of
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray, LexicalIndex
 from toolrag.search.text import dense_texts, lexical_text, split_identifier, tokenize
@@ -260,6 +261,7 @@ class SearchIndex:
     base_size: int = 0  # positions in the base segment; the rest were appended since
     # Snapshots derived from one another by `changed` share a lineage: their positions mean the same tools.
     lineage: int = field(default_factory=lambda: next(_LINEAGES))
+    graph: GraphSlot = field(default_factory=GraphSlot)  # the base rows' approximate index, once built
 
     @classmethod
     def build(
@@ -377,6 +379,7 @@ class SearchIndex:
             dimension=dimension,
             base_size=self.base_size,
             lineage=self.lineage,
+            graph=self.graph,
         )
 
     def tombstones(self) -> int:

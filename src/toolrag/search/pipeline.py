@@ -29,7 +29,7 @@ from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReferenc
 from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
-from toolrag.search.dense import NearestSearch, approximate_dense_scores, dense_scores
+from toolrag.search.dense import dense_scores
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
@@ -83,7 +83,6 @@ class Retriever:
         snapshot: Callable[[], SearchIndex],
         embedder: Embedder,
         config: SearchConfig,
-        nearest: NearestSearch | None = None,
         rewriter: Rewriter | None = None,
         fixed_vectors: FixedTextVectors = embed_fixed,
         catalog_fits: Callable[[Principal, int], bool] | None = None,
@@ -92,7 +91,6 @@ class Retriever:
         than the budget, in full (for the `all` strategy)."""
         self._snapshot = snapshot
         self._fixed_vectors = fixed_vectors
-        self._nearest = nearest
         self._catalog_fits = catalog_fits
         self.rewriter = rewriter
         self.memory: UsageMemory | None = None  # set by ToolRegistry.learn_from_usage
@@ -355,11 +353,7 @@ class Retriever:
             return np.zeros(index.size, dtype=np.float32), None
         # The snapshot's own model: a search that began before a model switch finishes with the old model.
         vector = (index.embedder or self.embedder).embed_query(query)
-        threshold = self.config.ann_min_tools
-        if self._nearest is not None and threshold is not None and index.size >= threshold:
-            nearest = self._nearest
-            return approximate_dense_scores(index, vector, visible, nearest, self.config.ann_candidates), vector
-        return dense_scores(index, vector, visible), vector
+        return dense_scores(index, vector, visible, self.config.ann_candidates), vector
 
     def _learned(
         self, index: SearchIndex, candidates: IntArray, scores: FloatArray, vector: FloatArray | None

@@ -31,7 +31,7 @@ from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
-from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway
+from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.config import ApiConfig, Role
 from toolrag.server.dashboard import render_dashboard
@@ -409,9 +409,9 @@ def create_app(
 
 
 async def _execute_here(registry: ToolRegistry, body: ExecuteIn, principal: Principal, session: str) -> ExecuteOut:
-    visible, hidden = await anyio.to_thread.run_sync(registry.partition, principal)
-    events = registry.usage
-    gateway = ToolGateway(visible, hidden, principal, registry.function, policy=ExecutionPolicy(), events=events)
+    policy = ExecutionPolicy()
+    permitted = await anyio.to_thread.run_sync(permitted_tools, registry, principal, policy.fuzzy_cutoff)
+    gateway = ToolGateway(permitted, (), principal, registry.function, policy=policy, events=registry.usage)
     result = await gateway.call(ToolCall(uuid.uuid4().hex, body.name, json.dumps(body.arguments)), set(), session)
     return ExecuteOut(outcome=result.outcome, is_error=result.message.is_error, content=result.message.content)
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from toolrag.embed.base import Embedder
 from toolrag.model import Tool
+from toolrag.search.ann import GRAPH_FILE, VectorGraph
 from toolrag.search.calibrate import nearest_tools, updated_neighbours
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
 from toolrag.search.lexical import FloatArray
@@ -51,15 +53,18 @@ class Snapshots:
         group_vectors: GroupVectors,
         bank: BankRequests | None,
         save_from: int | None,
+        graph_from: int | None = None,
         root: Path | None = None,
     ) -> None:
         """`model` gives the index's model and the embedder for it; `group_vectors` the described groups' vectors;
-        `bank` the small-talk bank embedded as requests (None: the registry searches without vectors)."""
+        `bank` the small-talk bank embedded as requests (None: the registry searches without vectors); from
+        `graph_from` tools on, an approximate index is built for the dense scan (search/ann.py)."""
         self.store = store
         self._model = model
         self._group_vectors = group_vectors
         self._bank = bank
         self._save_from = save_from
+        self._graph_from = graph_from
         self._root = root
         self._index: SearchIndex | None = None
         self._model_id: str | None = None
@@ -98,7 +103,7 @@ class Snapshots:
         if loaded is not None:
             return loaded
         index = self._build(model, embedder, generation)
-        self._save(index, model)
+        self._grow_graph(index, self._save(index, model))
         return index
 
     def _load(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex | None:
@@ -117,7 +122,9 @@ class Snapshots:
             if groups is not None:
                 vectors = self._group_vectors(model)
                 groups = groups.with_descriptions(groups.names, groups.of_tool, vectors, model.dimension)
-            return replace(index, groups=groups)
+            index = replace(index, groups=groups)
+            self._map_or_grow_graph(index, folder)
+            return index
         return None
 
     def _build(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex:
@@ -151,7 +158,7 @@ class Snapshots:
             updated = replace(updated, neighbours=neighbours)
         if self._needs_compaction(updated):
             updated = updated.compacted()
-            self._save(updated, model)
+            self._grow_graph(updated, self._save(updated, model))
         return updated
 
     @staticmethod
@@ -161,17 +168,60 @@ class Snapshots:
 
     # -- save -----------------------------------------------------------------------------------------------------
 
-    def _save(self, index: SearchIndex, model: IndexModel) -> None:
+    def _save(self, index: SearchIndex, model: IndexModel) -> Path | None:
+        """The folder the snapshot was saved in (None: not saved)."""
         if self._save_from is None or index.live_count < self._save_from:
-            return
+            return None
         token = self.store.generation_token(index.generation)
         if token is None:
-            return
+            return None
         key = files.SnapshotKey(_registry_of(self.store), model.model_id, index.generation, token)
         try:
-            files.save(self._folder(), key, index)
+            return files.save(self._folder(), key, index)
         except OSError as error:  # a read-only or full cache folder: the next process builds again
             log.warning("snapshot not saved (%s): the next process builds its index from the store", error)
+            return None
+
+    # -- the approximate index ------------------------------------------------------------------------------------
+
+    def _wants_graph(self, index: SearchIndex) -> bool:
+        return self._graph_from is not None and index.live_count >= self._graph_from and index.vectors.count > 0
+
+    def _map_or_grow_graph(self, index: SearchIndex, folder: Path) -> None:
+        if not self._wants_graph(index):
+            return
+        saved = folder / GRAPH_FILE
+        if saved.exists():
+            try:
+                index.graph.graph = VectorGraph.mapped(saved, len(index.vectors.blocks[0]))
+                return
+            except (ValueError, RuntimeError, OSError) as error:
+                log.warning("approximate index not used, building it again: %s", error)
+        self._grow_graph(index, folder)
+
+    def _grow_graph(self, index: SearchIndex, folder: Path | None) -> None:
+        """Build the graph of the index's base rows in the background (searches scan exactly meanwhile), then save
+        it beside the snapshot."""
+        if not self._wants_graph(index):
+            return
+        slot, base = index.graph, index.vectors.blocks[0]
+
+        def build() -> None:
+            started = time.perf_counter()
+            try:
+                graph = VectorGraph.build(base)
+            except (ImportError, RuntimeError, ValueError) as error:
+                log.warning("no approximate index (%s): every search scans the vectors exactly", error)
+                return
+            slot.graph = graph
+            log.info("approximate index of %d vectors built in %.1f s", len(base), time.perf_counter() - started)
+            if folder is not None:
+                try:
+                    graph.save(folder)
+                except (OSError, RuntimeError) as error:
+                    log.warning("approximate index not saved (%s): the next process builds it again", error)
+
+        threading.Thread(target=build, name="toolrag-graph", daemon=True).start()
 
     def _folder(self) -> Path:
         return self._root or files.snapshots_root()

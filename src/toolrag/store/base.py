@@ -94,8 +94,9 @@ class Store(Protocol):
         """
         ...
 
-    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
-        """Keep vectors of any model (keyed by text hash) without changing which model the index uses."""
+    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:
+        """Keep vectors of any model (keyed by text hash) without changing which model the index uses. With
+        `wait_seconds`, StoreError when the store's locks are not had within that time (the caller can go on)."""
         ...
 
     def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:

@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -73,6 +74,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         self._index_builder = IndexBuilder(self._build_connection)
+        self._generations = GenerationListener(self._build_connection, _channel_of(schema))
         with self._lock:
             self._rebuild_a_missing_index(self._connection())
         self.usage = UsageTables(
@@ -196,15 +198,21 @@ class PostgresStore:
                 raise StoreError(f"PostgreSQL at {_redacted(self.url)}: {_reason(exc)}") from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A write transaction, serialized with every other writer of the database."""
-        with (
-            tracing.span("toolrag.store.write", **{"db.system": "postgresql"}),
-            self._session() as conn,
-            conn.transaction(),
-        ):
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
-            yield conn
+    def _transaction(self, wait_seconds: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """A write transaction, serialized with every other writer of the database; with `wait_seconds`, one that
+        gives up (StoreError) when its locks are not had in that time."""
+        with tracing.span("toolrag.store.write", **{"db.system": "postgresql"}), self._session() as conn:
+            self._bumped: int | None = None
+            with conn.transaction():
+                if wait_seconds is not None:
+                    conn.execute(
+                        sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{wait_seconds * 1000:.0f}ms"))
+                    )
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                yield conn
+            bumped = self._bumped
+        if bumped is not None:  # committed: this process reads its own write at once, before the notification
+            self._generations.saw(bumped)
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -230,9 +238,9 @@ class PostgresStore:
             self._index_builder.after_bulk_write(model)
         return report
 
-    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
+    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:
         bulk = len(vectors) >= BULK_ROWS
-        with self._transaction() as db:
+        with self._transaction(wait_seconds) as db:
             (self._copy_vectors if bulk else self._insert_vectors)(db, model, vectors)
         if bulk:
             self._index_builder.after_bulk_write(model)
@@ -348,8 +356,7 @@ class PostgresStore:
             )
         db.execute(hnsw_index(model))
 
-    @staticmethod
-    def _bump_generation(db: psycopg.Connection[Any]) -> int:
+    def _bump_generation(self, db: psycopg.Connection[Any]) -> int:
         row = db.execute(
             "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation' RETURNING value"
         ).fetchone()
@@ -361,6 +368,8 @@ class PostgresStore:
             (generation,),
         )
         db.execute("DELETE FROM generation_log WHERE generation <= %s", (generation - GENERATIONS_LOGGED,))
+        db.execute("SELECT pg_notify(%s, %s)", (self._generations.channel, str(generation)))  # sent on commit
+        self._bumped = generation
         return generation
 
     # -- reads --------------------------------------------------------------------------------------------------
@@ -420,6 +429,10 @@ class PostgresStore:
         return IndexModel(rows["model_id"], int(rows["dimension"]))
 
     def generation(self) -> int:
+        announced = self._generations.current
+        return announced if announced is not None else self._read_generation()
+
+    def _read_generation(self) -> int:
         return int(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0])
 
     def generation_token(self, generation: int) -> str | None:
@@ -547,6 +560,7 @@ class PostgresStore:
                 )
 
     def close(self) -> None:
+        self._generations.stop()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -654,3 +668,77 @@ class IndexBuilder:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
             conn.execute(hnsw_index(model))
         log.info("HNSW index of %s built in %.1f s", model.model_id, time.monotonic() - started)
+
+
+def _channel_of(schema: str) -> str:
+    """The notification channel of a schema's registry: a digest, so two long schema names never share one."""
+    return f"toolrag_generation_{hashlib.sha256(schema.encode()).hexdigest()[:24]}"
+
+
+class GenerationListener:
+    """The registry's generation as PostgreSQL announces it: every commit that moves it sends a notification, which
+    a connection of its own listens for, so a search learns of other processes' writes without a round trip. While
+    that connection is down (`value` None), the store reads the generation from the database as before."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], channel: str) -> None:
+        self.channel = channel
+        self.value: int | None = None
+        self._connect = weakref.WeakMethod(connect)
+        self._failing = False
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def saw(self, generation: int) -> None:
+        """A generation this process committed; starts listening on first use."""
+        self._advance(generation)
+        self._start()
+
+    @property
+    def current(self) -> int | None:
+        self._start()
+        return self.value
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = threading.Thread(target=self._listen_forever, name="toolrag-generation", daemon=True)
+                self._thread.start()
+
+    def _advance(self, generation: int) -> None:
+        with self._lock:
+            if self.value is not None and generation > self.value:
+                self.value = generation
+
+    def _listen_forever(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                connect = self._connect()
+                if connect is None:  # the store was dropped without being closed
+                    return
+                conn = connect()
+                del connect  # a listening thread keeps no store alive
+                with conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                    with self._lock:  # listening before reading: no commit falls between the two
+                        self.value = int(row[0]) if row is not None else None
+                    while not self._stopped.is_set() and self._connect() is not None:
+                        for notice in conn.notifies(timeout=1.0):  # returns after a second: checks `stopped`
+                            if notice.payload.isdigit():
+                                self._advance(int(notice.payload))
+            except psycopg.Error as error:
+                (log.debug if self._failing else log.warning)(
+                    "not listening for generation changes (%s): reading them from the database", error
+                )
+                self._failing = True
+            else:
+                self._failing = False
+            with self._lock:
+                self.value = None
+            self._stopped.wait(2.0)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            self.value = None

@@ -115,8 +115,8 @@ class SQLiteStore:
             self._insert_vectors(db, model, vectors)
         return report
 
-    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector]) -> None:
-        with self._transaction() as db:
+    def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:
+        with self._transaction() as db:  # SQLite's writers hold its lock for moments: the busy timeout bounds it
             self._insert_vectors(db, model, vectors)
 
     def switch_model(self, model: IndexModel, if_generation: int | None = None) -> bool:
