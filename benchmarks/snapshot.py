@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -56,6 +57,11 @@ def fill(location: str, size: int) -> None:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         store.upsert(batch, dict(zip(texts, vectors, strict=True)), model)
         print(f"  {start + len(batch)}/{len(keys)} tools written", file=sys.stderr, flush=True)
+    wait = getattr(store, "wait_for_vector_index", None)
+    if wait is not None:  # PostgreSQL builds its vector index after a bulk import: measured once it is done
+        started = time.perf_counter()
+        wait(3600)
+        print(f"  vector index ready after {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     store.close()
 
 
@@ -79,14 +85,23 @@ def follow_changes(location: str, changes: int) -> dict[str, float]:
     for number in range(changes):
         tool = writer.get(names[(number * 7919) % len(names)])
         assert tool is not None
-        marker = f"zqx{uuid.uuid4().hex[:8]}"
+        # A made-up word no stemmer shortens (consonants only): the edit is the only tool holding it.
+        marker = "".join(random.Random(f"{number}-{uuid.uuid4()}").choice("qxzkvjw") for _ in range(10))
         edited = tool.model_copy(update={"description": f"{tool.description} Also {marker}."})
         vector = np.random.default_rng(number).standard_normal(model.dimension).astype(np.float32)
         writer.upsert([edited], dict.fromkeys(_dense_texts([edited]), vector / np.linalg.norm(vector)), model)
         started = time.perf_counter()
-        found = reader.rank(marker, EVERYTHING, limit=1, mode="lexical")
+        # Searched until it is found: on PostgreSQL another process's commit is announced, not polled.
+        while not [r for r in reader.rank(marker, EVERYTHING, limit=1, mode="lexical") if r.name == tool.name]:
+            if time.perf_counter() - started > 10:
+                index = reader.snapshot()
+                raise AssertionError(
+                    f"{tool.name} not searchable 10 s after its change: generation {reader.generation} / "
+                    f"{writer.generation()}, at {index.position_of(tool.name)} of {index.size}, "
+                    f"{reader.rank(marker, EVERYTHING, limit=2, mode='lexical')}"
+                )
+            time.sleep(0.001)
         millis.append((time.perf_counter() - started) * 1000)
-        assert found and found[0].name == tool.name, (found, tool.name)
     writer.close()
     return {"change_p50_ms": round(statistics.median(millis), 1), "change_max_ms": round(max(millis), 1)}
 
@@ -97,7 +112,9 @@ def child(stage: str, location: str, changes: int) -> dict[str, float]:
     sys.stderr.write(output.stderr[-2000:])
     if output.returncode != 0:
         raise SystemExit(f"{stage} on {location} failed (exit {output.returncode})")
-    return dict(json.loads(output.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(output.stdout.strip().splitlines()[-1]))
+    print(f"  {stage}: {json.dumps(result)}", file=sys.stderr, flush=True)
+    return result
 
 
 def measure(name: str, location: str, changes: int) -> dict[str, object]:
@@ -120,6 +137,8 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--postgres")
+    parser.add_argument("--schema", help="a PostgreSQL schema to fill once and measure again (default: a new one)")
+    parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
     parser.add_argument("--child", choices=["build", "snapshot", "changes"])
     parser.add_argument("--location")
     args = parser.parse_args()
@@ -132,12 +151,21 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="toolrag-snapshot-") as folder:
         os.environ["TOOLRAG_CACHE_DIR"] = str(Path(folder) / "cache")  # no snapshot from an earlier run
-        sqlite = str(Path(folder) / "bench.db")
-        fill(sqlite, args.tools)
-        rows.append(measure("SQLite", sqlite, args.changes))
+        if "sqlite" in args.stores:
+            sqlite = str(Path(folder) / "bench.db")
+            fill(sqlite, args.tools)
+            rows.append(measure("SQLite", sqlite, args.changes))
+        if "postgres" not in args.stores:
+            print(json.dumps({"tools": args.tools, "rows": rows}, indent=2))
+            return
         with postgres_server(args.postgres) as url:
-            location = f"{url}{'&' if '?' in url else '?'}schema=snap_{uuid.uuid4().hex[:8]}"
-            fill(location, args.tools)
+            schema = args.schema or f"snap_{uuid.uuid4().hex[:8]}"
+            location = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+            store = open_store(location)
+            filled = len(store.tools()) == args.tools
+            store.close()
+            if not filled:
+                fill(location, args.tools)
             rows.append(measure("PostgreSQL", location, args.changes))
     print(json.dumps({"tools": args.tools, "rows": rows}, indent=2))
 

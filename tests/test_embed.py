@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +17,6 @@ from toolrag.embed import (
     make_embedder,
 )
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
-from toolrag.embed.batching import QueryBatcher
 from toolrag.embed.language import looks_english
 
 from .conftest import json_http_server
@@ -139,61 +136,3 @@ def test_openai_compatible_errors_are_clear(server_url: str) -> None:
         OpenAICompatibleEmbedder("broken", base_url=server_url).embed_documents(["x"])
     with pytest.raises(EmbeddingError, match="failed"):
         OpenAICompatibleEmbedder("tiny", base_url="http://127.0.0.1:9/v1", timeout=2).embed_documents(["x"])
-
-
-class SlowWords:
-    """A model that takes a while per call (not per text), as real models nearly do for short requests."""
-
-    model_id = "slow-words-4"
-    dimension = 4
-
-    def __init__(self, fail_on: str | None = None) -> None:
-        self.calls = 0
-        self.fail_on = fail_on
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed_queries(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_queries([text])[0]
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        time.sleep(0.02)
-        if self.fail_on in texts:
-            raise ValueError("the model failed")
-        return np.array([[len(t), t.count("a"), t.count("e"), 1.0] for t in texts], dtype=np.float32)
-
-
-def test_concurrent_requests_share_model_calls_and_each_gets_its_own_vector() -> None:
-    model = SlowWords()
-    batcher = QueryBatcher(model)
-    texts = [f"request {'a' * i} {'e' * (i % 7)}" for i in range(40)]
-    with ThreadPoolExecutor(40) as pool:
-        vectors = list(pool.map(batcher.embed_query, texts))
-    for text, vector in zip(texts, vectors, strict=True):
-        assert np.array_equal(vector, SlowWords().embed_query(text))
-    assert model.calls < 10  # 40 requests, a few model calls
-
-
-def test_a_failed_batch_fails_its_requests_and_the_next_ones_run() -> None:
-    batcher = QueryBatcher(SlowWords(fail_on="bad"))
-    with ThreadPoolExecutor(8) as pool:
-        outcomes = list(pool.map(lambda t: _outcome(batcher, t), ["bad", *[f"good {i}" for i in range(7)]]))
-    assert outcomes[0] == "ValueError"
-    assert batcher.embed_query("fine afterwards")[3] == 1.0  # the model is not left locked
-
-
-def test_requests_beyond_the_queue_bound_are_refused_not_queued() -> None:
-    batcher = QueryBatcher(SlowWords(), max_waiting=2)
-    with ThreadPoolExecutor(12) as pool:
-        outcomes = list(pool.map(lambda t: _outcome(batcher, t), [f"r{i}" for i in range(12)]))
-    assert "EmbeddingError" in outcomes and "ok" in outcomes
-
-
-def _outcome(batcher: QueryBatcher, text: str) -> str:
-    try:
-        batcher.embed_query(text)
-    except Exception as error:
-        return type(error).__name__
-    return "ok"

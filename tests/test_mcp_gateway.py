@@ -294,6 +294,11 @@ def test_list_changed_is_followed_and_new_poisoned_tools_are_held(fixture_config
                 await anyio.sleep(0.3)
             assert "shop.sneaky" not in await found(client, "weather report for Paris")
             assert (await call(client, "shop.sneaky", {})).is_error
+            # Each add_tool sends its own tools/list_changed: the second sync may still be running.
+            store = ToolRegistry(load_config(config).store).store
+            while "shop.sneaky" not in {p.tool for p in store.pins()}:
+                assert time.monotonic() < deadline, "the poisoned tool was never pinned"
+                await anyio.sleep(0.3)
 
     anyio.run(session)
     pins = {p.tool: p for p in ToolRegistry(load_config(config).store).store.pins()}

@@ -300,6 +300,7 @@ def test_an_approximate_index_takes_over_the_dense_scan_and_is_mapped_next_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(snapshot, "GRAPH_DELAY_SECONDS", 0.0)
     approximate = SearchConfig(cache_entries=0, save_snapshots_from=1, ann_min_tools=30, ann_candidates=16)
     registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), approximate)
     registry.register_many(_catalog(80))
@@ -322,3 +323,14 @@ def test_an_approximate_index_takes_over_the_dense_scan_and_is_mapped_next_time(
         time.sleep(0.05)
     reopened = ToolRegistry(tmp_path / "r.db", WordEmbedder(), approximate)
     assert reopened.snapshot().graph.graph is not None  # mapped with the snapshot, not built again
+
+
+def test_the_approximate_index_library_and_the_model_runtime_load_in_either_order() -> None:
+    """usearch 2.26 crashed the process when onnxruntime was imported after it (a mapped graph before the first
+    embedding); the pinned release must not."""
+    import subprocess
+    import sys
+
+    for first, second in (("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")):
+        done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], capture_output=True)
+        assert done.returncode == 0, (first, second, done.returncode, done.stderr[-500:])

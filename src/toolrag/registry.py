@@ -20,7 +20,6 @@ import numpy as np
 from toolrag import tracing
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
-from toolrag.embed.batching import QueryBatcher
 from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
@@ -100,19 +99,16 @@ class ToolRegistry:
         monitor: MonitorConfig | bool = False,
         rewriter: Rewriter | None = None,
         create: bool = True,
-        batch_requests: bool = False,
     ) -> None:
         """`monitor` logs every search (and, through agents and gateways, every call) to the store's usage log.
         `rewriter` (e.g. `toolrag.runtime.rewrite.ChatRewriter(model)`) rephrases requests nothing was found for.
-        `create=False` refuses a store location where no registry exists yet (a mistyped path).
-        `batch_requests` embeds the requests of concurrent searches together (embed/batching.py): for servers."""
+        `create=False` refuses a store location where no registry exists yet (a mistyped path)."""
         self.store = store if not isinstance(store, str | Path) else open_store(store, create)
         # "auto": the model the registry was indexed with, followed when a migration switches it.
         self._follows_model = embedder == "auto"
-        self._batch_requests = batch_requests
         if isinstance(embedder, str):
             embedder = make_embedder(self._recorded_embedder_name() if self._follows_model else embedder)
-        self.embedder = self._serving(embedder)
+        self.embedder = embedder
         self.config = config or SearchConfig()
         self.retriever = Retriever(
             self._snapshot,
@@ -252,9 +248,6 @@ class ToolRegistry:
         """How many texts a rebuild with this registry's model would embed."""
         return len(self._missing(_dense_texts(self.store.tools(include_inactive=True)), self.embedder.model_id))
 
-    def _serving(self, embedder: Embedder) -> Embedder:
-        return QueryBatcher(embedder) if self._batch_requests else embedder
-
     def _recorded_embedder_name(self) -> str:
         recorded = self.store.index_model()
         return embedder_name_for(recorded.model_id) if recorded is not None else "default"
@@ -265,7 +258,7 @@ class ToolRegistry:
         if recorded is not None and recorded != requested:
             if not self._follows_model:
                 raise ModelMismatchError(model_mismatch_message(recorded, requested))
-            self.embedder = self._serving(make_embedder(embedder_name_for(recorded.model_id)))
+            self.embedder = make_embedder(embedder_name_for(recorded.model_id))
             self.retriever.embedder = self.embedder
             return recorded
         return requested

@@ -64,14 +64,6 @@ def normalized(vectors: npt.ArrayLike, expected_dimension: int, model_id: str) -
     return np.ascontiguousarray(array / norms, dtype=np.float32)
 
 
-def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
-    """Requests embedded in one batch when the model can (`embed_queries`), else one by one."""
-    batch = getattr(embedder, "embed_queries", None)
-    if batch is not None:
-        return np.asarray(batch(texts), dtype=np.float32)
-    return np.vstack([embedder.embed_query(text) for text in texts]).astype(np.float32)
-
-
 def first_row(vectors: Vectors) -> Vectors:
     """The single vector of a one-text batch."""
     return np.asarray(vectors[0], dtype=np.float32)

@@ -63,12 +63,9 @@ class MultilingualE5:
             return normalized(model.passage(list(texts)), self.dimension, self.model_id)
 
     def embed_query(self, text: str) -> Vectors:
-        return first_row(self.embed_queries([text]))
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
         with self._lock:
             model = self._load()
-            return normalized(model.query(list(texts)), self.dimension, self.model_id)
+            return first_row(normalized(model.query(text), self.dimension, self.model_id))
 
 
 def _verified(weights: Path) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolrag.embed.base import Embedder, Vectors, embed_queries
+from toolrag.embed.base import Embedder, Vectors
 from toolrag.embed.language import looks_english
 
 
@@ -59,20 +59,6 @@ class EnsembleEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         parts = [m.embedder.embed_documents(texts) * s for m, s in zip(self.members, self._document_scale, strict=True)]
         return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """`embed_query` of each text, each model run once over the texts whose language it serves."""
-        english = np.array([looks_english(text) for text in texts], dtype=np.bool_)
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        column = 0
-        for member, scale in zip(self.members, self._document_scale, strict=True):
-            weights = np.where(english, member.english, member.other).astype(np.float32)
-            used = np.flatnonzero(weights > 0)
-            if len(used):
-                vectors = embed_queries(member.embedder, [texts[i] for i in used.tolist()])
-                out[used, column : column + member.embedder.dimension] = vectors * (weights[used] / scale)[:, None]
-            column += member.embedder.dimension
-        return out
 
     def embed_query(self, text: str) -> Vectors:
         english = looks_english(text)

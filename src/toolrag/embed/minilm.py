@@ -146,6 +146,3 @@ class MiniLM:
 
     def embed_query(self, text: str) -> Vectors:
         return first_row(self.embed_documents([text]))
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        return self.embed_documents(texts)  # the model reads requests and tools alike

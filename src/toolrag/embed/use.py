@@ -59,9 +59,6 @@ class UniversalSentenceEncoder:
     def embed_query(self, text: str) -> Vectors:
         return first_row(self.embed_documents([text]))
 
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        return self.embed_documents(texts)  # the model reads requests and tools alike
-
 
 def _check_weights(path: Path) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -109,9 +109,7 @@ class McpGateway:
 
     @classmethod
     def from_config(cls, settings: GatewayConfig) -> McpGateway:
-        return cls(
-            settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor, batch_requests=True)
-        )
+        return cls(settings, ToolRegistry(settings.store, settings.embedder, monitor=settings.monitor))
 
     async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)

@@ -15,7 +15,7 @@ DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
 # About ten tools in full: a tool of the measured catalogs costs 106 prompt tokens at the median, 133 at the 75th
 # percentile (benchmarks/catalog_tokens.py, docs/benchmarks.md).
 INJECT_ALL_BELOW_TOKENS = 1500
-ANN_MIN_TOOLS = 50_000  # where the exact scan passes 3x the request embedding (docs/benchmarks.md "Beyond 100k")
+ANN_MIN_TOOLS = 120_000  # where the exact scan passes 3x the request embedding (docs/benchmarks.md "Beyond 100k")
 
 
 # Settings of toolrag 0.1 that the relevance model replaced (search/confidence.py): accepted, warned about, ignored.
@@ -115,7 +115,7 @@ class SearchConfig(BaseModel):
         description="from this many tools on, an approximate index (an in-process HNSW graph, search/ann.py) proposes"
         " the dense candidates instead of scanning every vector; None always scans exactly",
     )
-    ann_candidates: int = Field(default=400, ge=10, le=10_000, description="vectors the approximate index proposes")
+    ann_candidates: int = Field(default=1000, ge=10, le=10_000, description="vectors the approximate index proposes")
     cache_entries: int = Field(default=1024, ge=0)
     save_snapshots_from: int | None = Field(
         default=2000,

@@ -21,7 +21,7 @@ from toolrag.server.config import ApiConfig
 def build_api(config: ApiConfig) -> FastAPI:
     """The app `toolrag api serve` runs, once its registry passed the startup check. With `mcp_config`, tools
     execute on their MCP servers, which stay connected for the app's lifetime."""
-    registry = ToolRegistry(config.store, config.embedder, monitor=config.monitor, batch_requests=True)
+    registry = ToolRegistry(config.store, config.embedder, monitor=config.monitor)
     if config.mcp_config is None:
         startup = check_at_startup(registry, config.startup.missing_embeddings)
         scheduler = Scheduler(registry, config.schedule)

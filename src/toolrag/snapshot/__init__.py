@@ -35,6 +35,8 @@ from toolrag.store.base import IndexModel, Store, Vector
 log = logging.getLogger("toolrag.snapshot")
 
 COMPACT_MIN = 1024
+PREPARE_CHUNK = 5000
+GRAPH_DELAY_SECONDS = 5.0
 COMPACT_SHARE = 0.05
 TOMBSTONE_SHARE = 0.10
 
@@ -141,10 +143,16 @@ class Snapshots:
         return index
 
     def _prepared(self, tools: Sequence[Tool], model: IndexModel) -> list[PreparedTool]:
+        """The active tools' tokens and vector rows, their vectors read PREPARE_CHUNK tools at a time: the vectors
+        as read are a copy of what the index keeps, so reading them all at once would double its peak memory."""
         active = sorted((t for t in tools if t.active), key=lambda t: t.name)
-        texts = {text for tool in active for text in dense_texts(tool)}
-        vectors = self.store.vectors(model.model_id, [text_hash(text) for text in texts])
-        return [prepare(tool, vectors) for tool in active]
+        prepared: list[PreparedTool] = []
+        for start in range(0, len(active), PREPARE_CHUNK):
+            chunk = active[start : start + PREPARE_CHUNK]
+            keys = list({text_hash(text) for tool in chunk for text in dense_texts(tool)})
+            vectors = self.store.vectors(model.model_id, keys)
+            prepared.extend(prepare(tool, vectors) for tool in chunk)
+        return prepared
 
     # -- follow ---------------------------------------------------------------------------------------------------
 
@@ -207,6 +215,9 @@ class Snapshots:
         slot, base = index.graph, index.vectors.blocks[0]
 
         def build() -> None:
+            # Later, not at once: a short-lived process (one CLI search) exits before it, and the first
+            # searches of a long-lived one do not share the cores with it.
+            time.sleep(GRAPH_DELAY_SECONDS)
             started = time.perf_counter()
             try:
                 graph = VectorGraph.build(base)

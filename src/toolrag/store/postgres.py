@@ -723,6 +723,7 @@ class GenerationListener:
                     row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
                     with self._lock:  # listening before reading: no commit falls between the two
                         self.value = int(row[0]) if row is not None else None
+                    # psycopg (3.3 on) keeps what arrives between two notifies() loops for the next one.
                     while not self._stopped.is_set() and self._connect() is not None:
                         for notice in conn.notifies(timeout=1.0):  # returns after a second: checks `stopped`
                             if notice.payload.isdigit():
