@@ -219,14 +219,16 @@ def create_app(
 
     bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it
 
-    def caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+    # Dependencies are `async def`: they only read what the guard found, and a plain `def` costs every request a
+    # trip through the thread pool, which under 100 clients was most of an /execute's time.
+    async def caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
         who = request.scope.get(CALLER_KEY)
         if not isinstance(who, Caller):  # the guard answers 401 before a route runs
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
         return who
 
-    def allowed(role: Role) -> Callable[[Caller], Caller]:
-        def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
+    def allowed(role: Role) -> Callable[[Caller], Awaitable[Caller]]:
+        async def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
             if _RANK[who.role] < _RANK[role]:
                 raise HTTPException(403, f"token {who.name!r} is {who.role}; this needs {role}")
             return who
