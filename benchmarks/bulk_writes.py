@@ -28,7 +28,7 @@ from stores import postgres as postgres_server
 from synthetic import synthetic_tools
 
 from toolrag.model import Tool
-from toolrag.registry import _dense_texts
+from toolrag.search.index import texts_by_hash
 from toolrag.store import postgres
 from toolrag.store.base import IndexModel, Store
 from toolrag.store.sqlite import SQLiteStore
@@ -41,7 +41,7 @@ def write(store: Store, tools: list[Tool], vectors: dict[str, np.ndarray]) -> fl
     started = time.perf_counter()
     for start in range(0, len(tools), BATCH):
         batch = tools[start : start + BATCH]
-        store.upsert(batch, {key: vectors[key] for key in _dense_texts(batch)}, MODEL)
+        store.upsert(batch, {key: vectors[key] for key in texts_by_hash(batch)}, MODEL)
     return round(time.perf_counter() - started, 1)
 
 
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--postgres")
     args = parser.parse_args()
     tools = synthetic_tools(args.tools)
-    keys = sorted(_dense_texts(tools))
+    keys = sorted(texts_by_hash(tools))
     matrix = np.random.default_rng(7).standard_normal((len(keys), MODEL.dimension)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     vectors = dict(zip(keys, matrix, strict=True))

@@ -35,7 +35,8 @@ from synthetic import synthetic_tools
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import make_embedder
-from toolrag.registry import _dense_texts, open_store
+from toolrag.registry import open_store
+from toolrag.search.index import texts_by_hash
 from toolrag.store.base import IndexModel
 
 PRINCIPAL = Principal(user="bench", scopes=frozenset({"billing:write", "crm:write", "hr:write"}))
@@ -47,12 +48,12 @@ def fill(location: str, size: int) -> None:
     embedder = make_embedder("default")
     model = IndexModel(embedder.model_id, embedder.dimension)
     tools = synthetic_tools(size)
-    keys = sorted(_dense_texts(tools))
+    keys = sorted(texts_by_hash(tools))
     rng = np.random.default_rng(7)
     store = open_store(location)
     for start in range(0, len(tools), 5000):
         batch = tools[start : start + 5000]
-        texts = _dense_texts(batch)
+        texts = texts_by_hash(batch)
         vectors = rng.standard_normal((len(texts), model.dimension)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         store.upsert(batch, dict(zip(texts, vectors, strict=True)), model)
@@ -89,7 +90,7 @@ def follow_changes(location: str, changes: int) -> dict[str, float]:
         marker = "".join(random.Random(f"{number}-{uuid.uuid4()}").choice("qxzkvjw") for _ in range(10))
         edited = tool.model_copy(update={"description": f"{tool.description} Also {marker}."})
         vector = np.random.default_rng(number).standard_normal(model.dimension).astype(np.float32)
-        writer.upsert([edited], dict.fromkeys(_dense_texts([edited]), vector / np.linalg.norm(vector)), model)
+        writer.upsert([edited], dict.fromkeys(texts_by_hash([edited]), vector / np.linalg.norm(vector)), model)
         started = time.perf_counter()
         # Searched until it is found: on PostgreSQL another process's commit is announced, not polled.
         while not [r for r in reader.rank(marker, EVERYTHING, limit=1, mode="lexical") if r.name == tool.name]:

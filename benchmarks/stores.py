@@ -31,7 +31,7 @@ from synthetic import synthetic_requests, synthetic_tools
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.embed import make_embedder
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
-from toolrag.registry import _dense_texts
+from toolrag.search.index import texts_by_hash
 
 PRINCIPAL = Principal(user="bench", scopes=frozenset({"billing:write", "crm:write", "hr:write"}))
 
@@ -139,7 +139,7 @@ def main() -> None:
     catalog = synthetic_tools(max(args.sizes))
     requests = synthetic_requests(args.queries)
     started = time.perf_counter()
-    texts = _dense_texts(catalog)
+    texts = texts_by_hash(catalog)
     if args.cache and args.cache.exists():
         with np.load(args.cache) as saved:
             embedder.documents.update(zip(saved["texts"].tolist(), saved["vectors"], strict=True))

@@ -171,7 +171,6 @@ def vectors_only_index(matrix: np.ndarray, row_tool: np.ndarray) -> SearchIndex:
         vectors=VectorRows((matrix,), row_tool),
         restricted=np.zeros(0, dtype=np.int64),
         restrictions=[],
-        text_hashes=[],
         words=Counter(),
         dimension=matrix.shape[1],
     )

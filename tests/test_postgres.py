@@ -188,15 +188,15 @@ def test_the_small_talk_bank_never_meets_a_nearest_neighbour_query(
     """The bank's vectors live beside the tools' (one embedding per registry, not per process) but under a model key
     of their own: a query of the database's vector index returns tool texts only (before, the bank's 267 sentences
     crowded the tools out of approximate candidates)."""
-    from toolrag.registry import _dense_texts
     from toolrag.search import calibrate
+    from toolrag.search.index import texts_by_hash
 
     registry = ToolRegistry(in_schema(postgres_url, f"bank_{uuid.uuid4().hex[:8]}"), embedder, RETRIEVAL)
     registry.register_many(SAMPLE_TOOLS)
     calibrate._BANK.clear()  # as in a new process: the bank is read from the store, or embedded and written there
     registry.search("tell me a joke")
     found = registry.store.nearest(embedder.model_id, embedder.embed_query("tell me a joke"), 50)  # type: ignore[attr-defined]
-    assert found and set(found) <= set(_dense_texts(registry.tools()))
+    assert found and set(found) <= set(texts_by_hash(registry.tools()))
 
 
 def test_an_index_left_unbuilt_is_built_by_the_next_opener(postgres_url: str) -> None:

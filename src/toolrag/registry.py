@@ -29,7 +29,7 @@ from toolrag.search.calibrate import bank_requests, embed_fixed
 from toolrag.search.config import SearchConfig
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
-from toolrag.search.index import SearchIndex, text_hash
+from toolrag.search.index import SearchIndex, text_hash, texts_by_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.text import dense_texts
 from toolrag.snapshot import Snapshots
@@ -65,11 +65,6 @@ class Selection:
 
 
 FIXED_TEXTS_SUFFIX = "#fixed-texts"  # the model key of the small-talk bank's vectors (search/calibrate.py)
-
-
-def _dense_texts(tools: Sequence[Tool]) -> dict[str, str]:
-    """Every text the dense index embeds for these tools, by hash."""
-    return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
 
 
 def open_store(location: str | Path, create: bool = True) -> Store:
@@ -181,14 +176,14 @@ class ToolRegistry:
 
     def _upsert_embedded(self, tools: Sequence[Tool], progress: ProgressCallback | None) -> UpsertReport:
         model = self._index_model()
-        texts = _dense_texts(tools)
+        texts = texts_by_hash(tools)
         missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
         return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model)
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
-        return len(self._missing(_dense_texts(tools), self._index_model().model_id))
+        return len(self._missing(texts_by_hash(tools), self._index_model().model_id))
 
     def _missing(self, texts: dict[str, str], model_id: str) -> list[str]:
         """Hashes of the texts the store holds no vector of `model_id` for."""
@@ -213,7 +208,7 @@ class ToolRegistry:
         embedded = 0
         while True:  # until no tool was written between the last look and the switch
             generation = self.store.generation()
-            texts = _dense_texts(self.store.tools(include_inactive=True))
+            texts = texts_by_hash(self.store.tools(include_inactive=True))
             missing = self._missing(texts, model.model_id)
             for start in range(0, len(missing), batch_size):
                 keys = missing[start : start + batch_size]
@@ -231,13 +226,13 @@ class ToolRegistry:
         """Active tools with a text that has no vector for the index's model."""
         model = self._index_model()
         tools = self.store.tools()
-        known = self.store.vectors(model.model_id, _dense_texts(tools))
+        known = self.store.vectors(model.model_id, texts_by_hash(tools))
         return [t.name for t in tools if any(text_hash(x) not in known for x in dense_texts(t))]
 
     def embed_missing(self, progress: ProgressCallback | None = None) -> int:
         """Embed the texts that have no vector for the index's model; returns how many."""
         model = self._index_model()
-        texts = _dense_texts(self.store.tools(include_inactive=True))
+        texts = texts_by_hash(self.store.tools(include_inactive=True))
         missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
         self.store.save_vectors(model, dict(zip(missing, vectors, strict=True)))
@@ -246,7 +241,7 @@ class ToolRegistry:
 
     def texts_to_rebuild(self) -> int:
         """How many texts a rebuild with this registry's model would embed."""
-        return len(self._missing(_dense_texts(self.store.tools(include_inactive=True)), self.embedder.model_id))
+        return len(self._missing(texts_by_hash(self.store.tools(include_inactive=True)), self.embedder.model_id))
 
     def _recorded_embedder_name(self) -> str:
         recorded = self.store.index_model()

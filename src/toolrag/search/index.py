@@ -15,7 +15,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import overload
 
 import numpy as np
@@ -39,6 +38,11 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def texts_by_hash(tools: Sequence[Tool]) -> dict[str, str]:
+    """Every text the dense index embeds for these tools, by hash (the key of its vector in the store)."""
+    return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
+
+
 def surface_words(tool: Tool) -> set[str]:
     """The words of a tool's names, category, aliases and description, as written (typo expansion's vocabulary)."""
     names = (split_identifier(tool.name), split_identifier(tool.category or ""))
@@ -52,7 +56,6 @@ class PreparedTool:
     tool: Tool
     tokens: list[str]
     vectors: npt.NDArray[np.float32]  # one row per dense text (description, then aliases)
-    text_hashes: list[str]  # of those texts, row for row
 
 
 def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
@@ -62,7 +65,7 @@ def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
     if missing:
         raise ToolragError(f"tool {tool.name!r} has no embedding for the current model: rebuild the index")
     rows = np.vstack([vectors[key] for key in keys]).astype(np.float32)
-    return PreparedTool(tool, tokenize(lexical_text(tool)), rows, keys)
+    return PreparedTool(tool, tokenize(lexical_text(tool)), rows)
 
 
 class ToolTable(Sequence[Tool]):
@@ -250,7 +253,6 @@ class SearchIndex:
     vectors: VectorRows
     restricted: IntArray  # positions of tools with scopes or tenant lists
     restrictions: list[Restriction]  # aligned with `restricted`
-    text_hashes: list[str]  # of every vector row
     words: Counter[str]  # surface words of the live tools, with how many tools use each
     live: BoolArray | None = None  # None: every position holds a live tool
     by_name: dict[str, int] = field(default_factory=dict)
@@ -285,7 +287,6 @@ class SearchIndex:
             vectors=vectors,
             restricted=np.array(restricted, dtype=np.int64),
             restrictions=[_restriction(tools[i]) for i in restricted],
-            text_hashes=[key for p in prepared for key in p.text_hashes],
             words=Counter(word for tool in tools for word in surface_words(tool)),
             by_name=name_keys([t.name for t in tools], range(len(tools))),
             embedder=embedder,
@@ -305,15 +306,6 @@ class SearchIndex:
 
     def has_aliases(self) -> bool:
         return self.vectors.count != self.size
-
-    @cached_property
-    def row_of_text(self) -> dict[str, int]:
-        """Text hash -> vector row of a live tool (for the store's approximate nearest neighbours)."""
-        rows = range(len(self.text_hashes))
-        if self.live is not None:
-            alive = self.live[self.vectors.row_tool]
-            rows = np.flatnonzero(alive).tolist()  # type: ignore[assignment]
-        return {self.text_hashes[row]: row for row in rows}
 
     def knows_term(self, term: str) -> bool:
         """Whether a live tool's lexical text holds `term`."""
@@ -369,7 +361,6 @@ class SearchIndex:
             vectors=self.vectors.appended(appended.blocks[0], appended.row_tool) if tools else self.vectors,
             restricted=np.concatenate([self.restricted, np.array(new_restricted, dtype=np.int64)]),
             restrictions=[*self.restrictions, *(_restriction(tools[p - first]) for p in new_restricted)],
-            text_hashes=[*self.text_hashes, *(key for p in prepared for key in p.text_hashes)],
             words=+words,
             live=np.concatenate([live, np.ones(len(tools), dtype=np.bool_)]),
             by_name=by_name,
@@ -395,7 +386,6 @@ class SearchIndex:
         renumber = np.cumsum(keep) - 1
         kept = np.flatnonzero(keep).tolist()
         restricted_kept = [i for i, p in enumerate(self.restricted.tolist()) if keep[p]]
-        rows = keep[self.vectors.row_tool]
         names = [self.names[p] for p in kept]
         groups = self.groups
         if groups is not None:
@@ -415,7 +405,6 @@ class SearchIndex:
             vectors=self.vectors.compacted(keep, renumber),
             restricted=renumber[self.restricted[restricted_kept]] if restricted_kept else np.zeros(0, np.int64),
             restrictions=[self.restrictions[i] for i in restricted_kept],
-            text_hashes=[self.text_hashes[r] for r in np.flatnonzero(rows).tolist()],
             words=self.words,
             live=None,
             by_name=name_keys(names, sorted(range(len(names)), key=names.__getitem__)),

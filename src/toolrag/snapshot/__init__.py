@@ -26,9 +26,8 @@ from toolrag.embed.base import Embedder
 from toolrag.model import Tool
 from toolrag.search.ann import GRAPH_FILE, VectorGraph
 from toolrag.search.calibrate import nearest_tools, updated_neighbours
-from toolrag.search.index import PreparedTool, SearchIndex, prepare, text_hash
+from toolrag.search.index import PreparedTool, SearchIndex, prepare, texts_by_hash
 from toolrag.search.lexical import FloatArray
-from toolrag.search.text import dense_texts
 from toolrag.snapshot import files
 from toolrag.store.base import IndexModel, Store, Vector
 
@@ -149,8 +148,7 @@ class Snapshots:
         prepared: list[PreparedTool] = []
         for start in range(0, len(active), PREPARE_CHUNK):
             chunk = active[start : start + PREPARE_CHUNK]
-            keys = list({text_hash(text) for tool in chunk for text in dense_texts(tool)})
-            vectors = self.store.vectors(model.model_id, keys)
+            vectors = self.store.vectors(model.model_id, texts_by_hash(chunk))
             prepared.extend(prepare(tool, vectors) for tool in chunk)
         return prepared
 

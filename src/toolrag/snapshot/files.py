@@ -34,7 +34,7 @@ from toolrag.search.lexical import LexicalIndex, Postings
 
 log = logging.getLogger("toolrag.snapshot")
 
-FORMAT = 1
+FORMAT = 2
 KEPT_PER_REGISTRY = 2  # snapshots kept per registry and model: the newest, and the one a reader may still map
 
 
@@ -138,7 +138,6 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
         "names": index.names,
         "categories": index.categories,
         "terms": terms,
-        "text_hashes": index.text_hashes,
         "restrictions": [[list(r.scopes), list(r.tenants)] for r in index.restrictions],
         "words": dict(index.words),
         "groups": index.groups.names if index.groups is not None else None,
@@ -172,11 +171,9 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
     terms = list(facts["terms"])
     restricted = np.asarray(array("restricted"), dtype=np.int64)
     restrictions = [Restriction(tuple(scopes), tuple(tenants)) for scopes, tenants in facts["restrictions"]]
-    text_hashes = list(facts["text_hashes"])
     if not (
         len(names) == len(categories) == len(lengths) == size
         and matrix.shape == (len(row_tool), dimension)
-        and len(text_hashes) == len(row_tool)
         and len(starts) == len(terms) + 1
         and len(docs) == len(tfs) == (int(starts[-1]) if len(starts) else 0)
         and len(restricted) == len(restrictions)
@@ -202,7 +199,6 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
         vectors=VectorRows((matrix,), row_tool),
         restricted=restricted,
         restrictions=restrictions,
-        text_hashes=text_hashes,
         words=Counter({str(word): int(count) for word, count in facts["words"].items()}),
         by_name={str(key): int(position) for key, position in facts["by_name"].items()},
         embedder=embedder,

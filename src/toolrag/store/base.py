@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -155,15 +155,6 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-@runtime_checkable
-class NearestNeighbours(Protocol):
-    """A store that can find the vectors nearest to a query itself (an approximate index in the database)."""
-
-    def nearest(self, model_id: str, vector: Vector, limit: int) -> dict[str, float]:
-        """Cosine similarity of the `limit` stored vectors of `model_id` nearest to `vector`, by text hash."""
-        ...
 
 
 @dataclass(frozen=True)
