@@ -274,12 +274,18 @@ def main() -> None:
     parser.add_argument("--postgres", default=None)
     parser.add_argument("--targets", nargs="+", default=["mcp", "api"], choices=["mcp", "api"])
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    parser.add_argument(
+        "--registry", type=Path, help="a copy of this SQLite registry instead of importing --tools synthetic tools"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="toolrag-load-"))
-    catalog = folder / "catalog.jsonl"
-    catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
     db = folder / "registry.db"
-    subprocess.run([*TOOLRAG, "import", str(catalog), "--store", str(db)], check=True, capture_output=True)
+    if args.registry:
+        shutil.copyfile(args.registry, db)
+    else:
+        catalog = folder / "catalog.jsonl"
+        catalog.write_text("\n".join(t.model_dump_json() for t in synthetic_tools(args.tools)), encoding="utf-8")
+        subprocess.run([*TOOLRAG, "import", str(catalog), "--store", str(db)], check=True, capture_output=True)
     phases = measure_store(folder, str(db), "sqlite", args) if "sqlite" in args.stores else []
     if "postgres" in args.stores:
         with postgres(args.postgres) as url:

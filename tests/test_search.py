@@ -33,6 +33,22 @@ def test_tokenizer_splits_identifiers_stems_and_handles_cjk() -> None:
     assert tokenize("查询天气") == ["查", "询", "天", "气", "查询", "询天", "天气"]
 
 
+def test_contractions_and_function_words_match_nothing() -> None:
+    # "it's" and "I'm" left a stray "s" and "m", and "if"/"any"/"some" were words: each matched unrelated tools.
+    assert tokenize("Can you tell me if it's going to rain this weekend?") == ["tell", "go", "rain", "weekend"]
+    assert tokenize("I'm in the mood for some Italian food, any ideas?") == ["mood", "italian", "food", "idea"]
+    assert tokenize("I can't log in, it won't load and the user\u2019s key isn't valid") == [
+        "not",
+        "log",
+        "not",
+        "load",
+        "user",
+        "key",
+        "not",
+        "valid",
+    ]
+
+
 def test_results_carry_scores_and_their_reasons(catalog: ToolRegistry) -> None:
     results = catalog.search("will it rain in Lviv tomorrow?", ADMIN)
     assert results[0].name == "weather.forecast"

@@ -4,6 +4,7 @@ saved snapshot is mapped by the next process, and a snapshot is never used for a
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -233,6 +234,22 @@ def test_a_damaged_snapshot_is_set_aside_and_the_index_built(
     (folder,) = _saved(tmp_path / "cache")
     matrix = folder / "matrix.npy"
     matrix.write_bytes(matrix.read_bytes()[:-100])  # truncated
+    with caplog.at_level(logging.WARNING, logger="toolrag.snapshot"):
+        assert _answers(_registry(tmp_path / "r.db")) == expected
+    assert "snapshot not used" in caplog.text
+
+
+def test_a_snapshot_of_another_tokenization_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    registry = _registry(tmp_path / "r.db")
+    registry.register_many(_catalog(30))
+    expected = _answers(registry)
+    (folder,) = _saved(tmp_path / "cache")
+    facts = json.loads((folder / "snapshot.json").read_text(encoding="utf-8"))
+    facts["tokenization"] -= 1  # postings an earlier toolrag split differently
+    (folder / "snapshot.json").write_text(json.dumps(facts), encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="toolrag.snapshot"):
         assert _answers(_registry(tmp_path / "r.db")) == expected
     assert "snapshot not used" in caplog.text

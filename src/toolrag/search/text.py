@@ -20,43 +20,75 @@ from toolrag.model import Tool
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _IDENTIFIER_SEPARATORS = re.compile(r"[_.\-/:]+")
 _WORD = re.compile(r"\w+", re.UNICODE)
+# English contractions: "can't" keeps its "not"; the rest ("it's", "I'm", "we'll", "user's") are cut, or their
+# letters would match any tool text holding a stray "s" or "m".
+_IRREGULAR_NEGATION = re.compile(r"\b(?:ca(n)|wo(n))['’]t\b")  # can't, won't
+_NEGATION = re.compile(r"(?<=\w)n['’]t\b")
+_CONTRACTION = re.compile(r"(?<=\w)['’](?:s|m|re|ve|ll|d)\b")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
+# Changes whenever the same text would give other tokens: an index built by another tokenization is rebuilt.
+TOKENIZATION = 2
 # Function words that carry no intent in tool requests. Short on purpose: a word like "not" or "all" can matter.
 STOPWORDS = frozenset(
     [
         "a",
+        "about",
+        "also",
+        "am",
         "an",
         "and",
+        "any",
+        "anything",
         "are",
         "as",
         "at",
         "be",
+        "been",
+        "being",
+        "but",
         "by",
         "can",
         "could",
+        "did",
         "do",
         "does",
         "for",
         "from",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "him",
+        "his",
         "how",
         "i",
-        "i'd",
-        "i'm",
+        "if",
         "in",
         "into",
         "is",
         "it",
         "its",
+        "just",
+        "may",
         "me",
+        "might",
+        "must",
         "my",
         "of",
         "on",
         "or",
         "our",
         "please",
+        "she",
         "should",
         "so",
+        "some",
+        "something",
+        "than",
         "that",
         "the",
         "their",
@@ -64,17 +96,23 @@ STOPWORDS = frozenset(
         "then",
         "there",
         "these",
+        "they",
         "this",
         "those",
         "to",
+        "too",
         "us",
+        "very",
         "was",
         "we",
+        "were",
         "what",
         "when",
         "where",
+        "whether",
         "which",
         "who",
+        "why",
         "will",
         "with",
         "would",
@@ -114,6 +152,8 @@ def tokenize(text: str, stem: bool = True) -> list[str]:
     "such" and so invents matches; unstemmed, only words the tool text shares as they are (names, brands) match."""
     normal = _stem if stem else _unchanged
     text = unicodedata.normalize("NFKC", split_identifier(text)).lower()
+    text = _IRREGULAR_NEGATION.sub(lambda m: "can not" if m.group(1) else "will not", text)
+    text = _CONTRACTION.sub("", _NEGATION.sub(" not", text))
     tokens: list[str] = []
     for word in _WORD.findall(text):
         if CJK.search(word):

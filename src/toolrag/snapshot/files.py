@@ -31,6 +31,7 @@ from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.index import Neighbours, Restriction, SearchIndex, ToolGroups, ToolTable, VectorRows
 from toolrag.search.lexical import LexicalIndex, Postings
+from toolrag.search.text import TOKENIZATION
 
 log = logging.getLogger("toolrag.snapshot")
 
@@ -129,6 +130,7 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
     np.save(folder / "tool_offsets.npy", np.array(offsets, dtype=np.int64), allow_pickle=False)
     facts = {
         "format": FORMAT,
+        "tokenization": TOKENIZATION,
         "registry": key.registry,
         "model_id": key.model_id,
         "generation": key.generation,
@@ -151,8 +153,10 @@ def load(folder: Path, key: SnapshotKey, embedder: Embedder) -> SearchIndex:
     this format or is damaged."""
     try:
         facts = json.loads((folder / "snapshot.json").read_text(encoding="utf-8"))
-        expected = (FORMAT, key.registry, key.model_id, key.generation, key.token)
-        found = (facts["format"], facts["registry"], facts["model_id"], facts["generation"], facts["token"])
+        expected = (FORMAT, TOKENIZATION, key.registry, key.model_id, key.generation, key.token)
+        found = tuple(
+            facts.get(fact) for fact in ("format", "tokenization", "registry", "model_id", "generation", "token")
+        )
         if found != expected:
             raise SnapshotFileError(f"{folder} holds {found}, not {expected}")
         return _read(folder, facts, embedder)
