@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry, snapshot
 from toolrag.embed.base import Vectors
 from toolrag.search import calibrate
+from toolrag.search.ann import GRAPH_FILE
 from toolrag.search.index import SearchIndex
 
 from .conftest import copy_registry, make_tool
@@ -336,7 +337,7 @@ def test_an_approximate_index_takes_over_the_dense_scan_and_is_mapped_next_time(
                 r.name for r in exact.rank(query, principal, limit=3, mode="dense")
             ]
     assert proposals  # the graph proposed the candidates
-    while not any((tmp_path / "cache").rglob("graph.usearch")) and time.monotonic() < deadline:
+    while not any((tmp_path / "cache").rglob(GRAPH_FILE)) and time.monotonic() < deadline:
         time.sleep(0.05)
     reopened = ToolRegistry(tmp_path / "r.db", WordEmbedder(), approximate)
     assert reopened.snapshot().graph.graph is not None  # mapped with the snapshot, not built again

@@ -15,7 +15,9 @@ DEFAULT_REFORMULATION: tuple[ReformulationStep, ...] = ("expand", "rewrite")
 # About ten tools in full: a tool of the measured catalogs costs 106 prompt tokens at the median, 133 at the 75th
 # percentile (benchmarks/catalog_tokens.py, docs/benchmarks.md).
 INJECT_ALL_BELOW_TOKENS = 1500
-ANN_MIN_TOOLS = 120_000  # where the exact scan passes 3x the request embedding (docs/benchmarks.md "Beyond 100k")
+# Where the exact scan (about 32 ms) is clearly slower than the graph searched wide enough for recall@10 0.98 at a
+# million tools (18-20 ms at any size); at 120,000 the two cost the same (docs/benchmarks.md "Beyond 100k").
+ANN_MIN_TOOLS = 200_000
 
 
 # Settings of toolrag 0.1 that the relevance model replaced (search/confidence.py): accepted, warned about, ignored.
