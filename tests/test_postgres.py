@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from toolrag import Principal, SearchConfig, StoreError, Tool, ToolRegistry, open_store
 from toolrag.store import IndexModel, postgres
@@ -215,6 +217,89 @@ def test_an_index_left_unbuilt_is_built_by_the_next_opener(postgres_url: str) ->
         opener = PostgresStore.from_url(url)
         assert opener.wait_for_vector_index(60)
         assert conn.execute(count, (schema,)).fetchone() == (1,)
+
+
+def _index_state(conn: psycopg.Connection, schema: str) -> list[tuple[str, bool]]:  # type: ignore[type-arg]
+    """The schema's HNSW indexes, and whether each is valid (complete)."""
+    query = (
+        "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname LIKE 'embeddings_hnsw_%%'"
+    )
+    return [(name, valid) for name, valid in conn.execute(query, (schema,)).fetchall()]
+
+
+def _build_started(store: PostgresStore, timeout: float = 30.0) -> bool:
+    """Whether the store's index build has started (and, held back, goes on running)."""
+    deadline = time.monotonic() + timeout
+    while not store._index_builder._busy and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into its statement
+    return store._index_builder._busy
+
+
+def test_writes_go_on_while_the_vector_index_is_built(postgres_url: str) -> None:
+    """After a bulk import the HNSW index took 11-15 minutes to build at 100k tools, under the write lock: every
+    registry write waited for it. A build now runs concurrently with writes."""
+    schema = f"building_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore.from_url(in_schema(postgres_url, schema))
+    store._index_builder.quiet_seconds = 1.0
+    tools, vectors = _catalog(1200)
+    with psycopg.connect(postgres_url) as blocker:
+        store.upsert(tools, vectors, MODEL)
+        # An open transaction that writes the table holds the build back (once the writes are quiet for a second),
+        # as a build of 100k vectors would last.
+        blocker.execute(sql.SQL("LOCK TABLE {}.embeddings IN ROW EXCLUSIVE MODE").format(sql.Identifier(schema)))
+        assert _build_started(store)
+        done = threading.Event()
+
+        def write_one() -> None:
+            store.upsert(
+                [make_tool("during.build", "Registered while the index builds.")], {"d1": vectors["h1"]}, MODEL
+            )
+            done.set()
+
+        threading.Thread(target=write_one, daemon=True).start()
+        assert done.wait(10), "a single-tool write waited for the index build"
+        blocker.rollback()
+    assert store.wait_for_vector_index(60)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert [valid for _, valid in _index_state(conn, schema)] == [True]
+    assert store.get("during.build") is not None
+    store.close()
+
+
+def test_a_bulk_write_cancels_a_running_index_build_which_is_built_again(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bulk write drops the index: a build in flight gives way (it would wait for the write, and the write for
+    it), and the index is built again, valid, once the writes stop; an opener finds an invalid one and rebuilds it."""
+    schema = f"cancel_{uuid.uuid4().hex[:8]}"
+    url = in_schema(postgres_url, schema)
+    store = PostgresStore.from_url(url)
+    store._index_builder.quiet_seconds = 1.0
+    tools, vectors = _catalog(1200)
+    changed, changed_vectors = _catalog(1200, " (revised)")
+    with psycopg.connect(postgres_url) as blocker, psycopg.connect(postgres_url, autocommit=True) as watcher:
+        store.upsert(tools, vectors, MODEL)
+        blocker.execute(sql.SQL("LOCK TABLE {}.embeddings IN ROW EXCLUSIVE MODE").format(sql.Identifier(schema)))
+        assert _build_started(store)
+        finished = threading.Event()
+
+        def bulk_write() -> None:
+            store.upsert(changed, changed_vectors, MODEL)
+            finished.set()
+
+        with caplog.at_level(logging.INFO, logger="toolrag.store"):
+            threading.Thread(target=bulk_write, daemon=True).start()
+            time.sleep(1.0)  # the build is cancelled; the write's DROP INDEX waits for the blocker only
+            blocker.rollback()
+            assert finished.wait(30)
+            assert store.wait_for_vector_index(60)
+        assert "gave way to a bulk write" in caplog.text
+        assert [valid for _, valid in _index_state(watcher, schema)] == [True]
+    assert store.get("bulk.tool_5").version == 2
+    store.close()
 
 
 def test_other_processes_writes_are_announced_not_polled(postgres_url: str) -> None:

@@ -53,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 _MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
 _WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
+_INDEX_BUILD_LOCK = 0x746F6F6C  # with a digest of the schema: held by the one connection building its vector index
 # A tool's current row, replaced by its new version (row by row and from the bulk staging table alike).
 _REPLACE_CURRENT = (
     "ON CONFLICT(name) DO UPDATE SET definition = excluded.definition, content_hash = excluded.content_hash,"
@@ -73,7 +74,7 @@ class PostgresStore:
         self.create = create
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self._index_builder = IndexBuilder(self._build_connection)
+        self._index_builder = IndexBuilder(self._build_connection, _index_build_lock(schema))
         self._generations = GenerationListener(self._build_connection, _channel_of(schema))
         with self._lock:
             self._rebuild_a_missing_index(self._connection())
@@ -136,15 +137,10 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
     def _rebuild_a_missing_index(self, conn: psycopg.Connection[Any]) -> None:
-        """A bulk import whose process ended before the index build leaves no index: the next opener builds it."""
+        """A bulk import whose process ended before the index build leaves no index, and a build cancelled halfway
+        an invalid one: the next opener builds it."""
         model = self._read_model(conn)
-        if model is None:
-            return
-        name = _hnsw_index_name(model.model_id)
-        found = conn.execute(
-            "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s", (self.schema, name)
-        ).fetchone()
-        if found is None:
+        if model is not None and not _index_is_valid(conn, self.schema, model):
             self._index_builder.after_bulk_write(model)
 
     def _build_connection(self) -> psycopg.Connection[Any]:
@@ -269,9 +265,9 @@ class PostgresStore:
             " SELECT name, version, definition, content_hash, updated_at FROM staged_tools"
         )
 
-    @staticmethod
-    def _copy_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
+    def _copy_vectors(self, db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
         """Binary COPY: formatting 896 floats as text made the text format 30x slower (measured)."""
+        self._index_builder.stop_builds(db)
         db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(_hnsw_name(model.model_id)))  # rebuilt once, later
         db.execute("CREATE TEMP TABLE staged_vectors (text_hash TEXT, vector vector) ON COMMIT DROP")
         with db.cursor().copy("COPY staged_vectors (text_hash, vector) FROM STDIN (FORMAT BINARY)") as copy:
@@ -290,6 +286,7 @@ class PostgresStore:
             if if_generation is not None and row is not None and int(row[0]) != if_generation:
                 return False
             previous = self._read_model(db)
+            self._index_builder.stop_builds(db)
             self._write_model(db, model)
             db.execute("DELETE FROM embeddings WHERE model <> %s", (model.model_id,))
             if previous is not None and previous.model_id != model.model_id:
@@ -597,12 +594,32 @@ def _redacted(url: str) -> str:
     return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)
 
 
-def hnsw_index(model: IndexModel) -> sql.Composed:
+def hnsw_index(model: IndexModel, concurrently: bool = False) -> sql.Composed:
     """The model's partial HNSW index on its vectors cast to its dimension."""
     return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {} ON embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+        "CREATE INDEX {} IF NOT EXISTS {} ON embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
         " WHERE model = {}"
-    ).format(_hnsw_name(model.model_id), sql.Literal(model.dimension), sql.Literal(model.model_id))
+    ).format(
+        sql.SQL("CONCURRENTLY" if concurrently else ""),
+        _hnsw_name(model.model_id),
+        sql.Literal(model.dimension),
+        sql.Literal(model.model_id),
+    )
+
+
+def _index_is_valid(conn: psycopg.Connection[Any], schema: str, model: IndexModel) -> bool:
+    """Whether the model's HNSW index exists and is complete (a cancelled concurrent build leaves it invalid)."""
+    row = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (schema, _hnsw_index_name(model.model_id)),
+    ).fetchone()
+    return row is not None and bool(row[0])
+
+
+def _index_build_lock(schema: str) -> tuple[int, int]:
+    """The advisory lock (two keys) of a schema's index build: builds of other schemas' registries are not ours."""
+    return _INDEX_BUILD_LOCK, int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
 class IndexBuilder:
@@ -610,13 +627,19 @@ class IndexBuilder:
 
     Growing an HNSW index vector by vector made 100k tools take 262 s to write; a bulk write drops it instead and
     asks for a build, which waits for the writes to go quiet, so a 100k import builds it once, not once per batch.
-    The build runs on its own connection under the write lock (writers wait for it; readers do not), in a daemon
-    thread. Searches never need the index (the in-memory snapshot answers them); `nearest` falls back to an exact
-    scan until it exists. A process that exits before the build leaves it to the next store that opens the registry.
+    The build runs on its own connection, in a daemon thread, with CREATE INDEX CONCURRENTLY: writes go on while it
+    runs (at 100k tools it takes minutes; under the write lock, as before, every writer waited 11-15 minutes). A
+    bulk write or a model switch, which drop the index, cancel a running build first (`stop_builds`); it is built
+    again once the writes stop. Searches never need the index (the in-memory snapshot answers them); `nearest` falls
+    back to an exact scan until it is valid. A process that exits before the build, or whose build was cancelled,
+    leaves it to the next store that opens the registry.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], quiet_seconds: float = 2.0) -> None:
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], lock: tuple[int, int], quiet_seconds: float = 2.0
+    ) -> None:
         self.connect = connect
+        self.lock = lock
         self.quiet_seconds = quiet_seconds
         self._wanted: IndexModel | None = None
         self._last_write = 0.0
@@ -655,6 +678,8 @@ class IndexBuilder:
                 self._busy = True
             try:
                 self._build(model)
+            except psycopg.errors.QueryCanceled:
+                log.info("the HNSW index build of %s gave way to a bulk write, which builds it again", model.model_id)
             except psycopg.Error as exc:
                 log.warning("the HNSW index of %s was not built (the next bulk write retries): %s", model.model_id, exc)
             finally:
@@ -664,10 +689,32 @@ class IndexBuilder:
 
     def _build(self, model: IndexModel) -> None:
         started = time.monotonic()
-        with self.connect() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
-            conn.execute(hnsw_index(model))
+        with self.connect() as conn:  # autocommit: a concurrent build cannot run inside a transaction
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", self.lock)
+            try:
+                schema = conn.execute("SELECT current_schema()").fetchone()
+                if schema is not None and not _index_is_valid(conn, schema[0], model):
+                    # Invalid: left by a cancelled build. IF NOT EXISTS would keep it as it is.
+                    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(_hnsw_name(model.model_id)))
+                conn.execute(hnsw_index(model, concurrently=True))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", self.lock)
         log.info("HNSW index of %s built in %.1f s", model.model_id, time.monotonic() - started)
+
+    def stop_builds(self, db: psycopg.Connection[Any], timeout: float = 60.0) -> None:
+        """In a write transaction about to drop the index: cancel any build of this registry's index, in any
+        process, and hold the build lock until the transaction ends. It polls rather than waits for the lock: the
+        build waits for this transaction to end, so a wait here could be a deadlock."""
+        deadline = time.monotonic() + timeout
+        while not db.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", self.lock).fetchone()[0]:  # type: ignore[index]
+            db.execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2 AND pid <> pg_backend_pid()",
+                self.lock,
+            )
+            if time.monotonic() > deadline:
+                raise StoreError(f"a vector index build did not give way within {timeout:.0f} s")
+            time.sleep(0.05)
 
 
 def _channel_of(schema: str) -> str:
