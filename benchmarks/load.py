@@ -164,18 +164,35 @@ async def mcp_call(client: Any, rng: random.Random) -> None:
         raise RuntimeError(str(result.content)[:200])
 
 
-async def api_phases(url: str, pid: int, store: str, levels: list[int], seconds: float) -> list[Phase]:
+async def api_phases(
+    url: str, pid: int, store: str, levels: list[int], seconds: float, client_per_caller: bool = False
+) -> list[Phase]:
+    """One httpx client for all callers (its pool holds every connection), or with `client_per_caller` one each, as
+    separate agents would have: on the same two cores, a pool of hundreds of connections costs the load generator
+    more per request than the server (docs/benchmarks.md "Many clients")."""
     phases = []
     limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=120) as client:
+    async with AsyncExitStack() as stack:
+        shared = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=120)
+        )
         for clients in levels:
-            for name, operation in (("search", api_search), ("call_tool", api_call)):
-                phase = Phase("HTTP API", store, name, clients)
-                await drive(phase, [client] * clients, operation, seconds)
-                phase.rss_mb = rss_mb(pid)
-                phases.append(phase)
-                print(json.dumps(phase.summary()), file=sys.stderr, flush=True)
+            async with AsyncExitStack() as own:
+                callers = (
+                    [
+                        await own.enter_async_context(httpx.AsyncClient(base_url=url, headers=headers, timeout=120))
+                        for _ in range(clients)
+                    ]
+                    if client_per_caller
+                    else [shared] * clients
+                )
+                for name, operation in (("search", api_search), ("call_tool", api_call)):
+                    phase = Phase("HTTP API", store, name, clients)
+                    await drive(phase, callers, operation, seconds)
+                    phase.rss_mb = rss_mb(pid)
+                    phases.append(phase)
+                    print(json.dumps(phase.summary()), file=sys.stderr, flush=True)
     return phases
 
 
@@ -233,7 +250,9 @@ def measure_store(folder: Path, store: str, label: str, args: argparse.Namespace
     with server(
         [*TOOLRAG, "api", "serve", "--config", str(api), "--port", str(port)], f"http://127.0.0.1:{port}/docs"
     ) as pid:
-        phases += asyncio.run(api_phases(f"http://127.0.0.1:{port}", pid, label, args.clients, args.seconds))
+        phases += asyncio.run(
+            api_phases(f"http://127.0.0.1:{port}", pid, label, args.clients, args.seconds, args.api_client_per_caller)
+        )
     return phases
 
 
@@ -274,6 +293,7 @@ def main() -> None:
     parser.add_argument("--postgres", default=None)
     parser.add_argument("--targets", nargs="+", default=["mcp", "api"], choices=["mcp", "api"])
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    parser.add_argument("--api-client-per-caller", action="store_true", help="an httpx client per API caller")
     parser.add_argument(
         "--registry", type=Path, help="a copy of this SQLite registry instead of importing --tools synthetic tools"
     )
