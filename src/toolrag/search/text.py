@@ -22,8 +22,7 @@ _IDENTIFIER_SEPARATORS = re.compile(r"[_.\-/:]+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # English contractions: "can't" keeps its "not"; the rest ("it's", "I'm", "we'll", "user's") are cut, or their
 # letters would match any tool text holding a stray "s" or "m".
-_IRREGULAR_NEGATION = re.compile(r"\b(?:ca(n)|wo(n))['’]t\b")  # can't, won't
-_NEGATION = re.compile(r"(?<=\w)n['’]t\b")
+_NEGATION = re.compile(r"\b(?:can|won)['’]t\b|(?<=\w)n['’]t\b")  # can't and won't whole: "can"/"will" are stopwords
 _CONTRACTION = re.compile(r"(?<=\w)['’](?:s|m|re|ve|ll|d)\b")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
@@ -152,7 +151,6 @@ def tokenize(text: str, stem: bool = True) -> list[str]:
     "such" and so invents matches; unstemmed, only words the tool text shares as they are (names, brands) match."""
     normal = _stem if stem else _unchanged
     text = unicodedata.normalize("NFKC", split_identifier(text)).lower()
-    text = _IRREGULAR_NEGATION.sub(lambda m: "can not" if m.group(1) else "will not", text)
     text = _CONTRACTION.sub("", _NEGATION.sub(" not", text))
     tokens: list[str] = []
     for word in _WORD.findall(text):

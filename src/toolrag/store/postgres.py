@@ -74,7 +74,7 @@ class PostgresStore:
         self.create = create
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self._index_builder = IndexBuilder(self._build_connection, _index_build_lock(schema))
+        self._index_builder = IndexBuilder(self._build_connection, schema)
         self._generations = GenerationListener(self._build_connection, _channel_of(schema))
         with self._lock:
             self._rebuild_a_missing_index(self._connection())
@@ -635,11 +635,10 @@ class IndexBuilder:
     leaves it to the next store that opens the registry.
     """
 
-    def __init__(
-        self, connect: Callable[[], psycopg.Connection[Any]], lock: tuple[int, int], quiet_seconds: float = 2.0
-    ) -> None:
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, quiet_seconds: float = 2.0) -> None:
         self.connect = connect
-        self.lock = lock
+        self.schema = schema
+        self.lock = _index_build_lock(schema)
         self.quiet_seconds = quiet_seconds
         self._wanted: IndexModel | None = None
         self._last_write = 0.0
@@ -692,8 +691,7 @@ class IndexBuilder:
         with self.connect() as conn:  # autocommit: a concurrent build cannot run inside a transaction
             conn.execute("SELECT pg_advisory_lock(%s, %s)", self.lock)
             try:
-                schema = conn.execute("SELECT current_schema()").fetchone()
-                if schema is not None and not _index_is_valid(conn, schema[0], model):
+                if not _index_is_valid(conn, self.schema, model):
                     # Invalid: left by a cancelled build. IF NOT EXISTS would keep it as it is.
                     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(_hnsw_name(model.model_id)))
                 conn.execute(hnsw_index(model, concurrently=True))
