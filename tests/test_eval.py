@@ -4,10 +4,19 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolrag import CatalogError
 from toolrag.eval import evaluate, load_benchmark
-from toolrag.eval.metrics import expected_calibration_error, mrr_at_10, ndcg_at_10, recall_at, reliability
+from toolrag.eval.metrics import (
+    expected_calibration_error,
+    mrr_at_10,
+    ndcg_at_10,
+    paired_difference,
+    recall_at,
+    reliability,
+)
 
 from .conftest import CountingEmbedder
 
@@ -96,6 +105,13 @@ def test_evaluate_reports_every_promised_figure(tmp_path: Path, embedder: Counti
     assert (
         report["modes"]["lexical"]["by_lang"]["de"]["recall@5"] <= report["modes"]["dense"]["by_lang"]["de"]["recall@5"]
     )
+    # The first mode against each other one, request by request, overall and per language.
+    assert set(report["versus"]) == {"dense", "lexical"}
+    versus = report["versus"]["lexical"]
+    hybrid, lexical = report["modes"]["hybrid"], report["modes"]["lexical"]
+    assert versus["ndcg@10"]["n"] == 4 and set(versus["by_lang"]) == {"de", "en"}
+    assert versus["ndcg@10"]["difference"] == pytest.approx(hybrid["ndcg@10"] - lexical["ndcg@10"], abs=1e-3)
+    assert versus["by_lang"]["de"]["n"] == 1
 
 
 def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
@@ -124,6 +140,42 @@ def test_reliability_bins_and_the_calibration_error() -> None:
     assert [(b.low, b.n, b.relevant) for b in table] == [(0.0, 1, 0.0), (0.1, 1, 1.0), (0.9, 2, 1.0)]
     assert expected_calibration_error(table) == pytest.approx((0.05 + 0.85 + 0.025 * 2) / 4, abs=1e-4)
     assert expected_calibration_error([]) == 0.0
+
+
+def test_paired_difference_says_whether_a_difference_is_more_than_a_few_requests() -> None:
+    same = paired_difference([0.5, 1.0, 0.0], [0.5, 1.0, 0.0])
+    assert (same.difference, same.low, same.high, same.differing) == (0.0, 0.0, 0.0, 0)
+    # One request of twenty better by 0.4: the mean moves by 0.02, and the interval reaches 0.
+    one = paired_difference([0.4] + [0.0] * 19, [0.0] * 20)
+    assert one.difference == pytest.approx(0.02) and one.low == 0.0 and one.differing == 1
+    # Every request better: the interval excludes 0.
+    every = paired_difference([0.6 + 0.01 * i for i in range(20)], [0.5] * 20)
+    assert every.low > 0.1 and every.differing == 20
+    assert paired_difference([0.3, 0.7], [0.1, 0.2]) == paired_difference([0.3, 0.7], [0.1, 0.2])  # seeded
+    with pytest.raises(ValueError, match="same non-empty set of requests"):
+        paired_difference([0.1], [0.1, 0.2])
+    with pytest.raises(ValueError, match="same non-empty set of requests"):
+        paired_difference([], [])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=300))
+def test_paired_interval_lies_within_the_request_differences(pairs: list[tuple[float, float]]) -> None:
+    first, second = [a for a, _ in pairs], [b for _, b in pairs]
+    result = paired_difference(first, second)
+    differences = [a - b for a, b in pairs]
+    assert min(differences) - 1e-4 <= result.low <= result.high <= max(differences) + 1e-4
+    assert result.n == len(pairs) and 0 <= result.differing <= len(pairs)
+
+
+def test_eval_compare_prints_the_paired_difference(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    result = CliRunner().invoke(app, ["eval", str(bench(tmp_path / "b")), "--mode", "hybrid", "--mode", "lexical"])
+    assert result.exit_code == 0, result.output
+    assert "nDCG@10, hybrid minus lexical, request by request" in result.output and "95% interval" in result.output
 
 
 def test_eval_reads_notool_jsonl_beside_the_set(tmp_path: Path) -> None:

@@ -152,6 +152,8 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
                 *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED),
             )
         out.print(langs)
+    for baseline, compared in data["versus"].items():
+        _print_versus(first_mode, baseline, compared)
     if data["no_tool"]:
         small_talk = data["no_tool"]
         by_lang = ", ".join(f"{lang} {v['given_tool']:.0%} of {v['n']}" for lang, v in small_talk["by_lang"].items())
@@ -186,3 +188,21 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
         f"({tokens['saved_pct']:.1f}% saved)"
     )
+
+
+def _print_versus(first_mode: str, baseline: str, compared: dict[str, Any]) -> None:
+    """The paired nDCG@10 difference: whether the first mode really ranks better, overall and per language."""
+    table = Table(
+        "requests",
+        "n",
+        "difference",
+        "95% interval",
+        "differing",
+        title=f"nDCG@10, {first_mode} minus {baseline}, request by request (paired bootstrap)",
+    )
+    rows = {"all": compared["ndcg@10"], **(compared["by_lang"] if len(compared["by_lang"]) > 1 else {})}
+    for name, d in rows.items():
+        table.add_row(
+            name, str(d["n"]), f"{d['difference']:+.3f}", f"{d['low']:+.3f} to {d['high']:+.3f}", str(d["differing"])
+        )
+    out.print(table)

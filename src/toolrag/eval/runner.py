@@ -23,6 +23,7 @@ from toolrag.eval.metrics import (
     ReliabilityBin,
     delivered,
     expected_calibration_error,
+    paired_difference,
     reliability,
     score_query,
     summarize,
@@ -56,6 +57,7 @@ class ModeReport:
     by_lang: dict[str, dict[str, Any]]  # both, per language
     injected_mean: float
     calibration: list[ReliabilityBin]  # the scores search() showed against their relevance
+    queries: list[QueryScores]  # per request, in the set's order (for paired comparisons between modes)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +100,11 @@ class EvalReport:
     replayed: int = 0  # requests written to the usage log and learned from, not measured
     no_tool: NoToolReport | None = None
 
+    def versus(self) -> dict[str, dict[str, Any]]:
+        """The first mode's nDCG@10 minus each other mode's, request by request: overall and per language."""
+        modes = list(self.modes.values())
+        return {name: _paired_ndcg(modes[0].queries, other.queries) for name, other in list(self.modes.items())[1:]}
+
     def as_json(self) -> dict[str, Any]:
         """The first mode's figures at the top level (the keys `toolrag eval --json` promises), all modes below."""
         first = next(iter(self.modes.values()))
@@ -122,7 +129,19 @@ class EvalReport:
             "index_seconds": round(self.index_seconds, 2),
             "replayed": self.replayed,
             "modes": {name: m.as_json() for name, m in self.modes.items()},
+            "versus": self.versus(),
         }
+
+
+def _paired_ndcg(first: Sequence[QueryScores], other: Sequence[QueryScores]) -> dict[str, Any]:
+    def compared(pairs: Sequence[tuple[QueryScores, QueryScores]]) -> dict[str, Any]:
+        return asdict(paired_difference([a.ndcg_10 for a, _ in pairs], [b.ndcg_10 for _, b in pairs]))
+
+    pairs = list(zip(first, other, strict=True))
+    by_lang: dict[str, list[tuple[QueryScores, QueryScores]]] = defaultdict(list)
+    for pair in pairs:
+        by_lang[pair[0].lang].append(pair)
+    return {"ndcg@10": compared(pairs), "by_lang": {lang: compared(items) for lang, items in sorted(by_lang.items())}}
 
 
 def evaluate(
@@ -223,6 +242,7 @@ def _run_mode(
         by_lang={lang: {**summarize(items), "delivered": delivered(items)} for lang, items in sorted(by_lang.items())},
         injected_mean=statistics.fmean(injected) if injected else 0.0,
         calibration=reliability([score for score, _ in shown], [label for _, label in shown]),
+        queries=scores,
     )
     return report, latencies
 
