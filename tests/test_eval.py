@@ -83,6 +83,23 @@ def test_benchmark_with_unknown_gold_or_missing_files(tmp_path: Path) -> None:
         load_benchmark(tmp_path / "empty")
 
 
+def test_a_set_without_requests_or_a_sample_of_none_is_refused(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    with pytest.raises(CatalogError, match=r"queries\.jsonl: holds no request"):
+        load_benchmark(bench(tmp_path / "none", queries=[]))
+    folder = bench(tmp_path / "b")
+    for limit in (0, -3):
+        with pytest.raises(ValueError, match="at least one request"):
+            load_benchmark(folder, limit)
+        result = CliRunner().invoke(app, ["eval", str(folder), "--limit", str(limit)])
+        assert result.exit_code == 2 and "--limit" in result.output and "Traceback" not in result.output
+    # A folder given as "." is named after itself in the report.
+    assert load_benchmark(folder / ".").name == "b"
+
+
 def test_evaluate_reports_every_promised_figure(tmp_path: Path, embedder: CountingEmbedder) -> None:
     report = evaluate(load_benchmark(bench(tmp_path / "b")), embedder, modes=("hybrid", "dense", "lexical")).as_json()
     for key in (

@@ -9,6 +9,7 @@ import pytest
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.eval import evaluate, load_benchmark
+from toolrag.eval.dataset import BenchmarkSet
 from toolrag.eval.runner import split_for_replay
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.feedback import UsageMemory
@@ -113,3 +114,7 @@ def test_eval_replays_a_share_of_the_requests_as_a_usage_log(tmp_path: Path, emb
     assert report["n_queries"] == 2
     with pytest.raises(ValueError, match="replay share must be between 0 and 1"):
         split_for_replay(benchmark, 1.5)
+    # A set so small that the log would take every request leaves nothing to measure: refused, not reported as 0.
+    one = BenchmarkSet(benchmark.name, benchmark.tools, benchmark.queries[:1])
+    with pytest.raises(ValueError, match="leaves no request to measure"):
+        split_for_replay(one, 0.5)

@@ -60,7 +60,9 @@ def eval_command(
     compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
     dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
     k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
-    limit: Annotated[int | None, typer.Option(help="Evaluate an evenly spaced sample of this many requests.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Evaluate an evenly spaced sample of this many requests.")
+    ] = None,
     settings: Annotated[
         list[str] | None, typer.Option("--set", help="A search setting as KEY=JSON, e.g. multi_intent=false.")
     ] = None,

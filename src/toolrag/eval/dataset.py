@@ -73,7 +73,10 @@ def load_benchmark(folder: str | Path, limit: int | None = None) -> BenchmarkSet
     folder = Path(folder)
     tools, names = _tools(folder / "tools.jsonl", _read_jsonl(folder / "tools.jsonl"))
     path = folder / "queries.jsonl"
-    return _with_queries(folder.name, tools, names, _read_jsonl(path), f"{path}: line", limit)
+    rows = _read_jsonl(path)
+    if not rows:
+        raise CatalogError(f"{path}: holds no request (one JSON object per line: docs/evaluation.md)")
+    return _with_queries(folder.resolve().name, tools, names, rows, f"{path}: line", limit)
 
 
 def load_example(limit: int | None = None) -> BenchmarkSet:
@@ -140,6 +143,8 @@ def _with_queries(
     name: str, tools: list[Tool], names: dict[str, str], rows: list[dict[str, Any]], where: str, limit: int | None
 ) -> BenchmarkSet:
     """`where`: how errors name a row (followed by its number)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"a sample needs at least one request, not {limit}")
     queries = []
     for number, row in enumerate(rows, 1):
         here = f"{where} {number}"

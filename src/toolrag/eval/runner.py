@@ -198,6 +198,8 @@ def split_for_replay(benchmark: BenchmarkSet, share: float) -> tuple[list[Query]
     step = max(2, round(1 / share))
     log = [q for i, q in enumerate(benchmark.queries) if i % step == 0]
     kept = [q for i, q in enumerate(benchmark.queries) if i % step != 0]
+    if not kept:
+        raise ValueError(f"replaying one request in {step} of {len(benchmark.queries)} leaves no request to measure")
     return log, BenchmarkSet(benchmark.name, benchmark.tools, kept)
 
 
