@@ -114,3 +114,16 @@ def test_store_copy_to_postgres_and_back(store: str, postgres_url: str, tmp_path
     assert found["results"][0]["name"] == "weather.forecast"
     again = runner.invoke(app, ["store", "copy", store, shared])
     assert again.exit_code == 1 and "already holds tools" in again.stderr
+
+
+def test_describing_a_group_no_tool_is_in_says_so_and_lists_it(store: str) -> None:
+    # A description may come before its tools (an MCP server not synced yet), but a mistyped name must not pass
+    # unnoticed: the command says no tool is in the group, and the list shows it so it can be found and removed.
+    result = runner.invoke(app, ["groups", "describe", "wether", "Forecasts and alerts.", "--store", store])
+    assert result.exit_code == 0, result.output
+    assert "no tool is in group 'wether' yet" in result.output and "weather" in result.output
+    listed = json.loads(runner.invoke(app, ["groups", "list", "--store", store, "--json"]).stdout)
+    assert listed["wether"] == {"tools": 0, "description": "Forecasts and alerts."}
+    assert listed["weather"]["tools"] == 1
+    known = runner.invoke(app, ["groups", "describe", "weather", "Forecasts.", "--store", store])
+    assert known.exit_code == 0 and "no tool is in" not in known.output

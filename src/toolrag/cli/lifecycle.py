@@ -309,10 +309,10 @@ groups_app = typer.Typer(
 def list_groups(store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Every group of the registry with its tool count and description."""
     registry = open_registry(store)
-    index = guarded(registry.snapshot)
-    groups = index.groups
     described = registry.group_descriptions()
-    counts = {name: int((groups.of_tool == i).sum()) for i, name in enumerate(groups.names)} if groups else {}
+    # Described groups no tool is in yet are listed too (with 0): a mistyped name can be found and removed.
+    sizes = _group_sizes(registry)
+    counts = {**sizes, **{name: 0 for name in described if name not in sizes}}
     if as_json:
         print_json({name: {"tools": counts[name], "description": described.get(name)} for name in counts})
         return
@@ -335,6 +335,21 @@ def describe_group(
     registry = open_registry(store)
     guarded(lambda: registry.describe_groups({name: None if remove else description}))
     out.print(f"group {name}: " + ("description removed" if remove else "described"))
+    sizes = _group_sizes(registry)
+    if not remove and name not in sizes:
+        out.print(
+            f"[yellow]note:[/] no tool is in group {name!r} yet (a tool's group is its category, else the namespace of"
+            f" its name); the groups with tools: {', '.join(sorted(sizes)) or 'none'}",
+            highlight=False,
+        )
+
+
+def _group_sizes(registry: ToolRegistry) -> dict[str, int]:
+    """Each group with tools, and how many it has."""
+    groups = guarded(registry.snapshot).groups
+    if groups is None:
+        return {}
+    return {name: int((groups.of_tool == i).sum()) for i, name in enumerate(groups.names)}
 
 
 def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: bool) -> None:
