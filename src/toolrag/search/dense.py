@@ -20,7 +20,7 @@ def dense_scores(
     graph = index.graph.graph if candidates else None
     if graph is not None and candidates:
         appended = np.arange(graph.rows, index.vectors.count, dtype=np.int64)
-        rows = np.concatenate([graph.nearest_rows(query_vector, candidates), appended])
+        rows = np.concatenate([graph.candidate_rows(query_vector, candidates), appended])
         if visible is None or int(visible[index.vectors.row_tool[rows]].sum()) >= MIN_VISIBLE_PROPOSED:
             return approximate_dense_scores(index, query_vector, visible, rows)
     row_scores = index.vectors.scores(query_vector.astype(np.float32))
