@@ -5,8 +5,8 @@ request's embedding (docs/benchmarks.md "Beyond 100k"). An HNSW graph (usearch, 
 store) then proposes the `ann_candidates` rows nearest the request; their cosines are computed exactly from the
 snapshot's own vectors, and every other tool gets the lowest of them, a bound on its own. The graph covers the
 snapshot's base rows: rows appended since are few and scanned exactly, as are the few rows the graph cannot reach
-(VectorGraph), tombstoned and hidden tools are masked out as always. A principal that sees few of the proposed tools gets the exact scan: the graph does not know who
-may see what.
+(VectorGraph), tombstoned and hidden tools are masked out as always. A principal that sees few of the proposed
+tools gets the exact scan: the graph does not know who may see what.
 
 The graph is built in the background after a snapshot is built or compacted (searches scan exactly until it is
 ready), saved beside the snapshot file and mapped by the next process.
