@@ -335,8 +335,10 @@ def describe_group(
     registry = open_registry(store)
     guarded(lambda: registry.describe_groups({name: None if remove else description}))
     out.print(f"group {name}: " + ("description removed" if remove else "described"))
+    if remove:
+        return
     sizes = _group_sizes(registry)
-    if not remove and name not in sizes:
+    if name not in sizes:
         out.print(
             f"[yellow]note:[/] no tool is in group {name!r} yet (a tool's group is its category, else the namespace of"
             f" its name); the groups with tools: {', '.join(sorted(sizes)) or 'none'}",
