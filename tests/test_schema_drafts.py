@@ -82,6 +82,17 @@ def test_a_schema_valid_in_no_draft_names_the_2020_12_problem() -> None:
         Tool.parse(broken)
 
 
+@pytest.mark.parametrize("declared", [[], {}, 7, None, True])
+def test_a_schema_keyword_that_is_no_string_is_refused_not_a_crash(declared: Any) -> None:
+    """A hostile server's `"$schema": []` raised TypeError inside jsonschema (unhashable list): the whole
+    listing failed to import instead of that one tool being refused (found by tests/test_fuzz.py)."""
+    schema = {"$schema": declared, "type": "object"}
+    with pytest.raises(InvalidToolError, match=r"invalid JSON Schema at \$schema: .* is not a string"):
+        Tool.parse({"name": "x.y", "description": "A tool.", "input_schema": schema})
+    with pytest.raises(InvalidToolError, match=r"output schema: invalid JSON Schema at \$schema"):
+        Tool.parse({"name": "x.y", "description": "A tool.", "output_schema": schema})
+
+
 @pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "gemini"])
 def test_providers_receive_the_2020_12_form(fmt: str) -> None:
     rendered = json.dumps(render([Tool.parse(READ_PDF), Tool.parse(DRAFT_07_DEFINITIONS)], fmt))
@@ -142,3 +153,23 @@ def test_the_importer_refuses_only_the_tool_with_the_bottomless_schema(tmp_path:
     )
     assert report.refused == ["srv.deep_input"] and sorted(report.imported) == ["srv.deep_output", "srv.plain"]
     assert registry.get("srv.deep_output").output_schema is None  # dropped, the tool kept
+
+
+def test_the_importer_refuses_only_the_tool_whose_schema_keyword_is_no_string(tmp_path: Path) -> None:
+    import mcp.types
+
+    from toolrag import ToolRegistry
+    from toolrag.mcp.config import GatewayConfig, ServerConfig
+    from toolrag.mcp.importer import ToolImporter
+
+    registry = ToolRegistry(tmp_path / "keyword.db")
+    importer = ToolImporter(registry, GatewayConfig(servers={"srv": ServerConfig(command="x")}))
+    ordinary = {"type": "object", "properties": {"q": {"type": "string"}}}
+    report = importer.apply(
+        "srv",
+        [
+            mcp.types.Tool(name="odd", description="Look things up.", input_schema={**ordinary, "$schema": []}),
+            mcp.types.Tool(name="plain", description="Look things up.", input_schema=ordinary),
+        ],
+    )
+    assert report.refused == ["srv.odd"] and report.imported == ["srv.plain"]

@@ -40,6 +40,10 @@ def validator_class(schema: dict[str, Any]) -> type[Validator]:
     """The validator of the draft `schema` follows; raises `jsonschema.SchemaError` when it is valid in none."""
     from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator, SchemaError, validators
 
+    declared_uri = schema.get("$schema", "")
+    if not isinstance(declared_uri, str):
+        # jsonschema looks the value up as a URI and raises TypeError on a list or a number
+        raise SchemaError(f"{declared_uri!r} is not a string", path=["$schema"])
     # `default` comes back as given when `$schema` is missing or unknown; its stub types it as a validator class
     declared: type[Validator] | None = validators.validator_for(schema, default=None)  # type: ignore[arg-type]
     if declared is not None:
