@@ -19,11 +19,12 @@ import httpx
 import pytest
 import uvicorn
 
-from toolrag import ToolRegistry
+from toolrag import SearchConfig, ToolRegistry
+from toolrag.access import Grant
 from toolrag.cli.api import openapi_document
 from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig
 from toolrag.server.guard import HttpLimits, server_config
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
@@ -43,12 +44,12 @@ ADMIN, AGENT, READER, BILLING, ACME_READER, GLOBEX_AGENT = (
 def api_config() -> ApiConfig:
     return ApiConfig(
         tokens={
-            "ops": TokenConfig(token=ADMIN, role="admin", scopes=["*"], tenant="acme"),
-            "bot": TokenConfig(token=AGENT, role="agent", scopes=[]),
-            "viewer": TokenConfig(token=READER, role="reader"),
-            "billing": TokenConfig(token=BILLING, role="agent", scopes=["billing:*"]),
-            "acme-viewer": TokenConfig(token=ACME_READER, role="reader", tenant="acme"),
-            "globex-bot": TokenConfig(token=GLOBEX_AGENT, role="agent", tenant="globex"),
+            "ops": Grant(token=ADMIN, role="admin", scopes=["*"], tenant="acme"),
+            "bot": Grant(token=AGENT, role="agent", scopes=[]),
+            "viewer": Grant(token=READER, role="reader"),
+            "billing": Grant(token=BILLING, role="agent", scopes=["billing:*"]),
+            "acme-viewer": Grant(token=ACME_READER, role="reader", tenant="acme"),
+            "globex-bot": Grant(token=GLOBEX_AGENT, role="agent", tenant="globex"),
         }
     )
 
@@ -152,8 +153,8 @@ def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegi
     assert invalid.json()["outcome"] == "invalid_arguments"
     assert call(url, "POST", "/search", READER, json={"query": ""}).status_code == 422
     registry.usage.flush()  # type: ignore[union-attr]
-    report = call(url, "GET", "/reports/health?days=1", READER).json()
-    assert report["totals"]["retrievals"] == 2 and report["totals"]["calls"] == 3
+    report = call(url, "GET", "/reports/health?days=1", AGENT).json()  # its own records: it has no tenant
+    assert report["totals"]["retrievals"] == 1 and report["totals"]["calls"] == 3
     metrics = call(url, "GET", "/metrics", ADMIN).text
     assert 'toolrag_searches_total{found="true"}' in metrics and 'toolrag_calls_total{outcome="ok"} 1.0' in metrics
     assert f'toolrag_tools{{state="active"}} {float(len(SAMPLE_TOOLS))}' in metrics
@@ -212,13 +213,54 @@ def test_finding3_readers_see_no_other_tenants_requests(api: tuple[str, ToolRegi
     call(url, "POST", "/execute", GLOBEX_AGENT, json={"name": "email.send", "arguments": {"to": "a", "body": "b"}})
     registry.usage.flush()  # type: ignore[union-attr]
     admin_view = call(url, "GET", "/reports/health?days=1", ADMIN).text
-    assert "globex-session-1" in admin_view and "tell me a joke about globex" in admin_view
+    globex = api_config().policy().for_token(GLOBEX_AGENT)
+    assert globex is not None
+    session = globex.session("globex-session-1")  # the session as the log keeps it: bound to its caller
+    assert session in admin_view and "tell me a joke about globex" in admin_view
     for token in (ACME_READER, READER):
         report = call(url, "GET", "/reports/health?days=1", token)
         page = call(url, "GET", "/dashboard", token)
-        for leaked in [*secret_requests, "globex-session-1"]:
+        for leaked in [*secret_requests, "globex-session-1", session]:
             assert leaked not in report.text and leaked not in page.text
         assert report.json()["totals"]["retrievals"] == 0 and report.json()["totals"]["calls"] == 0
+
+
+def test_issue25_finding6_callers_without_a_tenant_see_only_their_own_records(api: tuple[str, ToolRegistry]) -> None:
+    """Records of callers without a tenant belong to no tenant they share: the reader saw the agent's requests."""
+    url, registry = api
+    call(url, "POST", "/search", AGENT, json={"query": "pay the invoice of supplier 4411", "session": "bot-1"})
+    call(url, "POST", "/search", READER, json={"query": "what is the weather in Lviv", "session": "viewer-1"})
+    registry.usage.flush()  # type: ignore[union-attr]
+    reader_view = call(url, "GET", "/reports/health?days=1", READER)
+    agent_view = call(url, "GET", "/reports/health?days=1", AGENT)
+    reader_page = call(url, "GET", "/dashboard", READER).text
+    assert "supplier 4411" not in reader_view.text and "supplier 4411" not in reader_page
+    assert reader_view.json()["totals"]["retrievals"] == 1 and agent_view.json()["totals"]["retrievals"] == 1
+    assert "Lviv" not in agent_view.text
+    assert call(url, "GET", "/reports/health?days=1", ADMIN).json()["totals"]["retrievals"] == 2  # operators: all
+
+
+def test_issue25_finding10_one_tenants_usage_never_moves_anothers_ranking(
+    api: tuple[str, ToolRegistry], embedder: CountingEmbedder
+) -> None:
+    """Usage learning paired calls with requests by the session id alone, which the caller names: one tenant could
+    attach its requests to another's sessions and move every tenant's ranking with its own."""
+    url, registry = api
+    bait = "what's the weather like in Paris tomorrow"
+    learning = ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, inject_all_below_tokens=0))
+    acme = Grant(token=ADMIN, role="admin", scopes=["*"], tenant="acme").principal("ops")
+    globex = Grant(token=GLOBEX_AGENT, role="agent", tenant="globex").principal("globex-bot")
+    before = [r.name for r in learning.rank(bait, acme, limit=8)]
+    assert before[0] == "weather.forecast"
+    call(url, "POST", "/search", ADMIN, json={"query": "acme's confidential merger plan", "session": "shared"})
+    for _ in range(2):
+        call(url, "POST", "/search", GLOBEX_AGENT, json={"query": bait, "session": "shared"})
+        execute = {"name": "email.send", "arguments": {"to": "a", "body": "b"}, "session": "shared"}
+        assert call(url, "POST", "/execute", GLOBEX_AGENT, json=execute).json()["outcome"] == "ok"
+    registry.usage.flush()  # type: ignore[union-attr]
+    assert learning.learn_from_usage() == 1  # globex's own (request, tool) pair, never acme's request
+    assert [r.name for r in learning.rank(bait, acme, limit=8)] == before
+    assert learning.rank(bait, globex, limit=8)[0].name == "email.send"  # what globex taught moves globex only
 
 
 def test_finding4_a_body_is_not_read_before_its_token_is_checked(api: tuple[str, ToolRegistry]) -> None:

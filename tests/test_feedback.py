@@ -30,8 +30,8 @@ def used(store_url: str, embedder: CountingEmbedder) -> ToolRegistry:
     registry.register_many(SAMPLE_TOOLS)
     registry.search(USERS_SAY, ANYONE, session="s1")
     assert registry.usage is not None
-    registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1")
-    registry.usage.record_call("email.send", "error", 3.0, injected=True, session="s1")  # failed: not learned
+    registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1", tenant="acme")
+    registry.usage.record_call("email.send", "error", 3.0, injected=True, session="s1", tenant="acme")  # not learned
     registry.usage.flush()
     return registry
 
@@ -73,7 +73,7 @@ def test_learning_never_shows_a_tool_the_principal_may_not_see(tmp_path: Path, e
     registry.register_many(SAMPLE_TOOLS)
     registry.search("give Bob a raise", ANYONE, session="s")
     assert registry.usage is not None
-    registry.usage.record_call("hr.update_salary", "ok", 5.0, injected=True, session="s")
+    registry.usage.record_call("hr.update_salary", "ok", 5.0, injected=True, session="s", tenant="acme")
     registry.usage.flush()
     registry.learn_from_usage()
     outsider = Principal(scopes=frozenset({"billing:read"}), tenant="other")
@@ -87,22 +87,24 @@ def test_a_memory_learned_with_another_model_is_ignored(used: ToolRegistry, embe
     learning.learn_from_usage()
     memory = learning.retriever.memory
     assert memory is not None
-    learning.retriever.memory = UsageMemory("another-model", memory.vectors, memory.tools)
+    learning.retriever.memory = UsageMemory("another-model", memory.vectors, memory.tools, memory.tenants)
     learning.retriever.cache.clear()
     assert _gap(learning) == gap
 
 
 def test_memory_gains_follow_similarity(used: ToolRegistry, embedder: CountingEmbedder) -> None:
     memory = UsageMemory.learn(
-        [("payments.refund_payment", USERS_SAY), ("payments.refund_payment", USERS_SAY)], embedder
+        [("acme", "payments.refund_payment", USERS_SAY), ("acme", "payments.refund_payment", USERS_SAY)], embedder
     )
     assert memory.size == 1  # the same pair once
     index = used.snapshot()
     candidates = np.arange(index.size)
-    gains = memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, floor=0.5, weight=0.3)
+    gains = memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, floor=0.5, weight=0.3, tenant="acme")
     assert gains[index.by_name["payments.refund_payment"]] == pytest.approx(0.3, abs=1e-3)
     assert np.count_nonzero(gains) == 1
-    assert not memory.adjustment(index, embedder.embed_query("tell me a joke"), candidates, 0.5, 0.3).any()
+    assert not memory.adjustment(index, embedder.embed_query("tell me a joke"), candidates, 0.5, 0.3, "acme").any()
+    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, "globex").any()
+    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, None).any()
 
 
 def test_eval_replays_a_share_of_the_requests_as_a_usage_log(tmp_path: Path, embedder: CountingEmbedder) -> None:

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 
 import toolrag
 from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
+from toolrag.access import Grant
 from toolrag.cli.app import app
 from toolrag.embed.base import DelegatingEmbedder, Vectors
 from toolrag.inject import tokens
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, copy_registry, in_schema
 
@@ -76,7 +77,7 @@ def test_the_example_evaluation_runs_anywhere() -> None:
 def test_the_api_refuses_to_start_without_a_tokens_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLRAG_TEST_UNSET_TOKEN", raising=False)
     with pytest.raises(ValueError, match="the environment variable TOOLRAG_TEST_UNSET_TOKEN is not set"):
-        ApiConfig(tokens={"ops": TokenConfig(token_env="TOOLRAG_TEST_UNSET_TOKEN", role="admin")})
+        ApiConfig(tokens={"ops": Grant(token_env="TOOLRAG_TEST_UNSET_TOKEN", role="admin")})
 
 
 def test_estimated_token_counts_stay_near_the_exact_ones(monkeypatch: pytest.MonkeyPatch) -> None:

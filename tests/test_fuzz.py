@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolrag import ToolRegistry
+from toolrag.access import Grant
 from toolrag.catalog.files import load_catalog
 from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
@@ -27,7 +28,7 @@ from toolrag.model import Principal, Tool
 from toolrag.runtime.gateway import ToolGateway
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.app import create_app
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig
 
 from .conftest import SAMPLE_TOOLS
 
@@ -180,7 +181,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, real_embedder: Embedder) ->
 
 @pytest.fixture(scope="module")
 def client(served: ToolRegistry) -> TestClient:
-    tokens = {"ops": TokenConfig(token=ADMIN, role="admin", scopes=["*"], tenant="acme")}
+    tokens = {"ops": Grant(token=ADMIN, role="admin", scopes=["*"], tenant="acme")}
     return TestClient(create_app(served, ApiConfig(tokens=tokens)), raise_server_exceptions=False)
 
 

@@ -212,8 +212,9 @@ def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
 ) -> None:
     from fastapi.testclient import TestClient
 
+    from toolrag.access import Grant
     from toolrag.server.app import create_app
-    from toolrag.server.config import ApiConfig, TokenConfig
+    from toolrag.server.config import ApiConfig
     from toolrag.store.sqlite import SQLiteStore
 
     path = tmp_path / "tools.db"
@@ -233,7 +234,7 @@ def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
     assert result.exit_code == 1 and "the disk is full" in result.stderr
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
     token = "admin-token-0123456789"
-    api = create_app(ToolRegistry(path, embedder), ApiConfig(tokens={"ops": TokenConfig(token=token, role="admin")}))
+    api = create_app(ToolRegistry(path, embedder), ApiConfig(tokens={"ops": Grant(token=token, role="admin")}))
     written = TestClient(api).post("/tools", json=entries[:10], headers={"Authorization": f"Bearer {token}"})
     assert written.status_code == 503 and "the disk is full" in written.json()["detail"]
     monkeypatch.setattr(SQLiteStore, "__init__", opened)

@@ -79,8 +79,8 @@ def gateway_config(tmp_path_factory: pytest.TempPathFactory, web_everything: str
     }
     principals = {
         "me": {"scopes": ["*"], "deny_tools": ["git.git_reset"]},
-        "alice": {"servers": ["time", "everything"], "token": "alice-token"},
-        "admin": {"scopes": ["*"], "token": "admin-token"},
+        "alice": {"servers": ["time", "everything"], "token": "alice-token-0123456789"},
+        "admin": {"scopes": ["*"], "token": "admin-token-0123456789"},
     }
     config = write_config(folder, servers, principals, local_principal="me", ping_interval_seconds=0.5)
     synced = runner.invoke(app, ["mcp", "sync", "--config", str(config), "--json"])
@@ -172,7 +172,7 @@ def test_http_clients_need_a_token_and_see_only_their_servers(gateway_config: Pa
         assert refused.status_code == 401 and refused.json() == {"detail": "unknown bearer token"}
 
         async def as_alice() -> None:
-            async with http_client(url, "alice-token") as client:
+            async with http_client(url, "alice-token-0123456789") as client:
                 names = await found(client, "show the working tree status of the git repository")
                 assert all(name.split(".")[0] in {"time", "everything"} for name in names)
                 # Alice's two servers fit the token budget: find_tools gives her all their tools, likeliest first.
@@ -183,7 +183,7 @@ def test_http_clients_need_a_token_and_see_only_their_servers(gateway_config: Pa
                 assert not now.is_error and "Europe/Kyiv" in tool_text(now)
 
         async def as_admin() -> None:
-            async with http_client(url, "admin-token") as client:
+            async with http_client(url, "admin-token-0123456789") as client:
                 assert "git.git_status" in await found(client, "show the working tree status of the git repository")
 
         anyio.run(as_alice)
@@ -352,7 +352,14 @@ def test_tools_of_a_removed_server_are_deactivated_not_deleted(fixture_config: t
         ('[servers.a]\ncommand = "x"\nurl = "http://x"', "not both or neither"),
         ('[servers.a]\nurl = "ftp://x"', "must start with http"),
         ('local_principal = "ghost"', "not in [principals]"),
-        ('[principals.a]\ntoken = "t"\n[principals.b]\ntoken = "t"', "the same token"),
+        (
+            '[principals.a]\ntoken = "t-0123456789abcdef"\n[principals.b]\ntoken = "t-0123456789abcdef"',
+            "the same token",
+        ),
+        ('[principals.a]\ntoken = "short"', "shorter than 16 characters"),
+        ('[principals.a]\nclaims = { sub = "x" }', "there is no [oauth] section"),
+        ("[principals.a]\nclaims = {}", "at least one claim"),
+        ('[principals.a]\ntoken = "t-0123456789abcdef"\nclaims = { sub = "x" }', "not both"),
         ('[servers.a]\ncommand = "x"\ncolour = "red"', "colour"),
     ],
 )
@@ -423,17 +430,17 @@ def test_finding8_one_principal_cannot_use_up_the_sessions(tmp_path: Path) -> No
     """One token opened 10,000 sessions and every other client's initialize failed with 503; now each principal
     holds at most its share, and the rest of the server stays open to the others."""
     server = python_server("tests.mcp_fixture_server")
-    principals = {"mallory": {"token": "mallory-token"}, "alice": {"token": "alice-token"}}
+    principals = {"mallory": {"token": "mallory-token-01234567"}, "alice": {"token": "alice-token-0123456789"}}
     config = write_config(tmp_path, {"shop": server}, principals, max_sessions_per_principal=3)
 
     with http_gateway(config) as url:
-        opened = [initialize(url, "mallory-token") for _ in range(3)]
+        opened = [initialize(url, "mallory-token-01234567") for _ in range(3)]
         assert all(r.status_code == 200 and r.headers.get("mcp-session-id") for r in opened)
-        assert initialize(url, "mallory-token").status_code == 503
-        assert initialize(url, "alice-token").status_code == 200
-        ended = httpx.delete(url, headers=legacy_headers("mallory-token", opened[0].headers["mcp-session-id"]))
+        assert initialize(url, "mallory-token-01234567").status_code == 503
+        assert initialize(url, "alice-token-0123456789").status_code == 200
+        ended = httpx.delete(url, headers=legacy_headers("mallory-token-01234567", opened[0].headers["mcp-session-id"]))
         assert ended.status_code == 200
-        assert initialize(url, "mallory-token").status_code == 200  # a closed session makes room again
+        assert initialize(url, "mallory-token-01234567").status_code == 200  # a closed session makes room again
 
 
 def legacy_headers(token: str, session: str | None = None) -> dict[str, str]:

@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from toolrag import ToolRegistry, tool
+from toolrag.access import Grant
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.server.oauth import OAuthConfig
@@ -128,8 +129,9 @@ def issuer() -> Iterator[Issuer]:
 
 @pytest.fixture(scope="module")
 def gateway(issuer: Issuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`toolrag mcp serve --transport http` with [oauth], in its own process, in front of the fixture MCP server
-    (whose tools need the scope orders:read); its URL."""
+    """`toolrag mcp serve --transport http` with [oauth], in its own process, in front of two fixture MCP servers:
+    `shop` (whose tools need the scope orders:read), which tokens of tenant acme may use but for its `add_tool`, and
+    `payroll`, which no rule grants; its URL."""
     folder = tmp_path_factory.mktemp("oauth")
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -152,6 +154,16 @@ command = {json.dumps(upstream["command"])}
 args = {json.dumps(upstream["args"])}
 cwd = {json.dumps(upstream["cwd"])}
 scopes = ["orders:read"]
+
+[servers.payroll]
+command = {json.dumps(upstream["command"])}
+args = {json.dumps(upstream["args"])}
+cwd = {json.dumps(upstream["cwd"])}
+
+[principals.acme-agents]
+claims = {{ tenant = "acme" }}
+servers = ["shop"]
+deny_tools = ["shop.add_tool"]
 """,
         encoding="utf-8",
     )
@@ -186,6 +198,39 @@ def test_a_request_without_a_token_is_pointed_at_the_resource_metadata(issuer: I
 
 def test_a_valid_access_token_is_served(issuer: Issuer, gateway: str) -> None:
     assert initialize(gateway, issuer.token(gateway, "mcp")).status_code == 200
+
+
+def test_an_access_token_no_rule_matches_finds_and_calls_nothing(issuer: Issuer, gateway: str) -> None:
+    """Issue 25, finding 1: a valid token of the issuer for a subject and tenant no rule names was served as if it
+    could use every upstream tool. Deny by default: it is refused, saying why."""
+    for token in (
+        issuer.token(gateway, "mcp", sub="stranger", tenant="globex"),
+        issuer.token(gateway, "mcp", tenant=""),
+    ):
+        refused = initialize(gateway, token)
+        assert refused.status_code == 403 and "no access rule" in refused.json()["detail"]
+        assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+
+
+def test_the_rule_an_access_token_matches_limits_servers_and_tools(issuer: Issuer, gateway: str) -> None:
+    """Issue 25, finding 1: `servers` and `deny_tools` apply to OAuth callers as to static tokens."""
+
+    async def session() -> tuple[list[str], dict[str, bool]]:
+        token = issuer.token(gateway, "mcp orders:read", sub="someone-new")
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with Client(streamable_http_client(gateway, http_client=http)) as client:
+            found = await client.call_tool("find_tools", {"query": "look up an order, or add a tool", "k": 5})
+            names = [t["name"] for t in found.structured_content["tools"]]
+            calls = {}
+            for name in ("shop.lookup_order", "shop.add_tool", "payroll.lookup_order"):
+                arguments = {"order_id": "42"} if "lookup" in name else {"name": "x", "description": "y"}
+                ran = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
+                calls[name] = not ran.is_error
+            return names, calls
+
+    names, calls = anyio.run(session)
+    assert "shop.lookup_order" in names and not any(n.startswith("payroll.") or n == "shop.add_tool" for n in names)
+    assert calls == {"shop.lookup_order": True, "shop.add_tool": False, "payroll.lookup_order": False}
 
 
 @pytest.mark.parametrize(
@@ -270,19 +315,18 @@ def test_the_mcp_sdk_client_completes_the_flow_and_calls_a_tool(issuer: Issuer, 
     assert "shop.lookup_order" not in anyio.run(session, "support-agent")  # the token's scopes are the principal's
 
 
-def test_the_api_takes_access_tokens_with_roles_from_scopes(issuer: Issuer, tmp_path: Path) -> None:
+def test_the_api_takes_access_tokens_with_roles_from_their_rules(issuer: Issuer, tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    oauth = OAuthConfig(
-        issuer=issuer.url,
-        audience=url,
-        jwks_url=f"{issuer.url}/jwks.json",
-        roles={"toolrag:agent": "agent", "toolrag:admin": "admin"},
-    )
+    oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"{issuer.url}/jwks.json")
+    rules = {
+        "agents": Grant(claims={"scope": "toolrag:agent"}, role="agent"),
+        "readers": Grant(claims={"scope": ["mcp", "billing:write"]}),
+    }
     registry = ToolRegistry(tmp_path / "api.db")
     registry.register(refund_payment)
     registry.register_many(SAMPLE_TOOLS)
-    with serving(create_app(registry, ApiConfig(oauth=oauth)), port=port):
+    with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
         missing = httpx.post(f"{url}/search", json={"query": "refund"})
         assert missing.status_code == 401 and "resource_metadata=" in missing.headers["www-authenticate"]
         assert httpx.get(f"{url}/.well-known/oauth-protected-resource").json()["resource"] == url
@@ -303,6 +347,13 @@ def test_the_api_takes_access_tokens_with_roles_from_scopes(issuer: Issuer, tmp_
         assert agent.status_code == 200 and agent.json()["content"] == "refunded p1"
         tenant = httpx.get(f"{url}/health", headers=as_token("toolrag:agent")).json()
         assert tenant["generation"] is None  # not an admin
+        unmatched = httpx.post(f"{url}/search", json={"query": "refund"}, headers=as_token("calendar:read"))
+        assert unmatched.status_code == 403 and "no access rule" in unmatched.json()["detail"]
+
+
+def test_the_old_role_mapping_is_refused_with_what_replaces_it() -> None:
+    with pytest.raises(ValueError, match="claims = "):
+        OAuthConfig(issuer="https://i", audience="https://a", jwks_url="https://i/jwks", default_role="reader")
 
 
 def test_oauth_configuration_errors_name_the_problem() -> None:
@@ -310,3 +361,49 @@ def test_oauth_configuration_errors_name_the_problem() -> None:
         OAuthConfig(issuer="https://id.example", audience="https://tools.example/mcp")
     with pytest.raises(ValueError, match="must be asymmetric"):
         OAuthConfig(issuer="https://i", audience="https://a", jwks_url="https://i/jwks", algorithms=["HS256"])
+
+
+def test_issue25_finding5_a_slow_issuer_never_stalls_other_requests(issuer: Issuer, tmp_path: Path) -> None:
+    """A token naming an unknown key made the server fetch the issuer's keys inside the request loop: with a slow
+    issuer every request waited. Now the fetch is awaited only by the requests that need it."""
+    asked, release = threading.Event(), threading.Event()
+
+    class SlowKeys(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.set()
+            release.wait(60)
+            body = json.dumps(issuer.jwks()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    keys = ThreadingHTTPServer(("127.0.0.1", 0), SlowKeys)
+    threading.Thread(target=keys.serve_forever, daemon=True).start()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"http://127.0.0.1:{keys.server_address[1]}/k")
+    static = "static-token-0123456789"
+    rules = {"ops": Grant(token=static, role="admin"), "agents": Grant(claims={"scope": "mcp"})}
+    registry = ToolRegistry(tmp_path / "api.db")
+    registry.register_many(SAMPLE_TOOLS)
+    try:
+        with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
+            stranger = issuer.token(url, "mcp", _key=STRANGER, _kid="unknown-key")
+            waiting = threading.Thread(
+                target=lambda: httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {stranger}"}, timeout=90)
+            )
+            waiting.start()
+            assert asked.wait(30), "the server never asked the issuer for its keys"
+            # The issuer holds the fetch; a request with another token is answered meanwhile.
+            health = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {static}"}, timeout=10)
+            assert health.status_code == 200 and not release.is_set()
+            release.set()
+            waiting.join(60)
+    finally:
+        release.set()
+        keys.shutdown()

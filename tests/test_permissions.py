@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
+from toolrag.access import Grant
 from toolrag.cli.app import app as cli
 from toolrag.embed.base import Embedder
 from toolrag.mcp.config import GatewayConfig
@@ -26,7 +27,7 @@ from toolrag.model import Tool
 from toolrag.runtime.gateway import ToolGateway
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.app import create_app
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig
 
 from .test_visibility import DESCRIPTIONS, QUERIES, SCOPES, TENANTS, principals
 
@@ -104,8 +105,8 @@ def test_library_search_injection_and_execution(registry: ToolRegistry, principa
     assert set(executed) == allowed
 
 
-def _token(principal: Principal) -> TokenConfig:
-    return TokenConfig(
+def _token(principal: Principal) -> Grant:
+    return Grant(
         token="tok-" + "x" * 20,
         role="agent",
         tenant=principal.tenant,

@@ -17,15 +17,15 @@ from mcp.client.client import Client
 from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
+from toolrag.access import Caller, Grant
 from toolrag.cli.app import app
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.gateway import McpGateway
 from toolrag.monitor.config import ScheduleConfig, StartupConfig, parse_interval
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupRefused
-from toolrag.server.config import ApiConfig, TokenConfig, load_api_config
+from toolrag.server.config import ApiConfig, load_api_config
 from toolrag.server.metrics import ApiMetrics
-from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
@@ -52,8 +52,8 @@ def drifted_registry(path: Path) -> str:
 
 def config(store: str, missing: str) -> ApiConfig:
     tokens = {
-        "ops": TokenConfig(token=ADMIN, role="admin", scopes=["*"]),
-        "bot": TokenConfig(token=AGENT, role="agent", scopes=["*"]),
+        "ops": Grant(token=ADMIN, role="admin", scopes=["*"]),
+        "bot": Grant(token=AGENT, role="agent", scopes=["*"]),
     }
     return ApiConfig.model_validate({"store": store, "tokens": tokens, "startup": {"missing_embeddings": missing}})
 
@@ -156,7 +156,8 @@ def test_the_mcp_gateway_limits_find_tools_per_principal(tmp_path: Path) -> None
     gateway = McpGateway.from_config(settings)
 
     async def session() -> None:
-        async with Client(gateway.mcp_server(lambda request: Principal(user="me"))) as client:
+        me = Caller("me", "agent", Principal(user="me"), key="me")
+        async with Client(gateway.mcp_server(lambda request: me)) as client:
             first = await client.call_tool("find_tools", {"query": "weather forecast"})
             assert not first.is_error
             second = await client.call_tool("find_tools", {"query": "weather forecast"})
@@ -247,7 +248,11 @@ def test_the_documented_production_configuration_loads(tmp_path: Path, monkeypat
     assert settings.schedule.report == "weekly" and settings.startup.missing_embeddings == "repair"
     assert settings.rate_limits.search == Rate(per_minute=120, burst=20)
     oauth = tomllib.loads(page.split("```toml\n[oauth]", 1)[1].split("```", 1)[0].join(("[oauth]", "")))
-    assert OAuthConfig.model_validate(oauth["oauth"]).roles == {"toolrag:agent": "agent", "toolrag:admin": "admin"}
+    rules = ApiConfig.model_validate(oauth).policy()
+    support = rules.for_claims({"sub": "kim", "scope": "mcp toolrag:agent", "tenant": "acme"})
+    assert support is not None and support.role == "agent" and support.principal.may_name("kb.search")
+    assert not support.principal.may_name("billing.refund")
+    assert rules.for_claims({"sub": "kim", "scope": "mcp", "tenant": "acme"}) is None
 
 
 def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> None:

@@ -19,10 +19,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from toolrag import Principal, ToolRegistry, tracing
+from toolrag.access import Caller, Grant
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.gateway import McpGateway
 from toolrag.server.app import create_app
-from toolrag.server.config import ApiConfig, TokenConfig
+from toolrag.server.config import ApiConfig
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS
 from .mcp_support import python_server
@@ -55,7 +56,7 @@ def parent_of(span: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan | N
 def test_an_api_search_is_one_trace_down_to_its_signals_and_store_queries(tmp_path: Path) -> None:
     registry = ToolRegistry(tmp_path / "traced.db", config=RETRIEVAL)
     registry.register_many(SAMPLE_TOOLS)
-    config = ApiConfig(tokens={"bot": TokenConfig(token=TOKEN, role="agent", scopes=["*"])})
+    config = ApiConfig(tokens={"bot": Grant(token=TOKEN, role="agent", scopes=["*"])})
     with serving(create_app(registry, config)) as url:
         headers = {"Authorization": f"Bearer {TOKEN}", "X-Request-Id": "req-42"}
         answer = httpx.post(f"{url}/search", json={"query": "will it rain in Kyiv tomorrow"}, headers=headers)
@@ -84,9 +85,8 @@ def test_a_gateway_call_is_one_trace_down_to_the_upstream(tmp_path: Path) -> Non
     async def session() -> None:
         async with anyio.create_task_group() as group:
             await gateway.start(group)
-            async with Client(
-                gateway.mcp_server(lambda request: Principal(user="me", scopes=frozenset("*")))
-            ) as client:
+            me = Caller("me", "agent", Principal(user="me", scopes=frozenset("*")), key="me")
+            async with Client(gateway.mcp_server(lambda request: me)) as client:
                 found = await client.call_tool("find_tools", {"query": "look up my order"})
                 assert not found.is_error
                 order = {"name": "shop.lookup_order", "arguments": {"order_id": "42"}}

@@ -11,26 +11,31 @@ args = ["mcp-server-time"]
 url = "https://docs.example.com/mcp"
 headers = { Authorization = "Bearer ..." }
 
-[principals.me]
-scopes = ["*"]
+[principals.me]                 # an access rule (toolrag/access/policy.py); a rule grants no server
+scopes = ["*"]                  #   and no tool it does not name, unless it names neither
 servers = ["*"]                 # globs of servers whose tools this principal may use ...
 tools = []                      # ... plus globs of single tools (`git.git_status`)
 deny_tools = ["git.git_reset"]  # never, whatever else allows it
-token = "..."                   # bearer token over HTTP (or token_env = "VARIABLE")
+token_env = "MY_TOKEN"          # bearer token over HTTP (or token = "...")
+role = "agent"                  # agent (the default): find and call; reader: find only
+
+[principals.team]               # with [oauth]: access tokens whose claims match
+claims = { scope = "mcp:team" }
+servers = ["docs"]
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from toolrag.access import AccessPolicy, Grant, check_grants
 from toolrag.config_files import beside, read_toml
 from toolrag.errors import ConfigError
-from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
+from toolrag.server.config import access_policy
 from toolrag.server.guard import HttpLimits
 from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import RateLimits
@@ -71,34 +76,6 @@ class ServerConfig(BaseModel):
         return "stdio" if self.command is not None else "http"
 
 
-class PrincipalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    user: str | None = None
-    tenant: str | None = None
-    scopes: list[str] = Field(default_factory=list)
-    servers: list[str] = Field(default_factory=lambda: ["*"], description="globs of servers")
-    tools: list[str] = Field(default_factory=list, description="globs of namespaced tool names")
-    deny_tools: list[str] = Field(default_factory=list)
-    token: str | None = None
-    token_env: str | None = None
-
-    def bearer_token(self) -> str | None:
-        if self.token_env is not None:
-            return os.environ.get(self.token_env) or None
-        return self.token
-
-    def principal(self, name: str) -> Principal:
-        allowed = frozenset([f"{server}.*" for server in self.servers] + self.tools)
-        return Principal(
-            user=self.user or name,
-            tenant=self.tenant,
-            scopes=frozenset(self.scopes),
-            allow_tools=allowed,
-            deny_tools=frozenset(self.deny_tools),
-        )
-
-
 class GatewayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -134,7 +111,9 @@ class GatewayConfig(BaseModel):
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     find_k: int = Field(default=3, ge=1, le=5)
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
-    principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
+    principals: dict[str, Grant] = Field(
+        default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to agent"
+    )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="the usage log of find_tools and calls")
 
     @field_validator("approve_new_tools", mode="before")
@@ -152,32 +131,22 @@ class GatewayConfig(BaseModel):
                 raise ValueError(f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots)")
         if self.local_principal is not None and self.local_principal not in self.principals:
             raise ValueError(f"local_principal {self.local_principal!r} is not in [principals]")
-        tokens: dict[str, str] = {}
         for name, principal in self.principals.items():
-            token = principal.bearer_token()
-            if token is not None and token in tokens:
-                raise ValueError(f"principals {tokens[token]!r} and {name!r} have the same token")
-            if token is not None:
-                tokens[token] = name
+            if principal.claims is not None and self.oauth is None:
+                raise ValueError(f"principal {name!r} matches OAuth claims, but there is no [oauth] section")
+        check_grants(self.principals, "principal")
         return self
 
-    def principal_for_token(self, token: str) -> Principal | None:
-        for name, principal in self.principals.items():
-            if principal.bearer_token() == token:
-                return principal.principal(name)
-        return None
-
-    def local(self) -> Principal:
-        """The principal of a stdio client: the configured one, or a user without scopes (unrestricted tools only)."""
-        if self.local_principal is None:
-            return Principal(user="local")
-        return self.principals[self.local_principal].principal(self.local_principal)
+    def policy(self) -> AccessPolicy:
+        """Every rule of this configuration: static tokens, OAuth claims, and the stdio client (`local_principal`);
+        a rule without a role grants agent (find and call)."""
+        return access_policy(self.principals, "agent", self.local_principal, self.oauth)
 
     def check_http_tokens(self) -> None:
         """Before serving HTTP: every principal that names a token variable must find it set (a stdio client needs
         none, so this is checked only for HTTP)."""
         for name, principal in self.principals.items():
-            if principal.token_env and principal.bearer_token() is None:
+            if principal.token_env and principal.secret() is None:
                 raise ConfigError(f"principal {name!r}: the environment variable {principal.token_env} is not set")
 
     def approval_policy(self, server: str) -> ApprovalPolicy:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +22,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from toolrag import tracing
+from toolrag.access import Caller
 from toolrag.inject.formats import render
-from toolrag.limits import MAX_REQUEST_CHARS
+from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
@@ -35,6 +37,7 @@ from toolrag.registry import ToolRegistry
 from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
+from toolrag.search.request import searched_text
 from toolrag.server.guard import CALLER_KEY, server_config
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.base import AuditEntry
@@ -55,7 +58,7 @@ FIND_TOOLS = types.Tool(
             "query": {
                 "type": "string",
                 "description": "what you want to do, in a sentence",
-                "maxLength": MAX_REQUEST_CHARS,
+                "maxLength": MAX_MESSAGE_CHARS,
             },
             "k": {"type": "integer", "minimum": 1, "maximum": 5, "description": "how many tools at most"},
         },
@@ -147,11 +150,13 @@ class McpGateway:
                 self._found.clear()
             self._found.setdefault(session, set()).update(r.name for r in results)
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
-        return {
+        answer: dict[str, Any] = {
             "tools": [as_mcp_tool(definitions[r.name], r.score) for r in results],
             "strategy": results[0].strategy if results else "retrieval",
             "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
         }
+        note = searched_text(query, self.registry.config.max_request_chars).note
+        return answer | ({"note": note} if note else {})
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
@@ -234,35 +239,43 @@ class McpGateway:
 
     # -- the MCP server -----------------------------------------------------------------------------------------
 
-    def mcp_server(self, principal_of: Callable[[Any], Principal]) -> Server[Any]:
-        """The downstream MCP server; `principal_of(request)` names the caller (request is None over stdio)."""
+    def mcp_server(self, caller_of: Callable[[Any], Caller]) -> Server[Any]:
+        """The downstream MCP server; `caller_of(request)` names the caller (request is None over stdio)."""
+        session_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
-        def session_of(ctx: Any) -> str:
-            return f"mcp-{id(ctx.session):x}"
+        def session_of(ctx: Any, caller: Caller) -> str:
+            """The MCP session's id in the usage log, bound to its caller (ids of Python objects are reused)."""
+            given = session_ids.setdefault(ctx.session, uuid.uuid4().hex)
+            return caller.session(given) or given
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            principal = principal_of(ctx.request)
-            exposed = self._exposed(principal)
+            caller = caller_of(ctx.request)
+            exposed = self._exposed(caller.principal) if caller.may("agent") else []
             return types.ListToolsResult(tools=[FIND_TOOLS, CALL_TOOL, *exposed])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             request_id = tracing.REQUEST_ID.set(uuid.uuid4().hex)
             try:
-                principal = principal_of(ctx.request)
-                attributes = {"tool": params.name[:128], "session": session_of(ctx), "user": principal.user}
+                caller = caller_of(ctx.request)
+                session = session_of(ctx, caller)
+                attributes = {"tool": params.name[:128], "session": session, "user": caller.principal.user}
                 with tracing.span("toolrag.mcp.tool", **attributes):
-                    return await answer(ctx, params, principal)
+                    return await answer(params, caller, session)
             finally:
                 tracing.REQUEST_ID.reset(request_id)
 
-        async def answer(ctx: Any, params: types.CallToolRequestParams, principal: Principal) -> types.CallToolResult:
+        async def answer(params: types.CallToolRequestParams, caller: Caller, session: str) -> types.CallToolResult:
             arguments = dict(params.arguments or {})
             kind: Kind = "search" if params.name == "find_tools" else "call"
+            refusal = _refusal(caller, kind)
+            if refusal is not None:
+                return _error(refusal)
+            principal = caller.principal
             wait = self.limiter.wait(principal, kind)
             if wait > 0:
                 return _error(f"rate limit: your {kind} rate is used up; retry in {retry_after(wait)} s")
             if params.name == "find_tools":
-                return await self._answer_find(arguments, principal, session_of(ctx))
+                return await self._answer_find(arguments, principal, session)
             if params.name == "call_tool":
                 target = arguments.get("name")
                 if not isinstance(target, str) or not target:
@@ -270,9 +283,9 @@ class McpGateway:
                 inner = arguments.get("arguments") or {}
                 if not isinstance(inner, dict):
                     return _error("call_tool's `arguments` must be an object")
-                return await self.call_tool(target, inner, principal, session_of(ctx))
+                return await self.call_tool(target, inner, principal, session)
             if params.name in self.settings.expose:
-                return await self.call_tool(params.name, arguments, principal, session_of(ctx))
+                return await self.call_tool(params.name, arguments, principal, session)
             return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
 
         return Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -282,9 +295,10 @@ class McpGateway:
         k = arguments.get("k")
         if not isinstance(query, str) or not query.strip():
             return _error("find_tools needs `query`: what you want to do, in a sentence")
-        limit = self.registry.config.max_request_chars
-        if len(query) > limit:
-            return _error(f"find_tools' `query` is {len(query):,} characters long; it takes at most {limit:,}")
+        if len(query) > MAX_MESSAGE_CHARS:
+            return _error(
+                f"find_tools' `query` is {len(query):,} characters long; it takes at most {MAX_MESSAGE_CHARS:,}"
+            )
         if k is not None and (not isinstance(k, int) or not 1 <= k <= 5):
             return _error("find_tools' `k` must be an integer from 1 to 5")
         found = await anyio.to_thread.run_sync(self.find_tools, query, principal, k, session)
@@ -301,7 +315,10 @@ class McpGateway:
     async def serve_stdio(self) -> None:
         if self.startup is None:
             self.check()
-        server = self.mcp_server(lambda request: self.settings.local())
+        local = self.settings.policy().local()
+        if not local.granted:
+            log.warning("no local_principal is configured: stdio clients may find and call no tool")
+        server = self.mcp_server(lambda request: local)
         async with anyio.create_task_group() as group:
             group.start_soon(self._scheduler().run)
             await self.start(group)
@@ -314,7 +331,7 @@ class McpGateway:
 
         if self.startup is None:
             self.check()
-        app, _ = http_app(self.mcp_server(self._principal_of_request), self.settings, host)
+        app, _ = http_app(self.mcp_server(self._caller_of_request), self.settings, host)
         async with anyio.create_task_group() as group:
             group.start_soon(self._scheduler().run)
             await self.start(group)
@@ -326,11 +343,11 @@ class McpGateway:
         return Scheduler(self.registry, self.settings.schedule, mcp_servers=set(self.settings.enabled_servers))
 
     @staticmethod
-    def _principal_of_request(request: Any) -> Principal:
-        principal = getattr(request, "scope", {}).get(CALLER_KEY)
-        if not isinstance(principal, Principal):  # the request guard refuses such requests before they get here
+    def _caller_of_request(request: Any) -> Caller:
+        caller = getattr(request, "scope", {}).get(CALLER_KEY)
+        if not isinstance(caller, Caller):  # the request guard refuses such requests before they get here
             raise PermissionError("unknown bearer token")
-        return principal
+        return caller
 
     async def sync_once(self) -> dict[str, SyncReport]:
         """Connect to every upstream, import its tools, disconnect."""
@@ -345,6 +362,18 @@ def as_mcp_tool(definition: dict[str, Any], score: float) -> dict[str, Any]:
     that it is relevant in its `_meta`."""
     tool = types.Tool.model_validate({**definition, "_meta": {SCORE_META_KEY: round(score, 3)}})
     return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _refusal(caller: Caller, kind: Kind) -> str | None:
+    """Why the caller may not search (`find_tools`) or call, if it may not."""
+    if not caller.granted:
+        return (
+            "this gateway grants its stdio clients nothing: name one of its [principals] in `local_principal` (its"
+            " configuration file)"
+        )
+    if kind == "call" and not caller.may("agent"):
+        return f"principal {caller.name!r} is a {caller.role}: it may find tools, not call them"
+    return None
 
 
 def _error(text: str) -> types.CallToolResult:

@@ -1,7 +1,8 @@
 """The gateway over streamable HTTP: the official SDK's session manager behind toolrag's request guard.
 
 Every request needs a configured principal's bearer token or, with `[oauth]`, an access token of the configured
-issuer (server/oauth.py), checked before its body is read (`server/guard.py`).
+issuer that one of the principals' rules matches (access/policy.py, server/oauth.py), checked before its body is
+read (`server/guard.py`).
 Each principal may hold a bounded number of MCP sessions, so one token cannot use up the server's session table and
 lock every other client out; idle sessions end after a few minutes. A session can only be used with the token
 that opened it (the SDK compares the authenticated user of each request with the session's owner).
@@ -21,10 +22,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from toolrag.access import Caller
 from toolrag.mcp.config import GatewayConfig
-from toolrag.model import Principal
-from toolrag.server.guard import Authenticated, RequestGuard, Scope, TokenTable
-from toolrag.server.oauth import JwtVerifier
+from toolrag.server.guard import Authenticated, RequestGuard, Scope
+from toolrag.server.oauth import JwtVerifier, caller_authenticator
 
 MCP_PATH = "/mcp"
 
@@ -58,41 +59,23 @@ def http_app(server: Server[Any], settings: GatewayConfig, host: str) -> tuple[R
     oauth = settings.oauth
     routes = [Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(sessions)), *(oauth.metadata_routes() if oauth else [])]
     app = Starlette(routes=routes, lifespan=lambda _: sessions.run())
-    tokens = TokenTable(
-        {token: name for name, entry in settings.principals.items() if (token := entry.bearer_token()) is not None}
-    )
     verifier = JwtVerifier(oauth) if oauth else None
+    resolve = caller_authenticator(settings.policy(), verifier)
 
-    def authenticate(token: str, scope: Scope) -> Authenticated[Principal] | None:
-        name = tokens.find(token)
-        if name is None:
-            return _from_access_token(verifier, token, scope) if verifier else None
-        # The SDK keys session ownership on the authenticated user: a session answers only the token that opened it.
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        scope["user"] = AuthenticatedUser(AccessToken(token=digest, client_id=name, scopes=[], subject=name))
-        return Authenticated(settings.principals[name].principal(name), name)
+    async def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
+        found = await resolve(token, scope)
+        if found is not None:
+            # The SDK keys session ownership on the authenticated user: a session answers only the caller that
+            # opened it (a refreshed OAuth token of the same issuer and subject keeps it).
+            caller = found.who
+            owner = hashlib.sha256(caller.key.encode()).hexdigest()
+            access = AccessToken(token=owner, client_id=caller.name, scopes=[], subject=owner)
+            scope["user"] = AuthenticatedUser(access)
+        return found
 
     challenge = oauth.challenge() if oauth else 'Bearer realm="toolrag"'
     public = frozenset(route.path for route in routes if route.path != MCP_PATH)
     return RequestGuard(app, authenticate, settings.http, challenge, public_paths=public), sessions
-
-
-def _from_access_token(verifier: JwtVerifier, token: str, scope: Scope) -> Authenticated[Principal]:
-    """The principal of an OAuth access token; its sessions belong to its issuer and subject, so a refreshed
-    token keeps them."""
-    claims = verifier.verify(token)  # or Refused, which the guard answers
-    principal = verifier.principal(claims)
-    client = str(claims.get("client_id") or claims.get("azp") or principal.user)
-    access = AccessToken(
-        token=hashlib.sha256(f"{claims['iss']}|{principal.user}".encode()).hexdigest(),
-        client_id=client,
-        scopes=sorted(principal.scopes),
-        expires_at=int(claims["exp"]),
-        subject=principal.user,
-        claims={"iss": claims["iss"]},
-    )
-    scope["user"] = AuthenticatedUser(access)
-    return Authenticated(principal, f"oauth:{claims['iss']}|{principal.user}")
 
 
 def _local_only(host: str) -> TransportSecuritySettings | None:

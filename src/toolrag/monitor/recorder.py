@@ -18,15 +18,9 @@ from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.redact import redact
 from toolrag.runtime.events import Event, ToolCallEvent
 from toolrag.store.base import Store
-from toolrag.store.usage import CallRecord, RetrievalRecord
+from toolrag.store.usage import CallRecord, RetrievalRecord, principal_label
 
 log = logging.getLogger("toolrag.monitor")
-
-
-def principal_label(principal: Principal) -> str | None:
-    if principal.user is None and principal.tenant is None:
-        return None
-    return f"{principal.user or '-'}@{principal.tenant}" if principal.tenant else principal.user
 
 
 class UsageRecorder:
@@ -54,7 +48,7 @@ class UsageRecorder:
                 results=tuple((r.name, round(r.score, 4), round(r.signals.dense, 4)) for r in results),
                 request=self._kept_text(request),
                 session=session,
-                principal=principal_label(principal),
+                principal=principal_label(principal.user, principal.tenant),
                 step=step,
                 tenant=principal.tenant,
                 strategy=results[0].strategy if results else "retrieval",
@@ -68,10 +62,10 @@ class UsageRecorder:
         latency_ms: float,
         injected: bool,
         session: str | None = None,
-        principal: str | None = None,
+        user: str | None = None,
         tenant: str | None = None,
     ) -> None:
-        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal, tenant))
+        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal_label(user, tenant), tenant))
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ToolCallEvent):

@@ -151,9 +151,12 @@ class NameResolver:
         return Resolution(close[0], "fuzzy")
 
     def _closest(self, requested: str) -> list[str]:
-        """The visible names most like the request, from any namespace: suggestions only, never resolved to."""
+        """The visible names most like the request: suggestions only, never resolved to. A name that names a
+        namespace gets suggestions from that namespace only, never a look-alike of another server's
+        (`evil.srv_b.payroll_run` for `srv_b.payroll_run`); a bare name, from any."""
+        key = segment_key(requested)
         flat: dict[str, list[str]] = defaultdict(list)
-        for name in self.names:
+        for name in self._in_namespace(key) if len(key) > 1 else self.names:
             flat[normalize_name(name)].append(name)
         scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.WRatio, limit=MAX_SUGGESTIONS)
         return _first([name for choice, score, _ in scored if score >= 50 for name in flat[choice]])

@@ -1,8 +1,9 @@
-"""A per-registry score adjustment learned from usage: requests like ones after which a tool was called favour it.
+"""A per-tenant score adjustment learned from usage: requests like ones after which a tool was called favour it.
 
-The usage log pairs each successful call with the request that led to it (`UsageTables.called_after`). Those
-requests are embedded once; a new request then looks up its nearest remembered requests, and each tool gains
-`weight * (similarity - floor) / (1 - floor)` for its most similar one above the floor. Off by default
+The usage log pairs each successful call with the request that led to it in the same session of the same principal
+(`UsageTables.called_after`). Those requests are embedded once; a new request then looks up its nearest remembered
+requests of its own tenant (a tenant's requests never move another tenant's ranking, nor reach it), and each tool
+gains `weight * (similarity - floor) / (1 - floor)` for its most similar one above the floor. Off by default
 (`SearchConfig.usage_weight = 0`): it learns whatever users did, so measure it on your own log first
 (`toolrag eval --replay-share`, docs/benchmarks.md).
 """
@@ -21,35 +22,43 @@ from toolrag.search.lexical import FloatArray, IntArray
 
 @dataclass(frozen=True)
 class UsageMemory:
-    """Remembered (request vector, tool) pairs, for one embedding model."""
+    """Remembered (request vector, tool) pairs of each tenant, for one embedding model."""
 
     model_id: str
     vectors: FloatArray  # one row per remembered request
     tools: list[str]  # the tool called after each
+    tenants: list[str | None]  # whose request each is (None: principals without a tenant)
 
     @classmethod
-    def learn(cls, pairs: Sequence[tuple[str, str]], embedder: Embedder) -> UsageMemory:
-        """From (tool, request) pairs; each distinct pair is embedded once."""
-        unique = list(dict.fromkeys((tool, " ".join(request.split())) for tool, request in pairs))
-        unique = [(tool, request) for tool, request in unique if request]
+    def learn(cls, pairs: Sequence[tuple[str | None, str, str]], embedder: Embedder) -> UsageMemory:
+        """From (tenant, tool, request) triples; each distinct one is embedded once."""
+        unique = list(dict.fromkeys((tenant, tool, " ".join(request.split())) for tenant, tool, request in pairs))
+        unique = [(tenant, tool, request) for tenant, tool, request in unique if request]
         if not unique:
-            return cls(embedder.model_id, np.zeros((0, embedder.dimension), dtype=np.float32), [])
-        vectors = np.vstack([_unit(embedder.embed_query(request)) for _, request in unique]).astype(np.float32)
-        return cls(embedder.model_id, vectors, [tool for tool, _ in unique])
+            return cls(embedder.model_id, np.zeros((0, embedder.dimension), dtype=np.float32), [], [])
+        vectors = np.vstack([_unit(embedder.embed_query(request)) for *_, request in unique]).astype(np.float32)
+        return cls(embedder.model_id, vectors, [tool for _, tool, _ in unique], [tenant for tenant, *_ in unique])
 
     @property
     def size(self) -> int:
         return len(self.tools)
 
     def adjustment(
-        self, index: SearchIndex, query_vector: FloatArray, candidates: IntArray, floor: float, weight: float
+        self,
+        index: SearchIndex,
+        query_vector: FloatArray,
+        candidates: IntArray,
+        floor: float,
+        weight: float,
+        tenant: str | None,
     ) -> FloatArray:
-        """What each candidate gains, aligned with `candidates`."""
+        """What each candidate gains for a request of `tenant`, aligned with `candidates`."""
         gains = np.zeros(len(candidates), dtype=np.float32)
         if not self.size or weight <= 0:
             return gains
         similarities = self.vectors @ _unit(query_vector)
-        close = np.flatnonzero(similarities > floor)
+        mine = np.fromiter((owner == tenant for owner in self.tenants), dtype=bool, count=self.size)
+        close = np.flatnonzero((similarities > floor) & mine)
         if not len(close):
             return gains
         slot = {int(position): i for i, position in enumerate(candidates.tolist())}

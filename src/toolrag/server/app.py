@@ -13,11 +13,13 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrag import tracing
+from toolrag.access import Caller, Role
 from toolrag.errors import (
     CatalogError,
     InvalidToolError,
@@ -26,29 +28,22 @@ from toolrag.errors import (
     ToolNotFoundError,
     ToolragError,
 )
-from toolrag.limits import MAX_REQUEST_CHARS
+from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
-from toolrag.server.config import ApiConfig, Role
+from toolrag.server.config import ApiConfig
 from toolrag.server.dashboard import render_dashboard
-from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope, TokenTable
+from toolrag.server.guard import CALLER_KEY, RequestGuard
 from toolrag.server.metrics import ApiMetrics
-from toolrag.server.oauth import JwtVerifier
+from toolrag.server.oauth import JwtVerifier, caller_authenticator
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.usage import EVERYONE, Audience
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
-_RANK = {"reader": 0, "agent": 1, "admin": 2}
-
-
-class Caller(BaseModel):
-    name: str
-    role: Role
-    principal: Principal
 
 
 class ToolIn(BaseModel):
@@ -91,7 +86,11 @@ class UpsertOut(BaseModel):
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=MAX_REQUEST_CHARS)
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_CHARS,
+        description="the request; search reads a bounded view of a long one (data blobs left out), and says so",
+    )
     k: int | None = Field(default=None, ge=1, le=5)
     session: str | None = Field(default=None, max_length=200)
     format: Format = "openai"
@@ -106,6 +105,9 @@ class SearchOut(BaseModel):
     tools: list[dict[str, Any]] = Field(description="the chosen tools' full definitions in the requested format")
     injected_tokens: int
     catalog_tokens: int
+    request_note: str | None = Field(
+        default=None, description="what search left out of a long request (none when it read the whole request)"
+    )
 
 
 class ExecuteIn(BaseModel):
@@ -160,14 +162,6 @@ _ERRORS: list[tuple[type[Exception], int]] = [
 ]
 
 
-def _oauth_caller(verifier: JwtVerifier, token: str) -> Authenticated[Caller]:
-    """The caller of an OAuth access token: its subject, the role its scopes grant, its principal."""
-    claims = verifier.verify(token)  # or Refused, which the guard answers
-    principal = verifier.principal(claims)
-    name = principal.user or "oauth"
-    return Authenticated(Caller(name=name, role=verifier.role(claims), principal=principal), f"oauth:{name}")
-
-
 def create_app(
     registry: ToolRegistry,
     config: ApiConfig,
@@ -180,13 +174,6 @@ def create_app(
     before serving found, shown by /health."""
     metrics = ApiMetrics(registry)
     limiter = RateLimiter(config.rate_limits)
-    tokens = TokenTable(
-        {
-            secret: Caller(name=name, role=entry.role, principal=entry.principal(name))
-            for name, entry in config.tokens.items()
-            if (secret := entry.secret())
-        }
-    )
     app = FastAPI(
         title="toolrag",
         version="0.1.0",
@@ -197,12 +184,7 @@ def create_app(
     )
 
     verifier = JwtVerifier(config.oauth) if config.oauth else None
-
-    def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
-        found = tokens.find(token)
-        if found is not None:
-            return Authenticated(found, found.name)
-        return _oauth_caller(verifier, token) if verifier else None
+    authenticate = caller_authenticator(config.policy(), verifier)
 
     # Every route, the OpenAPI description included, needs a token, checked before any body is read; only the
     # dashboard (a page a browser opens) takes it as `?token=`, and only OAuth's resource metadata is public.
@@ -229,7 +211,7 @@ def create_app(
 
     def allowed(role: Role) -> Callable[[Caller], Awaitable[Caller]]:
         async def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
-            if _RANK[who.role] < _RANK[role]:
+            if not who.may(role):
                 raise HTTPException(403, f"token {who.name!r} is {who.role}; this needs {role}")
             return who
 
@@ -253,6 +235,13 @@ def create_app(
     async def toolrag_error(request: Request, exc: ToolragError) -> JSONResponse:
         status = next(code for kind, code in _ERRORS if isinstance(exc, kind))
         return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """What is wrong and where, without echoing the input: it may be a megabyte, or not even encodable (a lone
+        surrogate made FastAPI's own answer fail with a 500)."""
+        problems = [{"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]} for error in exc.errors()]
+        return JSONResponse({"detail": problems[:20]}, status_code=422)
 
     @app.middleware("http")
     async def trace_and_count(request: Request, call_next: Any) -> Response:
@@ -306,8 +295,8 @@ def create_app(
         return who.role == "admin" or who.principal.can_use(tool)
 
     def audience_of(who: Caller) -> Audience:
-        """Admins read every tenant's usage; any other token its own tenant's."""
-        return EVERYONE if who.role == "admin" else Audience(who.principal.tenant)
+        """Admins read every tenant's usage; any other token its own tenant's, or without a tenant its own."""
+        return EVERYONE if who.role == "admin" else Audience.of(who.principal)
 
     def report_for(who: Caller, days: int) -> HealthReport:
         if who.role == "admin":
@@ -361,7 +350,7 @@ def create_app(
         """The tools for a request, as the token's principal may see them, rendered for a provider."""
         within_rate(who, "search")
         started = time.perf_counter()
-        selection = registry.select(body.query, who.principal, body.format, body.k, body.session)
+        selection = registry.select(body.query, who.principal, body.format, body.k, who.session(body.session))
         metrics.search_seconds.observe(time.perf_counter() - started)
         metrics.searches.labels(str(bool(selection.results)).lower()).inc()
         return SearchOut(
@@ -370,6 +359,7 @@ def create_app(
             tools=selection.tools,
             injected_tokens=selection.injected_tokens,
             catalog_tokens=selection.catalog_tokens,
+            request_note=selection.request_note,
         )
 
     @app.post("/execute", response_model=ExecuteOut, tags=["agents"])
@@ -377,7 +367,7 @@ def create_app(
         """Run a tool through the execution gateway: authorization, name resolution, schema validation, timeout."""
         within_rate(who, "call")
         started = time.perf_counter()
-        session = body.session or uuid.uuid4().hex
+        session = who.session(body.session) or uuid.uuid4().hex
         if execute is not None:
             result = await execute(body.name, body.arguments, who.principal, session)
         else:

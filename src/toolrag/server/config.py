@@ -3,10 +3,15 @@
 store = "toolrag.db"
 mcp_config = "toolrag-mcp.toml"     # optional: execute MCP tools through their upstream servers
 
-[tokens.ops]
+[tokens.ops]                        # an access rule (toolrag/access/policy.py)
 token_env = "TOOLRAG_OPS_TOKEN"     # or token = "..."
-role = "admin"                      # admin: everything; agent: search and execute; reader: read-only
+role = "admin"                      # admin: everything; agent: search and execute; reader: read-only (default)
 scopes = ["*"]
+
+[tokens.support-agents]             # with [oauth]: access tokens whose claims match
+claims = { scope = "support" }
+role = "agent"
+tools = ["tickets.*"]
 
 [monitor]
 requests = "redacted"
@@ -27,45 +32,16 @@ call = { per_minute = 60, burst = 10 }
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolrag.access import AccessPolicy, Grant, Role, check_grants
 from toolrag.config_files import beside, read_toml
-from toolrag.model import Principal
 from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
 from toolrag.server.guard import HttpLimits
 from toolrag.server.oauth import OAuthConfig
 from toolrag.server.rate_limit import RateLimits
-
-Role = Literal["admin", "agent", "reader"]
-
-
-class TokenConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    token: str | None = None
-    token_env: str | None = None
-    role: Role = "reader"
-    user: str | None = None
-    tenant: str | None = None
-    scopes: list[str] = Field(default_factory=list)
-    tools: list[str] | None = Field(default=None, description="globs of tools this token may use (default: all)")
-    deny_tools: list[str] = Field(default_factory=list)
-
-    def secret(self) -> str | None:
-        return os.environ.get(self.token_env) or None if self.token_env else self.token
-
-    def principal(self, name: str) -> Principal:
-        return Principal(
-            user=self.user or name,
-            tenant=self.tenant,
-            scopes=frozenset(self.scopes),
-            allow_tools=None if self.tools is None else frozenset(self.tools),
-            deny_tools=frozenset(self.deny_tools),
-        )
 
 
 class ApiConfig(BaseModel):
@@ -74,7 +50,9 @@ class ApiConfig(BaseModel):
     store: str = "toolrag.db"
     embedder: str = "auto"
     mcp_config: str | None = None
-    tokens: dict[str, TokenConfig] = Field(default_factory=dict)
+    tokens: dict[str, Grant] = Field(
+        default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to reader"
+    )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     startup: StartupConfig = Field(default_factory=StartupConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
@@ -83,21 +61,32 @@ class ApiConfig(BaseModel):
     http: HttpLimits = Field(default_factory=HttpLimits)
 
     @model_validator(mode="after")
-    def _distinct_tokens(self) -> ApiConfig:
-        seen: dict[str, str] = {}
+    def _usable_rules(self) -> ApiConfig:
         for name, entry in self.tokens.items():
-            secret = entry.secret()
-            if secret is None:
+            if entry.claims is not None:
+                if self.oauth is None:
+                    raise ValueError(f"token {name!r} matches OAuth claims, but there is no [oauth] section")
+                continue
+            if entry.secret() is None:
                 # A token that cannot be presented would leave its holders facing 401s from a server that started.
                 if entry.token_env:
                     raise ValueError(f"token {name!r}: the environment variable {entry.token_env} is not set")
-                raise ValueError(f"token {name!r} has neither `token` nor `token_env`")
-            if len(secret) < 16:
-                raise ValueError(f"token {name!r} is shorter than 16 characters")
-            if secret in seen:
-                raise ValueError(f"tokens {seen[secret]!r} and {name!r} are the same")
-            seen[secret] = name
+                raise ValueError(f"token {name!r} has neither `token`, `token_env` nor `claims`")
+        check_grants(self.tokens, "token")
         return self
+
+    def policy(self) -> AccessPolicy:
+        """Every token and OAuth rule of this configuration; a rule without a role grants reader."""
+        return access_policy(self.tokens, "reader", None, self.oauth)
+
+
+def access_policy(
+    grants: dict[str, Grant], default_role: Role, local: str | None, oauth: OAuthConfig | None
+) -> AccessPolicy:
+    """The policy of a server's rules, reading OAuth claims as its `[oauth]` section says."""
+    if oauth is None:
+        return AccessPolicy(grants, default_role, local)
+    return AccessPolicy(grants, default_role, local, oauth.scopes_claim, oauth.user_claim, oauth.tenant_claim)
 
 
 def load_api_config(path: str | Path) -> ApiConfig:

@@ -3,16 +3,15 @@
 A request is authenticated from its headers before any of its body is read, its body is bounded in size and in
 time, and one principal cannot hold more than its share of requests in flight. Below the application, the
 connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
-connections beyond the limit are closed as they are accepted. Tokens are compared in constant time.
+connections beyond the limit are closed as they are accepted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -46,25 +45,6 @@ class HttpLimits(BaseModel):
     )
 
 
-class TokenTable(Generic[Who]):
-    """Static bearer tokens and whom they stand for. Every lookup compares against every token in constant
-    time, so neither timing nor an early exit tells how close a guess was."""
-
-    def __init__(self, tokens: Mapping[str, Who]) -> None:
-        self._tokens = [(secret.encode(), who) for secret, who in tokens.items()]
-
-    def find(self, secret: str) -> Who | None:
-        given = secret.encode()
-        found = None
-        for known, who in self._tokens:
-            if hmac.compare_digest(known, given):
-                found = who
-        return found
-
-    def __len__(self) -> int:
-        return len(self._tokens)
-
-
 @dataclass(frozen=True)
 class Authenticated(Generic[Who]):
     """Who a request comes from, and the key its in-flight requests are counted under."""
@@ -82,8 +62,9 @@ class Refused(Exception):
         self.status, self.detail, self.challenge = status, detail, challenge
 
 
-# (token from the Authorization header, or from `?token=` where allowed; the request's scope) -> caller or None
-Authenticator = Callable[[str, Scope], Authenticated[Any] | None]
+# (token from the Authorization header, or from `?token=` where allowed; the request's scope) -> caller or None.
+# Asynchronous: checking a token may wait for an issuer's keys, which must not hold up other requests.
+Authenticator = Callable[[str, Scope], Awaitable[Authenticated[Any] | None]]
 
 
 def bearer_token(scope: Scope, query_token_paths: frozenset[str] = frozenset()) -> str | None:
@@ -137,7 +118,7 @@ class RequestGuard:
             return
         token = bearer_token(scope, self.query_token_paths)
         try:
-            caller = self.authenticate(token, scope) if token else None
+            caller = await self.authenticate(token, scope) if token else None
         except Refused as refusal:
             await _respond(send, refusal.status, refusal.detail, [(b"www-authenticate", refusal.challenge.encode())])
             return

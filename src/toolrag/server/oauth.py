@@ -5,18 +5,20 @@
   MCP clients follow to the authorization server; a bad token gets 401 with `error="invalid_token"` and why; a
   token without a required scope 403 with `error="insufficient_scope"`.
 - Access tokens are JWTs checked with PyJWT against the issuer's JWKS (or a configured public key): signature,
-  issuer, audience (this server's resource URL), expiry. Its claims become the principal: user (`sub`), tenant,
-  scopes; scopes may also grant the API's roles.
+  issuer, audience (this server's resource URL), expiry. What a valid token may do is the access policy's
+  (access/policy.py): the first rule its claims match gives its role and principal (user from `sub`, tenant and
+  scopes from the token); a token no rule matches is refused with 403.
 
-Static bearer tokens keep working beside it. JWKS keys are cached; an unknown key id fetches the set again at most
-once a minute, so tokens naming random keys cannot flood the issuer.
+Static bearer tokens keep working beside it. JWKS keys are cached and fetched without blocking anyone: one fetch at
+a time, with a short timeout, awaited only by requests whose key is not known yet; an unknown key id starts a new
+fetch at most once a minute, so tokens naming random keys can neither flood the issuer nor stall other requests.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
 import time
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
@@ -27,10 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from toolrag.model import Principal
-from toolrag.server.guard import Refused
+from toolrag.access import AccessPolicy, Caller
+from toolrag.server.guard import Authenticated, Authenticator, Refused, Scope
 
 REFETCH_SECONDS = 60.0
+FETCH_TIMEOUT_SECONDS = 5.0
 
 
 class OAuthConfig(BaseModel):
@@ -47,11 +50,18 @@ class OAuthConfig(BaseModel):
     user_claim: str = "sub"
     tenant_claim: str | None = "tenant"
     scopes_claim: str = Field(default="scope", description="space-separated scopes, or a list (e.g. `scp`)")
-    roles: dict[str, Literal["admin", "agent", "reader"]] = Field(
-        default_factory=dict, description="API roles granted by scopes, e.g. {'toolrag:admin' = 'admin'}"
-    )
-    default_role: Literal["admin", "agent", "reader"] = "reader"
     leeway_seconds: int = Field(default=30, ge=0, le=300, description="clock skew allowed on exp and nbf")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _roles_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ({"roles", "default_role"} & data.keys()):
+            raise ValueError(
+                "[oauth] roles and default_role are gone: what a token may do comes from an access rule that matches"
+                ' its claims, e.g. [tokens.ops] claims = { scope = "toolrag:admin" } role = "admin" (a token no rule'
+                " matches is refused)"
+            )
+        return data
 
     @model_validator(mode="after")
     def _one_key_source(self) -> OAuthConfig:
@@ -72,7 +82,7 @@ class OAuthConfig(BaseModel):
             "authorization_servers": [self.issuer],
             "bearer_methods_supported": ["header"],
         }
-        scopes = sorted({*self.required_scopes, *self.roles})
+        scopes = sorted(self.required_scopes)
         if scopes:
             document["scopes_supported"] = scopes
 
@@ -92,21 +102,24 @@ class OAuthConfig(BaseModel):
 
 
 class JwtVerifier:
-    def __init__(self, config: OAuthConfig) -> None:
+    def __init__(self, config: OAuthConfig, fetch_timeout: float = FETCH_TIMEOUT_SECONDS) -> None:
         self.config = config
+        self.fetch_timeout = fetch_timeout
         self._keys: dict[str, Any] = {}
         self._fetched_at = -REFETCH_SECONDS
-        self._lock = threading.Lock()
+        self._fetching: asyncio.Task[None] | None = None
+        self._last_error: str | None = None
         self._fixed = _checked_pem(config.public_key) if config.public_key else None
 
-    def verify(self, token: str) -> dict[str, Any]:
+    async def verify(self, token: str) -> dict[str, Any]:
         """The token's claims; raises the guard's Refused (401 invalid_token, 403 insufficient_scope) saying what
         is wrong, with the challenge that goes with it."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise self._refused(401, "invalid_token", "the token is not a JWT") from None
-        key = self._key(header.get("kid"))
+        kid = header.get("kid")
+        key = await self._key(kid if isinstance(kid, str) else None)
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -136,6 +149,10 @@ class JwtVerifier:
             raise self._refused(403, "insufficient_scope", f"the token lacks the scope {missing[0]!r}")
         return claims
 
+    def refused(self, status: int, error: str, description: str) -> Refused:
+        """A refusal with this issuer's challenge (for callers that refuse a valid token, e.g. the access policy)."""
+        return self._refused(status, error, description)
+
     def _refused(self, status: int, error: str, description: str) -> Refused:
         return Refused(status, description, self.config.challenge(error, description))
 
@@ -143,39 +160,51 @@ class JwtVerifier:
         value = claims.get(self.config.scopes_claim, [])
         return value.split() if isinstance(value, str) else [str(scope) for scope in value]
 
-    def principal(self, claims: dict[str, Any]) -> Principal:
-        tenant = claims.get(self.config.tenant_claim) if self.config.tenant_claim else None
-        user = str(claims[self.config.user_claim])
-        return Principal(user=user, tenant=str(tenant) if tenant else None, scopes=frozenset(self.scopes(claims)))
+    async def prefetch(self) -> None:
+        """Read the issuer's keys before the first token arrives (a failure is retried by that token)."""
+        if self._fixed is None:
+            await self._fetch_once()
 
-    def role(self, claims: dict[str, Any]) -> Literal["admin", "agent", "reader"]:
-        granted = [self.config.roles[s] for s in self.scopes(claims) if s in self.config.roles]
-        for role in ("admin", "agent", "reader"):
-            if role in granted:
-                return role
-        return self.config.default_role
-
-    def _key(self, kid: str | None) -> Any:
+    async def _key(self, kid: str | None) -> Any:
         if self._fixed is not None:
             return self._fixed
-        with self._lock:
-            if kid not in self._keys and time.monotonic() - self._fetched_at >= REFETCH_SECONDS:
-                self._refresh()
-            found = self._keys.get(kid) if kid is not None else (next(iter(self._keys.values()), None))
+        found = self._known(kid)
+        if found is None and (self._fetching is not None or time.monotonic() - self._fetched_at >= REFETCH_SECONDS):
+            await self._fetch_once()
+            found = self._known(kid)
         if found is None:
-            raise self._refused(401, "invalid_token", "the token is signed with a key the issuer does not publish")
+            why = f": {self._last_error}" if self._last_error and not self._keys else ""
+            unknown = f"the token is signed with a key the issuer does not publish{why}"
+            raise self._refused(401, "invalid_token", unknown)
         return found
 
-    def _refresh(self) -> None:
-        assert self.config.jwks_url is not None
-        self._fetched_at = time.monotonic()
+    def _known(self, kid: str | None) -> Any:
+        return self._keys.get(kid) if kid is not None else next(iter(self._keys.values()), None)
+
+    async def _fetch_once(self) -> None:
+        """Join the fetch in flight, or start one; either way wait for it at most `fetch_timeout`."""
+        if self._fetching is None:
+            self._fetched_at = time.monotonic()
+            self._fetching = asyncio.get_running_loop().create_task(self._fetch())
+        fetching = self._fetching
         try:
-            answer = httpx.get(self.config.jwks_url, timeout=10)
+            await asyncio.wait_for(asyncio.shield(fetching), self.fetch_timeout)
+        except TimeoutError:
+            self._last_error = f"the issuer's keys did not arrive within {self.fetch_timeout:g} s"
+
+    async def _fetch(self) -> None:
+        assert self.config.jwks_url is not None
+        try:
+            async with httpx.AsyncClient(timeout=self.fetch_timeout) as client:
+                answer = await client.get(self.config.jwks_url)
             answer.raise_for_status()
             keys = jwt.PyJWKSet.from_dict(answer.json()).keys
+            self._keys = {key.key_id: key for key in keys if key.key_id}
+            self._last_error = None
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
-            raise self._refused(401, "invalid_token", f"the issuer's keys could not be read: {exc}") from None
-        self._keys = {key.key_id: key for key in keys if key.key_id}
+            self._last_error = f"the issuer's keys could not be read: {exc}"
+        finally:
+            self._fetching = None
 
 
 def _checked_pem(pem: str) -> str:
@@ -187,3 +216,22 @@ def _checked_pem(pem: str) -> str:
     except ValueError as exc:
         raise ValueError(f"[oauth] public_key is not a PEM public key: {exc}") from None
     return pem
+
+
+def caller_authenticator(policy: AccessPolicy, verifier: JwtVerifier | None) -> Authenticator:
+    """How the API and the HTTP gateway authenticate: a static token of the policy, else (with `[oauth]`) an access
+    token of the issuer, which must then match one of the policy's rules (403 when none does: deny by default)."""
+
+    async def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
+        caller = policy.for_token(token)
+        if caller is None and verifier is not None:
+            claims = await verifier.verify(token)  # or Refused, which the guard answers
+            caller = policy.for_claims(claims)
+            if caller is None:
+                subject = str(claims.get(policy.user_claim))[:80]
+                raise verifier.refused(
+                    403, "insufficient_scope", f"no access rule of this server matches the token of {subject!r}"
+                )
+        return None if caller is None else Authenticated(caller, caller.key)
+
+    return authenticate

@@ -14,30 +14,50 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any, Literal
 
-from toolrag.model import utc_now
+from toolrag.model import Principal, utc_now
+
+
+def principal_label(user: str | None, tenant: str | None) -> str | None:
+    """How the log names a principal: `user@tenant`, or the user of no tenant."""
+    if user is None and tenant is None:
+        return None
+    return f"{user or '-'}@{tenant}" if tenant else user
 
 
 @dataclass(frozen=True)
 class Audience:
-    """Whose records a reader may see: every tenant's (operators), or one tenant's (None: principals without one)."""
+    """Whose records a reader may see: every tenant's (operators), one tenant's, or, for a user of no tenant, only
+    that user's own (callers without a tenant share no tenant: an operator's own requests have none either)."""
 
     tenant: str | None = None
+    user: str | None = None
     everyone: bool = False
 
     @classmethod
     def operators(cls) -> Audience:
         return cls(everyone=True)
 
-    def condition(self, column: str = "tenant") -> tuple[str, tuple[object, ...]]:
-        """An SQL condition (starting with AND) limiting rows to this audience, and its parameters."""
+    @classmethod
+    def of(cls, principal: Principal) -> Audience:
+        return cls(principal.tenant, principal_label(principal.user, principal.tenant))
+
+    def condition(self, table: str = "") -> tuple[str, tuple[object, ...]]:
+        """An SQL condition (starting with AND) limiting rows of `table` (an alias, or none) to this audience, and its
+        parameters."""
+        prefix = f"{table}." if table else ""
         if self.everyone:
             return "", ()
         if self.tenant is None:
-            return f" AND {column} IS NULL", ()
-        return f" AND {column} = ?", (self.tenant,)
+            return f" AND {prefix}tenant IS NULL AND {prefix}principal = ?", (self.user or "",)
+        return f" AND {prefix}tenant = ?", (self.tenant,)
 
 
 EVERYONE = Audience.operators()
+
+# A retrieval `r` and a call `c` of one principal (NULL-safe in both databases: a principal may have no tenant).
+_SAME_PRINCIPAL = (
+    "COALESCE(r.tenant, '') = COALESCE(c.tenant, '') AND COALESCE(r.principal, '') = COALESCE(c.principal, '')"
+)
 
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
 SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
@@ -193,7 +213,7 @@ class UsageTables:
 
     def tool_usage(self, since: datetime, audience: Audience = EVERYONE) -> list[ToolUsage]:
         start = self._timestamp(since)
-        mine, tenant = audience.condition("r.tenant")
+        mine, tenant = audience.condition("r")
         injected = self._query(
             self._sql(
                 "SELECT rr.tool, COUNT(*), AVG(rr.dense), MIN(rr.dense), MAX(r.at) FROM retrieval_results rr"
@@ -265,8 +285,8 @@ class UsageTables:
             )
         elif kind == "unshortlisted_call":
             # The call, and the latest request of its session before it: the words that should have found the tool.
-            call_is_mine, call_tenant = audience.condition("c.tenant")
-            request_is_mine, request_tenant = audience.condition("r.tenant")
+            call_is_mine, call_tenant = audience.condition("c")
+            request_is_mine, request_tenant = audience.condition("r")
             rows = self._query(
                 self._sql(
                     "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
@@ -289,19 +309,20 @@ class UsageTables:
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
         ]
 
-    def called_after(self, since: datetime, limit: int = 50_000) -> list[tuple[str, str]]:
-        """(tool, request) for every successful call, with the latest request of its session before the call:
-        what users asked when a tool turned out to be the one they needed. Newest first."""
+    def called_after(self, since: datetime, limit: int = 50_000) -> list[tuple[str | None, str, str]]:
+        """(tenant, tool, request) for every successful call, with the latest request before it in the same session
+        of the same principal: what users asked when a tool turned out to be the one they needed. Newest first."""
         rows = self._query(
             self._sql(
-                "SELECT tool, request FROM (SELECT c.at AS at, c.tool AS tool, (SELECT r.request FROM retrievals r"
-                " WHERE r.session = c.session AND r.at <= c.at ORDER BY r.at DESC LIMIT 1) AS request FROM calls c"
+                "SELECT tenant, tool, request FROM (SELECT c.at AS at, c.tenant AS tenant, c.tool AS tool,"
+                " (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
+                f" AND {_SAME_PRINCIPAL} ORDER BY r.at DESC LIMIT 1) AS request FROM calls c"
                 " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL) AS pairs"
                 " WHERE request IS NOT NULL ORDER BY at DESC LIMIT ?"
             ),
             (self._timestamp(since), limit),
         )
-        return [(str(tool), str(request)) for tool, request in rows]
+        return [(None if tenant is None else str(tenant), str(tool), str(request)) for tenant, tool, request in rows]
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
         """(tool, request) for every successful call and each request of its session, up to the call, whose
@@ -309,7 +330,7 @@ class UsageTables:
         rows = self._query(
             self._sql(
                 "SELECT c.tool, r.request FROM calls c JOIN retrievals r ON r.session = c.session AND r.at <= c.at"
-                " WHERE c.at >= ? AND c.outcome = 'ok' AND r.request IS NOT NULL AND NOT EXISTS"
+                f" AND {_SAME_PRINCIPAL} WHERE c.at >= ? AND c.outcome = 'ok' AND r.request IS NOT NULL AND NOT EXISTS"
                 " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)"
                 " ORDER BY c.at DESC LIMIT ?"
             ),
@@ -321,7 +342,7 @@ class UsageTables:
         self, tool: str, since: datetime, limit: int = 5, audience: Audience = EVERYONE
     ) -> list[tuple[str | None, float]]:
         """Recent requests the tool was offered for, with its relevance to each (what its description must serve)."""
-        mine, tenant = audience.condition("r.tenant")
+        mine, tenant = audience.condition("r")
         rows = self._query(
             self._sql(
                 "SELECT r.request, rr.dense FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id"
@@ -339,7 +360,7 @@ class UsageTables:
             f"SUM(CASE WHEN rr.dense >= {low!r} AND rr.dense < {high!r} THEN 1 ELSE 0 END)"
             for low, high in pairwise(edges)
         )
-        mine, tenant = audience.condition("r.tenant")
+        mine, tenant = audience.condition("r")
         query = (
             f"SELECT {ranges} FROM retrieval_results rr JOIN retrievals r ON r.id = rr.retrieval_id"
             f" WHERE r.at >= ?{mine}"

@@ -1,0 +1,226 @@
+"""One policy for every way in: who a request comes from, and what it may do.
+
+A caller arrives with a static bearer token, an OAuth access token (its verified claims), as the local stdio client
+of the MCP gateway, or as Python code that names a rule. Each way resolves through the same rules (`Grant`, the
+`[tokens.NAME]` of the API and the `[principals.NAME]` of the gateway) to one `Caller`: a name, a role and the
+`Principal` that search, listing, deferred loading, the adapters, the API and the gateway all filter by.
+
+Deny by default: a caller no rule matches gets nothing. An unknown static token is refused; an OAuth token whose
+claims match no rule is refused (it is valid, but nothing was granted to it); a stdio client of a gateway without
+`local_principal` sees and calls no tool. A rule without `servers` and `tools` allows every tool name; with either,
+only the names they match; `deny_tools` always wins. Scopes and tenants of tools apply on top (`Principal`).
+
+    [principals.support]             # the gateway's rules ([tokens.support] in the API's configuration)
+    token_env = "SUPPORT_TOKEN"      # matched by this static token ...
+    role = "agent"
+    tenant = "acme"
+    servers = ["tickets", "kb"]
+    deny_tools = ["tickets.delete_*"]
+
+    [principals.oauth-support]
+    claims = { scope = "support", tenant = "acme" }   # ... or by an OAuth token with these claims
+    servers = ["tickets", "kb"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolrag.model import Principal
+
+Role = Literal["admin", "agent", "reader"]
+ROLE_RANK: dict[Role, int] = {"reader": 0, "agent": 1, "admin": 2}
+MIN_TOKEN_CHARS = 16
+ClaimValue = str | list[str]
+
+
+class Grant(BaseModel):
+    """One access rule: whom it matches (a static token, or OAuth claims) and what it grants."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = Field(default=None, description="a static bearer token (prefer token_env)")
+    token_env: str | None = Field(default=None, description="the environment variable holding the static token")
+    claims: dict[str, ClaimValue] | None = Field(
+        default=None,
+        description="OAuth: the rule matches an access token whose every listed claim holds one of the values (a"
+        " list claim or the space-separated scope claim: contains one)",
+    )
+    role: Role | None = Field(default=None, description="admin, agent or reader (default: the section's)")
+    user: str | None = Field(default=None, description="the principal's user (default: the rule's name or `sub`)")
+    tenant: str | None = Field(default=None, description="the principal's tenant (default: the token's claim)")
+    scopes: list[str] = Field(default_factory=list, description="scopes granted (an OAuth token's own are added)")
+    servers: list[str] | None = Field(default=None, description="globs of MCP servers whose tools may be used")
+    tools: list[str] | None = Field(default=None, description="globs of tool names that may be used")
+    deny_tools: list[str] = Field(default_factory=list, description="globs of tool names never usable")
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> Grant:
+        static = self.token is not None or self.token_env is not None
+        if self.token is not None and self.token_env is not None:
+            raise ValueError("give `token` or `token_env`, not both")
+        if static and self.claims is not None:
+            raise ValueError("a rule is matched by a static token or by OAuth `claims`, not both")
+        if self.claims is not None and not self.claims:
+            raise ValueError("`claims` must name at least one claim (deny by default: an empty match is no rule)")
+        return self
+
+    def secret(self) -> str | None:
+        if self.token_env is not None:
+            return os.environ.get(self.token_env) or None
+        return self.token
+
+    def allowed_names(self) -> frozenset[str] | None:
+        """Glob patterns of the tool names this rule allows; None allows every name."""
+        if self.servers is None and self.tools is None:
+            return None
+        return frozenset([f"{server}.*" for server in self.servers or []] + list(self.tools or []))
+
+    def matches(self, claims: Mapping[str, Any], scopes_claim: str) -> bool:
+        """Whether an access token with these (verified) claims is one this rule is for."""
+        if self.claims is None:
+            return False
+        for name, wanted in self.claims.items():
+            held = _claim_values(claims.get(name), split=name == scopes_claim)
+            if not held & ({wanted} if isinstance(wanted, str) else set(wanted)):
+                return False
+        return True
+
+    def principal(
+        self, name: str, user: str | None = None, tenant: str | None = None, scopes: Iterable[str] = ()
+    ) -> Principal:
+        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token."""
+        return Principal(
+            user=self.user or user or name,
+            tenant=self.tenant or tenant,
+            scopes=frozenset([*self.scopes, *scopes]),
+            allow_tools=self.allowed_names(),
+            deny_tools=frozenset(self.deny_tools),
+        )
+
+
+def _claim_values(value: Any, split: bool) -> set[str]:
+    if value is None:
+        return set()
+    if isinstance(value, str):
+        return set(value.split()) if split else {value}
+    if isinstance(value, list | tuple):
+        return {str(item) for item in value}
+    return {str(value)}
+
+
+NO_TOOLS = Principal(user="nobody", allow_tools=frozenset())
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: the rule that matched (`name`), its role and principal, and the key its in-flight
+    requests and sessions are kept under (distinct for every caller, stable across its requests)."""
+
+    name: str
+    role: Role
+    principal: Principal
+    key: str
+    granted: bool = True  # False: no rule matched (the stdio client of a gateway without local_principal)
+
+    def may(self, role: Role) -> bool:
+        return self.granted and ROLE_RANK[self.role] >= ROLE_RANK[role]
+
+    def session(self, given: str | None) -> str | None:
+        """A session id the caller named, bound to the caller: another caller naming the same id gets another
+        session, so nobody can attach records to a conversation that is not theirs."""
+        if given is None:
+            return None
+        return hashlib.sha256(f"{self.key}\x00{given}".encode()).hexdigest()[:32]
+
+
+class TokenTable:
+    """Static bearer tokens and the rules they stand for. Every lookup compares against every token in constant
+    time, so neither timing nor an early exit tells how close a guess was."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = [(secret.encode(), name) for secret, name in tokens.items()]
+
+    def find(self, secret: str) -> str | None:
+        given = secret.encode("utf-8", "replace")
+        found = None
+        for known, name in self._tokens:
+            if hmac.compare_digest(known, given):
+                found = name
+        return found
+
+
+class AccessPolicy:
+    """The rules of one server (the API, the gateway) and how each way in resolves through them."""
+
+    def __init__(
+        self,
+        grants: Mapping[str, Grant],
+        default_role: Role,
+        local: str | None = None,
+        scopes_claim: str = "scope",
+        user_claim: str = "sub",
+        tenant_claim: str | None = "tenant",
+    ) -> None:
+        self.grants = dict(grants)
+        self.default_role = default_role
+        self.local_rule = local
+        self.scopes_claim, self.user_claim, self.tenant_claim = scopes_claim, user_claim, tenant_claim
+        self._tokens = TokenTable(
+            {secret: name for name, grant in self.grants.items() if (secret := grant.secret()) is not None}
+        )
+
+    def named(self, name: str) -> Caller:
+        """The caller a rule stands for, as Python code (adapters, deferred loading) takes it."""
+        grant = self.grants.get(name)
+        if grant is None:
+            raise KeyError(f"no access rule named {name!r}")
+        return self._caller(name, grant, grant.principal(name), key=f"rule:{name}")
+
+    def for_token(self, secret: str) -> Caller | None:
+        """The caller of a static bearer token; None when no rule holds it."""
+        name = self._tokens.find(secret)
+        return None if name is None else self.named(name)
+
+    def for_claims(self, claims: Mapping[str, Any]) -> Caller | None:
+        """The caller of a verified OAuth access token: the first rule (in the file's order) its claims match, with
+        the token's subject, tenant and scopes; None when no rule matches."""
+        user = str(claims[self.user_claim])
+        for name, grant in self.grants.items():
+            if grant.matches(claims, self.scopes_claim):
+                tenant = claims.get(self.tenant_claim) if self.tenant_claim else None
+                principal = grant.principal(
+                    name, user, str(tenant) if tenant else None, _claim_values(claims.get(self.scopes_claim), True)
+                )
+                return self._caller(name, grant, principal, key=f"oauth:{claims.get('iss', '')}|{user}")
+        return None
+
+    def local(self) -> Caller:
+        """The stdio client: the rule named by `local_principal`, or a caller granted nothing."""
+        if self.local_rule is None:
+            return Caller("local", "reader", NO_TOOLS, key="local", granted=False)
+        return self.named(self.local_rule)
+
+    def _caller(self, name: str, grant: Grant, principal: Principal, key: str) -> Caller:
+        return Caller(name, grant.role or self.default_role, principal, key)
+
+
+def check_grants(grants: Mapping[str, Grant], what: str) -> None:
+    """Static tokens are distinct and long enough; `what` names the section in errors (`token`, `principal`)."""
+    seen: dict[str, str] = {}
+    for name, grant in grants.items():
+        secret = grant.secret()
+        if secret is None:
+            continue
+        if len(secret) < MIN_TOKEN_CHARS:
+            raise ValueError(f"{what} {name!r}: its token is shorter than {MIN_TOKEN_CHARS} characters")
+        if secret in seen:
+            raise ValueError(f"{what}s {seen[secret]!r} and {name!r} have the same token")
+        seen[secret] = name
