@@ -17,9 +17,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from toolrag.errors import InvalidToolError
-from toolrag.schema_drafts import MAX_DEPTH, deeper_than, validator_class
+from toolrag.schemas.drafts import MAX_DEPTH, deeper_than, validator_class
+from toolrag.schemas.validation import UnsafeSchema, check_safety
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+MAX_SCHEMA_CHARS = 262_144  # of a schema as JSON: real ones stay under a tenth of it
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
@@ -38,7 +40,7 @@ def check_tool_name(name: str) -> str:
 
 
 def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input schema") -> dict[str, Any]:
-    """Validate a schema describing an object, under the JSON Schema draft it follows (see schema_drafts)."""
+    """Validate a schema describing an object, under the JSON Schema draft it follows (see schemas/drafts.py)."""
     import jsonschema  # loaded when a schema is first checked, not when a registry is read
 
     if schema is None:
@@ -46,11 +48,20 @@ def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input sche
     if not isinstance(schema, dict):
         raise InvalidToolError(f"tool {tool_name!r}: {what} must be a JSON object, got {type(schema).__name__}")
     check_schema_depth(schema, tool_name, what)
+    size = len(json.dumps(schema, ensure_ascii=False, default=str))
+    if size > MAX_SCHEMA_CHARS:
+        raise InvalidToolError(
+            f"tool {tool_name!r}: {what} is {size:,} characters of JSON (at most {MAX_SCHEMA_CHARS:,})"
+        )
     try:
         validator_class(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
         raise InvalidToolError(f"tool {tool_name!r}: {what}: invalid JSON Schema at {where}: {exc.message}") from None
+    try:
+        check_safety(schema)
+    except UnsafeSchema as exc:
+        raise InvalidToolError(f"tool {tool_name!r}: {what}: {exc}") from None
     schema_type = schema.get("type", "object")
     if schema_type != "object":
         raise InvalidToolError(f"tool {tool_name!r}: {what} must have type 'object', got {schema_type!r}")
@@ -58,7 +69,7 @@ def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input sche
 
 
 def check_schema_depth(schema: Any, tool_name: str = "?", what: str = "input schema") -> None:
-    """Refuse a schema nested deeper than any real one (schema_drafts.MAX_DEPTH) before anything recursive reads it."""
+    """Refuse a schema nested deeper than any real one (schemas.drafts.MAX_DEPTH) before anything recursive reads it."""
     if deeper_than(schema):
         raise InvalidToolError(f"tool {tool_name!r}: {what}: nested deeper than {MAX_DEPTH} levels")
 

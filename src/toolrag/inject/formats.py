@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from toolrag.model import Tool
-from toolrag.schema_drafts import to_2020_12
+from toolrag.schemas.drafts import to_2020_12
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 _PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

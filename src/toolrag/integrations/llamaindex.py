@@ -21,7 +21,7 @@ from toolrag.inject.formats import provider_name
 from toolrag.model import Tool
 from toolrag.runtime.gateway import CallResult
 from toolrag.runtime.toolbox import Toolbox
-from toolrag.schema_drafts import to_2020_12
+from toolrag.schemas.drafts import to_2020_12
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agents.tool_context import ToolContext
 from toolrag.inject.formats import provider_name
 from toolrag.model import Tool
 from toolrag.runtime.toolbox import Toolbox
-from toolrag.schema_drafts import to_2020_12
+from toolrag.schemas.drafts import to_2020_12
 
 
 def tools_for(toolbox: Toolbox, request: str, k: int | None = None) -> list[FunctionTool]:

@@ -19,7 +19,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 from toolrag.inject.formats import provider_name
 from toolrag.runtime.toolbox import Toolbox
-from toolrag.schema_drafts import to_2020_12
+from toolrag.schemas.drafts import to_2020_12
 
 # Arguments pass through as the model wrote them: the gateway validates them against the tool's own schema.
 ANY_ARGUMENTS = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))

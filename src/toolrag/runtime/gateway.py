@@ -29,11 +29,10 @@ from toolrag.model import Principal, Tool
 from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
-from toolrag.schema_drafts import validator_class
+from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure
+from toolrag.schemas.worker import CheckingProcess, CheckRefused
 
 if TYPE_CHECKING:
-    from jsonschema.protocols import Validator
-
     from toolrag.registry import ToolRegistry
 
 Function = Callable[..., Any]
@@ -52,6 +51,7 @@ class ExecutionPolicy:
     propagate: tuple[type[BaseException], ...] = ()
     always_raise: bool = False
     fuzzy_cutoff: float = 85.0
+    check_seconds: float = 2.0  # the budget of checking large arguments (schemas/arguments.py); past it: refused
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class ToolTimeout(Exception):
 
 class Permitted:
     """The tools one principal may use at one registry generation, indexed for calls: by name, by the names a
-    model may write (resolver), the hidden ones by lookup key (to log a refusal), and each tool's schema validator.
+    model may write (resolver), the hidden ones by lookup key (to log a refusal), and each tool's argument checker.
     Built once per generation and visibility (`permitted_tools`), shared by every gateway, so a call costs the
     same at 10 tools and at 100,000."""
 
@@ -81,13 +81,17 @@ class Permitted:
         self.resolver = NameResolver(self.tools, fuzzy_cutoff)
         hidden_names = [t.name for t in hidden if t.name not in self.tools]
         self.hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
-        self._validators: dict[str, Validator] = {}  # per tool: finding a schema's draft checks it, which is slow
+        self._checkers: dict[str, ArgumentChecker] = {}  # per tool: building a schema's validator is slow
 
-    def validator(self, tool: Tool) -> Validator:
-        found = self._validators.get(tool.name)
+    def checker(self, tool: Tool) -> ArgumentChecker:
+        found = self._checkers.get(tool.name)
         if found is None:
-            found = self._validators[tool.name] = validator_class(tool.input_schema)(tool.input_schema)
+            found = self._checkers[tool.name] = ArgumentChecker(tool.input_schema)
         return found
+
+
+# Large arguments are checked in a process of their own (schemas/worker.py), one for the whole server.
+_CHECKING = CheckingProcess()
 
 
 _PERMITTED: weakref.WeakKeyDictionary[ToolRegistry, OrderedDict[tuple[object, ...], Permitted]] = (
@@ -148,7 +152,7 @@ class ToolGateway:
         try:
             resolution = self._resolve(call.name)
             tool = self.tools[resolution.name]
-            arguments = self._arguments(tool, call.arguments)
+            arguments = await self._arguments(tool, call.arguments or "{}")
             result = await self._run(tool, arguments)
             outcome: Outcome = "ok"
             message = Message.tool_result(call.id, serialize(result))
@@ -191,21 +195,37 @@ class ToolGateway:
                 )
             raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
 
-    def _arguments(self, tool: Tool, raw: str) -> dict[str, Any]:
+    async def _arguments(self, tool: Tool, raw: str) -> dict[str, Any]:
+        """The call's arguments, parsed and checked against the tool's schema: small ones here, large ones parsed
+        off the event loop and checked in the checking process within the policy's budget."""
+        checker = self.permitted.checker(tool)
+        small = len(raw) <= INLINE_CHARS
+        arguments, size = self._measured(tool, raw) if small else await asyncio.to_thread(self._measured, tool, raw)
+        if small and size.small:
+            errors = checker.errors(arguments)
+        else:
+            try:
+                errors = await asyncio.to_thread(_CHECKING.check, checker.schema_text, raw, self.policy.check_seconds)
+            except CheckRefused as exc:
+                raise _Refusal("invalid_arguments", f"arguments for {tool.name} were not checked: {exc}") from None
+        if errors:
+            raise _Refusal(
+                "invalid_arguments", f"invalid arguments for {tool.name}: {'; '.join(errors)}. Fix them and retry."
+            )
+        return arguments
+
+    @staticmethod
+    def _measured(tool: Tool, raw: str) -> tuple[dict[str, Any], Measure]:
         try:
-            arguments = loads(raw or "{}")
+            arguments = loads(raw)
         except json.JSONDecodeError as exc:
             raise _Refusal("invalid_arguments", f"arguments for {tool.name} are not valid JSON: {exc.msg}") from None
         if not isinstance(arguments, dict):
             raise _Refusal("invalid_arguments", f"arguments for {tool.name} must be a JSON object")
-        errors = sorted(self._validator(tool).iter_errors(arguments), key=str)
-        if errors:
-            details = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5])
-            raise _Refusal("invalid_arguments", f"invalid arguments for {tool.name}: {details}. Fix them and retry.")
-        return arguments
-
-    def _validator(self, tool: Tool) -> Validator:
-        return self.permitted.validator(tool)
+        try:
+            return arguments, measure(arguments)
+        except ArgumentsRefused as exc:
+            raise _Refusal("invalid_arguments", f"arguments for {tool.name} refused: {exc}") from None
 
     async def _run(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         function = self.functions(tool.name)

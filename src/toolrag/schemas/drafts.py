@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 _OLDER_DRAFTS_URIS = ("draft-04", "draft-06", "draft-07")
 # Keywords whose values are data, not subschemas: a boolean inside them is left alone.
-_DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
+DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
 
 
 MAX_DEPTH = 64  # of nested objects and arrays; real schemas stay far below, recursion limits far above
@@ -68,7 +68,7 @@ def to_2020_12(schema: Any) -> Any:
         return [to_2020_12(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    upgraded = {key: value if key in _DATA_KEYWORDS else to_2020_12(value) for key, value in schema.items()}
+    upgraded = {key: value if key in DATA_KEYWORDS else to_2020_12(value) for key, value in schema.items()}
     for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         flag = upgraded.get(exclusive)
         if not isinstance(flag, bool):

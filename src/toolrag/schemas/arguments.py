@@ -1,0 +1,123 @@
+"""Checking a call's arguments against its tool's schema, with work bounded whatever the arguments or the schema.
+
+Both are untrusted: arguments come from a model or a client, schemas from MCP servers and catalogs. Before anything
+recursive reads them, the arguments are measured without recursion (values, nesting depth, text that is not text)
+and refused past the limits. Small arguments are then checked where the call runs; large ones in a separate process
+(schemas/worker.py) with a time budget, so no argument can hold the interpreter that serves other clients, and a
+check that outruns its budget refuses the call. At most `MAX_ERRORS` errors are reported, each rendered in bounded
+size (validation.py), never the whole argument.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from toolrag.schemas.patterns import UnsafePattern
+from toolrag.schemas.validation import safe_validator, short
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+MAX_DEPTH = 32  # of nested objects and arrays in arguments; validating recursion stays far from Python's limit
+MAX_VALUES = 200_000  # JSON values in one call's arguments (a 1 MB body of small numbers holds about that many)
+INLINE_VALUES = 2_000  # up to this many values (and INLINE_CHARS of JSON) are checked in place: microseconds
+INLINE_CHARS = 65_536
+MAX_ERRORS = 5
+MAX_MESSAGE_CHARS = 240
+
+
+class ArgumentsRefused(ValueError):
+    """Arguments that are not checked at all: too deep, too many values, or holding text that is not text."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    values: int
+    depth: int
+
+    @property
+    def small(self) -> bool:
+        return self.values <= INLINE_VALUES
+
+
+def measure(arguments: Any) -> Measure:
+    """Count the values and depth of parsed JSON without recursion, refusing (ArgumentsRefused) as soon as a limit
+    is passed or a string holds a lone surrogate (which no tool, log or upstream can encode)."""
+    values = depth = 0
+    pending: list[tuple[Any, int]] = [(arguments, 1)]
+    while pending:
+        item, level = pending.pop()
+        values += 1
+        depth = max(depth, level)
+        if depth > MAX_DEPTH:
+            raise ArgumentsRefused(f"the arguments nest deeper than {MAX_DEPTH} levels")
+        if values > MAX_VALUES:
+            raise ArgumentsRefused(f"the arguments hold more than {MAX_VALUES:,} values")
+        if isinstance(item, dict):
+            for key, value in item.items():
+                _text(key)
+                pending.append((value, level + 1))
+        elif isinstance(item, list):
+            pending.extend((value, level + 1) for value in item)
+        elif isinstance(item, str):
+            _text(item)
+    return Measure(values, depth)
+
+
+def _text(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArgumentsRefused(f"the arguments hold {short(value)}, which is not text (a lone surrogate)") from None
+
+
+def bounded_errors(validator: Validator, arguments: Any) -> list[str]:
+    """The first MAX_ERRORS errors, ordered by where they are, each message bounded in size."""
+    from referencing.exceptions import Unresolvable
+
+    try:
+        found = list(islice(validator.iter_errors(arguments), MAX_ERRORS))
+    except RecursionError:
+        return ["(root): nested too deeply to check"]
+    except UnsafePattern as exc:  # schemas registered before patterns were checked
+        return [f"(schema): {exc}"]
+    except Unresolvable as exc:  # the same: a remote or dangling reference, never fetched
+        return [f"(schema): a reference of the tool's schema does not resolve inside it ({short(str(exc))})"]
+    found.sort(key=lambda error: [str(part) for part in error.absolute_path])
+    return [_rendered(error) for error in found]
+
+
+def _rendered(error: Any) -> str:
+    """`where: message`, bounded: jsonschema's messages start with the whole failing value, which is shortened."""
+    where = "/".join(str(part) for part in error.absolute_path)[: MAX_MESSAGE_CHARS // 2] or "(root)"
+    message: str = error.message
+    if len(message) > MAX_MESSAGE_CHARS:
+        whole = repr(error.instance)
+        if message.startswith(whole):
+            message = short(error.instance) + message[len(whole) :]
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + "..."
+    return f"{where}: {message}"
+
+
+@dataclass
+class ArgumentChecker:
+    """One tool's input schema, ready to check arguments (its validator built on first use)."""
+
+    schema: dict[str, Any]
+    _validator: Validator | None = field(default=None, init=False, repr=False)
+
+    def errors(self, arguments: Any) -> list[str]:
+        """Errors of arguments checked here: for arguments `measure` found small."""
+        if self._validator is None:
+            self._validator = safe_validator(self.schema)
+        return bounded_errors(self._validator, arguments)
+
+    @cached_property
+    def schema_text(self) -> str:
+        """The schema as the worker process receives it, and the key it caches the schema's validator under."""
+        return json.dumps(self.schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,124 @@
+"""A separate process that checks large arguments, so a costly check never holds the interpreter serving others.
+
+The server sends one request per line on the worker's stdin (`{"schema": "<JSON>", "arguments": "<JSON>"}`) and
+waits for the line of errors on its stdout for at most the check's budget; a worker that has not answered by then is
+killed (the next check starts another), and the call is refused. Checks wait their turn; past `MAX_WAITING` waiting
+checks, a call is refused at once rather than queued behind an attacker's.
+
+    python -m toolrag.schemas.worker     # what the server starts; it reads requests until stdin closes
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from typing import IO, Any
+
+MAX_WAITING = 8
+_CACHED_VALIDATORS = 64
+
+
+class CheckRefused(Exception):
+    """The check did not finish: over budget, too many waiting, or the worker failed."""
+
+
+class CheckingProcess:
+    """The worker process, started on first use and restarted after a kill. Thread-safe: one check at a time."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._answers: queue.Queue[bytes] = queue.Queue()
+        self._lock = threading.Lock()
+        self._admission = threading.BoundedSemaphore(MAX_WAITING + 1)
+
+    def check(self, schema_text: str, arguments_text: str, budget: float) -> list[str]:
+        """The errors of the arguments (both as JSON text) against the schema; raises CheckRefused."""
+        if not self._admission.acquire(blocking=False):
+            raise CheckRefused("too many large arguments are being checked: retry in a moment")
+        try:
+            with self._lock:
+                return self._exchange(schema_text, arguments_text, budget)
+        finally:
+            self._admission.release()
+
+    def _exchange(self, schema_text: str, arguments_text: str, budget: float) -> list[str]:
+        process = self._running()
+        assert process.stdin is not None and process.stdout is not None
+        request = json.dumps({"schema": schema_text, "arguments": arguments_text}, ensure_ascii=False)
+        try:
+            process.stdin.write(request.encode("utf-8") + b"\n")
+            process.stdin.flush()
+        except OSError:
+            self._stop()
+            raise CheckRefused("the argument checker stopped; retry") from None
+        try:
+            line = self._answers.get(timeout=budget)
+        except queue.Empty:
+            self._stop()
+            raise CheckRefused(
+                f"checking the arguments took longer than {budget:g} s: send smaller arguments"
+            ) from None
+        if not line:
+            self._stop()
+            raise CheckRefused("the argument checker stopped; retry")
+        errors: list[str] = json.loads(line)["errors"]
+        return errors
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "toolrag.schemas.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+            # Answers are read by a thread of their own, so waiting for one can time out on every platform.
+            self._answers = queue.Queue()
+            threading.Thread(target=_read_lines, args=(self._process.stdout, self._answers), daemon=True).start()
+        return self._process
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def _read_lines(stream: IO[bytes] | None, answers: queue.Queue[bytes]) -> None:
+    assert stream is not None
+    for line in stream:
+        answers.put(line)
+    answers.put(b"")  # the worker ended
+
+
+def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    """The worker's loop: one request line in, one answer line out, until the input closes."""
+    from toolrag.schemas.arguments import bounded_errors
+    from toolrag.schemas.validation import safe_validator
+
+    validators: OrderedDict[str, Any] = OrderedDict()
+    for line in requests:
+        request = json.loads(line)
+        schema_text = request["schema"]
+        validator = validators.get(schema_text)
+        if validator is None:
+            validator = validators[schema_text] = safe_validator(json.loads(schema_text))
+            while len(validators) > _CACHED_VALIDATORS:
+                validators.popitem(last=False)
+        errors = bounded_errors(validator, json.loads(request["arguments"]))
+        answers.write(json.dumps({"errors": errors}).encode() + b"\n")
+        answers.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)

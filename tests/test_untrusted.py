@@ -1,0 +1,240 @@
+"""Untrusted schemas and arguments (issue 25, the second security review): each finding's attack input, handled with
+bounded work, refused with a message that names the problem, and never reaching out. Every test here failed on the
+code before its fix (a hang that a deadline turns into a failure counts as failing).
+
+Findings that need a running server (another client's latency while the attack runs) are in test_abuse.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from toolrag.errors import InvalidToolError
+from toolrag.model import Principal, Tool
+from toolrag.runtime.gateway import CallResult, ToolGateway
+from toolrag.runtime.messages import ToolCall
+from toolrag.schemas.arguments import MAX_DEPTH, MAX_VALUES
+from toolrag.schemas.validation import safe_validator
+
+CALLER = Principal(user="mallory", tenant="t1")
+DEADLINE = 60.0  # seconds: far beyond what any of these takes now, far below what they took before
+
+
+def finishes(work: Callable[[], Any]) -> Any:
+    """`work()`'s result, failing the test if it has not finished by DEADLINE (a backtracking regex, a fetch that
+    hangs); not a measure of speed."""
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(work()), daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    assert outcome, f"did not finish within {DEADLINE:g} s"
+    return outcome[0]
+
+
+def gateway_for(schema: dict[str, Any], trusted: bool = False) -> ToolGateway:
+    """A gateway over one tool `t.run` with that input schema (`trusted`: as a store hands back a tool registered
+    before schemas were checked this way: not checked again)."""
+    data = {"name": "t.run", "description": "Run.", "input_schema": schema}
+    tool = Tool.model_validate(data, context={"trusted": True}) if trusted else Tool.parse(data)
+    return ToolGateway([tool], [], CALLER, lambda name: lambda **arguments: "ran")
+
+
+def call(gateway: ToolGateway, arguments: Any) -> CallResult:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return finishes(lambda: asyncio.run(gateway.call(ToolCall("c1", "t.run", raw), set())))
+
+
+# -- finding 2: a schema's pattern ran on a backtracking engine ----------------------------------------------------
+
+
+def test_finding2_a_catastrophic_pattern_is_checked_in_linear_time() -> None:
+    gateway = gateway_for({"type": "object", "properties": {"q": {"type": "string", "pattern": "^(a+)+$"}}})
+    refused = call(gateway, {"q": "a" * 40 + "!"})  # 2^40 steps for a backtracking engine
+    assert refused.outcome == "invalid_arguments" and "does not match" in refused.message.content
+    assert call(gateway, {"q": "a" * 40}).outcome == "ok"
+    keys = gateway_for({"type": "object", "patternProperties": {"^(a|aa)+$": {"type": "integer"}}})
+    assert call(keys, {"a" * 60 + "b": "x"}).outcome == "ok"  # no key matches: nothing to check
+    closed = {"type": "object", "patternProperties": {"^(a|a)*$": {}}, "additionalProperties": False}
+    assert call(gateway_for(closed), {"a" * 60 + "!": 1}).outcome == "invalid_arguments"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [("^(a)\\1$", "linear time"), ("^(?=a)", "linear time"), ("a" * 3000, "characters")],
+)
+def test_finding2_a_pattern_re2_cannot_run_is_refused_at_registration(pattern: str, why: str) -> None:
+    for schema in (
+        {"type": "object", "properties": {"q": {"type": "string", "pattern": pattern}}},
+        {"type": "object", "patternProperties": {pattern: {}}},
+        {"type": "object", "propertyNames": {"pattern": pattern}},
+    ):
+        with pytest.raises(InvalidToolError, match=why):
+            Tool.parse({"name": "t.run", "description": "Run.", "input_schema": schema})
+
+
+def test_ecma_patterns_real_schemas_use_still_work() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "day": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+            "name": {"type": "string", "pattern": "^[\\u0400-\\u04FFa-z ]+$"},
+            "url": {"type": "string", "pattern": "^https?:\\/\\/"},
+        },
+    }
+    gateway = gateway_for(schema)
+    assert call(gateway, {"day": "2026-12-01", "name": "київ kyiv", "url": "https://x"}).outcome == "ok"
+    assert call(gateway, {"day": "1 Dec"}).outcome == "invalid_arguments"
+    data = {"type": "object", "properties": {"p": {"default": {"pattern": "(a"}, "enum": [{"pattern": "(?=x)"}]}}}
+    Tool.parse({"name": "t.run", "description": "Run.", "input_schema": data})  # data, not a pattern: accepted
+
+
+# -- finding 3: a remote $ref was fetched at call time --------------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """A web server that records every request: nothing may reach it."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = json.dumps({"type": "string", "description": "SECRET-FROM-INTERNAL-HOST"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+
+
+def test_finding3_a_remote_ref_is_refused_at_registration_and_never_fetched(listener: tuple[str, list[str]]) -> None:
+    url, seen = listener
+    schema = {"type": "object", "properties": {"q": {"$ref": f"{url}/internal.json"}}}
+    with pytest.raises(InvalidToolError, match="points outside the schema"):
+        Tool.parse({"name": "t.run", "description": "Run.", "input_schema": schema})
+    # A tool registered before references were checked: its calls are refused, and nothing is fetched.
+    refused = call(gateway_for(schema, trusted=True), {"q": 5})
+    assert refused.outcome == "invalid_arguments" and "does not resolve inside it" in refused.message.content
+    assert "SECRET" not in refused.message.content and seen == []
+
+
+# -- finding 4: argument errors were rendered with the whole argument, pretty-printed -------------------------------
+
+
+def test_finding4_errors_are_bounded_whatever_the_argument() -> None:
+    nested: Any = list(range(200))
+    for _ in range(MAX_DEPTH - 6):
+        nested = [nested, {"k": nested if isinstance(nested, dict) else "v"}]
+    schema = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+    refused = call(gateway_for(schema), {"q": nested, "n": [nested] * 3, "x": "y"})
+    assert refused.outcome == "invalid_arguments"
+    assert len(refused.message.content) < 1200 and "is not of type 'string'" in refused.message.content
+
+
+# -- finding 12: cycles and depth ended as RecursionError ("tool failed") --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "$ref": "#"},
+        {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}},
+        {
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/x"}},
+            "$defs": {"x": {"anyOf": [{"$ref": "#/$defs/x"}]}},
+        },
+        {"type": "object", "properties": {"a": {"$ref": "#/definitions/missing"}}},
+    ],
+)
+def test_finding12_a_reference_cycle_or_a_dangling_one_is_refused_at_registration(schema: dict[str, Any]) -> None:
+    with pytest.raises(InvalidToolError, match=r"reference cycle|resolves to nothing"):
+        Tool.parse({"name": "t.run", "description": "Run.", "input_schema": schema})
+
+
+def test_a_recursive_schema_that_descends_is_accepted_and_checked() -> None:
+    tree = {
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}, "n": {"type": "integer"}},
+    }
+    gateway = gateway_for(tree)
+    assert call(gateway, {"kids": [{"kids": [{"n": 1}]}]}).outcome == "ok"
+    assert call(gateway, {"kids": [{"kids": [{"n": "one"}]}]}).outcome == "invalid_arguments"
+
+
+def test_finding12_arguments_nested_too_deep_are_refused_as_invalid() -> None:
+    deep = "[" * 900 + "]" * 900
+    refused = call(gateway_for({"type": "object"}), f'{{"q": {deep}}}')
+    assert refused.outcome == "invalid_arguments" and f"deeper than {MAX_DEPTH} levels" in refused.message.content
+
+
+# -- finding 13: a lone surrogate ---------------------------------------------------------------------------------
+
+
+def test_finding13_a_lone_surrogate_in_arguments_is_refused_as_not_text() -> None:
+    refused = call(gateway_for({"type": "object"}), '{"q": "\\ud800"}')
+    assert refused.outcome == "invalid_arguments" and "not text" in refused.message.content
+
+
+# -- finding 16: large but allowed arguments cost seconds in the request loop -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"xs": list(range(100_000))},  # 100,000 integers where strings are expected: 100,000 errors
+        {"m": {str(i): i for i in range(50_000)}},  # 50,000 keys
+    ],
+)
+def test_finding16_large_arguments_are_checked_in_the_checking_process(arguments: dict[str, Any]) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"xs": {"type": "array", "items": {"type": "string"}}},
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+    }
+    refused = call(gateway_for(schema), arguments)
+    assert refused.outcome == "invalid_arguments" and len(refused.message.content) < 1200
+    assert "is not of type 'string'" in refused.message.content
+
+
+def test_arguments_past_the_limits_are_refused_before_they_are_checked() -> None:
+    refused = call(gateway_for({"type": "object"}), {"xs": [0] * (MAX_VALUES + 1)})
+    assert refused.outcome == "invalid_arguments" and f"more than {MAX_VALUES:,} values" in refused.message.content
+
+
+def test_a_check_that_outruns_its_budget_refuses_the_call() -> None:
+    """A schema whose check costs seconds on a megabyte of arguments (every item against 200 alternatives): the
+    checking process is stopped at the budget and the call refused, saying so."""
+    from toolrag.runtime.gateway import ExecutionPolicy
+
+    alternatives = [{"type": "string", "minLength": i} for i in range(200)]
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"anyOf": alternatives}}}}
+    tool = Tool.parse({"name": "t.run", "description": "Run.", "input_schema": schema})
+    gateway = ToolGateway([tool], [], CALLER, lambda name: lambda **a: "ran", policy=ExecutionPolicy(check_seconds=0.5))
+    refused = call(gateway, {"xs": ["x"] * 150_000})
+    assert refused.outcome == "invalid_arguments" and "longer than 0.5 s" in refused.message.content
+    assert call(gateway, {"xs": ["x"] * 10}).outcome == "ok"  # the next call is checked as usual
+
+
+def test_the_safe_validator_never_retrieves(listener: tuple[str, list[str]]) -> None:
+    url, seen = listener
+    validator = safe_validator({"type": "object", "properties": {"q": {"$ref": f"{url}/x.json"}}})
+    with pytest.raises(Exception, match=r"Unresolvable|unresolvable|resolve"):
+        list(validator.iter_errors({"q": 1}))
+    assert seen == []
