@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from toolrag import ToolRegistry
-from toolrag.errors import RequestTooLongError
-from toolrag.limits import MAX_REQUEST_CHARS
+from toolrag.limits import MAX_MESSAGE_CHARS, MAX_REQUEST_CHARS
 from toolrag.model import Principal, Tool
 from toolrag.monitor.redact import redact
 from toolrag.runtime.events import ListSink, SecurityEvent, ToolCallEvent
 from toolrag.runtime.gateway import CallResult, ToolGateway
 from toolrag.runtime.messages import Message, ToolCall
+from toolrag.search.request import searched_text
 
 CALLER = Principal(user="mallory", tenant="t1")
 
@@ -65,6 +65,17 @@ def test_a_name_resolves_only_within_the_namespace_it_names(real_tool: str, requ
     result = _call(gateway, requested)
     assert result.outcome == "unknown_tool" and result.message.is_error
     assert spy.ran == []
+
+
+def test_issue25_finding11_a_refusal_suggests_no_look_alike_of_another_server() -> None:
+    """Denied srv_b.payroll_run, the caller was told "the closest are: evil.srv_b.payroll_run"."""
+    evil, own = _tool("evil.srv_b.payroll_run"), _tool("srv_b.payroll_status")
+    gateway = ToolGateway([evil, own], [_tool("srv_b.payroll_run", scopes=["hr"])], CALLER, Spy())
+    refused = _call(gateway, "srv_b.payroll_run")
+    assert refused.outcome == "unknown_tool" and "evil." not in refused.message.content
+    assert "srv_b.payroll_status" in refused.message.content  # suggestions stay within the namespace named
+    bare = _call(gateway, "payroll_run")  # a bare name names no server: the closest of any may be suggested
+    assert bare.outcome == "unknown_tool"
 
 
 def test_a_bare_name_is_not_completed_with_another_servers_namespace() -> None:
@@ -225,19 +236,36 @@ def test_redaction_leaves_ordinary_requests_alone(request_text: str) -> None:
     assert redact(request_text) == request_text
 
 
-def test_every_entry_point_refuses_or_trims_an_overlong_request(registry: ToolRegistry) -> None:
+def test_a_long_request_is_searched_in_part_and_the_edges_refuse_only_oversized_messages(
+    registry: ToolRegistry,
+) -> None:
+    """Issue 26, item 12: a request with a pasted image raised RequestTooLongError, aborting evaluations and leaving
+    agents without tools. Search reads a bounded view (blobs left out, cut), and says so; the edges cap messages."""
     from toolrag.mcp.config import GatewayConfig
     from toolrag.mcp.gateway import McpGateway
     from toolrag.runtime import Agent, ScriptedModel
 
-    longest, too_long = "refund " * (MAX_REQUEST_CHARS // 7), "x" * (MAX_REQUEST_CHARS + 1)
-    registry.search(longest)
-    with pytest.raises(RequestTooLongError, match="at most 4,000"):
-        registry.search(too_long)
-    with pytest.raises(RequestTooLongError):
-        registry.rank(too_long)
+    image = "data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUgAA" * 800
+    pasted = f"What does this image mean? {image} Also, send an email to my team about it."
+    plain = registry.search("send an email to my team about it", Principal(scopes=frozenset({"*"})))
+    assert [r.name for r in registry.search(pasted, Principal(scopes=frozenset({"*"})))] == [r.name for r in plain]
+    selection = registry.select(pasted)
+    assert selection.request_note is not None and "1 data URI left out" in selection.request_note
+    assert registry.select("send an email").request_note is None
+    registry.rank("x" * (MAX_REQUEST_CHARS * 3))  # cut, not refused
     gateway = McpGateway(GatewayConfig(), registry)
-    answer = asyncio.run(gateway._answer_find({"query": "y" * 60_000}, CALLER, "s1"))
-    assert answer.is_error and "at most 4,000" in answer.content[0].text  # type: ignore[union-attr]
+    answer = asyncio.run(gateway._answer_find({"query": pasted}, CALLER, "s1"))
+    assert not answer.is_error and "data URI" in answer.structured_content["note"]  # type: ignore[index]
+    oversized = asyncio.run(gateway._answer_find({"query": "y" * (MAX_MESSAGE_CHARS + 1)}, CALLER, "s1"))
+    assert oversized.is_error and "at most 100,000" in oversized.content[0].text  # type: ignore[union-attr]
     model = ScriptedModel([Message("assistant", "done")])
     assert Agent(registry, model).run("please " * 20_000 + "send an email").text == "done"  # trimmed, not refused
+
+
+def test_the_searched_view_drops_blobs_and_replaces_what_is_not_text() -> None:
+    view = searched_text("weather \ud800 in Kyiv " + "ab12" * 40 + " tomorrow 0x" + "f" * 100, 4000)
+    assert view.text == "weather \ufffd in Kyiv tomorrow"
+    assert view.note is not None and "base64 run" in view.note and "hex run" in view.note and "not text" in view.note
+    assert searched_text("a git commit 3f2a1c9e0b7d4a6f8e2c1b0a9d8e7f6a5b4c3d2e", 4000).note is None
+    long = searched_text("word " * 2000, 4000)
+    assert len(long.text) <= 4000 and long.text.endswith("word") and "cut to its first" in (long.note or "")

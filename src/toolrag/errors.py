@@ -26,10 +26,6 @@ class ModelMismatchError(ToolragError):
     """The index was built with another embedding model than the one asked to search it."""
 
 
-class RequestTooLongError(ToolragError, ValueError):
-    """A request is longer than search accepts (`SearchConfig.max_request_chars`)."""
-
-
 class StoreError(ToolragError):
     """The store cannot be opened or written (corrupt file, newer schema, locked database)."""
 

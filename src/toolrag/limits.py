@@ -2,6 +2,9 @@
 can read these without loading the rest."""
 
 MAX_K = 5  # tools one search returns at most
-# A request longer than this is refused: no tool request needs more, and every step after it (embedding,
-# tokenizing, logging) costs time in proportion to its length, on a thread other clients are waiting for.
+# Search reads this much of a request (more than its embedding models read); longer ones are searched in part, with
+# data blobs left out (search/request.py), and the answer says so.
 MAX_REQUEST_CHARS = 4000
+# What the edges accept as one request's text (the API's /search, the gateway's find_tools): a pasted document or
+# image fits; every step after it is linear in its length, and the HTTP body cap bounds it again.
+MAX_MESSAGE_CHARS = 100_000

@@ -31,6 +31,7 @@ from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import group_text
 from toolrag.search.index import SearchIndex, text_hash, texts_by_hash
 from toolrag.search.pipeline import Retriever
+from toolrag.search.request import searched_text
 from toolrag.search.text import dense_texts
 from toolrag.snapshot import Snapshots
 from toolrag.store.base import IndexModel, Store, UpsertReport, Vector, model_mismatch_message
@@ -51,6 +52,7 @@ class Selection:
     tools: list[dict[str, Any]]
     injected_tokens: int
     catalog_tokens: int
+    request_note: str | None = None  # what search left out of a long request (search/request.py)
 
     @property
     def strategy(self) -> Strategy:
@@ -365,7 +367,8 @@ class ToolRegistry:
         index = self._snapshot()
         chosen = [index.tools[index.by_name[r.name.lower()]] for r in results]
         rendered = render(chosen, fmt)
-        return Selection(results, rendered, tools_tokens(rendered), self.catalog_tokens(principal, fmt))
+        note = searched_text(query, self.config.max_request_chars).note
+        return Selection(results, rendered, tools_tokens(rendered), self.catalog_tokens(principal, fmt), note)
 
     def schemas(self, names: Iterable[str], principal: Principal | None = None, fmt: str = "openai") -> list[Any]:
         """Full definitions of named tools the principal may use; a hidden tool is reported as not found."""

@@ -54,7 +54,10 @@ class SearchConfig(BaseModel):
         return {key: value for key, value in data.items() if key not in RETIRED}
 
     max_request_chars: int = Field(
-        default=MAX_REQUEST_CHARS, ge=1, le=100_000, description="longer requests are refused (RequestTooLongError)"
+        default=MAX_REQUEST_CHARS,
+        ge=100,
+        le=100_000,
+        description="search reads a request's first this many characters, data blobs left out (search/request.py)",
     )
     k: int = Field(default=3, ge=1, le=MAX_K, description="tools returned at most (the adaptive cut may return fewer)")
     mode: Mode = "hybrid"

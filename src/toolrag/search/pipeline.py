@@ -21,7 +21,6 @@ import numpy as np
 from toolrag import tracing
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
-from toolrag.errors import RequestTooLongError
 from toolrag.limits import MAX_K
 from toolrag.model import Principal, SearchResult, SignalScores, Strategy
 from toolrag.search.cache import QueryCache
@@ -37,6 +36,7 @@ from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+from toolrag.search.request import searched_text
 from toolrag.search.route import CategoryRouter
 from toolrag.search.text import tokenize
 
@@ -106,7 +106,7 @@ class Retriever:
         self._lock = threading.Lock()
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
-        self.check_length(query)
+        query = self.searched(query)
         k = self.config.k if k is None else k
         index = self._snapshot()
         key = (normalize_query(query), principal.visibility_key, index.generation, k)
@@ -128,14 +128,14 @@ class Retriever:
 
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
         """The top `limit` visible tools by fused score, with no decision or cut."""
-        self.check_length(query)
+        query = self.searched(query)
         index = self._snapshot()
         found = self._candidates(index, query, self._intents(query), principal, limit, mode or self.config.mode)
         return [self._result(index, chosen, found.evidence) for chosen in self._scored(found)]
 
     def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:
         """The best candidates of the configured mode and what the relevance model reads (search/confidence.py)."""
-        self.check_length(query)
+        query = self.searched(query)
         index = self._snapshot()
         return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
 
@@ -146,10 +146,9 @@ class Retriever:
             return [item.score for item in candidates.items]
         return MODEL.probabilities(candidates)
 
-    def check_length(self, query: str) -> None:
-        limit = self.config.max_request_chars
-        if len(query) > limit:
-            raise RequestTooLongError(f"the request is {len(query):,} characters long; search takes at most {limit:,}")
+    def searched(self, query: str) -> str:
+        """What search reads of a request (search/request.py): without data blobs, cut to `max_request_chars`."""
+        return searched_text(query, self.config.max_request_chars).text
 
     def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
         parts = self._intents(query)
@@ -293,7 +292,7 @@ class Retriever:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
-        scores = self._learned(index, candidates, scores, vector)
+        scores = self._learned(index, candidates, scores, vector, principal.tenant)
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
@@ -356,15 +355,20 @@ class Retriever:
         return dense_scores(index, vector, visible, self.config.ann_candidates), vector
 
     def _learned(
-        self, index: SearchIndex, candidates: IntArray, scores: FloatArray, vector: FloatArray | None
+        self,
+        index: SearchIndex,
+        candidates: IntArray,
+        scores: FloatArray,
+        vector: FloatArray | None,
+        tenant: str | None,
     ) -> FloatArray:
-        """Scores with what the usage log taught (search/feedback.py), kept in [0, 1]."""
+        """Scores with what the usage log taught in the principal's tenant (search/feedback.py), kept in [0, 1]."""
         memory, weight = self.memory, self.config.usage_weight
         if memory is None or vector is None or weight <= 0:
             return scores
         if memory.model_id != (index.embedder or self.embedder).model_id:
             return scores  # learned with another model: its vectors do not compare
-        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight)
+        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight, tenant)
         return ((scores + gains) / (1.0 + weight)).astype(np.float32)
 
     def _blend_groups(
