@@ -7,6 +7,7 @@ rewrite it as a compromised upstream would; `add_tool` adds a tool and sends `to
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,12 @@ def listed() -> list[types.Tool]:
             "required": ["text", "times"],
         },
     )
-    return [order, adder, repeat, *ADDED]
+    wait = types.Tool(
+        name="wait",
+        description="Wait a number of seconds, then answer (for tests of call timeouts).",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+    )
+    return [order, adder, repeat, wait, *ADDED]
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -68,6 +74,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         text = f"added {arguments['name']}"
     elif params.name == "repeat":
         text = str(arguments["text"]) * int(arguments["times"])
+    elif params.name == "wait":
+        await anyio.sleep(float(arguments["seconds"]))
+        text = "waited"
     elif any(tool.name == params.name for tool in ADDED):
         text = f"{params.name} ran"
     else:
@@ -81,5 +90,20 @@ async def main() -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+def serve_http(port: int) -> None:
+    """The same server over streamable HTTP at http://127.0.0.1:PORT/mcp."""
+    import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    sessions = StreamableHTTPSessionManager(Server("fixture", on_list_tools=list_tools, on_call_tool=call_tool))
+    app = Starlette(routes=[Route("/mcp", StreamableHTTPASGIApp(sessions))], lifespan=lambda _: sessions.run())
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        serve_http(int(sys.argv[2]))
+    else:
+        anyio.run(main)

@@ -314,6 +314,28 @@ def test_finding9_slow_and_surplus_connections_are_closed(store_url: str, embedd
     registry.close()
 
 
+def test_issue25_finding9_one_source_cannot_hold_every_connection(store_url: str, embedder: CountingEmbedder) -> None:
+    """2,100 idle sockets from one client held the global cap: 26 of 31 health checks failed. Each address now has a
+    share of its own; the attacker connects from 127.0.0.2 (loopback too), the health checks from 127.0.0.1."""
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(max_connections=40, max_connections_per_source=10, header_timeout_seconds=30)
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        idle = [
+            socket.create_connection((host, int(port)), timeout=15, source_address=("127.0.0.2", 0)) for _ in range(60)
+        ]
+        try:
+            for connection in idle[10:]:  # past its share: closed as accepted
+                assert read_all(connection) == b""
+            answers = [call(url, "GET", "/health", ADMIN).status_code for _ in range(20)]
+            assert answers == [200] * 20
+        finally:
+            for connection in idle:
+                connection.close()
+    registry.close()
+
+
 def raw_request(url: str, text: str) -> bytes:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=15) as connection:

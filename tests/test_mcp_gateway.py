@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from toolrag.mcp.poisoning import scan
 from toolrag.store.base import Pin
 
 from .mcp_support import (
+    ROOT,
     free_port,
     git_repository,
     http_client,
@@ -194,9 +197,7 @@ def test_an_upstream_killed_mid_session_is_reconnected(gateway_config: Path) -> 
     async def session() -> None:
         async with stdio_gateway(gateway_config) as client:
             assert not (await call(client, "time.get_current_time", {"timezone": "UTC"})).is_error
-            victims = [
-                p for p in psutil.Process().children(recursive=True) if "mcp_server_time" in " ".join(p.cmdline())
-            ]
+            victims = time_servers()
             assert len(victims) == 1
             victims[0].kill()
             victims[0].wait(10)
@@ -218,8 +219,12 @@ def test_an_upstream_killed_mid_session_is_reconnected(gateway_config: Path) -> 
 
 
 def time_servers() -> list[psutil.Process]:
-    """The mcp-server-time processes this test started (through the gateway)."""
-    return [p for p in psutil.Process().children(recursive=True) if "mcp_server_time" in " ".join(p.cmdline())]
+    """The mcp-server-time processes this test started (through the gateway), not the relays in front of them."""
+    return [
+        process
+        for process in psutil.Process().children(recursive=True)
+        if "mcp_server_time" in (line := " ".join(process.cmdline())) and "toolrag.mcp.relay" not in line
+    ]
 
 
 @pytest.fixture
@@ -459,22 +464,63 @@ def initialize(url: str, token: str) -> httpx.Response:
     return httpx.post(url, json=request, headers=legacy_headers(token), timeout=30)
 
 
-def test_finding15_upstream_results_over_the_limit_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_finding15_upstream_results_over_the_limit_stop_being_read_at_the_cap(tmp_path: Path, transport: str) -> None:
+    """Issue 14 refused a result over the cap after reading and parsing all of it (a 20 MB result took 9 s); now it
+    is not read past the cap, on either transport, and the server stays connected for the next call."""
+    if transport == "stdio":
+        server = python_server("tests.mcp_fixture_server")
+        context: Any = nullcontext()
+    else:
+        port = free_port()
+        context = http_fixture_server(port)
+        server = {"url": f"http://127.0.0.1:{port}/mcp"}
+    with context:
+        config = write_config(
+            tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me", max_result_bytes=10_000
+        )
+
+        async def session() -> None:
+            async with stdio_gateway(config) as client:
+                small = await call(client, "shop.repeat", {"text": "ab", "times": 100})
+                assert not small.is_error and tool_text(small) == "ab" * 100
+                over = await call(client, "shop.repeat", {"text": "ab", "times": 20_000})  # over the result limit
+                assert over.is_error and "over the gateway's limit of 10,000" in tool_text(over)
+                huge = await call(client, "shop.repeat", {"text": "ab", "times": 10_000_000})  # 20 MB: past the cap
+                assert huge.is_error and "limit" in tool_text(huge) and "max_result_bytes" in tool_text(huge)
+                again = await call(client, "shop.repeat", {"text": "c", "times": 3})
+                assert not again.is_error and tool_text(again) == "ccc"  # the server is still fine for the next call
+
+        anyio.run(session)
+
+
+def test_issue25_finding15_a_call_that_times_out_leaves_its_server_connected(tmp_path: Path) -> None:
+    """A timed-out call broke the upstream's connection: every call after it failed until a reconnection."""
     server = python_server("tests.mcp_fixture_server")
     config = write_config(
-        tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me", max_result_bytes=10_000
+        tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me", call_timeout_seconds=1
     )
 
     async def session() -> None:
         async with stdio_gateway(config) as client:
-            small = await call(client, "shop.repeat", {"text": "ab", "times": 100})
-            assert not small.is_error and tool_text(small) == "ab" * 100
-            big = await call(client, "shop.repeat", {"text": "ab", "times": 50_000})
-            assert big.is_error and "over the gateway's limit of 10,000" in tool_text(big)
-            again = await call(client, "shop.repeat", {"text": "c", "times": 3})
-            assert not again.is_error and tool_text(again) == "ccc"  # the server is still fine for the next call
+            slow = await call(client, "shop.wait", {"seconds": 5})
+            assert slow.is_error and ("within 1 s" in tool_text(slow) or "Timed out" in tool_text(slow))
+            quick = await call(client, "shop.lookup_order", {"order_id": "42"})
+            assert not quick.is_error and "order 42" in tool_text(quick)
 
     anyio.run(session)
+
+
+@contextmanager
+def http_fixture_server(port: int) -> Iterator[None]:
+    """The fixture MCP server over streamable HTTP, in its own process, until the block ends."""
+    command = [sys.executable, "-m", "tests.mcp_fixture_server", "--http", str(port)]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_until_listening(f"http://127.0.0.1:{port}/mcp", process)
+        yield
+    finally:
+        stop_tree(process.pid)
 
 
 @pytest.mark.parametrize("mode", ["flag", "strip"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import tomllib
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -221,6 +222,21 @@ def test_scheduled_jobs_run_once_on_one_of_two_instances_sharing_postgres(
     compared = CliRunner().invoke(app, ["report", "--store", url, "--compare", "LAST", "--json"])
     assert compared.exit_code == 0, compared.output
     assert json.loads(compared.stdout)["changes"]  # the report is compared with the stored one, line by line
+
+
+def test_issue25_finding14_a_failing_webhook_is_logged_without_its_url(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """For Slack, the webhook's URL is the secret: a failed post logged it whole (httpx puts it in its message)."""
+    registry = ToolRegistry(tmp_path / "hook.db")
+    registry.register_many(SAMPLE_TOOLS)
+    with json_http_server(lambda path, body, raw: (404, "no such hook")) as hook:
+        secret = "services/T0SECRET/B0SECRET/XXXXSECRET"
+        scheduler = Scheduler(registry, ScheduleConfig(webhook_url=f"{hook}/{secret}"), clock=WallClock())
+        with caplog.at_level(logging.WARNING, logger="toolrag"):
+            assert scheduler.tick()
+    failed = [record.getMessage() for record in caplog.records if "webhook" in record.getMessage()]
+    assert failed and all("SECRET" not in text for text in failed) and "HTTP 404" in failed[0]
 
 
 def test_report_compare_needs_a_stored_report(tmp_path: Path) -> None:

@@ -269,3 +269,20 @@ def test_the_searched_view_drops_blobs_and_replaces_what_is_not_text() -> None:
     assert searched_text("a git commit 3f2a1c9e0b7d4a6f8e2c1b0a9d8e7f6a5b4c3d2e", 4000).note is None
     long = searched_text("word " * 2000, 4000)
     assert len(long.text) <= 4000 and long.text.endswith("word") and "cut to its first" in (long.note or "")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "host=db user=app password='Sek ret9' dbname=tools",
+        "host=db password = 'it\\'s a Sek ret9' dbname=tools",
+        "postgresql://app:Sek%20ret9@db/tools?sslpassword=Sek%20ret9",
+        "host=db password=Sekret9 dbname=tools",
+    ],
+)
+def test_issue25_finding17_no_part_of_a_postgres_password_is_shown(given: str) -> None:
+    from toolrag.store.postgres import _redacted
+
+    shown = _redacted(given)
+    assert "Sek" not in shown and "ret9" not in shown and "<hidden>" in shown
+    assert "dbname=tools" in shown or "app@db/tools" in shown

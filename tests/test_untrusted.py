@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -238,3 +241,25 @@ def test_the_safe_validator_never_retrieves(listener: tuple[str, list[str]]) -> 
     with pytest.raises(Exception, match=r"Unresolvable|unresolvable|resolve"):
         list(validator.iter_errors({"q": 1}))
     assert seen == []
+
+
+# -- finding 15: an upstream's result was read whole before its size was checked -----------------------------------
+
+
+def test_finding15_the_relay_passes_lines_under_the_cap_and_answers_for_a_larger_one(tmp_path: Path) -> None:
+    """The stdio relay (mcp/relay.py) never holds more than the cap of a line: a larger answer becomes a JSON-RPC
+    error for its request, wherever its id is (the TypeScript SDK writes it last); a larger notification is dropped."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"result": {"text": "x" * 300_000}, "jsonrpc": "2.0", "id": "abc"},
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "y" * 300_000}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"text": "z" * 1000}},
+    ]
+    written = tmp_path / "answers.jsonl"
+    written.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    server = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(written)!r}).read())"]
+    command = [sys.executable, "-m", "toolrag.mcp.relay", "--max-bytes", "100000", "--", *server]
+    relayed = subprocess.run(command, capture_output=True, check=True, timeout=60).stdout.splitlines()
+    assert [json.loads(line) for line in relayed[:1] + relayed[2:]] == [lines[0], lines[3]]
+    refusal = json.loads(relayed[1])
+    assert refusal["id"] == "abc" and "over the gateway's limit of 100,000 bytes" in refusal["error"]["message"]

@@ -8,15 +8,17 @@ or dead server. When the connection fails, calls fail fast with the reason until
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import httpx2
 import mcp.types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from toolrag.errors import ToolragError
@@ -118,14 +120,22 @@ class Upstream:
                 await self._refresh(client, forced)
 
     def _client_for_server(self) -> Client:
+        """A client whose answers are bounded as they are read: a stdio server runs under the relay (mcp/relay.py),
+        an HTTP server's responses stop at the cap (`_BoundedTransport`)."""
         server = self.server
+        cap = message_cap(self.settings.max_result_bytes)
         if server.command is not None:
+            relayed = ["-m", "toolrag.mcp.relay", "--max-bytes", str(cap), "--", server.command, *server.args]
             target: Any = StdioServerParameters(
-                command=server.command, args=server.args, env=server.env or None, cwd=server.cwd
+                command=sys.executable, args=relayed, env=server.env or None, cwd=server.cwd
             )
         else:
             assert server.url is not None
-            http = httpx2.AsyncClient(headers=server.headers, timeout=self.settings.call_timeout_seconds)
+            http = httpx2.AsyncClient(
+                headers=server.headers,
+                timeout=self.settings.call_timeout_seconds,
+                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap),
+            )
             target = streamable_http_client(server.url, http_client=http)
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
 
@@ -175,6 +185,9 @@ class Upstream:
                 return await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
         except TimeoutError:
             raise UpstreamCallFailed(f"MCP server {self.name!r} did not answer {tool} within {timeout:g} s") from None
+        except MCPError as exc:
+            # An error answer to this request (the SDK's own read timeout among them): the connection is fine.
+            raise UpstreamCallFailed(f"MCP server {self.name!r} did not run {tool}: {exc}") from None
         except Exception as exc:
             # A failed request on a live session comes back as an error result; an exception means the connection.
             self._break(_describe(exc))
@@ -219,3 +232,76 @@ def _describe(exc: BaseException) -> str:
         return _describe(exc.exceptions[0])
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def message_cap(max_result_bytes: int) -> int:
+    """The size of one upstream message read at most: the largest result let through, and its envelope."""
+    return max_result_bytes + 65_536
+
+
+class _BoundedTransport(httpx2.AsyncBaseTransport):
+    """An HTTP transport whose responses stop being read at `cap` bytes of one message: a larger one is dropped
+    and the request it answered gets a JSON-RPC error instead (as the stdio relay does, mcp/relay.py), so the call
+    fails at once and the session stays up."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int) -> None:
+        self.inner = inner
+        self.cap = cap
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        events = response.headers.get("content-type", "").startswith("text/event-stream")
+        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    """A response body passed on a whole message at a time (an SSE event, or the JSON body), none over `cap`."""
+
+    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool) -> None:
+        self.inner, self.cap, self.request_id, self.events = inner, cap, request_id, events
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = bytearray()
+        scanned = 0  # bytes of `pending` known to hold no event boundary
+        async for chunk in self.inner:
+            pending += chunk
+            while self.events and (end := _event_end(pending, max(0, scanned - 3))) > 0:
+                yield bytes(pending[:end])
+                del pending[:end]
+                scanned = 0
+            scanned = len(pending)
+            if len(pending) > self.cap:
+                await self.inner.aclose()
+                yield self._refusal()
+                return
+        if pending:
+            yield bytes(pending)
+
+    def _refusal(self) -> bytes:
+        message = (
+            f"the MCP server's answer is over the gateway's limit of {self.cap:,} bytes for one message"
+            " (max_result_bytes): ask for less (a filter, a page, a range)"
+        )
+        error = json.dumps({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": -32001, "message": message}})
+        return f"event: message\ndata: {error}\n\n".encode() if self.events else error.encode()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _event_end(buffer: bytearray, start: int) -> int:
+    """Where the first complete SSE event of `buffer` ends (after its blank line), looking from `start`, or 0."""
+    ends = [i + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(mark, start)) >= 0]
+    return min(ends, default=0)
+
+
+def _request_id(request: httpx2.Request) -> Any:
+    try:
+        message = json.loads(request.content or b"null")
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    return message.get("id") if isinstance(message, dict) else None

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -122,7 +123,13 @@ class Scheduler:
             try:
                 httpx.post(self.config.webhook_url, json={"text": text}, timeout=10).raise_for_status()
             except httpx.HTTPError as exc:
-                log.warning("the webhook did not take the %s summary: %s", run.job, exc)
+                # Never the URL: for Slack and most chat webhooks, the URL is the secret.
+                log.warning(
+                    "the webhook at %s did not take the %s summary: %s",
+                    _host(self.config.webhook_url),
+                    run.job,
+                    _why(exc),
+                )
 
 
 def summary(run: JobReport) -> str:
@@ -156,3 +163,14 @@ def compare(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
         if before - after:
             lines.append(f"{key}, no longer: {', '.join(sorted(before - after))}")
     return lines or ["nothing changed"]
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or "(no host)"
+
+
+def _why(exc: httpx.HTTPError) -> str:
+    """What went wrong, without the URL httpx puts in its messages."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    return type(exc).__name__

@@ -44,4 +44,3 @@ def searched_text(request: str, limit: int) -> SearchedText:
         notes.append(f"cut to its first {len(text):,} characters")
     note = f"the request ({len(request):,} characters) was searched in part: {'; '.join(notes)}" if notes else None
     return SearchedText(text, note)
-

@@ -40,6 +40,12 @@ class HttpLimits(BaseModel):
     body_timeout_seconds: float = Field(default=30.0, gt=0, description="to send a whole request body")
     keep_alive_seconds: int = Field(default=75, ge=1, description="an idle client connection stays open this long")
     max_connections: int = Field(default=2000, ge=1, description="open connections at most; more are closed")
+    max_connections_per_source: int = Field(
+        default=256,
+        ge=1,
+        description="open connections from one address at most, so one client cannot hold the whole server (behind a"
+        " reverse proxy, every client is the proxy's address: raise it to max_connections there)",
+    )
     max_requests_per_principal: int = Field(
         default=128, ge=1, description="requests of one principal in flight at once; more get 429"
     )
@@ -219,16 +225,26 @@ async def _respond(send: Send, status: int, reason: str, headers: list[tuple[byt
 def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
     (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
-    by uvicorn's keep-alive timeout), and connections past the limit are closed as they are accepted."""
+    by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address) are closed as
+    they are accepted."""
+    per_source: Counter[str] = Counter()  # open connections by client address, for this server
 
     class GuardedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
+        _source: str | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > limits.max_connections:
+            peer = transport.get_extra_info("peername")
+            source = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+            if (
+                per_source[source] >= limits.max_connections_per_source
+                or len(self.connections) > limits.max_connections
+            ):
                 transport.close()
                 return
+            self._source = source
+            per_source[source] += 1
             self._await_head()
 
         def data_received(self, data: bytes) -> None:
@@ -240,6 +256,11 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
+            if self._source is not None:
+                per_source[self._source] -= 1
+                if per_source[self._source] <= 0:
+                    del per_source[self._source]
+                self._source = None
             super().connection_lost(exc)
 
         def _await_head(self) -> None:

@@ -581,7 +581,10 @@ def _reason(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-_SECRET_PARAMETERS = re.compile(r"(?i)\b(password|sslpassword|sslkey|passfile|token)=([^&\s]*)")
+# A value is quoted (libpq's key='a value', with \\' and \\\\ escapes) or runs to the next space or `&`.
+_SECRET_PARAMETERS = re.compile(
+    r"(?i)\b(password|sslpassword|sslkey|passfile|token)\s*=\s*('(?:[^'\\]|\\.)*'?|[^&\s]*)"
+)
 
 
 def _redacted(url: str) -> str:
