@@ -211,3 +211,20 @@ def server() -> Iterator[tuple[str, Recorder]]:
 
     with json_http_server(respond) as url:
         yield url, recorder
+
+
+@pytest.fixture
+def busy_cores() -> Iterator[int]:
+    """Every core kept busy by another process for the test's duration (as a loaded CI machine is): a test that
+    passes with it waits for readiness rather than for time. Yields how many cores were kept busy."""
+    import subprocess
+    import sys
+
+    count = os.cpu_count() or 2
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield count
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()

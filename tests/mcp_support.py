@@ -110,9 +110,9 @@ def wait_until_listening(url: str, process: subprocess.Popen[bytes] | None = Non
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
+async def http_client(url: str, token: str | None, timeout: float = 30) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30))
+    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=timeout))
     async with Client(transport) as client:
         yield client
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,12 @@ def test_models_load_from_the_cache_with_the_same_vectors(tmp_path: Path, monkey
     assert np.array_equal(UniversalSentenceEncoder().embed_documents(texts), built[UniversalSentenceEncoder])
 
 
-def test_calibration_vectors_are_kept_in_the_store(tmp_path: Path, embedder: CountingEmbedder) -> None:
+def test_calibration_vectors_are_kept_per_machine_and_in_the_store(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26, item 2: the small-talk bank was embedded one sentence at a time, per registry (tens of seconds on a
+    busy machine before a new registry's first search). It is embedded in batches once per machine and model; a new
+    registry, in a new process, embeds only its request."""
     from toolrag.search import calibrate
     from toolrag.search.small_talk import SMALL_TALK
 
@@ -119,15 +125,26 @@ def test_calibration_vectors_are_kept_in_the_store(tmp_path: Path, embedder: Cou
             CountingRequests.requests += 1
             return self.inner.embed_query(text)
 
-    path = tmp_path / "tools.db"
-    ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
+        def embed_queries(self, texts: Sequence[str]) -> Vectors:
+            CountingRequests.requests += len(texts)
+            return super().embed_queries(texts)
+
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    for number in range(3):
+        path = tmp_path / f"tools-{number}.db"
+        ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
+        calibrate._BANK.clear()  # as in a new process
+        CountingRequests.requests = 0
+        ToolRegistry(path, CountingRequests(embedder), RETRIEVAL).search("refund the payment")
+        if number == 0:
+            assert CountingRequests.requests > len(SMALL_TALK)  # the bank, embedded once on this machine
+        else:
+            assert CountingRequests.requests == 1  # only the request: the bank came from the machine's cache
     calibrate._BANK.clear()
-    ToolRegistry(path, CountingRequests(embedder), RETRIEVAL).search("refund the payment")
-    assert CountingRequests.requests > len(SMALL_TALK)  # the bank, embedded once
-    calibrate._BANK.clear()  # as in a new process
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "elsewhere"))
     CountingRequests.requests = 0
-    ToolRegistry(path, CountingRequests(embedder), RETRIEVAL).search("hello there")
-    assert CountingRequests.requests == 1  # only the request: the bank's vectors came from the store
+    ToolRegistry(tmp_path / "tools-0.db", CountingRequests(embedder), RETRIEVAL).search("hello there")
+    assert CountingRequests.requests == 1  # another machine sharing the registry: its vectors are in the store
 
 
 def test_command_line_details(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -168,3 +185,40 @@ def test_the_example_catalog_passes_validation(quickstart: tuple[Path, dict[str,
     store = str(copy_registry(quickstart[0], tmp_path))
     validated = runner.invoke(app, ["validate", "--store", store, "--json"])
     assert [f for f in json.loads(validated.stdout) if f["kind"] == "too_short"] == []
+
+
+def test_the_cache_lists_its_entries_and_prunes_what_nothing_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26, item 6: every new environment added ~82 MB (the keys held the weights' modification time) and
+    nothing pruned the cache. Keys are content now, and `toolrag cache prune` removes what nothing uses."""
+    import os
+    import time
+
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+    from toolrag.embed import current_cache_keys
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(cache))
+    current = sorted(current_cache_keys())
+    assert current and not any(key[-10:].isdigit() and len(key.split("-")[-1]) == 10 for key in current)
+    for name in [*current, "use-multilingual-v3-0db566fd0af82cbf-30377056-1796121336", ".use-unfinished-x1"]:
+        (cache / name).mkdir(parents=True)
+        (cache / name / "weights.bin").write_bytes(b"x" * 1000)
+    (cache / "fixed-texts").mkdir()
+    old, fresh = cache / "fixed-texts" / "old.npy", cache / "fixed-texts" / "fresh.npy"
+    old.write_bytes(b"1"), fresh.write_bytes(b"2")
+    long_ago = time.time() - 90 * 86400
+    os.utime(old, (long_ago, long_ago))
+    listed = json.loads(CliRunner().invoke(app, ["cache", "list", "--json"]).stdout)
+    kept = {entry["name"]: entry["kept"] for entry in listed["entries"]}
+    assert all(kept[name] for name in current) and kept["fixed-texts/fresh.npy"]
+    assert not kept["fixed-texts/old.npy"] and not kept[".use-unfinished-x1"]
+    assert not kept["use-multilingual-v3-0db566fd0af82cbf-30377056-1796121336"]
+    pruned = json.loads(CliRunner().invoke(app, ["cache", "prune", "--json"]).stdout)
+    assert len(pruned["removed"]) == 3 and pruned["bytes"] >= 2000
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*current, "fixed-texts"])
+    assert json.loads(CliRunner().invoke(app, ["cache", "prune", "--all", "--json"]).stdout)["removed"]
+    assert not any((cache / name).exists() for name in current)

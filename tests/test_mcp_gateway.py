@@ -218,6 +218,70 @@ def test_an_upstream_killed_mid_session_is_reconnected(gateway_config: Path) -> 
     anyio.run(session)
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_issue26_the_first_search_after_start_finds_and_calls_the_tool(
+    tmp_path: Path, transport: str, busy_cores: int
+) -> None:
+    """A client's first find_tools, sent right after initialization to a gateway that has never imported its
+    upstream (a fresh registry), got "no tool fits", and call_tool "no tool named ..." for seconds. Searches and
+    calls now wait for the first imports, and do so with every core busy."""
+    config = write_config(
+        tmp_path,
+        {"time": python_server("mcp_server_time", "--local-timezone", "UTC")},
+        {"me": {"scopes": ["*"], "token": "me-token-0123456789"}},
+        local_principal="me",
+    )
+
+    async def first_session(client: Any) -> None:
+        found = await client.call_tool("find_tools", {"query": "what time is it now in UTC?"})
+        assert "time.get_current_time" in [t["name"] for t in found.structured_content["tools"]], tool_text(found)
+        ran = await call(client, "time.get_current_time", {"timezone": "UTC"})
+        assert not ran.is_error and "UTC" in tool_text(ran)
+
+    async def over_stdio() -> None:
+        async with stdio_gateway(config) as client:
+            await first_session(client)
+
+    async def over_http(url: str) -> None:
+        health = httpx.get(url.replace("/mcp", "/health"), headers={"Authorization": "Bearer me-token-0123456789"})
+        assert health.status_code == 200 and "ready" in health.json()
+        async with http_client(url, "me-token-0123456789", timeout=300) as client:
+            await first_session(client)
+        health = httpx.get(url.replace("/mcp", "/health"), headers={"Authorization": "Bearer me-token-0123456789"})
+        assert health.json()["ready"] is True and health.json()["servers"][0]["state"] == "up"
+
+    if transport == "stdio":
+        anyio.run(over_stdio)
+    else:
+        with http_gateway(config) as url:
+            anyio.run(over_http, url)
+
+
+def test_issue26_answers_say_which_server_is_not_up(tmp_path: Path) -> None:
+    """While an upstream is down, find_tools and call_tool say which server and since when, not "no tool fits"."""
+    config = write_config(
+        tmp_path,
+        {"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}},
+        {"me": {"scopes": ["*"]}},
+        local_principal="me",
+        start_deadline_seconds=30,
+    )
+
+    async def session() -> None:
+        async with stdio_gateway(config) as client:
+            found = await client.call_tool("find_tools", {"query": "anything at all"})
+            answer = found.structured_content
+            assert answer["not_ready"][0]["server"] == "broken" and answer["not_ready"][0]["state"] in (
+                "down",
+                "connecting",
+            )
+            assert "server 'broken' is" in answer["next"]
+            refused = await call(client, "broken.anything", {})
+            assert refused.is_error and "server 'broken' is" in tool_text(refused)
+
+    anyio.run(session)
+
+
 def time_servers() -> list[psutil.Process]:
     """The mcp-server-time processes this test started (through the gateway), not the relays in front of them."""
     return [

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from toolrag.cli.api import api_app
+from toolrag.cli.cache import cache_app
 from toolrag.cli.common import (
     DEFAULT_STORE,
     EmbedderOption,
@@ -184,6 +185,7 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(tools_app, name="tools")
 app.add_typer(groups_app, name="groups")
 app.add_typer(api_app, name="api")
+app.add_typer(cache_app, name="cache")
 index_app.command("migrate")(migrate)
 app.command("export")(export_registry)
 app.command("validate")(validate_command)

@@ -97,3 +97,16 @@ __all__ = [
     "make_embedder",
     "normalized",
 ]
+
+
+def current_cache_keys() -> set[str]:
+    """The model cache entries this installation's built-in models use (`toolrag cache prune` keeps them)."""
+    from toolrag.embed import e5, minilm, use
+
+    keys = set()
+    for module in (use, minilm, e5):
+        try:
+            keys.add(module.cache_key())
+        except (ImportError, OSError, KeyError):  # a model not installed here has no entry to keep
+            continue
+    return keys

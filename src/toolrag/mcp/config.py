@@ -106,10 +106,19 @@ class GatewayConfig(BaseModel):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     oauth: OAuthConfig | None = Field(default=None, description="JWT access tokens of an OAuth issuer (HTTP)")
     rate_limits: RateLimits = Field(default_factory=RateLimits)
-    connect_timeout_seconds: float = Field(default=20.0, gt=0)
+    connect_timeout_seconds: float = Field(default=20.0, gt=0, description="for an upstream's handshake")
+    start_deadline_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="the gateway answers its clients once every enabled upstream is imported or has failed, or"
+        " after this long; answers given while a server is still connecting say so",
+    )
     ping_interval_seconds: float = Field(default=5.0, gt=0)
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     find_k: int = Field(default=3, ge=1, le=5)
+    max_tools_per_server: int = Field(
+        default=2000, ge=1, description="tools of one server imported at most; the rest are refused (and audited)"
+    )
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     principals: dict[str, Grant] = Field(
         default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to agent"

@@ -29,7 +29,7 @@ from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
-from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool
+from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
 from toolrag.model import Principal
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
@@ -107,6 +107,9 @@ class McpGateway:
         self._found: dict[str, set[str]] = {}
         self.startup: StartupCheck | None = None  # what the check before serving found
         self.limiter = RateLimiter(self.settings.rate_limits)
+        self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
+        if not self.settings.enabled_servers:
+            self.ready.set()  # nothing to wait for
         audit = AuditSink(self.registry)
         self._events: EventSink = FanoutSink(audit, self.registry.usage) if self.registry.usage else audit
 
@@ -134,10 +137,18 @@ class McpGateway:
         return self.startup
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Deactivate tools of servers no longer configured, connect every upstream, wait for the first attempts."""
+        """Deactivate tools of servers no longer configured, connect every upstream, and wait until each is imported
+        or has failed (at most `start_deadline_seconds`); then the gateway is ready."""
         await anyio.to_thread.run_sync(self.importer.forget_servers, list(self.settings.enabled_servers))
         await self.pool.run(task_group)
-        await self.pool.wait_attempted(self.settings.connect_timeout_seconds + 1)
+        await self.pool.wait_attempted(self.settings.start_deadline_seconds)
+        self.ready.set()
+
+    async def _until_ready(self) -> None:
+        """Searches and calls wait for the first imports: an agent's first question after the gateway starts (the
+        usual case for desktop clients, which start it per session) gets the tools, not "no tool fits"."""
+        with anyio.move_on_after(self.settings.start_deadline_seconds):
+            await self.ready.wait()
 
     # -- the two tools ------------------------------------------------------------------------------------------
 
@@ -150,13 +161,35 @@ class McpGateway:
                 self._found.clear()
             self._found.setdefault(session, set()).update(r.name for r in results)
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
+        waiting = self.not_ready_for(principal)
         answer: dict[str, Any] = {
             "tools": [as_mcp_tool(definitions[r.name], r.score) for r in results],
             "strategy": results[0].strategy if results else "retrieval",
             "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
         }
+        if waiting:
+            answer["not_ready"] = [_status_json(status) for status in waiting]
+            if not results:
+                answer["next"] = f"no tool fits yet: {_waiting_text(waiting)}; search again in a moment"
         note = searched_text(query, self.registry.config.max_request_chars).note
         return answer | ({"note": note} if note else {})
+
+    def health(self, caller: Caller) -> dict[str, Any]:
+        """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
+        import; `ready` once every one of them is up."""
+        shown = [s for s in self.pool.statuses() if caller.role == "admin" or caller.principal.may_name(f"{s.name}.")]
+        servers = [
+            _status_json(status)
+            | {"tools": status.tools, "reconnects": status.reconnects}
+            | ({"last_import": status.last_import.isoformat(timespec="seconds")} if status.last_import else {})
+            for status in shown
+        ]
+        ready = self.ready.is_set() and all(status.ready for status in shown)
+        return {"status": "ok", "ready": ready, "servers": servers}
+
+    def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
+        """The upstreams whose tools the principal may use and that are not imported and connected now."""
+        return [status for status in self.pool.not_ready() if principal.may_name(f"{status.name}.")]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
@@ -167,8 +200,12 @@ class McpGateway:
         result = await gateway.call(call, offered, session)
         if result.outcome == "ok" and isinstance(result.value, types.CallToolResult):
             return result.value
+        text = result.message.content
+        waiting = self.not_ready_for(principal) if result.outcome == "unknown_tool" else []
+        if waiting:
+            text += f" ({_waiting_text(waiting)}: its tools may appear shortly)"
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.message.content)], is_error=result.message.is_error
+            content=[types.TextContent(type="text", text=text)], is_error=result.message.is_error
         )
 
     def _gateway_for(self, principal: Principal) -> ToolGateway:
@@ -250,6 +287,8 @@ class McpGateway:
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             caller = caller_of(ctx.request)
+            if self.settings.expose:
+                await self._until_ready()  # the exposed tools are listed once they are imported
             exposed = self._exposed(caller.principal) if caller.may("agent") else []
             return types.ListToolsResult(tools=[FIND_TOOLS, CALL_TOOL, *exposed])
 
@@ -271,6 +310,7 @@ class McpGateway:
             if refusal is not None:
                 return _error(refusal)
             principal = caller.principal
+            await self._until_ready()
             wait = self.limiter.wait(principal, kind)
             if wait > 0:
                 return _error(f"rate limit: your {kind} rate is used up; retry in {retry_after(wait)} s")
@@ -321,7 +361,7 @@ class McpGateway:
         server = self.mcp_server(lambda request: local)
         async with anyio.create_task_group() as group:
             group.start_soon(self._scheduler().run)
-            await self.start(group)
+            group.start_soon(self.start, group)  # clients connect at once; their searches wait for readiness
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
             group.cancel_scope.cancel()
@@ -331,10 +371,10 @@ class McpGateway:
 
         if self.startup is None:
             self.check()
-        app, _ = http_app(self.mcp_server(self._caller_of_request), self.settings, host)
+        app, _ = http_app(self.mcp_server(self._caller_of_request), self.settings, host, self.health)
         async with anyio.create_task_group() as group:
             group.start_soon(self._scheduler().run)
-            await self.start(group)
+            group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
             await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve()
             group.cancel_scope.cancel()
 
@@ -362,6 +402,19 @@ def as_mcp_tool(definition: dict[str, Any], score: float) -> dict[str, Any]:
     that it is relevant in its `_meta`."""
     tool = types.Tool.model_validate({**definition, "_meta": {SCORE_META_KEY: round(score, 3)}})
     return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _status_json(status: UpstreamStatus) -> dict[str, Any]:
+    shown = {"server": status.name, "state": status.state, "since": status.since.isoformat(timespec="seconds")}
+    return shown | ({"error": status.last_error} if status.last_error else {})
+
+
+def _waiting_text(waiting: list[UpstreamStatus]) -> str:
+    return "; ".join(
+        f"server {status.name!r} is {status.state} since {status.since:%H:%M:%S} UTC"
+        + (f" ({status.last_error})" if status.state == "down" and status.last_error else "")
+        for status in waiting
+    )
 
 
 def _refusal(caller: Caller, kind: Kind) -> str | None:

@@ -11,6 +11,7 @@ that opened it (the SDK compares the authenticated user of each request with the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
@@ -20,11 +21,13 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolrag.access import Caller
 from toolrag.mcp.config import GatewayConfig
-from toolrag.server.guard import Authenticated, RequestGuard, Scope
+from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope
 from toolrag.server.oauth import JwtVerifier, caller_authenticator
 
 MCP_PATH = "/mcp"
@@ -46,8 +49,11 @@ class PrincipalSessions(StreamableHTTPSessionManager):
         return super()._admit_session(requestor)
 
 
-def http_app(server: Server[Any], settings: GatewayConfig, host: str) -> tuple[RequestGuard, PrincipalSessions]:
-    """The ASGI app `toolrag mcp serve --transport http` runs, and its session manager."""
+def http_app(
+    server: Server[Any], settings: GatewayConfig, host: str, health: Callable[[Caller], dict[str, Any]] | None = None
+) -> tuple[RequestGuard, PrincipalSessions]:
+    """The ASGI app `toolrag mcp serve --transport http` runs, and its session manager. `health(caller)`: what
+    `GET /health` answers a caller (the upstreams it may use, and their state)."""
     sessions = PrincipalSessions(
         server,
         per_principal=settings.max_sessions_per_principal,
@@ -58,6 +64,14 @@ def http_app(server: Server[Any], settings: GatewayConfig, host: str) -> tuple[R
     )
     oauth = settings.oauth
     routes = [Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(sessions)), *(oauth.metadata_routes() if oauth else [])]
+    if health is not None:
+
+        async def answer_health(request: Request) -> JSONResponse:
+            caller = request.scope.get(CALLER_KEY)
+            assert isinstance(caller, Caller)  # the guard let no one else through
+            return JSONResponse(health(caller))
+
+        routes.append(Route("/health", answer_health, methods=["GET"]))
     app = Starlette(routes=routes, lifespan=lambda _: sessions.run())
     verifier = JwtVerifier(oauth) if oauth else None
     resolve = caller_authenticator(settings.policy(), verifier)
@@ -74,7 +88,7 @@ def http_app(server: Server[Any], settings: GatewayConfig, host: str) -> tuple[R
         return found
 
     challenge = oauth.challenge() if oauth else 'Bearer realm="toolrag"'
-    public = frozenset(route.path for route in routes if route.path != MCP_PATH)
+    public = frozenset(route.path for route in routes if route.path not in (MCP_PATH, "/health"))
     return RequestGuard(app, authenticate, settings.http, challenge, public_paths=public), sessions
 
 

@@ -110,17 +110,24 @@ class ToolImporter:
         first_sync = not any(pin.approved_hash for pin in pins.values())
         trust_new = policy == "always" or (policy == "after-first-sync" and first_sync)
         current = self._tools_of(server)
-        for upstream_tool in listed:
+        for upstream_tool in listed[: self.settings.max_tools_per_server]:
+            name, digest = f"{server}.{upstream_tool.name}", upstream_hash(upstream_tool)
+            if _in_place(pins.get(name), digest, current.get(name), config):
+                plan.report.unchanged.append(name)  # approved and registered as listed: nothing to check again
+                continue
             try:
                 tool = to_tool(server, config, upstream_tool)
             except InvalidToolError as exc:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
-            digest, pin = upstream_hash(upstream_tool), pins.get(tool.name)
+            pin = pins.get(tool.name)
             legacy = pin is not None and pin.approved_hash == upstream_hash(upstream_tool, passed_on=False) != digest
             if pin is not None and legacy and not _findings(tool):
                 pin = self._carry_over(plan, pin, digest)
             self._plan_one(plan, tool, digest, pin, current.get(tool.name), trust_new)
+        for upstream_tool in listed[self.settings.max_tools_per_server :]:
+            limit = self.settings.max_tools_per_server
+            plan.refuse(f"{server}.{upstream_tool.name}", server, f"the server lists more than {limit:,} tools")
         listed_names = {f"{server}.{t.name}" for t in listed}
         for name, tool in current.items():
             if name not in listed_names and tool.active:
@@ -145,20 +152,23 @@ class ToolImporter:
         by default); later new tools wait for approval, so dropping an approved tool and listing new text under a
         new name is no way around the pin."""
         server = split_name(tool.name)[0]
-        findings = _findings(tool)
         if pin is not None and pin.approved_hash == digest:
             if pin.quarantined:
                 plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
             plan.activate(tool, existing)
-        elif pin is None and not findings and trust_new:
+            return
+        if pin is not None and pin.pending_hash == digest:  # quarantined as it is now: its findings are kept
+            plan.report.quarantined.append(tool.name)
+            if existing is not None and existing.active:
+                plan.deactivate(existing, None, None)
+            return
+        findings = _findings(tool)  # only a text never seen before is scanned
+        if pin is None and not findings and trust_new:
             plan.pin(Pin(tool.name, server, digest), "imported", "new tool, approved on first sight")
             plan.activate(tool, existing)
         else:
-            if pin is None or pin.pending_hash != digest:
-                approved = pin.approved_hash if pin is not None else None
-                plan.pin(
-                    Pin(tool.name, server, approved, digest, tool, findings), "quarantined", _reason(pin, findings)
-                )
+            approved = pin.approved_hash if pin is not None else None
+            plan.pin(Pin(tool.name, server, approved, digest, tool, findings), "quarantined", _reason(pin, findings))
             plan.report.quarantined.append(tool.name)
             if existing is not None and existing.active:
                 plan.deactivate(existing, None, None)
@@ -252,6 +262,19 @@ def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
         "source": source_of(server),
     }
     return Tool.parse(entry)
+
+
+def _in_place(pin: Pin | None, digest: str, existing: Tool | None, config: ServerConfig) -> bool:
+    """Whether the upstream tool is the approved version and registered, active, with the configuration's scopes:
+    then nothing about it needs checking, parsing or writing again (a reconnection scans nothing unchanged)."""
+    return (
+        pin is not None
+        and pin.approved_hash == digest
+        and not pin.quarantined
+        and existing is not None
+        and existing.active
+        and existing.scopes == list(config.scopes)
+    )
 
 
 def _findings(tool: Tool) -> tuple[str, ...]:

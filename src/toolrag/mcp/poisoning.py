@@ -87,6 +87,7 @@ def decoded_tags(text: str) -> str:
 
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){12,}(?![0-9a-fA-F])")
+_BASE32 = re.compile(r"(?<![A-Z2-7=])[A-Z2-7]{24,}={0,6}(?![A-Z2-7=])")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"})
 _LEETISH = re.compile(r"\b(?=\w*[a-z])(?=\w*[013457])\w{3,}\b", re.I)
 
@@ -101,6 +102,11 @@ def encoded_variants(text: str) -> Iterator[tuple[str, str]]:
         decoded = _printable(_try(lambda m=match: binascii.unhexlify(m.group(0))))
         if decoded:
             yield "hex", decoded
+    for match in _BASE32.finditer(text):
+        run = match.group(0).rstrip("=")
+        decoded = _printable(_try(lambda run=run: base64.b32decode(run + "=" * (-len(run) % 8))))
+        if decoded:
+            yield "base32", decoded
     yield "rot13", codecs.decode(text, "rot13")
     if len(_LEETISH.findall(text)) >= 3:
         yield "leetspeak", text.translate(_LEET)

@@ -1,8 +1,11 @@
 """Connections to upstream MCP servers: one long-lived client per server, kept alive and reconnected with backoff.
 
-Each `Upstream` runs as a task: connect (stdio or streamable HTTP, official SDK), list the tools and hand them to
-the importer, then wait, answering `tools/list_changed` by listing again, and listing periodically to notice a hung
-or dead server. When the connection fails, calls fail fast with the reason until the reconnection succeeds.
+Each `Upstream` runs as a task: connect (stdio or streamable HTTP, official SDK; the handshake has the connect
+timeout), list the tools and hand them to the importer (which has no deadline: a large server's first import is
+work, not a hang), then wait, answering `tools/list_changed` by listing again (at most once a second) and listing
+periodically to notice a hung or dead server. When the connection fails, calls fail fast with the reason until the
+reconnection succeeds. Each upstream says what state it is in and since when (`UpstreamStatus`), so answers given
+while a server is still connecting can say so instead of "no tool fits".
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import anyio
@@ -23,8 +27,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from toolrag.errors import ToolragError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
+from toolrag.model import utc_now
 
-State = Literal["connecting", "up", "down"]
+State = Literal["connecting", "importing", "up", "down"]
+MIN_REFRESH_SECONDS = 1.0  # between two listings: a server sending list_changed without pause cannot keep us busy
 # (server, its tools, its instructions from the handshake)
 ToolsHandler = Callable[[str, list[types.Tool], str | None], Awaitable[None]]
 
@@ -42,9 +48,15 @@ class UpstreamStatus:
     name: str
     transport: str
     state: State
+    since: datetime  # when it entered that state
     tools: int
     last_error: str | None
     reconnects: int
+    last_import: datetime | None  # when its tools were last handed to the importer
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "up"
 
 
 class Upstream:
@@ -56,15 +68,18 @@ class Upstream:
         self.settings = settings
         self._on_tools = on_tools
         self.state: State = "connecting"
+        self.since = utc_now()
         self.last_error: str | None = None
         self.tool_count = 0
         self.reconnects = 0
-        self.attempted = anyio.Event()  # set once the first connection attempt has ended, either way
+        self.last_import: datetime | None = None
+        self.attempted = anyio.Event()  # set once the first attempt has ended: imported, or failed
         self._client: Client | None = None
         self._wake = anyio.Event()
         self._changed = False
         self._broken: str | None = None
         self._listing = ""
+        self._listed_at = 0.0
 
     # -- the connection task ------------------------------------------------------------------------------------
 
@@ -82,7 +97,11 @@ class Upstream:
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff_seconds)
             self.reconnects += 1
-            self.state = "connecting"
+            self._enter("connecting")
+
+    def _enter(self, state: State) -> None:
+        if state != self.state:
+            self.state, self.since = state, utc_now()
 
     async def _connected_session(self) -> None:
         self._broken, self._changed = None, False
@@ -91,9 +110,11 @@ class Upstream:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._connect_watchdog, scope, connected)
                 async with self._client_for_server() as client:
+                    connected.set()  # the handshake is done: the import that follows is work, not a hang
+                    self._enter("importing")
                     await self._refresh(client)
-                    self._client, self.state, self.last_error = client, "up", None
-                    connected.set()
+                    self._client, self.last_error = client, None
+                    self._enter("up")
                     self.attempted.set()
                     await self._serve(client)
         if scope.cancelled_caught:
@@ -110,6 +131,7 @@ class Upstream:
         while True:
             with anyio.move_on_after(self.settings.ping_interval_seconds):
                 await self._wake.wait()
+            await anyio.sleep(max(0.0, MIN_REFRESH_SECONDS - (time.monotonic() - self._listed_at)))
             self._wake = anyio.Event()
             if self._broken is not None:
                 raise UpstreamUnavailable(self._broken)
@@ -150,10 +172,12 @@ class Upstream:
             if cursor is None:
                 break
         self.tool_count = len(tools)
+        self._listed_at = time.monotonic()
         listing = hashlib.sha256(b"".join(t.model_dump_json().encode() for t in tools)).hexdigest()
         if forced or listing != self._listing:
             self._listing = listing
             await self._on_tools(self.name, tools, client.instructions)
+            self.last_import = utc_now()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -168,7 +192,7 @@ class Upstream:
 
     def _mark_down(self, reason: str) -> None:
         self._client = None
-        self.state = "down"
+        self._enter("down")
         self.last_error = reason
         self.attempted.set()
 
@@ -195,7 +219,14 @@ class Upstream:
 
     def status(self) -> UpstreamStatus:
         return UpstreamStatus(
-            self.name, self.server.transport, self.state, self.tool_count, self.last_error, self.reconnects
+            self.name,
+            self.server.transport,
+            self.state,
+            self.since,
+            self.tool_count,
+            self.last_error,
+            self.reconnects,
+            self.last_import,
         )
 
 
@@ -212,10 +243,14 @@ class UpstreamPool:
             task_group.start_soon(upstream.run, name=f"upstream {upstream.name}")
 
     async def wait_attempted(self, timeout: float) -> None:
-        """Until every server has connected or failed once (or `timeout` passed)."""
+        """Until every server has been imported or has failed once (or `timeout` passed)."""
         with anyio.move_on_after(timeout):
             for upstream in self.upstreams.values():
                 await upstream.attempted.wait()
+
+    def not_ready(self) -> list[UpstreamStatus]:
+        """The servers whose tools may be missing now: connecting, importing or down."""
+        return [status for status in self.statuses() if not status.ready]
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         upstream = self.upstreams.get(server)

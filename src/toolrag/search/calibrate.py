@@ -26,7 +26,8 @@ from typing import Protocol
 
 import numpy as np
 
-from toolrag.embed.base import Embedder
+from toolrag.embed.base import Embedder, embed_queries
+from toolrag.embed.cache import cached_vectors
 from toolrag.embed.language import looks_english
 from toolrag.search.dense import dense_scores
 from toolrag.search.index import Neighbours, SearchIndex
@@ -45,9 +46,16 @@ class FixedTextVectors(Protocol):
 
 
 def embed_fixed(embedder: Embedder, texts: Sequence[str], *, as_documents: bool) -> FloatArray:
-    if as_documents:
-        return np.asarray(embedder.embed_documents(texts), dtype=np.float32)
-    return np.vstack([embedder.embed_query(text) for text in texts]).astype(np.float32)
+    """Fixed texts embedded in batches, once per machine and model (embed/cache.py): a new registry reuses them."""
+
+    def compute() -> FloatArray:
+        if as_documents:
+            return np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        return embed_queries(embedder, texts)
+
+    kind = "documents" if as_documents else "requests"
+    vectors: FloatArray = cached_vectors(embedder.model_id, embedder.dimension, kind, texts, compute)
+    return vectors
 
 
 _BANK: dict[tuple[str, bool], FloatArray] = {}  # (model, as documents) -> vectors: the bank is embedded once
