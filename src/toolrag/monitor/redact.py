@@ -2,9 +2,11 @@
 
 Request texts are untrusted and can be long, so every pattern here runs in linear time: no pattern can start a
 match inside a run it already failed on (runs are anchored at their left edge by a look-behind, and repeats are
-bounded), and anything past `MAX_CHARS` is cut before matching. Secrets are found by shape (keys with a known
-prefix, JWTs, private-key blocks, credentials in URLs), by what precedes them ("password: ..." in several
-languages), and by entropy (long strings mixing letters and digits that read like no word).
+bounded), each secret's name is read forward a bounded distance, and anything past `MAX_CHARS` is cut before
+matching. Secrets are found by shape (keys with a known prefix, JWTs, private-key blocks, credentials in URLs), by
+what precedes them (a secret's name in English, German, Ukrainian, Russian, Chinese, French, Spanish or Portuguese,
+then a quoted value, a `user / password` pair, a passphrase after "is", "lautet", ":" up to the end of its
+clause, or one word that looks like a secret), and by entropy (long strings mixing letters and digits).
 """
 
 from __future__ import annotations
@@ -29,18 +31,48 @@ _SECRET_PREFIXES = re.compile(
 )
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[\s\S]{0,8000}?(?:-----END [A-Z ]{0,40}-----|$)")
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^\s:/@]{1,200}:[^\s/@]{1,200}(?=@)")
-_SEPARATOR = r"(?:\s{0,3}(?:is|ist|est|es|є|це|was|=|:|是|为)){0,2}[\s:=]{0,3}"
-_VALUE = r"(?P<value>\"[^\"\n]{1,200}\"|'[^'\n]{1,200}'|[^\s,;\"'<>]{3,200})"
-# After these words, the next word is the secret ("my password hunter2", "Bearer abc...").
-_AFTER_PASSWORD = re.compile(
-    r"(?i)(?<!\w)(?:password|passwd|passphrase|pwd|passwort|kennwort|mot de passe|contraseña|senha|пароль"
-    r"|密码|口令|bearer)" + _SEPARATOR + _VALUE
+# Names of secrets; after one, what follows is the secret (see `_mask_named`). Words that are also ordinary words
+# ("key", "pass", "pin", "login") count only before an explicit separator or a value that looks like a secret.
+_SECRET_NAME = re.compile(
+    r"(?i)(?<![\w-])(?:"
+    r"pass(?:word|phrase|code)s?|passwd|pwd|pw|pass|pin(?: code)?|secrets?|client[ _-]?secrets?|secret[ _-]?keys?"
+    r"|api[ _-]?keys?|apikey|access[ _-]?keys?|private[ _-]?keys?|keys?|access[ _-]?tokens?|tokens?|credentials"
+    r"|creds|login|cvv|cvc|bearer"
+    r"|passw[oö]rt|kennwort|zugangsdaten|geheimnis|schlüssel|mot de passe|cl[ée]|contraseña|clave|senha|chave"
+    r"|пароль|паролі|ключ|токен|секрет|облікові дані|учётные данные|учетные данные"
+    r")(?![\w-])"
+    r"|密码|口令|密钥|令牌|凭据"  # no spaces around words in Chinese: no boundaries to look for
 )
-# After these, only when a separator says a value follows ("token: ...", "the api key is ..."): they are
-# common words in requests about them ("count the tokens", "pin the message").
-_AFTER_NAMED_SECRET = re.compile(
-    r"(?i)(?<!\w)(?:secret|client[ _-]?secret|api[ _-]?key|access[ _-]?key|private[ _-]?key|token|pin|cvv|cvc)s?"
-    r"(?:\s{0,3}(?:is|ist|est|es|=|:|是|为))[\s:=]{0,3}" + _VALUE
+_WEAK_NAMES = frozenset({"key", "keys", "pass", "pin", "pin code", "login", "token", "tokens", "secret", "secrets"})
+# Between a name and its secret: "for the server", "від пошти", "für den Server" (a short phrase naming its use).
+_FOR = re.compile(r"(?i)\s{1,3}(?:for|für|from|to|of|від|для|до|к|от|pour|para|dla|per|zu)(?=\s)")
+_PHRASE_WORDS = 3  # the words of such a phrase at most
+# What says "the secret comes next": a colon, an equals sign, "is" and its siblings in other languages.
+_SEPARATOR = re.compile(
+    r"(?i)\s{0,3}(?:[:=：]|->|=>)\s{0,3}|\s{1,3}(?:is|was|are|=|ist|lautet|heißt|lautete|est|c'est|es|é|era"
+    r"|є|це|це є|был|была|есть|это|—|–|-)\s{1,3}[:]?\s{0,3}|\s{0,2}(?:是|为)\s{0,2}"
+)
+_QUOTED = re.compile(r"\s{0,3}(\"[^\"\n]{1,200}\"|'[^'\n]{1,200}'|«[^»\n]{1,200}»|“[^”\n]{1,200}”)")
+_WORD = re.compile(r"\s{0,3}([^\s,;，；]{1,200})")
+_TRAILING = ".!?。！？:"  # sentence punctuation after a word is not part of it
+_PAIR = re.compile(r"\s{0,3}([^\s,;]{1,100})\s{0,2}(?:/|:)\s{0,2}([^\s,;]{1,100})")  # user / password
+# Words that end a passphrase, or that follow a secret's name in a request about it rather than in it.
+_CLAUSE_END_TEXT = (
+    "and or but und oder aber et ou mais y o pero e mas і й та або але и или но 和 或 但 then so also please"
+)
+_CLAUSE_END = frozenset(_CLAUSE_END_TEXT.split())
+_NOT_SECRET_TEXT = """
+    reset change forgot forgotten expired expiry manager policy policies for of to the a an my your our please again
+    field rotation rotate generator strength length requirements required rules vergessen ändern zurücksetzen
+    oublié changer olvidé cambiar esqueci mudar забув забула змінити скинути забыл забыла сменить сбросить
+    не не працює не приходить doesn't does didn't isn't wasn't not no none missing wrong incorrect invalid
+    expires expire points point findings finding features feature idea ideas question questions issue issues
+    to hours minutes days count counts limit limits usage budget
+"""
+_NOT_SECRETS = frozenset(_NOT_SECRET_TEXT.split())
+MAX_PASSPHRASE_WORDS = 6
+_PAIRED_NAMES = frozenset(
+    {"credentials", "creds", "login", "zugangsdaten", "облікові дані", "учётные данные", "учетные данные"}
 )
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}")
 _NUMBER = re.compile(r"(?<![\d])\d(?:[\d\s.,/-]{0,40}\d)?")
@@ -53,26 +85,82 @@ def redact(text: str) -> str:
     text = _PRIVATE_KEY.sub("<secret>", text)
     text = _URL_CREDENTIALS.sub("<secret>", text)
     text = _SECRET_PREFIXES.sub("<secret>", text)
-    text = _AFTER_PASSWORD.sub(_mask_value, text)
-    text = _AFTER_NAMED_SECRET.sub(_mask_value, text)
+    text = _mask_named(text)
     text = _EMAIL.sub("<email>", text)
     text = _TOKEN.sub(_mask_random, text)
     return _NUMBER.sub(_mask_long_number, text)
 
 
-def _mask_value(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if value.startswith("<") or value.lower() in _NOT_SECRETS:
-        return match.group(0)
-    return match.group(0)[: match.start("value") - match.start()] + "<secret>"
+def _mask_named(text: str) -> str:
+    """The text with what follows each secret's name masked: a quoted value, a `user / password` pair, a passphrase
+    after an explicit separator (up to the end of its clause), or one word that looks like a secret. Each name is
+    read forward a bounded distance, so the work is linear in the text."""
+    spans: list[tuple[int, int]] = []
+    for name in _SECRET_NAME.finditer(text):
+        span = _secret_after(text, name.end(), name.group(0).lower())
+        if span is not None and (not spans or span[0] >= spans[-1][1]):
+            spans.append(span)
+    for start, end in reversed(spans):
+        text = text[:start] + "<secret>" + text[end:]
+    return text
 
 
-# Words that follow "password", "token", ... in requests about them rather than in them.
-_NOT_SECRET_TEXT = """
-    reset change forgot forgotten expired expiry manager policy for of to the a an my your please again field rotation
-    rotate generator strength length
-"""
-_NOT_SECRETS = frozenset(_NOT_SECRET_TEXT.split())
+def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
+    """Where the secret named just before `at` is, if one follows."""
+    if (phrase := _FOR.match(text, at)) is not None:
+        position = phrase.end()
+        for _ in range(_PHRASE_WORDS):  # "password for the mail server: ...", "пароль від пошти qwerty123"
+            word = _WORD.match(text, position)
+            if word is None:
+                break
+            position = word.end()
+            after = _WORD.match(text, position)
+            if _SEPARATOR.match(text, position) or (after is not None and _looks_secret(_word(after))):
+                at = position
+                break
+    separator = _SEPARATOR.match(text, at)
+    start = separator.end() if separator else at
+    if (quoted := _QUOTED.match(text, start)) is not None:
+        return quoted.start(1), quoted.end(1)
+    pair = _PAIR.match(text, start) if name in _PAIRED_NAMES else None
+    if pair is not None:
+        return pair.start(1), pair.end(2)
+    first = _WORD.match(text, start)
+    if first is None or _word(first).lower() in _NOT_SECRETS or first.group(1).startswith("<") or not _word(first):
+        return None
+    if separator is None or not separator.group(0).strip():
+        # no separator: only a word that looks like a secret, right after the name ("my password hunter2!")
+        return (first.start(1), first.start(1) + len(_word(first))) if _looks_secret(_word(first)) else None
+    if name in _WEAK_NAMES and not _looks_secret(_word(first)) and separator.group(0).strip() not in (":", "=", "："):
+        return None  # "the key is understanding the user": not a secret's value
+    end, words, position = first.start(1) + len(_word(first)), 1, first.end()
+    while words < MAX_PASSPHRASE_WORDS and _word(first) == first.group(1):
+        more = _WORD.match(text, position)
+        if more is None or more.start(1) == position or _word(more).lower() in _CLAUSE_END or not _word(more):
+            break
+        first, words, position = more, words + 1, more.end()
+        end = more.start(1) + len(_word(more))
+    return start_of(text, start), end
+
+
+def start_of(text: str, at: int) -> int:
+    """Where the value after a separator begins (past its spaces)."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def _word(match: re.Match[str]) -> str:
+    """The matched word without the sentence punctuation that may follow it (which also ends a passphrase)."""
+    return match.group(1).rstrip(_TRAILING)
+
+
+def _looks_secret(word: str) -> bool:
+    """Letters with digits or symbols, or mixed case past the first letter: not a plain word."""
+    has_letter = any(c.isalpha() for c in word)
+    mixed = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+    other = any(c.isdigit() or not c.isalnum() for c in word)
+    return len(word) >= 4 and (other or mixed) and (has_letter or len(word) >= 6)
 
 
 def _mask_random(match: re.Match[str]) -> str:

@@ -1,0 +1,104 @@
+"""Redaction of request texts before the usage log keeps them (issue 25, finding 8): the secret shapes the review
+found unmasked, in English, German, Ukrainian, Russian, Chinese and a few more, whole passphrases, the right word
+after "lautet" and "від", and the requests about secrets that must stay as they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrag.monitor.redact import redact
+
+# (text, the parts that must not survive)
+MASKED = [
+    ("pw: hunter2", ["hunter2"]),
+    ("pass=Sommer2024", ["Sommer2024"]),
+    ("key abc123XYZ", ["abc123XYZ"]),
+    ("api key sk12345abcdef", ["sk12345abcdef"]),
+    ("apikey=9f8e7d6c5b4a3210", ["9f8e7d6c5b4a3210"]),
+    ("secret key: s3cr3tV4lue", ["s3cr3tV4lue"]),
+    ("credentials admin / hunter2", ["admin", "hunter2"]),
+    ("login root:toor123", ["root", "toor123"]),
+    ("my password is correct horse battery staple", ["correct", "horse", "battery", "staple"]),
+    ("the passphrase: blue moon rising tonight.", ["blue", "moon", "rising", "tonight"]),
+    ("password for the mail server: Sommer2024 please", ["Sommer2024"]),
+    ("the token: tok_9f8e7d6c5b4a", ["tok_9f8e7d6c5b4a"]),
+    ("client secret = 8f14e45fceea", ["8f14e45fceea"]),
+    ("access token = ya29.a0AfH6SMBx", ["ya29.a0AfH6SMBx"]),
+    ("my password is Tr0ub4dor&3 and the user is bob", ["Tr0ub4dor&3"]),
+    ("Passwort lautet Geheim123", ["Geheim123"]),
+    ("Passwort: Sommer2024!", ["Sommer2024"]),
+    ("Mein Kennwort ist 'Katze mit Hut'", ["Katze mit Hut"]),
+    ("Zugangsdaten admin / Geheim99", ["admin", "Geheim99"]),
+    ("пароль від пошти qwerty123", ["qwerty123"]),
+    ("мій пароль: Київ2024", ["Київ2024"]),
+    ("пароль — сонце над морем", ["сонце", "над", "морем"]),
+    ("ключ API: sk-live-4eC39HqLyjWDarjt", ["4eC39HqLyjWDarjt"]),
+    ("мой пароль Tr0ub4dor", ["Tr0ub4dor"]),
+    ("пароль: зеленый слон гуляет", ["зеленый", "слон", "гуляет"]),
+    ("токен: tok_abcdef123456", ["tok_abcdef123456"]),
+    ("密码是abc123", ["abc123"]),
+    ("我的密码：hunter2", ["hunter2"]),
+    ("密钥为 K9x2mQ7p", ["K9x2mQ7p"]),
+    ("mot de passe: soleil2024", ["soleil2024"]),
+    ("la contraseña es Gato123", ["Gato123"]),
+    ("a senha é Brasil2024", ["Brasil2024"]),
+    ("pin: 4921", ["4921"]),
+]
+
+UNCHANGED = [
+    "reset my password please",
+    "I forgot my password again",
+    "how do I change my password",
+    "count the tokens in this prompt",
+    "pin the message to the channel",
+    "pass the salt",
+    "the key is understanding the user",
+    "key findings of the report",
+    "what is the secret of a good sourdough",
+    "how do I rotate an api key",
+    "password manager recommendations",
+    "show me the password policy",
+    "my password expired",
+    "Passwort vergessen",
+    "Wie ändere ich mein Passwort?",
+    "Schlüssel verloren, was tun?",
+    "Пароль не приходить",
+    "як змінити пароль",
+    "забув пароль від пошти",
+    "как сменить пароль",
+    "не приходит токен",
+    "忘记密码了怎么办",
+    "怎么修改密码",
+    "the token limit of the model",
+    "login page is broken",
+    "credentials are missing from the config",
+    "the api key field is empty",
+    "where do I find my api key",
+    "mot de passe oublié",
+    "¿cómo cambio mi contraseña?",
+    "esqueci minha senha",
+    "what are the key points of the meeting",
+    "send the access token documentation to the team",
+]
+
+
+@pytest.mark.parametrize(("text", "secrets"), MASKED)
+def test_secrets_after_their_names_are_masked_whole(text: str, secrets: list[str]) -> None:
+    masked = redact(text)
+    assert "<secret>" in masked or "<number>" in masked, masked
+    for secret in secrets:
+        assert secret not in masked, masked
+
+
+def test_the_right_word_is_masked_after_lautet_and_vid() -> None:
+    assert redact("Passwort lautet Geheim123") == "Passwort lautet <secret>"
+    assert redact("пароль від пошти qwerty123") == "пароль від пошти <secret>"
+
+
+@pytest.mark.parametrize("text", UNCHANGED)
+def test_requests_about_secrets_stay_as_they_are(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_the_table_is_large_enough_and_half_of_it_unchanged() -> None:
+    assert len(MASKED) + len(UNCHANGED) >= 60 and len(UNCHANGED) >= (len(MASKED) + len(UNCHANGED)) / 2
