@@ -116,6 +116,12 @@ class GatewayConfig(BaseModel):
     ping_interval_seconds: float = Field(default=5.0, gt=0)
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     find_k: int = Field(default=3, ge=1, le=5)
+    scan_seconds_per_sync: float = Field(
+        default=30.0,
+        gt=0,
+        description="CPU seconds one sync of a server spends scanning new tool text at most; new tools past it stay"
+        " quarantined until a later sync scans them",
+    )
     max_tools_per_server: int = Field(
         default=2000, ge=1, description="tools of one server imported at most; the rest are refused (and audited)"
     )

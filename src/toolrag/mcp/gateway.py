@@ -120,6 +120,8 @@ class McpGateway:
     async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)
         self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
+        if report.unscanned:  # the scan budget ran out: the next listing imports (and scans) again
+            self.pool.upstreams[server].import_again()
         log.info(
             "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused",
             server,

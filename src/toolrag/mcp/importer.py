@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from toolrag.registry import ToolRegistry
 from toolrag.store.base import AuditEntry, Pin
 
 SOURCE_PREFIX = "mcp:"
+# The finding of a new text a sync had no scan budget left for: it stays quarantined and is scanned by a later sync.
+NOT_SCANNED = "(not scanned yet: the server listed more new text than one sync scans; the next sync scans it)"
 log = logging.getLogger("toolrag.mcp")
 
 
@@ -63,6 +66,7 @@ class SyncReport:
     quarantined: list[str] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    unscanned: list[str] = field(default_factory=list)  # new tools the sync had no scan budget left for
 
     def merged(self, later: SyncReport) -> SyncReport:
         """Both syncs in one report; a tool imported by the first and unchanged in the second stays imported."""
@@ -74,6 +78,7 @@ class SyncReport:
             list(dict.fromkeys(self.quarantined + later.quarantined)),
             list(dict.fromkeys(self.deactivated + later.deactivated)),
             list(dict.fromkeys(self.refused + later.refused)),
+            later.unscanned,
         )
 
 
@@ -104,7 +109,7 @@ class ToolImporter:
         self.registry.describe_groups({server: text or None})
 
     def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool]) -> SyncReport:
-        plan = _Plan(SyncReport(server))
+        plan = _Plan(SyncReport(server), scan_seconds=self.settings.scan_seconds_per_sync)
         pins = {pin.tool: pin for pin in self.registry.store.pins(server)}
         policy = self.settings.approval_policy(server)
         first_sync = not any(pin.approved_hash for pin in pins.values())
@@ -157,12 +162,14 @@ class ToolImporter:
                 plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
             plan.activate(tool, existing)
             return
-        if pin is not None and pin.pending_hash == digest:  # quarantined as it is now: its findings are kept
-            plan.report.quarantined.append(tool.name)
+        if pin is not None and pin.pending_hash == digest and pin.findings != (NOT_SCANNED,):
+            plan.report.quarantined.append(tool.name)  # quarantined as it is now: its findings are kept
             if existing is not None and existing.active:
                 plan.deactivate(existing, None, None)
             return
-        findings = _findings(tool)  # only a text never seen before is scanned
+        findings = plan.scanned(tool)  # only a text never seen before is scanned, within the sync's budget
+        if findings == (NOT_SCANNED,):
+            plan.report.unscanned.append(tool.name)
         if pin is None and not findings and trust_new:
             plan.pin(Pin(tool.name, server, digest), "imported", "new tool, approved on first sight")
             plan.activate(tool, existing)
@@ -213,12 +220,23 @@ class ToolImporter:
 
 @dataclass
 class _Plan:
-    """What one sync will write: pins and audit entries first, then tools."""
+    """What one sync will write: pins and audit entries first, then tools; and the scan budget it has left."""
 
     report: SyncReport
     pins: list[Pin] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     upserts: list[Tool] = field(default_factory=list)
+    scan_seconds: float = 30.0  # of CPU for scanning new text: a server listing thousands of new tools at once
+    # cannot keep the gateway busy; what is left waits, quarantined, for the next syncs
+
+    def scanned(self, tool: Tool) -> tuple[str, ...]:
+        if self.scan_seconds <= 0:
+            return (NOT_SCANNED,)
+        started = time.process_time()
+        try:
+            return _findings(tool)
+        finally:
+            self.scan_seconds -= time.process_time() - started
 
     def pin(self, pin: Pin, action: str, detail: str) -> None:
         self.pins.append(pin)

@@ -26,9 +26,12 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import hashlib
+import json
 import re
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +39,10 @@ from typing import Any
 import numpy as np
 
 from toolrag.embed.base import Embedder
+from toolrag.embed.cache import cached_vectors
 from toolrag.mcp.poisoning_bank import ATTACKS, TOOL_TEXTS
+from toolrag.mcp.poisoning_signs import DESCRIPTIONS, NAMES, WEAK_SIGNS, signs_of
+from toolrag.search.text import split_identifier
 
 # -- 1. hidden characters ----------------------------------------------------------------------------------------
 
@@ -128,159 +134,178 @@ def _printable(data: bytes) -> str:
     return text if len(text) >= 12 and letters >= 0.8 * len(text) else ""
 
 
-# -- 3. rules -----------------------------------------------------------------------------------------------------
-
-_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "asks the model to ignore its instructions",
-        re.compile(
-            r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:[^.;:\n]{0,25}\s)?(?:all|any|the|your|previous|prior"
-            r"|above|earlier|system|other|these|those)\s+(?:[^.;:\n]{0,25}\s)?(?:instructions?|rules|prompts?|guidelines"
-            r"|directives|safety|user'?s? (?:request|question|wishes))\b"
-            r"|\b(?:prior|previous|earlier) (?:rules|instructions) (?:are|is) (?:void|cancel)"
-            r"|ignorier\w*\b.{0,30}\b(?:anweisung|regel|vorgabe|bitte|anfrage)|ігнор\w*.{0,30}(?:інструкці|вказівк"
-            r"|правил|прохання|запит)|игнорир\w*.{0,30}(?:инструкци|указани|правил|просьб|запрос)"
-            r"|忽略.{0,10}(?:指令|指示|说明|规则|要求|请求)|\bignor\w*[^.;:\n]{0,30}\b(?:consignes|instructions|règles"
-            r"|demande)|\bignora\w*[^.;:\n]{0,30}\b(?:instrucciones|reglas|petición|solicitud)",
-            re.I | re.S,
-        ),
-    ),
-    (
-        "hides something from the user",
-        re.compile(
-            r"\b(?:do not|don'?t|never|must not)\b.{0,25}\b(?:tell|mention|inform|reveal|show|notify|alert|let)\b"
-            r".{0,40}\b(?:user|human|person)|\bwithout (?:telling|informing|notifying|alerting) (?:the )?user"
-            r"|\b(?:keep|kept|stays?|remains?)\b.{0,20}\b(?:hidden|secret) from the user"
-            r"|\bthe user (?:does not|doesn'?t) need to (?:know|be told)"
-            r"|(?:erwähn|sag|verrat|inform)\w*.{0,40}\b(?:nicht|nichts)\b.{0,40}\b(?:nutzer|benutzer|anwender)"
-            r"|\b(?:nutzer|benutzer)\w*.{0,30}\b(?:nicht|nichts)\b.{0,20}\b(?:erwähn|sag|verrat)"
-            r"|не\s+(?:кажи|повідомляй|згадуй|говори|сообщай|упоминай)|нічого не повідомляй|不要(?:告诉|让|提及|通知)"
-            r"|n'en parle pas|ne (?:le |lui )?(?:dis|mentionne|signale) (?:pas|rien)|no se lo (?:digas|menciones)",
-            re.I | re.S,
-        ),
-    ),
-    (
-        "carries a block of instructions for the model",
-        re.compile(
-            r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|wichtig|важливо|важно|重要|指令)\s*>"
-            r"|\[/?INST\]|#{2,}\s*system|<!--.{0,400}?[a-z]{3}.{0,400}?-->|\bsystem\s*(?:note|override)\s*[:#]",
-            re.I | re.S,
-        ),
-    ),
-    (
-        "speaks to the model",
-        re.compile(
-            r"\b(?:note|message|instructions?|reminder|notice)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-            r"(?:ai|assistants?|models?|llms?|agents?)\b|\b(?:the|an?)\s+(?:ai\s+)?(?:assistant|model|llm|agent)\s+"
-            r"(?:(?:also|then|now|always|first|therefore)\s+)?(?:must|should|needs? to|has to|is required to|shall"
-            r"|will always)\b|\bas an ai\b|(?:^|[.!?]\s+)assistant\s*[:,]"
-            r"|\b(?:hinweis|nachricht|anweisung)\w*\s+(?:an|für)\s+(?:den\s+|die\s+)?(?:ki|assistent)"
-            r"|\b(?:der\s+)?assistent\w*(?:\s+\w+)?\s+(?:muss|soll|darf)|(?:примітка|вказівка|інструкці\w+"
-            r"|повідомлення)\s+для\s+(?:ші|асистент\w*|моделі)|асистент\w*(?:\s+\w+)?\s+(?:повин\w*|мус\w*|ма[єю]\s)"
-            r"|(?:заметка|указание)"
-            r"\s+для\s+(?:ии|ассистент\w*)|ассистент\w*\s+(?:должен|обязан)|给\s*(?:ai|人工智能)?\s*助手|助手(?:必须|应该|需要)"
-            r"|\b(?:note|message|instruction)s?\s+pour\s+l'assistant|l'assistant\s+doit|nota\s+para\s+el\s+asistente"
-            r"|el\s+asistente\s+debe",
-            re.I | re.M,
-        ),
-    ),
-    (
-        "asks for the model's system prompt",
-        re.compile(
-            r"\b(?:reveal|disclose|leak|print|output|include|pass|send|repeat)\b.{0,30}\bsystem prompt"
-            r"|系统提示|системн\w* (?:промпт|подсказк)",
-            re.I | re.S,
-        ),
-    ),
-    (
-        "changes how other tools behave",
-        re.compile(
-            r"\b(?:when|whenever|if|each time|every time|after)\b[^.;]{0,60}\b(?:other\s+|another\s+|any\s+)?"
-            r"[\w.-]+\s+(?:tools?|functions?)\b[^.;]{0,100}\b(?:also|instead|always|must|never|first|change|replace)\b"
-            r"|\binstead of (?:calling|using) (?:the\s+)?(?:\w+\s+){0,2}(?:tool|function)\b"
-            r"|\b(?:wenn|sobald)\b[^.;]{0,60}\bwerkzeug\w*\b[^.;]{0,80}\b(?:auch|stattdessen|immer|muss|zusätzlich)\b"
-            r"|(?:коли|щоразу)[^.;]{0,60}інструмент\w*[^.;]{0,80}(?:також|замість|завжди|треба|заміни)"
-            r"|当[^。；]{0,30}工具[^。；]{0,60}(?:也|同时|必须|总是|改为|把)"
-            r"|\b(?:quand|chaque fois)\b[^.;]{0,60}\boutil\b[^.;]{0,80}\b(?:aussi|au lieu|toujours|doit|remplace)",
-            re.I | re.S,
-        ),
-    ),
-    (
-        "names a file of secrets",
-        re.compile(
-            r"~/\.ssh|id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials|\bmcp\.json\b|/etc/(?:passwd|shadow)"
-            r"|\.bash_history|\.zsh_history|\.git-credentials|\.npmrc\b|\.pypirc|\.netrc\b|\.kube/config"
-            r"|\.docker/config\.json|\bwallet\.dat\b|\.gnupg|gh/hosts\.yml|\bprintenv\b|\bLogin Data\b",
-            re.I,
-        ),
-    ),
-]
-
-# -- 4. the marks of an order to the model, for the meaning check ------------------------------------------------
-
-_ORDER_MARKS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "behaviour",
-        re.compile(
-            r"\b(?:always|first|instead|silently|secretly|quietly|whenever|every time|each time|from now on"
-            r"|regardless|without asking|even if|every (?:answer|response|call|message)|on each call|immer|zuerst"
-            r"|stattdessen|heimlich|jedes mal|завжди|спочатку"
-            r"|замість|щоразу|всегда|сначала|toujours|d'abord|au lieu|chaque fois|siempre|primero)\b"
-            r"|总是|首先|每当|而不是|先",
-            re.I,
-        ),
-    ),
-    (
-        "private data",
-        re.compile(
-            r"\b(?:conversation|chat history|(?:whole|entire|full) chat|previous messages|messages of|system prompt"
-            r"|passwords?|credentials?|api keys?|tokens?|cookies?|contacts?|clipboard|emails?|home (?:directory|folder)"
-            r"|documents folder|environment variables?|ssh|private key|bank login|account numbers?|secrets?"
-            r"|phone numbers?|card numbers?|cvv|authorization headers?)\b|\.env\b"
-            r"|(?:gesprächsverlauf|passw[oö]rt|schlüssel|home-verzeichnis|nachrichten|історі\w+ розмови|парол\w*"
-            r"|каталоз\w*"
-            r"|токен\w*|повідомлен\w*|листи|домашн\w+ каталог\w*|rahunk\w*|对话记录|密码|密钥|邮件|主目录|消息"
-            r"|historique|mots? de passe|jetons?|répertoire personnel|historial|contraseñas?)",
-            re.I,
-        ),
-    ),
-    (
-        "flow into a parameter",
-        re.compile(
-            r"\b(?:in|into|as|to)\s+(?:the\s+)?[`'\"]?\w+[`'\"]?\s+(?:parameter|field|argument|arg)\b"
-            r"|\b(?:in|into|as)\s+(?:the\s+)?`\w+`"
-            r"|\b(?:parameter|field|argument|feld|parameter|поле|параметр\w*|champ|campo)\s+[`'\"]\w+[`'\"]"
-            r"|[`'\"][a-z_]+[`'\"]\s*(?:field|parameter|字段|参数|поле|поля)|(?:字段|参数)",
-            re.I,
-        ),
-    ),
-    (
-        "another tool",
-        re.compile(
-            r"\b(?:other|another|any|all|the)\s+(?:\w+\s+){0,2}tools?\b|\b[a-z]+_[a-z_]+\s+(?:tool|function|werkzeug)\b"
-            r"|інструмент\w*|工具|outil|herramienta|werkzeug",
-            re.I,
-        ),
-    ),
-    (
-        "the model",
-        re.compile(
-            r"\b(?:assistant|ai|llm|model|agent)\b|\bki\b|assistent|асистент|ші\b|ассистент|助手|l'assistant|asistente",
-            re.I,
-        ),
-    ),
-    (
-        "an outside address",
-        re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|https?://|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b|\+\d{7,}"),
-    ),
-]
+# -- 3. reading a tool: its sentences, each with the signs of an order to the model -------------------------------
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+|(?=<\s*/?\s*[A-Za-zА-Яа-я\u4e00-\u9fff]+\s*>)")
-# A sentence is flagged when (its cosine with the nearest attack) - (with the nearest ordinary tool text)
-# + MARK_WEIGHT x (marks of an order it carries) reaches THRESHOLD (chosen on the dev half of tests/data's corpus).
-MARK_WEIGHT = 0.1
-THRESHOLD = 0.18
-MIN_ATTACK_SIMILARITY = 0.2
+MIN_SENTENCE_CHARS = 8
+MAX_EMBEDDED = 24  # sentences of one tool compared by meaning at most (those with the most signs): a bounded cost
+# In results (documents, pages, tickets) links, passwords and orders to a reader are ordinary: these weigh apart.
+RESULT_SIGNS = ("outside", "private", "imperative", "obligation", "conversation")
+FEATURES = [
+    *NAMES,
+    *(f"result+{name}" for name in RESULT_SIGNS),
+    "key_signs",
+    "data_signs",
+    "instructions",
+    "result",
+    "near_attacks",
+    "nearest_attack",
+    "attack_likeness",
+    "signs",
+    "hidden",
+    "encoded",
+]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    where: str
+    text: str
+    signs: frozenset[str]
+
+
+@dataclass
+class Reading:
+    """A tool (or a server's instructions, or a result) as the model reads it, encodings decoded."""
+
+    sentences: list[Sentence]
+    hidden: list[tuple[str, list[str]]]  # (where, names of the hidden characters)
+    encoded: bool  # a base64, base32 or hex run decoded to text
+    key_signs: bool  # a property name carries signs (an instruction written as a name)
+    kinds: set[str]  # "result", "instructions": where the text was met
+    data_signs: bool = False  # a default, enum value or example carries a strong sign (a hidden recipient, a path)
+
+
+_COMMON = re.compile(r"(?i)\b(?:the|and|to|of|you|your|is|in|this|that|for|with|before|all|it|any|then|user|file)\b")
+# Cyrillic and Greek letters that look like Latin ones: "before" spelt with a Cyrillic e and o reads as "before"
+_LOOK_ALIKE = str.maketrans(
+    "аеорсхуіјѕԁһӏԛԝАВЕЗІЈКМНОРСТУХЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιν",
+    "aeopcxyijsdhlqwABE3IJKMHOPCTYXSABEZHIKMNOPTYXaoiv",
+)
+_MIXED = re.compile(r"\w*(?:[a-zA-Z][а-яА-ЯіІјЈѕЅԁһӏԛԝΑ-Ωα-ω]|[а-яА-ЯіІјЈѕЅԁһӏԛԝΑ-Ωα-ω][a-zA-Z])\w*")
+
+
+_DATA = re.compile(r"\.(?:default|enum|examples?|const)(?:\[\d+\])?$")
+
+
+def _common_words(text: str) -> int:
+    return len(_COMMON.findall(text))
+
+
+def _unmixed(text: str) -> list[str]:
+    """The text with its look-alike letters read as Latin, when some word mixes Latin with another script."""
+    return [text.translate(_LOOK_ALIKE)] if _MIXED.search(text) else []
+
+
+def _reversed_runs(text: str) -> list[str]:
+    """What follows each right-to-left override, as a reviewer's screen shows it: reversed."""
+    return [part.split("\u202c", 1)[0][::-1] for part in text.split("\u202e")[1:]]
+
+
+def read(texts: Iterable[tuple[str, str]]) -> Reading:
+    """Every sentence of the texts, of what their hidden characters and encodings hold too, with its signs."""
+    reading = Reading([], [], False, False, set())
+    for where, text in texts:
+        hidden = hidden_characters(text)
+        if hidden:
+            reading.hidden.append((where, hidden))
+        reading.kinds.update(kind for kind in ("result", "instructions") if where.startswith(kind))
+        # JSON in a result escapes its line breaks; a right-to-left override shows a reversed text as written; a
+        # property name is words joined by underscores; look-alike letters of other scripts read as Latin ones
+        visible = visible_text(text).replace("\\n", "\n")
+        if where.endswith(" key"):
+            visible = split_identifier(visible).replace("_", " ")
+        variants = [visible, decoded_tags(text), *_reversed_runs(text), *_unmixed(visible)]
+        for how, decoded in encoded_variants(visible):
+            # rot13 and leetspeak read every text anew: kept only when that makes it read more like language
+            readable = how in ("base64", "base32", "hex") or _common_words(decoded) >= _common_words(visible) + 3
+            if readable and signs_of(decoded) - WEAK_SIGNS:
+                variants.append(decoded)
+                reading.encoded = reading.encoded or how in ("base64", "base32", "hex")
+        for variant in variants:
+            for part in _SENTENCES.split(variant):
+                sentence = part.strip()
+                if len(sentence) >= MIN_SENTENCE_CHARS:
+                    signs = signs_of(sentence)
+                    reading.sentences.append(Sentence(where, sentence, signs))
+                    reading.key_signs = reading.key_signs or (where.endswith(" key") and bool(signs))
+                    strong = bool(signs - WEAK_SIGNS)
+                    reading.data_signs = reading.data_signs or (strong and _DATA.search(where) is not None)
+    return reading
+
+
+# -- 4. weighing the signs: a logistic model fitted on the tuning half of the corpus ----------------------------------
+
+
+@dataclass(frozen=True)
+class PoisoningModel:
+    """The weights of FEATURES, the threshold, the attack sentences compared by meaning, and a linear reading of a
+    sentence's vector as an attack's (`likeness`); fitted by `benchmarks/poisoning.py fit` on the corpora's tuning
+    halves and kept in data/poisoning_model.json."""
+
+    weights: np.ndarray[Any, Any]
+    bias: float
+    threshold: float
+    attacks: list[str]
+    likeness: np.ndarray[Any, Any]  # weights over a sentence's vector
+    likeness_bias: float
+
+    @classmethod
+    def bundled(cls) -> PoisoningModel:
+        from importlib import resources
+
+        data = json.loads((resources.files("toolrag") / "data" / "poisoning_model.json").read_text("utf-8"))
+        if data["features"] != FEATURES:
+            raise ValueError("data/poisoning_model.json was fitted on other features: fit it again")
+        return cls(
+            np.asarray(data["weights"], dtype=np.float64),
+            data["bias"],
+            data["threshold"],
+            data["attacks"],
+            np.asarray(data["likeness"], dtype=np.float32),
+            data["likeness_bias"],
+        )
+
+    def probability(self, features: np.ndarray[Any, Any]) -> float:
+        return sigmoid(float(features @ self.weights + self.bias))
+
+
+def sigmoid(value: float) -> float:
+    return float(1.0 / (1.0 + np.exp(-value)))
+
+
+Nearness = dict[str, tuple[float, float, float]]
+
+
+def embedded_sentences(reading: Reading) -> list[str]:
+    """The sentences compared by meaning: those with signs, the most signed first, at most MAX_EMBEDDED."""
+    signed = sorted({s.text: s for s in reading.sentences if s.signs}.values(), key=lambda s: -len(s.signs))
+    return [s.text for s in signed[:MAX_EMBEDDED]]
+
+
+def features_of(reading: Reading, nearness: Nearness) -> np.ndarray[Any, Any]:
+    """The model's features of a reading; `nearness`: per embedded sentence, its margin towards the nearest attack
+    and towards its three nearest (against ordinary tool texts), and how much it reads like an attack."""
+    vector = np.zeros(len(FEATURES), dtype=np.float64)
+    position = {name: i for i, name in enumerate(FEATURES)}
+    result = "result" in reading.kinds
+    for sentence in reading.sentences:
+        for name in sentence.signs:
+            vector[position[name]] = 1.0
+            if result and name in RESULT_SIGNS:
+                vector[position[f"result+{name}"]] = 1.0
+    vector[position["key_signs"]] = reading.key_signs
+    vector[position["data_signs"]] = reading.data_signs
+    vector[position["instructions"]] = "instructions" in reading.kinds
+    vector[position["result"]] = "result" in reading.kinds
+    if nearness:
+        vector[position["nearest_attack"]] = max(near for near, _, _ in nearness.values())
+        vector[position["near_attacks"]] = max(near3 for _, near3, _ in nearness.values())
+        vector[position["attack_likeness"]] = max(likeness for _, _, likeness in nearness.values())
+    vector[position["signs"]] = max((len(s.signs) for s in reading.sentences), default=0) / 5
+    vector[position["hidden"]] = bool(reading.hidden)
+    vector[position["encoded"]] = reading.encoded
+    return vector
 
 
 @dataclass(frozen=True)
@@ -296,59 +321,90 @@ class Finding:
 
 
 class PoisoningScanner:
-    """Checks texts from MCP servers. Thread-safe; the multilingual model is loaded on the first meaning check."""
+    """Checks texts from MCP servers. Thread-safe; the multilingual model is loaded on the first meaning check.
+    A tool's verdict is kept by the hash of its texts, so a text seen before costs nothing."""
 
-    def __init__(self, embedder: Embedder | None = None) -> None:
+    def __init__(self, embedder: Embedder | None = None, model: PoisoningModel | None = None) -> None:
         self._embedder = embedder
+        self._weights = model
         self._bank: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
         self._lock = threading.Lock()
+        self._verdicts: OrderedDict[str, list[Finding]] = OrderedDict()
+
+    @property
+    def model(self) -> PoisoningModel:
+        if self._weights is None:
+            self._weights = PoisoningModel.bundled()
+        return self._weights
 
     def scan_tool(self, description: str, schema: Any = None, others: dict[str, Any] | None = None) -> list[Finding]:
         """Findings for a tool's description and every string (and property name) of its input schema and of the
         other parts the model is shown (`others`: output schema, annotations)."""
-        texts = texts_of(description, schema, others)
-        return [finding for where, text in texts for finding in self.scan_text(text, where)]
+        return self.scan_texts(texts_of(description, schema, others))
 
     def scan_text(self, text: str, where: str) -> list[Finding]:
-        findings: list[Finding] = []
-        hidden = hidden_characters(text)
-        if hidden:
-            findings.append(Finding(where, "hidden Unicode characters", ", ".join(hidden[:3])))
-        readings = [("", visible_text(text))]
-        if decoded_tags(text):
-            readings.append(("hidden in Unicode tags: ", decoded_tags(text)))
-        for how, decoded in encoded_variants(visible_text(text)):
-            readings.append((f"encoded as {how}: ", decoded))
-        for prefix, reading in readings:
-            for finding in self._read(reading, where):
-                findings.append(Finding(finding.where, prefix + finding.reason, finding.excerpt))
-            if prefix.startswith("encoded") and findings:
-                break
-        return list(dict.fromkeys(findings))
+        return self.scan_texts([(where, text)])
 
-    def _read(self, text: str, where: str) -> list[Finding]:
+    def scan_texts(self, texts: Iterable[tuple[str, str]]) -> list[Finding]:
+        """Findings for (where, text) pairs read together, as the parts of one tool (or one result)."""
+        texts = list(texts)
+        key = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            if key in self._verdicts:
+                self._verdicts.move_to_end(key)
+                return list(self._verdicts[key])
+        findings = self._assess(read(texts))
+        with self._lock:
+            self._verdicts[key] = findings
+            while len(self._verdicts) > _VERDICTS:
+                self._verdicts.popitem(last=False)
+        return list(findings)
+
+    def _assess(self, reading: Reading) -> list[Finding]:
+        """Hidden characters always; then, when the model weighs the whole past its threshold, every sentence that
+        weighs past it on its own (or else the one that weighs most), with the signs it carries."""
         findings = [
-            Finding(where, reason, _excerpt(match.group(0)))
-            for reason, pattern in _RULES
-            if (match := pattern.search(text))
+            Finding(where, "hidden Unicode characters", ", ".join(names[:3])) for where, names in reading.hidden
         ]
-        sentences = [s.strip() for s in _SENTENCES.split(text) if len(s.strip()) >= 12]
-        if sentences:
-            findings.extend(self._meaning(sentences, where))
-        return findings
+        nearness = self._nearness(reading)
+        model = self.model
+        if model.probability(features_of(reading, nearness)) < model.threshold:
+            return findings
+        unique = {sentence.text: sentence for sentence in reading.sentences}.values()
+        weighed = sorted(((self._weight(s, reading, nearness), s) for s in unique), key=lambda pair: -pair[0])
+        flagged = [s for weight, s in weighed if weight >= model.threshold] or [s for _, s in weighed[:1]]
+        for sentence in flagged:
+            signs = (
+                ", ".join(DESCRIPTIONS[name] for name in NAMES if name in sentence.signs) or "means what attacks say"
+            )
+            findings.append(
+                Finding(sentence.where, f"reads as an order to the model: {signs}", _excerpt(sentence.text))
+            )
+        return findings or [Finding("(tool)", "reads as an order to the model", "")]
 
-    def _meaning(self, sentences: list[str], where: str) -> list[Finding]:
+    def _weight(self, sentence: Sentence, reading: Reading, nearness: Nearness) -> float:
+        alone = Reading([sentence], [], False, False, reading.kinds, reading.data_signs)
+        near = {sentence.text: nearness[sentence.text]} if sentence.text in nearness else {}
+        return self.model.probability(features_of(alone, near))
+
+    def sentence_flagged(self, sentence: str, where: str) -> bool:
+        """Whether one sentence, read alone, is an order to the model (for stripping results)."""
+        return bool(self._assess(read([(where, sentence)])))
+
+    def _nearness(self, reading: Reading) -> Nearness:
+        """For the sentences that carry signs (the most signed first, at most MAX_EMBEDDED), by meaning: how much
+        nearer the attacks they are than ordinary tool texts, and how much they read like one."""
+        chosen = embedded_sentences(reading)
+        if not chosen:
+            return {}
         attacks, ordinary = self._references()
-        vectors = self._model().embed_documents([sentence.replace("_", " ") for sentence in sentences])
-        nearest_attack = (vectors @ attacks.T).max(axis=1)
-        nearest_ordinary = (vectors @ ordinary.T).max(axis=1)
-        findings = []
-        for sentence, attack, usual in zip(sentences, nearest_attack, nearest_ordinary, strict=True):
-            marks = order_marks(sentence)
-            if attack >= MIN_ATTACK_SIMILARITY and attack - usual + MARK_WEIGHT * len(marks) >= THRESHOLD:
-                reason = "reads as an order to the model" + (f" ({', '.join(marks)})" if marks else "")
-                findings.append(Finding(where, reason, _excerpt(sentence)))
-        return findings
+        vectors = self.embed(chosen)
+        likeness = np.einsum("ij,j->i", vectors, self.model.likeness, optimize=False) + self.model.likeness_bias
+        near = margins(vectors, attacks, ordinary)
+        return {text: (a, b, sigmoid(c)) for text, (a, b), c in zip(chosen, near, likeness, strict=True)}
+
+    def embed(self, sentences: list[str]) -> np.ndarray[Any, Any]:
+        return np.asarray(self._model().embed_documents([text.replace("_", " ") for text in sentences]))
 
     def _model(self) -> Embedder:
         if self._embedder is None:
@@ -358,11 +414,51 @@ class PoisoningScanner:
         return self._embedder
 
     def _references(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The attack sentences (hand-written, and the tuning half's) and ordinary tool texts, embedded once per
+        machine (embed/cache.py)."""
         with self._lock:
             if self._bank is None:
                 model = self._model()
-                self._bank = (model.embed_documents(ATTACKS), model.embed_documents(ordinary_tool_texts()))
+                attacks = [*ATTACKS, *self.model.attacks]
+                ordinary = ordinary_tool_texts()
+                self._bank = (
+                    cached_vectors(
+                        model.model_id, model.dimension, "documents", attacks, lambda: model.embed_documents(attacks)
+                    ),
+                    cached_vectors(
+                        model.model_id, model.dimension, "documents", ordinary, lambda: model.embed_documents(ordinary)
+                    ),
+                )
             return self._bank
+
+
+_VERDICTS = 4096  # tools whose verdicts are kept
+
+
+def _top3(similarities: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The mean of each row's three largest values (a partition, not a sort: linear in the row)."""
+    top: np.ndarray[Any, Any] = np.partition(similarities, -3, axis=1)[:, -3:].mean(axis=1)
+    return top
+
+
+def margins(
+    vectors: np.ndarray[Any, Any],
+    attacks: np.ndarray[Any, Any],
+    ordinary: np.ndarray[Any, Any],
+    skip_self: bool = False,
+) -> list[tuple[float, float]]:
+    """Per sentence vector: how much nearer the attacks it is than ordinary tool texts, to the nearest one and to
+    the mean of the three nearest. `skip_self` (when fitting) ignores a sentence's own copy among the references."""
+    # einsum, not BLAS: for a handful of sentences a BLAS call that wakes its threads (just after the embedder held
+    # them at one) cost 19 ms against 0.2 ms
+    to_attacks = np.einsum("ij,kj->ik", vectors, attacks, optimize=False)
+    to_ordinary = np.einsum("ij,kj->ik", vectors, ordinary, optimize=False)
+    if skip_self:
+        to_attacks = np.where(to_attacks > 0.9999, -1.0, to_attacks)
+        to_ordinary = np.where(to_ordinary > 0.9999, -1.0, to_ordinary)
+    nearest = to_attacks.max(axis=1) - to_ordinary.max(axis=1)
+    three = _top3(to_attacks) - _top3(to_ordinary)
+    return [(float(a), float(b)) for a, b in zip(nearest, three, strict=True)]
 
 
 def ordinary_tool_texts() -> list[str]:
@@ -379,11 +475,6 @@ def ordinary_tool_texts() -> list[str]:
             if not where.endswith(" key"):
                 sentences.extend(s.strip() for s in _SENTENCES.split(text) if len(s.strip()) >= 12)
     return list(dict.fromkeys(sentences))
-
-
-def order_marks(sentence: str) -> list[str]:
-    """Which marks of an order to the model a sentence carries (see `_ORDER_MARKS`)."""
-    return [name for name, pattern in _ORDER_MARKS if pattern.search(sentence)]
 
 
 def texts_of(description: str, schema: Any, others: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
@@ -413,6 +504,11 @@ def scan(description: str, schema: Any = None, others: dict[str, Any] | None = N
 def scan_texts(texts: Iterable[tuple[str, str]]) -> list[Finding]:
     """Findings for (where, text) pairs, such as a tool result's text parts."""
     return [finding for where, text in texts for finding in _SHARED.scan_text(text, where)]
+
+
+def scanner() -> PoisoningScanner:
+    """The scanner every import shares (its verdicts are kept by the texts' hash)."""
+    return _SHARED
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

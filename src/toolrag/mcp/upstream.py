@@ -186,6 +186,10 @@ class Upstream:
         elif isinstance(message, Exception):
             self._break(_describe(message))
 
+    def import_again(self) -> None:
+        """Hand the next listing to the importer even if it is unchanged (tools are waiting to be scanned)."""
+        self._changed = True
+
     def _break(self, reason: str) -> None:
         self._broken = reason
         self._wake.set()
