@@ -83,9 +83,9 @@ async def stdio_gateway(config: Path) -> AsyncIterator[Client]:
 
 
 @contextmanager
-def http_gateway(config: Path) -> Iterator[str]:
+def http_gateway(config: Path, port: int | None = None) -> Iterator[str]:
     """`toolrag mcp serve --transport http` in its own process; yields its URL once it answers."""
-    port = free_port()
+    port = port or free_port()
     command = [TOOLRAG, "mcp", "serve", "--config", str(config), "--transport", "http", "--port", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     url = f"http://127.0.0.1:{port}/mcp"

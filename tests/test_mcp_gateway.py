@@ -469,7 +469,7 @@ def test_tools_of_a_removed_server_are_deactivated_not_deleted(fixture_config: t
         ('[principals.a]\ntoken = "short"', "shorter than 16 characters"),
         ('[principals.a]\nclaims = { sub = "x" }', "there is no [oauth] section"),
         ("[principals.a]\nclaims = {}", "at least one claim"),
-        ('[principals.a]\ntoken = "t-0123456789abcdef"\nclaims = { sub = "x" }', "not both"),
+        ('[principals.a]\ntoken = "t-0123456789abcdef"\ntoken_env = "X"', "not both"),
         ('[servers.a]\ncommand = "x"\ncolour = "red"', "colour"),
     ],
 )

@@ -26,6 +26,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from typer.testing import CliRunner
 
 from toolrag import ToolRegistry, tool
 from toolrag.access import Grant
@@ -407,3 +408,88 @@ def test_issue25_finding5_a_slow_issuer_never_stalls_other_requests(issuer: Issu
     finally:
         release.set()
         keys.shutdown()
+
+
+def test_issue25_one_policy_gives_every_entry_point_the_same_tools(issuer: Issuer, tmp_path: Path) -> None:
+    """One rule, reached by a static token, an OAuth token, the stdio client and Python code, grants the same tools
+    at every entry point: the gateway over stdio and HTTP, the API, deferred loading, and each framework adapter.
+    A token no rule matches gets nothing anywhere; a stdio client of a gateway without local_principal neither."""
+    from toolrag.cli.app import app as cli
+    from toolrag.integrations.langchain import langchain_tools
+    from toolrag.integrations.llamaindex import ToolragObjectRetriever
+    from toolrag.integrations.openai_agents import tools_for
+    from toolrag.mcp.config import load_config
+    from toolrag.runtime.native import DeferredTools
+    from toolrag.runtime.toolbox import Toolbox
+    from toolrag.server.config import load_api_config
+    from toolrag.server.serve import build_api
+
+    from .mcp_support import http_client, http_gateway, stdio_gateway
+
+    static = "support-token-0123456789"
+    gateway_port, api_port = free_port(), free_port()
+    upstream = python_server("tests.mcp_fixture_server")
+    server = "\n".join(f"{key} = {json.dumps(upstream[key])}" for key in ("command", "args", "cwd"))
+    rule = f'token = "{static}"\nclaims = {{ scope = "support" }}\nservers = ["shop"]\ndeny_tools = ["shop.add_tool"]\n'
+    oauth = f'[oauth]\nissuer = "{issuer.url}"\njwks_url = "{issuer.url}/jwks.json"\n'
+    schedule = '[schedule]\nconsistency = "off"\nreport = "off"\n'
+    (tmp_path / "gateway.toml").write_text(
+        f'store = "tools.db"\nlocal_principal = "support"\n{schedule}{oauth}audience = "http://127.0.0.1:{gateway_port}/mcp"\n'
+        f"[servers.shop]\n{server}\n[servers.payroll]\n{server}\n[principals.support]\n{rule}[principals.other]\n"
+        'claims = { scope = "other" }\nservers = ["payroll"]\n'
+    )
+    (tmp_path / "api.toml").write_text(
+        f'store = "tools.db"\nmcp_config = "gateway.toml"\n{schedule}{oauth}audience = "http://127.0.0.1:{api_port}"\n'
+        f'[tokens.support]\nrole = "agent"\n{rule}'
+    )
+    assert CliRunner().invoke(cli, ["mcp", "sync", "-c", str(tmp_path / "gateway.toml")]).exit_code == 0
+    expected = {"shop.lookup_order", "shop.repeat", "shop.wait"}
+    query = "look up an order, repeat a text, wait, add a tool"
+
+    async def found(client: Any) -> set[str]:
+        answer = await client.call_tool("find_tools", {"query": query, "k": 5})
+        return {tool["name"] for tool in answer.structured_content["tools"]}
+
+    async def over_stdio(config: Path) -> set[str]:
+        async with stdio_gateway(config) as client:
+            return await found(client)
+
+    async def over_http(url: str, token: str) -> set[str]:
+        async with http_client(url, token, timeout=120) as client:
+            return await found(client)
+
+    seen: dict[str, set[str]] = {"stdio": anyio.run(over_stdio, tmp_path / "gateway.toml")}
+    gateway_token = issuer.token(f"http://127.0.0.1:{gateway_port}/mcp", "support", sub="kim")
+    with http_gateway(tmp_path / "gateway.toml", port=gateway_port) as url:
+        seen["gateway, static token"] = anyio.run(over_http, url, static)
+        seen["gateway, OAuth"] = anyio.run(over_http, url, gateway_token)
+        stranger = issuer.token(url, "nothing-granted", sub="eve")
+        assert initialize(url, stranger).status_code == 403
+    api_url = f"http://127.0.0.1:{api_port}"
+    with serving(build_api(load_api_config(tmp_path / "api.toml")), port=api_port):
+        for way, token in (("static token", static), ("OAuth", issuer.token(api_url, "support", sub="kim"))):
+            listed = httpx.get(f"{api_url}/tools", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            seen[f"API, {way}"] = {tool["name"] for tool in listed.json()}
+        eve = issuer.token(api_url, "nothing-granted", sub="eve")
+        assert httpx.get(f"{api_url}/tools", headers={"Authorization": f"Bearer {eve}"}).status_code == 403
+    principal = load_config(tmp_path / "gateway.toml").policy().named("support").principal
+    registry = ToolRegistry(tmp_path / "tools.db")
+    toolbox = Toolbox(registry, principal)
+    seen["Python: visible tools"] = {tool.name for tool in registry.visible_tools(principal)}
+    seen["Python: Toolbox"] = set(toolbox.tools)
+    seen["deferred loading"] = {tool.name for tool in DeferredTools(registry, principal).find({"query": query, "k": 5})}
+    seen["LangChain"] = {tool.metadata["toolrag_name"] for tool in langchain_tools(toolbox, toolbox.select(query, 5))}
+    seen["LlamaIndex"] = {
+        tool.metadata.name.replace("__", ".") for tool in ToolragObjectRetriever(toolbox, 5).retrieve(query)
+    }
+    seen["OpenAI Agents"] = {tool.name.replace("__", ".") for tool in tools_for(toolbox, query, 5)}
+    assert all(names == expected for names in seen.values()), seen
+    text = (tmp_path / "gateway.toml").read_text().replace('local_principal = "support"\n', "")
+    (tmp_path / "gateway.toml").write_text(text)
+
+    async def refused() -> None:
+        async with stdio_gateway(tmp_path / "gateway.toml") as client:
+            answer = await client.call_tool("find_tools", {"query": query})
+            assert answer.is_error and "local_principal" in answer.content[0].text
+
+    anyio.run(refused)

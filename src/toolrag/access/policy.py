@@ -42,7 +42,8 @@ ClaimValue = str | list[str]
 
 
 class Grant(BaseModel):
-    """One access rule: whom it matches (a static token, or OAuth claims) and what it grants."""
+    """One access rule: whom it matches (a static token, OAuth claims, or both: one grant, two ways in) and what it
+    grants."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,11 +64,8 @@ class Grant(BaseModel):
 
     @model_validator(mode="after")
     def _one_way_in(self) -> Grant:
-        static = self.token is not None or self.token_env is not None
         if self.token is not None and self.token_env is not None:
             raise ValueError("give `token` or `token_env`, not both")
-        if static and self.claims is not None:
-            raise ValueError("a rule is matched by a static token or by OAuth `claims`, not both")
         if self.claims is not None and not self.claims:
             raise ValueError("`claims` must name at least one claim (deny by default: an empty match is no rule)")
         return self
