@@ -12,6 +12,10 @@ Everything runs on loopback against servers started here as separate processes:
   another token opens one.
 - connections: the API; 2,500 connections are opened and send half a request head; counted: how many the server
   keeps open after a second and after the header timeout, and whether an ordinary request succeeds afterwards.
+- untrusted (issue 25): two attackers send the hostile arguments of findings 2, 4 and 16 (tests/abuse.py: a
+  catastrophic pattern, an argument whose errors were rendered whole, 100,000 values, 50,000 keys) without pause,
+  to the API (tools registered with those schemas) and to the gateway (an upstream listing them); another client's
+  /health and /search (API) and find_tools (gateway) latency, median of `--probes`, quiet and under attack.
 """
 
 from __future__ import annotations
@@ -222,8 +226,9 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["long-query", "bodies", "sessions", "connections"],
-        choices=["long-query", "bodies", "sessions", "connections"],
+        choices=["long-query", "bodies", "sessions", "connections", "untrusted"],
     )
+    parser.add_argument("--probes", type=int, default=60, help="requests of the other client per phase (untrusted)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="toolrag-abuse-"))
     prepare(folder, args.tools)
@@ -246,8 +251,26 @@ def main() -> None:
                 results["bodies"] = bodies(api_url, pid)
             if "connections" in args.only:
                 results["connections"] = connections(api_url)
+    if "untrusted" in args.only:
+        results["untrusted"] = untrusted(folder, args.probes)
     json.dump(results, sys.stdout, indent=2)
     print()
+
+
+def untrusted(folder: Path, probes: int) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.abuse import measure_api, measure_gateway
+
+    figures = {}
+    for name, measure in (("API", measure_api), ("gateway", measure_gateway)):
+        where = folder / name
+        where.mkdir()
+        measured = measure(where, probes)
+        ratios = {
+            probe: round(measured["attacked_ms"][probe] / quiet, 2) for probe, quiet in measured["quiet_ms"].items()
+        }
+        figures[name] = {**measured, "ratio": ratios}
+    return figures
 
 
 if __name__ == "__main__":

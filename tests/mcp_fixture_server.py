@@ -55,7 +55,27 @@ def listed() -> list[types.Tool]:
         description="Wait a number of seconds, then answer (for tests of call timeouts).",
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
     )
-    return [order, adder, repeat, wait, *ADDED]
+    hostile = [types.Tool(name=name, description=text, input_schema=schema) for name, text, schema in HOSTILE_TOOLS]
+    return [order, adder, repeat, wait, *ADDED, *(hostile if os.environ.get("FIXTURE_HOSTILE") else [])]
+
+
+# Tools whose schemas made a call's checking cost seconds (issue 25, findings 2, 4, 16): a catastrophic pattern, an
+# argument whose errors were rendered whole, and room for 100,000 values.
+HOSTILE_TOOLS = [
+    (
+        "match",
+        "Match a code against the catalogue's format.",
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}, "required": ["code"]},
+    ),
+    (
+        "label",
+        "Label a record with one of its fields.",
+        {
+            "type": "object",
+            "properties": {"field": {"type": "string"}, "values": {"type": "array", "items": {"type": "string"}}},
+        },
+    ),
+]
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -77,6 +97,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     elif params.name == "wait":
         await anyio.sleep(float(arguments["seconds"]))
         text = "waited"
+    elif params.name in ("match", "label"):
+        text = f"{params.name}: done"
     elif any(tool.name == params.name for tool in ADDED):
         text = f"{params.name} ran"
     else:
