@@ -7,6 +7,7 @@ import pytest
 
 from toolrag.embed.base import Embedder
 from toolrag.eval import BenchmarkSet, evaluate, load_benchmark, load_no_tool
+from toolrag.eval.dataset import in_half, no_tool_in_half
 
 from .conftest import BENCH
 
@@ -37,15 +38,21 @@ def test_hybrid_beats_dense_and_bm25_on_a_sample(
 
 
 @pytest.mark.slow
-def test_what_search_delivers_holds_in_every_language(real_embedder: Embedder) -> None:
-    """Issue 13's bar on the multilingual set: the right tool reaches the agent whenever the top 3 hold it (90% at
-    least, per language), small talk gets a tool at most 10% of the time per language, scores are calibrated."""
-    if not (BENCH / "metatool-multilingual").is_dir():
+def test_what_search_delivers_holds_in_every_language_on_the_held_out_half(real_embedder: Embedder) -> None:
+    """Regression floors on requests no default was chosen on (issue 27): the held-out half of the seven-language
+    set and of the small talk. The figures measured when the defaults were chosen are in docs/benchmarks.md ("Tuning
+    and held-out halves"); each floor sits a few requests below them (one request moves a language's rate by 0.03,
+    one small-talk sentence a language's by 0.04), so a real regression fails and noise does not."""
+    if not (BENCH / "metatool-multilingual-xl").is_dir():
         pytest.skip(f"{BENCH} is not here")
-    small_talk = load_no_tool(BENCH / "notool.jsonl")
-    report = evaluate(load_benchmark(BENCH / "metatool-multilingual"), real_embedder, no_tool=small_talk).as_json()
-    for lang, figures in report["by_lang"].items():
-        assert figures["delivered"]["hit"] >= 0.9 * figures["hit@3"], lang
-    assert report["by_lang"]["uk"]["recall@3"] >= 0.7
-    assert all(figures["given_tool"] <= 0.1 for figures in report["no_tool"]["by_lang"].values())
-    assert report["calibration"]["ece"] <= 0.1
+    small_talk = no_tool_in_half(load_no_tool(BENCH / "notool.jsonl"), "held-out")
+    requests = in_half(load_benchmark(BENCH / "metatool-multilingual-xl"), "held-out")
+    report = evaluate(requests, real_embedder, no_tool=small_talk).as_json()
+    assert len(report["by_lang"]) == 7
+    for lang, figures in report["by_lang"].items():  # measured: 0.92 at least
+        assert figures["delivered"]["hit"] >= 0.85 * figures["hit@3"], lang
+    assert report["by_lang"]["en"]["hit@3"] >= 0.85  # measured 0.93
+    assert report["by_lang"]["uk"]["hit@3"] >= 0.45  # measured 0.53: the weakest language (docs/benchmarks.md)
+    assert report["no_tool"]["given_tool"] <= 0.15  # measured 0.115
+    assert all(figures["given_tool"] <= 0.3 for figures in report["no_tool"]["by_lang"].values())  # measured 0.22
+    assert report["calibration"]["ece"] <= 0.1  # measured 0.068

@@ -17,7 +17,7 @@ from toolrag.embed import (
     make_embedder,
 )
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
-from toolrag.embed.language import looks_english
+from toolrag.embed.language import guess_language, looks_english
 
 from .conftest import json_http_server
 
@@ -101,6 +101,26 @@ def test_the_default_names_every_model_and_weight() -> None:
 )
 def test_language_guess(text: str, english: bool) -> None:
     assert looks_english(text) is english
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("Thanks a lot!", "en"),
+        ("Kupiłem rower i w końcu dojeżdżam nim do pracy!", "pl"),
+        ("¡Hasta luego!", "es"),
+        ("Merci beaucoup pour ton aide", "fr"),
+        ("Danke schön, das ist nett", "de"),
+        ("Дякую, це чудово", "uk"),
+        ("Спасибо большое", "ru"),
+        ("谢谢你", "zh"),
+        ("ありがとう、助かりました", "ja"),
+        ("감사합니다", "ko"),
+        ("12345 !!!", "und"),
+    ],
+)
+def test_a_request_language_is_guessed_for_reports(text: str, lang: str) -> None:
+    assert guess_language(text) == lang
 
 
 def test_unknown_embedder_name() -> None:

@@ -139,11 +139,13 @@ def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
     small_talk = [NoToolRequest("n1", "thanks, have a nice evening", "en"), NoToolRequest("n2", "Danke dir!", "de")]
     report = evaluate(load_benchmark(bench(tmp_path / "b")), embedder, no_tool=small_talk).as_json()
     assert {"hit@3", "hit@5"} <= set(report) and report["hit@5"] == 1.0
-    assert set(report["delivered"]) == {"hit", "recall", "empty", "mean_returned"}
+    assert set(report["delivered"]) == {"hit", "hit_interval", "recall", "empty", "mean_returned"}
+    low, high = report["delivered"]["hit_interval"]
+    assert 0 <= low <= report["delivered"]["hit"] <= high <= 1
     assert 0 <= report["delivered"]["recall"] <= report["delivered"]["hit"] <= 1
     assert report["no_tool_rate"] == report["delivered"]["empty"]
     for figures in report["by_lang"].values():
-        assert set(figures["delivered"]) == {"hit", "recall", "empty", "mean_returned"}
+        assert set(figures["delivered"]) == {"hit", "hit_interval", "recall", "empty", "mean_returned"}
     assert report["no_tool"]["n"] == 2 and set(report["no_tool"]["by_lang"]) == {"de", "en"}
     assert report["no_tool"]["given_tool"] in (0.0, 0.5, 1.0)
     # The catalog is tiny, but retrieval is what is measured; the scores shown are checked against relevance.
@@ -205,3 +207,55 @@ def test_eval_reads_notool_jsonl_beside_the_set(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", str(folder), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["no_tool"]["n"] == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.from_regex(r"[a-z_]{1,8}[0-9]{0,3}", fullmatch=True), min_size=1, max_size=40, unique=True))
+def test_halves_split_evenly_and_keep_translations_together(bases: list[str]) -> None:
+    from toolrag.eval.dataset import halves
+
+    ids = [f"{base}#{lang}" for base in bases for lang in ("en", "de", "uk")]
+    assigned = halves(ids)
+    for base in bases:
+        assert len({assigned[f"{base}#{lang}"] for lang in ("en", "de", "uk")}) == 1  # translations together
+    tune = sum(assigned[f"{base}#en"] == "tune" for base in bases)
+    assert abs(tune - (len(bases) - tune)) <= 1
+    assert halves(list(reversed(ids))) == assigned  # the order of the file does not matter
+
+
+def test_eval_half_measures_one_half_and_names_a_wrong_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    folder = bench(tmp_path / "b")
+    counts = []
+    for half in ("tune", "held-out"):
+        result = CliRunner().invoke(app, ["eval", str(folder), "--half", half, "--json"])
+        assert result.exit_code == 0, result.output
+        counts.append(json.loads(result.stdout)["n_queries"])
+    assert counts == [2, 2]
+    wrong = CliRunner().invoke(app, ["eval", str(folder), "--half", "test"])
+    assert wrong.exit_code != 0 and "--half 'test': expected one of tune, held-out" in wrong.output
+
+
+def test_no_tool_file_may_hold_one_plain_request_per_line(tmp_path: Path) -> None:
+    from toolrag.eval import load_no_tool
+
+    plain = tmp_path / "smalltalk.txt"
+    plain.write_text("Thanks a lot, that was kind!\n\nDanke schön, das ist nett\nДякую, це чудово\n谢谢你\n")
+    requests = load_no_tool(plain)
+    assert [(r.id, r.lang) for r in requests] == [("1", "en"), ("3", "de"), ("4", "uk"), ("5", "zh")]
+    with pytest.raises(CatalogError, match="does not exist"):
+        load_no_tool(tmp_path / "missing.txt")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=200))
+def test_bootstrap_interval_brackets_the_mean(values: list[float]) -> None:
+    from toolrag.eval.metrics import interval
+
+    low, high = interval(values)
+    mean = sum(values) / len(values)
+    assert min(values) - 1e-4 <= low <= mean + 1e-4 and mean - 1e-4 <= high <= max(values) + 1e-4
+    assert interval(values) == (low, high)  # seeded

@@ -75,6 +75,13 @@ def eval_command(
             " (with --set usage_weight=0.3: the usage-learned adjustment).",
         ),
     ] = 0.0,
+    half: Annotated[
+        str | None,
+        typer.Option(
+            help="Measure only one half of the requests and of the small talk: `tune` (where the defaults were"
+            " chosen) or `held-out` (never used to choose them); halves are cut by a hash of each request's id."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval on a benchmark set: the ranking (Recall@k, Hit@k, nDCG@10, MRR@10) and what search()
@@ -82,6 +89,7 @@ def eval_command(
     no tool; latency and tokens saved."""
     from toolrag.embed import make_embedder
     from toolrag.eval import evaluate, example_no_tool_requests, load_benchmark, load_example, load_no_tool
+    from toolrag.eval.dataset import HALVES, in_half, no_tool_in_half
     from toolrag.search.config import SearchConfig
 
     if (folder is None) == (not example):
@@ -97,6 +105,11 @@ def eval_command(
         benchmark = guarded(lambda: load_benchmark(source, limit))
         given = no_tool or (folder / "notool.jsonl" if (folder / "notool.jsonl").is_file() else None)
         small_talk = guarded(lambda: load_no_tool(given)) if given else []
+    if half is not None:
+        if half not in HALVES:
+            fail(f"--half {half!r}: expected one of {', '.join(HALVES)}")
+        chosen = next(h for h in HALVES if h == half)
+        benchmark, small_talk = in_half(benchmark, chosen), no_tool_in_half(small_talk, chosen)
     principal = principal_from(user, tenant, scopes)
     overrides = guarded(lambda: _settings(settings or []))
     config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
@@ -127,10 +140,16 @@ DELIVERED = ("hit", "recall", "empty", "mean_returned")
 def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
     title = f"{data['dataset']}: {tools} tools, {data['n_queries']} requests"
     ranking = Table("mode", "R@1", "R@3", "R@5", "Hit@3", "nDCG@10", "MRR@10", title=f"{title}: the ranking")
-    received = Table("mode", "hit", "recall", "empty", "returned", title="what search() delivered")
+    received = Table("mode", "hit", "95% interval", "recall", "empty", "returned", title="what search() delivered")
     for name, figures in data["modes"].items():
         ranking.add_row(name, *(f"{figures[key]:.3f}" for key in RANKING))
-        received.add_row(name, *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED))
+        low, high = figures["delivered"]["hit_interval"]
+        received.add_row(
+            name,
+            f"{figures['delivered']['hit']:.3f}",
+            f"{low:.3f}-{high:.3f}",
+            *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED[1:]),
+        )
     out.print(ranking)
     out.print(received)
     if len(data["by_lang"]) > 1:
@@ -159,8 +178,10 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
     if data["no_tool"]:
         small_talk = data["no_tool"]
         by_lang = ", ".join(f"{lang} {v['given_tool']:.0%} of {v['n']}" for lang, v in small_talk["by_lang"].items())
+        low, high = small_talk["interval"]
         out.print(
-            f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']} ({by_lang})",
+            f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']}"
+            f" (95% interval {low:.1%}-{high:.1%}; {by_lang})",
             highlight=False,
         )
     calibration = data["calibration"]

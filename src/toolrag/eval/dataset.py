@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from toolrag.catalog.files import tool_from_entry
+from toolrag.embed.language import guess_language
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.jsontext import loads
 from toolrag.model import TOOL_NAME_PATTERN, Tool
@@ -107,8 +110,49 @@ def _example_requests() -> dict[str, list[dict[str, Any]]]:
 
 
 def load_no_tool(path: str | Path) -> list[NoToolRequest]:
-    """Requests that need no tool: `{"id", "query", "lang"}` per line."""
-    return _no_tool(_read_jsonl(Path(path)), f"{path}: line")
+    """Requests that need no tool: `{"id", "query", "lang"}` per line, or one request per plain line (its language
+    guessed from its words and script)."""
+    source = Path(path)
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CatalogError(f"{source} does not exist") from None
+    if any(line.strip() and not line.lstrip().startswith("{") for line in lines):
+        return [
+            NoToolRequest(str(n), text.strip(), guess_language(text)) for n, text in enumerate(lines, 1) if text.strip()
+        ]
+    return _no_tool(_read_jsonl(source), f"{path}: line")
+
+
+Half = Literal["tune", "held-out"]
+HALVES: tuple[Half, ...] = ("tune", "held-out")
+
+
+_LANGUAGE_SUFFIX = re.compile(r"#[a-z]{2,3}$")
+
+
+def halves(ids: Sequence[str]) -> dict[str, Half]:
+    """Each id's half: the distinct ids, without a language suffix so a request's translations (`single_9950#de`,
+    `single_9950#uk`) stay together, ordered by a hash and dealt alternately, so the halves differ by one at most.
+    Values are chosen on `tune` and reported on `held-out` (docs/evaluation.md)."""
+    groups = sorted({_LANGUAGE_SUFFIX.sub("", i) for i in ids}, key=lambda g: hashlib.sha256(g.encode()).digest())
+    dealt: dict[str, Half] = {group: HALVES[n % 2] for n, group in enumerate(groups)}
+    return {i: dealt[_LANGUAGE_SUFFIX.sub("", i)] for i in ids}
+
+
+def in_half(benchmark: BenchmarkSet, half: Half) -> BenchmarkSet:
+    assigned = halves([q.id for q in benchmark.queries])
+    return BenchmarkSet(benchmark.name, benchmark.tools, [q for q in benchmark.queries if assigned[q.id] == half])
+
+
+def no_tool_in_half(requests: Sequence[NoToolRequest], half: Half) -> list[NoToolRequest]:
+    """Dealt per language, so each language's small talk is split evenly too."""
+    chosen = []
+    for lang in dict.fromkeys(request.lang for request in requests):
+        same = [request for request in requests if request.lang == lang]
+        assigned = halves([request.id for request in same])
+        chosen += [request for request in same if assigned[request.id] == half]
+    return chosen
 
 
 def _no_tool(rows: list[dict[str, Any]], where: str) -> list[NoToolRequest]:

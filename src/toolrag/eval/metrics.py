@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,10 +90,11 @@ def summarize(scores: Sequence[QueryScores]) -> dict[str, float]:
     }
 
 
-def delivered(scores: Sequence[QueryScores]) -> dict[str, float]:
-    """What callers received, averaged over requests."""
+def delivered(scores: Sequence[QueryScores]) -> dict[str, Any]:
+    """What callers received, averaged over requests (the hit with its 95% bootstrap interval)."""
     return {
         "hit": _mean([s.delivered_hit for s in scores]),
+        "hit_interval": interval([s.delivered_hit for s in scores]),
         "recall": _mean([s.delivered_recall for s in scores]),
         "empty": _mean([s.empty for s in scores]),
         "mean_returned": _mean([float(s.returned) for s in scores]),
@@ -161,6 +163,16 @@ def paired_difference(first: Sequence[float], second: Sequence[float], seed: int
         high=round(float(high), 4),
         differing=int(np.count_nonzero(np.abs(differences) > 1e-9)),
     )
+
+
+def interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval of the mean of `values` (seeded: the same values give the same interval)."""
+    if not values:
+        return (0.0, 0.0)
+    low, high = np.quantile(
+        _bootstrap_means(np.asarray(values, dtype=np.float64), np.random.default_rng(seed)), [0.025, 0.975]
+    )
+    return (round(float(low), 4), round(float(high), 4))
 
 
 def _bootstrap_means(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:

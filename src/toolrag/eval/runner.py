@@ -23,6 +23,7 @@ from toolrag.eval.metrics import (
     ReliabilityBin,
     delivered,
     expected_calibration_error,
+    interval,
     paired_difference,
     reliability,
     score_query,
@@ -82,10 +83,11 @@ class NoToolReport:
 
     n: int
     given_tool: float
-    by_lang: dict[str, dict[str, float]]
+    by_lang: dict[str, dict[str, Any]]
+    interval: tuple[float, float] = (0.0, 0.0)  # 95% bootstrap interval of given_tool
 
     def as_json(self) -> dict[str, Any]:
-        return {"n": self.n, "given_tool": self.given_tool, "by_lang": self.by_lang}
+        return {"n": self.n, "given_tool": self.given_tool, "interval": self.interval, "by_lang": self.by_lang}
 
 
 @dataclass
@@ -258,9 +260,10 @@ def _no_tool(registry: ToolRegistry, requests: Sequence[NoToolRequest], principa
         n=len(every),
         given_tool=round(statistics.fmean(every), 4),
         by_lang={
-            lang: {"n": len(values), "given_tool": round(statistics.fmean(values), 4)}
+            lang: {"n": len(values), "given_tool": round(statistics.fmean(values), 4), "interval": interval(values)}
             for lang, values in sorted(given.items())
         },
+        interval=interval(every),
     )
 
 
