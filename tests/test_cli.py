@@ -127,3 +127,42 @@ def test_describing_a_group_no_tool_is_in_says_so_and_lists_it(store: str) -> No
     assert listed["weather"]["tools"] == 1
     known = runner.invoke(app, ["groups", "describe", "weather", "Forecasts.", "--store", store])
     assert known.exit_code == 0 and "no tool is in" not in known.output
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.json", None, "missing.json: no such file"),
+        ("bad.json", "{bad", "bad.json: invalid JSON at line 1 column 2"),
+        ("tools.csv", "name,description\na,b\n", "a catalog is JSON (.json), JSON Lines (.jsonl) or YAML"),
+    ],
+)
+def test_a_failed_import_names_the_problem_and_leaves_no_registry(
+    tmp_path: Path, name: str, content: str | None, message: str
+) -> None:
+    catalog = tmp_path / name
+    if content is not None:
+        catalog.write_text(content)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(CATALOG))
+    result = runner.invoke(app, ["import", str(good), str(catalog), "--store", str(tmp_path / "new.db")])
+    assert result.exit_code == 1 and message in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "new.db").exists()  # not even the good file's tools: nothing half-imported
+
+
+def test_an_empty_request_is_refused(store: str) -> None:
+    for request in ("", "   "):
+        result = runner.invoke(app, ["search", request, "--store", store])
+        assert result.exit_code == 1 and "the request is empty" in result.stderr
+
+
+def test_a_missing_extra_is_one_line_with_the_command_that_installs_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    hidden = "import sys; sys.modules['psycopg'] = None\nfrom toolrag.cli.app import app\napp()"
+    command = [sys.executable, "-c", hidden, "search", "--store", "postgresql://localhost/none", "refund"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "the PostgreSQL store needs the `postgres` extra: pip install" in done.stderr and "[postgres]" in done.stderr

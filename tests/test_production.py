@@ -292,3 +292,39 @@ def test_the_readme_production_sections_are_a_valid_configuration(monkeypatch: p
     settings = ApiConfig.model_validate(tomllib.loads("[startup]" + sections))
     assert settings.oauth is not None and settings.schedule.consistency == "daily"
     assert settings.rate_limits.search == Rate(per_minute=120, burst=20) and settings.rate_limits.call is None
+
+
+def test_a_server_on_a_port_in_use_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    import socket
+
+    store = str(tmp_path / "api.db")
+    (tmp_path / "toolrag-api.toml").write_text(f'store = "{store}"\n[tokens.ops]\ntoken = "{ADMIN}"\nrole = "admin"\n')
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = CliRunner().invoke(
+            app, ["api", "serve", "--config", str(tmp_path / "toolrag-api.toml"), "--port", port]
+        )
+    assert result.exit_code == 1, result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "choose another --port" in result.stderr
+    assert "toolrag API on" not in result.stderr  # no URL announced for a server that never runs
+    assert not Path(store).exists()  # nor its registry opened
+
+
+def test_the_gateway_on_a_port_in_use_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    import socket
+
+    store = tmp_path / "gateway.db"
+    (tmp_path / "toolrag-mcp.toml").write_text(
+        f'store = "{store}"\n[principals.ops]\ntoken = "{ADMIN}"\nscopes = ["*"]\n'
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        command = ["mcp", "serve", "-c", str(tmp_path / "toolrag-mcp.toml"), "--transport", "http", "--port", port]
+        result = CliRunner().invoke(app, command)
+    assert result.exit_code == 1, result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "MCP gateway on" not in result.stderr
+    assert not store.exists()

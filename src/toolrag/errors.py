@@ -36,3 +36,20 @@ class EmbeddingError(ToolragError):
 
 class ConfigError(ToolragError):
     """A configuration file (gateway, API) is missing, unreadable or invalid."""
+
+
+class MissingExtraError(ToolragError, ImportError):
+    """A feature needs an optional extra that is not installed; the message says how to install it."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(f"{feature} needs the `{extra}` extra: {install_hint(extra)}")
+
+
+def install_hint(extra: str) -> str:
+    """The pip command that adds `extra`: from a source checkout (an editable install), the checkout's own."""
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "src" / "toolrag").is_dir():
+        return f'pip install -e "{checkout}[{extra}]"'
+    return f'pip install "toolrag[{extra}]"'

@@ -52,6 +52,11 @@ def _parse(path: Path, text: str) -> list[tuple[int, Any]]:
             return [(n, loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else loads(text)
     except json.JSONDecodeError as exc:
+        if suffix not in (".json", ".jsonl", ""):  # a .csv or .txt that is not JSON either: name the formats
+            raise CatalogError(
+                f"{path}: a catalog is JSON (.json), JSON Lines (.jsonl) or YAML (.yaml, .yml), and this {suffix}"
+                " file is none of them"
+            ) from None
         raise CatalogError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: invalid YAML: {exc}") from None

@@ -36,15 +36,16 @@ def serve(
     configure_logging(logging.INFO, json_lines=log_format == "json")
 
     from toolrag.server.config import load_api_config
-    from toolrag.server.guard import server_config
+    from toolrag.server.guard import listening_socket, server_config
     from toolrag.server.serve import build_api
 
     settings = guarded(lambda: load_api_config(config))
     if keep_alive is not None:
         settings.http.keep_alive_seconds = keep_alive
+    sock = guarded(lambda: listening_socket(host, port))
     app = guarded(lambda: build_api(settings))
     err.print(f"toolrag API on http://{host}:{port} (dashboard: /dashboard, docs: /docs)", highlight=False)
-    uvicorn.Server(server_config(app, host, port, settings.http)).run()
+    uvicorn.Server(server_config(app, host, port, settings.http)).run(sockets=[sock])
 
 
 @api_app.command()

@@ -31,6 +31,7 @@ from toolrag.cli.common import (
     results_table,
     table_or_lines,
 )
+from toolrag.cli.doctor import doctor_command
 from toolrag.cli.evaluate import eval_command
 from toolrag.cli.lifecycle import (
     export_registry,
@@ -53,7 +54,7 @@ app = typer.Typer(
     name="toolrag",
     help="Tool selection as retrieval: a permission-aware tool registry with offline hybrid search.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # `toolrag --install-completion` / `--show-completion SHELL`
 )
 
 
@@ -93,10 +94,11 @@ def import_catalog(
     if len(files) == 1 and is_backup(files[0]):
         restore_backup(files[0], store, as_json)
         return
+    # Every file is read and checked before the registry is opened: a bad file leaves no new registry behind.
+    catalogs = [(path, guarded(lambda path=path: load_catalog(path, lenient=lenient))) for path in files]  # type: ignore[misc]
     registry = open_registry(store, embedder, create=True)
     reports = {}
-    for path in files:
-        tools = guarded(lambda path=path: load_catalog(path, lenient=lenient))  # type: ignore[misc]
+    for path, tools in catalogs:
         total = guarded(lambda tools=tools: registry.texts_to_embed(tools))  # type: ignore[misc]
         with progress_bar(f"embedding {path.name}", total, not as_json) as advance:
             report = guarded(lambda tools=tools, advance=advance: registry.register_many(tools, advance))  # type: ignore[misc]
@@ -192,6 +194,7 @@ app.command("validate")(validate_command)
 app.command("report")(report_command)
 app.command("suggest-aliases")(suggest_aliases_command)
 app.command("eval")(eval_command)
+app.command("doctor")(doctor_command)
 
 
 @index_app.command("rebuild")
@@ -227,6 +230,8 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Find the tools for a request, as the given principal may see them."""
+    if not request.strip():
+        fail("the request is empty: give what the user asked for, e.g. toolrag search 'refund my last order'")
     registry = open_registry(store, embedder)
     principal = principal_from(user, tenant, scopes)
     selection = guarded(lambda: registry.select(request, principal, fmt=fmt, k=k))

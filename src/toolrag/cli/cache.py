@@ -41,12 +41,12 @@ def list_entries(as_json: JsonOption = False) -> None:
         table.add_row(
             entry.name,
             entry.kind,
-            _size(entry.bytes),
+            size_text(entry.bytes),
             f"{entry.last_used:%Y-%m-%d}",
             "keeps" if entry.kept else "removes",
         )
     out.print(table)
-    out.print(f"{_size(sum(e.bytes for e in entries))} in {len(entries)} entries")
+    out.print(f"{size_text(sum(e.bytes for e in entries))} in {len(entries)} entries")
 
 
 @cache_app.command("prune")
@@ -63,10 +63,10 @@ def prune_entries(
     if as_json:
         print_json({"removed": [entry.name for entry in removed], "bytes": freed})
         return
-    out.print(f"removed {len(removed)} entries, {_size(freed)}")
+    out.print(f"removed {len(removed)} entries, {size_text(freed)}")
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     amount = float(count)
     for unit in ("B", "KB", "MB"):
         if amount < 1024:

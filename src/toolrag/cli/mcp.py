@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Annotated, Literal
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded, out, print_json
+from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded, out, plural, print_json
+from toolrag.errors import ToolragError
 
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
     from toolrag.mcp.config import GatewayConfig
@@ -155,11 +160,231 @@ def serve(
 
     configure_logging(logging.INFO if verbose else logging.WARNING, json_lines=log_format == "json")
     settings = _load(config)
+    sock = None
+    if transport == "http":  # the port is taken before the registry is opened: in use, nothing starts
+        from toolrag.server.guard import listening_socket
+
+        guarded(settings.check_http_tokens)
+        sock = guarded(lambda: listening_socket(host, port))
     gateway = _gateway(settings)
     guarded(gateway.check)  # the registry is fit to serve, or a one-line reason
-    if transport == "http":
-        guarded(settings.check_http_tokens)
+    if sock is not None:
         err.print(f"toolrag MCP gateway on http://{host}:{port}/mcp", highlight=False)
-        anyio.run(gateway.serve_http, host, port)
+        anyio.run(gateway.serve_http, host, port, sock)
     else:
         anyio.run(gateway.serve_stdio)
+
+
+# -- status -------------------------------------------------------------------------------------------------------
+
+HEALTH_TIMEOUT_SECONDS = 10.0
+TokenEnvOption = Annotated[
+    str,
+    typer.Option("--token-env", help="The environment variable holding a bearer token of the gateway (with --url)."),
+]
+
+
+class StatusError(ToolragError):
+    """The state of the upstreams could not be had: the gateway is unreachable, refused the token, or answered
+    something else than a toolrag gateway's /health."""
+
+
+@dataclass
+class UpstreamHealth:
+    """One upstream as `GET /health` of a gateway describes it (mcp/gateway.py `McpGateway.health`)."""
+
+    server: str
+    state: str
+    since: datetime
+    tools: int = 0
+    reconnects: int = 0
+    last_import: datetime | None = None
+    error: str | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "state": self.state,
+            "since": self.since.isoformat(timespec="seconds"),
+            "tools": self.tools,
+            "reconnects": self.reconnects,
+            "last_import": self.last_import.isoformat(timespec="seconds") if self.last_import else None,
+            "error": self.error,
+        }
+
+
+@dataclass
+class GatewayHealth:
+    """What `GET /health` answers (the fields `mcp status` shows), or the same measured here by connecting."""
+
+    ready: bool
+    servers: list[UpstreamHealth] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[UpstreamHealth]:
+        """Down, or connecting again after a failure (a gateway retries with backoff): not those connecting for the
+        first time."""
+        return [s for s in self.servers if s.state == "down" or (not s.up and s.error is not None)]
+
+
+def health_url(url: str) -> str:
+    """`/health` of a gateway given by its base URL or by its MCP endpoint (what clients are configured with)."""
+    if not url.startswith(("http://", "https://")):
+        raise StatusError(f"--url {url!r} must start with http:// or https://")
+    base = url.rstrip("/")
+    return f"{base.removesuffix('/mcp')}/health"
+
+
+def fetch_health(url: str, token_env: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> GatewayHealth:
+    """`GET /health` of a running HTTP gateway with the bearer token in `$token_env`."""
+    import httpx
+    from pydantic import TypeAdapter, ValidationError
+
+    target = health_url(url)
+    token = os.environ.get(token_env)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}  # without one: still tell unreachable from 401
+    try:
+        response = httpx.get(target, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        reason = str(exc) or type(exc).__name__
+        raise StatusError(
+            f"cannot reach the gateway at {target}: {reason} (is `toolrag mcp serve --transport http` running there?)"
+        ) from None
+    if response.status_code in (401, 403):
+        if not token:
+            raise StatusError(
+                f"no token: set {token_env} to the bearer token of one of the gateway's [principals] (or name another"
+                " variable with --token-env)"
+            )
+        raise StatusError(
+            f"the gateway refused the token in {token_env} ({response.status_code}: {_detail(response)}): set it to"
+            " the token of one of the gateway's [principals]"
+        )
+    if response.status_code != 200:
+        raise StatusError(f"{target} answered {response.status_code}: {_detail(response)}")
+    try:
+        return TypeAdapter(GatewayHealth).validate_json(response.content)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top)"
+        raise StatusError(f"{target} does not answer as a toolrag gateway does ({where}: {first['msg']})") from None
+
+
+def _detail(response: Any) -> str:
+    """The reason a toolrag server gives in its error bodies (`{"detail": ...}`), else the start of the body."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail else response.text[:200].strip() or response.reason_phrase
+
+
+def probe_upstreams(settings: GatewayConfig) -> GatewayHealth:
+    """Connect to every enabled upstream now and report how its first attempt went, without opening the registry:
+    nothing is imported or written. Waits until each has answered its tool listing or failed once (the upstreams'
+    own readiness), at most the configuration's `start_deadline_seconds`."""
+    import anyio
+
+    from toolrag.mcp.upstream import UpstreamPool, UpstreamStatus
+
+    counts: dict[str, int] = {}
+
+    async def count_only(server: str, tools: list[Any], instructions: str | None) -> None:
+        counts[server] = len(tools)  # the only thing kept of a listing: the gateway's importer is never involved
+
+    async def first_attempts() -> dict[str, UpstreamStatus]:
+        pool = UpstreamPool(settings, count_only)
+        seen: dict[str, UpstreamStatus] = {}
+
+        async def record(name: str) -> None:
+            upstream = pool.upstreams[name]
+            await upstream.attempted.wait()
+            # Taken as the attempt ends: a failed server retries after a backoff and would read "connecting".
+            seen[name] = upstream.status()
+
+        async with anyio.create_task_group() as group:
+            await pool.run(group)
+            with anyio.move_on_after(settings.start_deadline_seconds):
+                async with anyio.create_task_group() as waiting:
+                    for name in pool.upstreams:
+                        waiting.start_soon(record, name)
+            group.cancel_scope.cancel()  # disconnects every upstream
+        # An upstream still connecting at the deadline is shown as it is then.
+        return {name: seen.get(name) or upstream.status() for name, upstream in pool.upstreams.items()}
+
+    statuses = anyio.run(first_attempts)
+    servers = [
+        UpstreamHealth(s.name, s.state, s.since, counts.get(s.name, s.tools), s.reconnects, None, s.last_error)
+        for s in statuses.values()
+    ]
+    return GatewayHealth(ready=all(server.up for server in servers), servers=servers)
+
+
+@mcp_app.command("status")
+def status_command(
+    config: ConfigOption = "toolrag-mcp.toml",
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="A running HTTP gateway (http://HOST:PORT): ask its /health instead of connecting here."
+        ),
+    ] = None,
+    token_env: TokenEnvOption = "TOOLRAG_TOKEN",
+    as_json: JsonOption = False,
+) -> None:
+    """Each upstream's state: of a running gateway (--url), or connecting to every enabled upstream of --config now
+    (nothing is imported, the registry is not opened). Exit code 2 when an upstream is down or failed and is
+    reconnecting (without --url: when one is not up)."""
+    if url is not None:
+        health = guarded(lambda: fetch_health(url, token_env))
+        failing = health.failing
+    else:
+        settings = _load(config)
+        with err.status("connecting to the upstream servers", spinner="dots") if not as_json else nullcontext():
+            health = guarded(lambda: probe_upstreams(settings))
+        failing = [server for server in health.servers if not server.up]
+    if as_json:
+        source = {"gateway": health_url(url)} if url else {"config": config}
+        print_json(source | {"ready": health.ready, "servers": [s.as_json() for s in health.servers]})
+    else:
+        _print_health(health, url, config)
+    if failing:
+        raise typer.Exit(2)
+
+
+def _print_health(health: GatewayHealth, url: str | None, config: str) -> None:
+    source = f"gateway {health_url(url).removesuffix('/health')}" if url else f"upstreams of {config}, connected now"
+    table = Table(
+        "server", "state", "since", "tools", "reconnects", "last import", "error", title=source, caption="times in UTC"
+    )
+    for server in health.servers:
+        table.add_row(
+            server.server,
+            f"[{_STATE_COLOURS.get(server.state, 'yellow')}]{server.state}[/]",
+            _when(server.since),
+            str(server.tools),
+            str(server.reconnects),
+            _when(server.last_import) if server.last_import else "",
+            escape(server.error or ""),
+        )
+    out.print(table)
+    up = sum(1 for server in health.servers if server.up)
+    if url:
+        out.print(f"ready: {'yes' if health.ready else 'no'} ({up} of {plural(len(health.servers), 'upstream')} up)")
+    elif not health.servers:
+        out.print(f"no enabled upstream in {config}")
+    else:
+        out.print(f"{up} of {plural(len(health.servers), 'upstream')} up (nothing was imported)")
+
+
+_STATE_COLOURS = {"up": "green", "down": "red"}
+
+
+def _when(moment: datetime) -> str:
+    """A time in UTC: the time of day when it is today, else date and time."""
+    moment = moment.astimezone(UTC)
+    return f"{moment:%H:%M:%S}" if moment.date() == datetime.now(UTC).date() else f"{moment:%Y-%m-%d %H:%M:%S}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
@@ -368,7 +369,8 @@ class McpGateway:
                 await server.run(read, write, server.create_initialization_options())
             group.cancel_scope.cancel()
 
-    async def serve_http(self, host: str, port: int) -> None:
+    async def serve_http(self, host: str, port: int, sock: socket.socket | None = None) -> None:
+        """`sock`: already bound to host and port (toolrag.server.guard.listening_socket), else uvicorn binds."""
         import uvicorn
 
         if self.startup is None:
@@ -377,7 +379,7 @@ class McpGateway:
         async with anyio.create_task_group() as group:
             group.start_soon(self._scheduler().run)
             group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
-            await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve()
+            await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve([sock] if sock else None)
             group.cancel_scope.cancel()
 
     def _scheduler(self) -> Scheduler:

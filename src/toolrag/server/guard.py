@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ import anyio
 import h11
 from pydantic import BaseModel, ConfigDict, Field
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from toolrag.errors import ConfigError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -294,3 +297,19 @@ def server_config(app: ASGIApp, host: str, port: int, limits: HttpLimits) -> Any
         timeout_keep_alive=limits.keep_alive_seconds,
         lifespan="auto",
     )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything is announced or started: a port in use is one clear error, not a
+    URL printed for a server that never runs."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart need not wait for TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason} (choose another --port)") from None
+    sock.set_inheritable(True)
+    return sock

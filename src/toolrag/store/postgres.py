@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from toolrag import tracing
-from toolrag.errors import ModelMismatchError, StoreError
+from toolrag.errors import MissingExtraError, ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
     GENERATIONS_LOGGED,
@@ -48,8 +48,8 @@ try:
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
-except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
-    raise ImportError('the PostgreSQL store needs `pip install "toolrag[postgres]"`') from exc
+except ImportError as exc:  # tests/test_cli.py runs a command with psycopg hidden
+    raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
 _MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
 _WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
@@ -98,7 +98,7 @@ class PostgresStore:
         return cls(plain, schema=schemas[-1], create=create) if schemas else cls(plain, create=create)
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redacted(self.url)!r}, schema={self.schema!r})"
+        return f"PostgresStore({redacted_url(self.url)!r}, schema={self.schema!r})"
 
     # -- connection ---------------------------------------------------------------------------------------------
 
@@ -108,7 +108,9 @@ class PostgresStore:
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(self.url)}: {_reason(exc)}") from exc
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}"
+            ) from exc
         try:
             self._prepare(conn)
         except BaseException:
@@ -124,7 +126,7 @@ class PostgresStore:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
                 raise StoreError(
-                    f"PostgreSQL at {_redacted(self.url)} has no usable pgvector extension ({_reason(exc)}): "
+                    f"PostgreSQL at {redacted_url(self.url)} has no usable pgvector extension ({failure_reason(exc)}): "
                     "install pgvector, or have an administrator run CREATE EXTENSION vector"
                 ) from exc
             if not self.create:
@@ -159,7 +161,7 @@ class PostgresStore:
         ]
         if self.schema not in registries:
             there = f"; registries in this database: {', '.join(registries)}" if registries else ""
-            raise StoreError(f"no registry in schema {self.schema!r} at {_redacted(self.url)}{there}")
+            raise StoreError(f"no registry in schema {self.schema!r} at {redacted_url(self.url)}{there}")
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -189,9 +191,9 @@ class PostgresStore:
             except psycopg.OperationalError as exc:
                 conn.close()
                 self._conn = None
-                raise StoreError(f"PostgreSQL at {_redacted(self.url)} failed: {_reason(exc)}") from exc
+                raise StoreError(f"PostgreSQL at {redacted_url(self.url)} failed: {failure_reason(exc)}") from exc
             except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL at {_redacted(self.url)}: {_reason(exc)}") from exc
+                raise StoreError(f"PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}") from exc
 
     @contextmanager
     def _transaction(self, wait_seconds: float | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -577,7 +579,7 @@ def _hnsw_index_name(model_id: str) -> str:
     return "embeddings_hnsw_" + hashlib.sha256(model_id.encode()).hexdigest()[:16]
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
@@ -587,7 +589,7 @@ _SECRET_PARAMETERS = re.compile(
 )
 
 
-def _redacted(url: str) -> str:
+def redacted_url(url: str) -> str:
     """The connection string without any password, for messages: the one in the user part of a URL, and any
     `password=` (or similar) given as a URL parameter or as a key=value pair."""
     parts = urlsplit(url) if "://" in url else None
