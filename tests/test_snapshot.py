@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry, snapshot
 from toolrag.embed.base import Vectors
+from toolrag.model import ExampleRequest
 from toolrag.search import calibrate
 from toolrag.search.ann import GRAPH_FILE, ORPHANS_FILE
 from toolrag.search.index import SearchIndex
@@ -99,6 +100,7 @@ steps = st.lists(
         st.tuples(st.just("write"), st.lists(tools_strategy, min_size=1, max_size=4)),
         st.tuples(st.just("deactivate"), st.integers(0, 14)),
         st.tuples(st.just("describe"), st.sampled_from(DOMAINS)),
+        st.tuples(st.just("example"), st.tuples(st.integers(0, 14), st.sampled_from([None, "acme"]))),
     ),
     min_size=1,
     max_size=8,
@@ -143,6 +145,11 @@ def test_a_snapshot_followed_change_by_change_answers_as_one_built_afresh(
             names = [t.name for t in following.tools() if t.name.endswith(f"_{argument}")]
             for name in names:
                 following.set_active(name, False)
+        elif kind == "example":  # a request made a view of a tool, for one tenant or all (search/examples.py)
+            number, tenant = argument  # type: ignore[misc]
+            names = [t.name for t in following.tools() if t.name.endswith(f"_{number}") and not t.tenants]
+            for name in names:
+                following.add_example(name, QUERIES[number % len(QUERIES)], tenant)
         else:
             following.describe_groups({str(argument): f"{argument} work of every kind"})
         fresh = ToolRegistry(path, WordEmbedder(), config)
@@ -159,10 +166,17 @@ def _registry(path: Path, save_from: int | None = 1) -> ToolRegistry:
 def _catalog(count: int, prefix: str = "t") -> list[Tool]:
     return [
         _tool(i, [WORDS[i % len(WORDS)], WORDS[(i * 7) % len(WORDS)]], i % 3 == 0, i % 5 == 0, i % 4 == 0).model_copy(
-            update={"name": f"{DOMAINS[i % len(DOMAINS)]}.{prefix}_{i}"}
+            update={"name": f"{DOMAINS[i % len(DOMAINS)]}.{prefix}_{i}", "examples": _examples(i)}
         )
         for i in range(count)
     ]
+
+
+def _examples(number: int) -> list[ExampleRequest]:
+    """Some tools with example requests, of every tenant or of acme's (saved and mapped with the snapshot)."""
+    if number % 6:
+        return []
+    return [ExampleRequest(text=QUERIES[number % len(QUERIES)], tenant="acme" if number % 5 == 0 else None)]
 
 
 def _saved(cache: Path) -> list[Path]:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from toolrag.errors import InvalidToolError
 from toolrag.schemas.drafts import MAX_DEPTH, deeper_than, validator_class
@@ -24,6 +24,10 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 MAX_SCHEMA_CHARS = 262_144  # of a schema as JSON: real ones stay under a tenth of it
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+MAX_EXAMPLE_CHARS = 1000  # an example request is a sentence or two, not a document
+MAX_EXAMPLES = 200  # per tool, across tenants
 
 
 def utc_now() -> datetime:
@@ -74,6 +78,27 @@ def check_schema_depth(schema: Any, tool_name: str = "?", what: str = "input sch
         raise InvalidToolError(f"tool {tool_name!r}: {what}: nested deeper than {MAX_DEPTH} levels")
 
 
+class ExampleRequest(BaseModel):
+    """A request a person said the tool serves: one more view of the tool in retrieval, for the principals of its
+    tenant (None: of every tenant that may use the tool), so a miss fixed by adding it stays fixed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
+    tenant: str | None = Field(default=None, description="whose searches it serves; None: every tenant's")
+    source: Literal["operator", "usage"] = Field(
+        default="operator", description="written by an operator, or promoted from a logged request"
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if not value:
+            raise ValueError("an example request must not be blank")
+        return value
+
+
 class Tool(BaseModel):
     """One tool of the registry: what it does, who may use it, and the full schema injected when selected."""
 
@@ -87,6 +112,11 @@ class Tool(BaseModel):
     category: str | None = None
     aliases: list[str] = Field(default_factory=list)
     not_for: str | None = None
+    examples: list[ExampleRequest] = Field(
+        default_factory=list,
+        max_length=MAX_EXAMPLES,
+        description="requests the tool serves, per tenant: extra views of it in retrieval (search/examples.py)",
+    )
     scopes: list[str] = Field(default_factory=list, description="scopes a principal must hold, all of them")
     tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
     source: str = "python"
@@ -129,6 +159,29 @@ class Tool(BaseModel):
         cleaned = [v.strip() for v in values if v and v.strip()]
         return list(dict.fromkeys(cleaned))
 
+    @model_validator(mode="after")
+    def _examples_of_its_tenants(self) -> Tool:
+        """An example serves one of the tool's tenants (or all of them); the same request twice for the same
+        tenant is kept once."""
+        for example in self.examples:
+            if example.tenant is not None and self.tenants and example.tenant not in self.tenants:
+                raise ValueError(f"example request for tenant {example.tenant!r}, who may not use the tool")
+        seen: set[tuple[str, str | None]] = set()
+        unique = []
+        for example in self.examples:
+            if (example.text.casefold(), example.tenant) not in seen:
+                seen.add((example.text.casefold(), example.tenant))
+                unique.append(example)
+        self.examples = unique
+        return self
+
+    def seen_by(self, tenant: str | None, everything: bool = False) -> Tool:
+        """The tool as one tenant's principals may read it: without other tenants' example requests (their users'
+        words). `everything`: an operator's view, whole."""
+        if everything or all(e.tenant is None or e.tenant == tenant for e in self.examples):
+            return self
+        return self.model_copy(update={"examples": [e for e in self.examples if e.tenant in (None, tenant)]})
+
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Tool:
         """Build a tool from untrusted data, turning pydantic's errors into one readable InvalidToolError."""
@@ -162,7 +215,11 @@ class Tool(BaseModel):
             "active": self.active,
         } | {  # only when set, so the versions and hashes of tools without them stay as they were
             key: value
-            for key, value in (("output_schema", self.output_schema), ("annotations", self.annotations))
+            for key, value in (
+                ("output_schema", self.output_schema),
+                ("annotations", self.annotations),
+                ("examples", [e.model_dump() for e in self.examples] or None),
+            )
             if value is not None
         }
 

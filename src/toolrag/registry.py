@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,13 +32,14 @@ from toolrag.search.groups import group_text
 from toolrag.search.index import SearchIndex, text_hash, texts_by_hash
 from toolrag.search.pipeline import Retriever
 from toolrag.search.request import searched_text
-from toolrag.search.text import dense_texts
+from toolrag.search.text import embedded_texts
 from toolrag.snapshot import Snapshots
-from toolrag.store.base import IndexModel, Store, UpsertReport, Vector, model_mismatch_message
+from toolrag.store.base import AuditEntry, IndexModel, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from toolrag.monitor.recorder import UsageRecorder
+    from toolrag.search.explain import Explanation
     from toolrag.search.reformulate import Rewriter
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
@@ -158,30 +159,35 @@ class ToolRegistry:
             return getattr(item, "__toolrag_tool__", None) or tool_from_callable(item)
         raise InvalidToolError(f"cannot register {item!r}: expected a Tool, a dict or a function")
 
-    def register_many(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+    def register_many(
+        self, tools: Sequence[Tool], progress: ProgressCallback | None = None, audit: Sequence[AuditEntry] = ()
+    ) -> UpsertReport:
         """Upsert tools in one transaction, embedding only texts the store has no vector for.
 
-        `progress` is called with the number of texts embedded after each batch.
+        `progress` is called with the number of texts embedded after each batch; `audit` is written in the same
+        transaction (who changed what: the console's edits).
         """
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
             raise InvalidToolError(f"tool {duplicate!r} is given more than once")
         try:
-            return self._upsert_embedded(tools, progress)
+            return self._upsert_embedded(tools, progress, audit)
         except ModelMismatchError:
             if not self._follows_model:
                 raise
             # The index switched models while this import was embedding (`index rebuild` in another process):
             # a registry that follows the index's model embeds again with the new one.
-            return self._upsert_embedded(tools, progress)
+            return self._upsert_embedded(tools, progress, audit)
 
-    def _upsert_embedded(self, tools: Sequence[Tool], progress: ProgressCallback | None) -> UpsertReport:
+    def _upsert_embedded(
+        self, tools: Sequence[Tool], progress: ProgressCallback | None, audit: Sequence[AuditEntry]
+    ) -> UpsertReport:
         model = self._index_model()
         texts = texts_by_hash(tools)
         missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
-        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model)
+        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model, audit)
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
@@ -229,7 +235,7 @@ class ToolRegistry:
         model = self._index_model()
         tools = self.store.tools()
         known = self.store.vectors(model.model_id, texts_by_hash(tools))
-        return [t.name for t in tools if any(text_hash(x) not in known for x in dense_texts(t))]
+        return [t.name for t in tools if any(text_hash(x) not in known for x in embedded_texts(t))]
 
     def embed_missing(self, progress: ProgressCallback | None = None) -> int:
         """Embed the texts that have no vector for the index's model; returns how many."""
@@ -262,10 +268,11 @@ class ToolRegistry:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    def update(self, name: str, **changes: Any) -> Tool:
-        """A new version of a tool with some fields changed (description, aliases, not_for, scopes, ...).
+    def update(self, name: str, *, edited_by: str | None = None, **changes: Any) -> Tool:
+        """A new version of a tool with some fields changed (description, aliases, not_for, examples, ...).
 
-        Only texts that changed are embedded again."""
+        Only texts that changed are embedded again. `edited_by`: who made the change, written to the audit log in
+        the same transaction (the fields changed; an unchanged tool writes nothing)."""
         current = self.store.get(name)
         if current is None:
             raise ToolNotFoundError(f"no tool named {name!r}")
@@ -273,8 +280,47 @@ class ToolRegistry:
         if unknown or "name" in changes:
             raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
-        self.register_many([Tool.parse(entry)])
+        updated = Tool.parse(entry)
+        changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
+        audit = [AuditEntry("edited", ", ".join(changed), name, None, edited_by)] if edited_by and changed else []
+        self.register_many([updated], audit=audit)
         return self.get(name)
+
+    def add_example(
+        self,
+        name: str,
+        text: str,
+        tenant: str | None = None,
+        source: Literal["operator", "usage"] = "operator",
+        edited_by: str | None = None,
+    ) -> Tool:
+        """A new version of the tool with one more example request (search/examples.py): for `tenant`'s searches,
+        or every tenant's when None."""
+        current = self.get(name)
+        example = {"text": text, "tenant": tenant, "source": source}
+        return self.update(name, examples=[*current.examples, example], edited_by=edited_by)
+
+    def remove_example(self, name: str, text: str, tenant: str | None = None, edited_by: str | None = None) -> Tool:
+        current = self.get(name)
+        wanted = (" ".join(text.split()).casefold(), tenant)
+        kept = [e for e in current.examples if (e.text.casefold(), e.tenant) != wanted]
+        if len(kept) == len(current.examples):
+            whose = f"tenant {tenant!r}" if tenant else "every tenant"
+            raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")
+        return self.update(name, examples=kept, edited_by=edited_by)
+
+    def promotable_requests(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
+        """(tenant, request) of logged requests after which the tool was called successfully in the same session,
+        newest first, without those already among its examples: the candidates to promote to example requests."""
+        since = utc_now() - timedelta(days=days)
+        known = {(e.text.casefold(), e.tenant) for e in self.get(name).examples}
+        found: dict[tuple[str, str | None], tuple[str | None, str]] = {}
+        for tenant, tool, request in self.store.usage.called_after(since):
+            text = " ".join(request.split())
+            key = (text.casefold(), tenant)
+            if tool == name and text and key not in known:
+                found.setdefault(key, (tenant, text))
+        return list(found.values())
 
     def set_active(self, name: str, active: bool) -> Tool:
         """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays."""
@@ -369,6 +415,30 @@ class ToolRegistry:
         rendered = render(chosen, fmt)
         note = searched_text(query, self.config.max_request_chars).note
         return Selection(results, rendered, tools_tokens(rendered), self.catalog_tokens(principal, fmt), note)
+
+    def explain(
+        self,
+        query: str,
+        principal: Principal | None = None,
+        k: int | None = None,
+        fmt: str = "openai",
+        reveal_hidden: bool = False,
+    ) -> Explanation:
+        """What search() delivers for the request and why, signal by signal (search/explain.py); nothing is
+        written to the usage log. `reveal_hidden` (operators only): also the near tools the principal may not use."""
+        from toolrag.search.explain import explain
+
+        principal = principal or Principal.anonymous()
+        k = self.config.k if k is None else k
+        results = self.retriever.search(query, principal, k)
+        index = self._snapshot()
+        injected = tools_tokens(render([index.tools[index.by_name[r.name.lower()]] for r in results], fmt))
+        catalog = self.catalog_tokens(principal, fmt)
+        explanation = explain(self.retriever, query, principal, results, k, reveal_hidden)
+        saved = round(100.0 * (1 - injected / catalog), 1) if catalog else 0.0
+        return explanation.model_copy(
+            update={"injected_tokens": injected, "catalog_tokens": catalog, "saved_pct": saved}
+        )
 
     def schemas(self, names: Iterable[str], principal: Principal | None = None, fmt: str = "openai") -> list[Any]:
         """Full definitions of named tools the principal may use; a hidden tool is reported as not found."""

@@ -33,6 +33,7 @@ from toolrag.cli.common import (
 )
 from toolrag.cli.doctor import doctor_command
 from toolrag.cli.evaluate import eval_command
+from toolrag.cli.explain import explain_command
 from toolrag.cli.lifecycle import (
     export_registry,
     groups_app,
@@ -195,6 +196,7 @@ app.command("report")(report_command)
 app.command("suggest-aliases")(suggest_aliases_command)
 app.command("eval")(eval_command)
 app.command("doctor")(doctor_command)
+app.command("explain")(explain_command)
 
 
 @index_app.command("rebuild")

@@ -75,6 +75,15 @@ def eval_command(
             " (with --set usage_weight=0.3: the usage-learned adjustment).",
         ),
     ] = 0.0,
+    example_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.9,
+            help="Give this share of the requests to their tools as example requests and measure the rest, with"
+            " examples and without (the paired gain).",
+        ),
+    ] = 0.0,
     half: Annotated[
         str | None,
         typer.Option(
@@ -124,7 +133,9 @@ def eval_command(
             bar.update(tasks[stage], completed=done)
 
         report = guarded(
-            lambda: evaluate(benchmark, model, config, modes, progress, replay_share, principal, small_talk)
+            lambda: evaluate(
+                benchmark, model, config, modes, progress, replay_share, principal, small_talk, example_share
+            )
         )
     data = report.as_json()
     if as_json:
@@ -229,3 +240,9 @@ def _print_versus(first_mode: str, baseline: str, compared: dict[str, Any]) -> N
             name, str(d["n"]), f"{d['difference']:+.3f}", f"{d['low']:+.3f} to {d['high']:+.3f}", str(d["differing"])
         )
     out.print(table)
+    hits = compared["delivered_hit"]
+    out.print(
+        f"delivered hit, {first_mode} minus {baseline}: {hits['difference']:+.3f}"
+        f" (95% interval {hits['low']:+.3f} to {hits['high']:+.3f}, {hits['differing']} requests differ)",
+        highlight=False,
+    )

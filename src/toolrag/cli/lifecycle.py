@@ -371,3 +371,63 @@ def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: b
     out.print(f"[bold]Since the report of {stored[0].at:%Y-%m-%d %H:%M} UTC[/] ({stored[0].holder}):", highlight=False)
     for line in changes:
         out.print(f"  {line}", highlight=False)
+
+
+TenantOption = Annotated[
+    str | None, typer.Option(help="The tenant whose searches the example serves (default: every tenant's).")
+]
+
+
+@tools_app.command("examples")
+def list_examples(
+    name: str,
+    store: StoreOption = DEFAULT_STORE,
+    from_usage: Annotated[
+        bool, typer.Option("--from-usage", help="Also logged requests after which the tool was called: candidates.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """A tool's example requests (extra views of it in retrieval, per tenant)."""
+    registry = open_registry(store)
+    tool = guarded(lambda: registry.get(name))
+    examples = [e.model_dump() for e in tool.examples]
+    candidates = [{"tenant": t, "text": text} for t, text in registry.promotable_requests(name)] if from_usage else []
+    if as_json:
+        print_json({"examples": examples, "candidates": candidates})
+        return
+    table = Table("example request", "tenant", "source", title=f"{name}: {plural(len(examples), 'example')}")
+    for example in examples:
+        table.add_row(example["text"], example["tenant"] or "(every tenant)", example["source"])
+    out.print(table)
+    if from_usage:
+        table = Table("logged request", "tenant", title="called after (promote with add-example --from-usage)")
+        for candidate in candidates:
+            table.add_row(candidate["text"], candidate["tenant"] or "")
+        out.print(table)
+
+
+@tools_app.command("add-example")
+def add_example(
+    name: str,
+    text: Annotated[str, typer.Argument(help="A request the tool serves, as a user would write it.")],
+    tenant: TenantOption = None,
+    from_usage: Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")] = False,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Add an example request: searches like it (of that tenant) find the tool. A new version."""
+    registry = open_registry(store)
+    tool = guarded(
+        lambda: registry.add_example(name, text, tenant, "usage" if from_usage else "operator", edited_by="cli")
+    )
+    _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
+
+
+@tools_app.command("remove-example")
+def remove_example(
+    name: str, text: str, tenant: TenantOption = None, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+) -> None:
+    """Remove an example request. A new version."""
+    registry = open_registry(store)
+    tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli"))
+    _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")

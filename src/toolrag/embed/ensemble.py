@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolrag.embed.base import Embedder, Vectors, embed_queries
+from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors, embed_queries
 from toolrag.embed.language import looks_english
 
 
@@ -86,3 +86,19 @@ class EnsembleEmbedder:
             else:
                 parts.append(member.embedder.embed_query(text) * (weight / scale))
         return np.concatenate(parts).astype(np.float32)
+
+
+def model_cosines(embedder: Embedder, text: str, document: Vectors) -> dict[str, float]:
+    """Each model's own cosine of a request with one embedded tool text (`document`, a row of the index): what
+    every member of an ensemble thinks, whichever the request's language weighs; for explanations."""
+    while isinstance(embedder, DelegatingEmbedder):
+        embedder = embedder.inner
+    if not isinstance(embedder, EnsembleEmbedder):
+        return {embedder.model_id: float(np.dot(embedder.embed_query(text), document))}
+    cosines, start = {}, 0
+    for member, scale in zip(embedder.members, embedder._document_scale, strict=True):
+        width = member.embedder.dimension
+        part = document[start : start + width] / scale
+        cosines[member.embedder.model_id] = float(np.dot(member.embedder.embed_query(text), part))
+        start += width
+    return cosines

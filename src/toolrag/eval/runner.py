@@ -29,7 +29,7 @@ from toolrag.eval.metrics import (
     score_query,
     summarize,
 )
-from toolrag.model import Principal
+from toolrag.model import MAX_EXAMPLE_CHARS, MAX_EXAMPLES, ExampleRequest, Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.search.config import SearchConfig
 from toolrag.store.sqlite import SQLiteStore
@@ -100,6 +100,7 @@ class EvalReport:
     catalog_tokens: int = 0
     index_seconds: float = 0.0
     replayed: int = 0  # requests written to the usage log and learned from, not measured
+    examples: int = 0  # example requests given to the tools (example_share), not measured
     no_tool: NoToolReport | None = None
 
     def versus(self) -> dict[str, dict[str, Any]]:
@@ -130,6 +131,7 @@ class EvalReport:
             },
             "index_seconds": round(self.index_seconds, 2),
             "replayed": self.replayed,
+            "examples": self.examples,
             "modes": {name: m.as_json() for name, m in self.modes.items()},
             "versus": self.versus(),
         }
@@ -143,7 +145,12 @@ def _paired_ndcg(first: Sequence[QueryScores], other: Sequence[QueryScores]) -> 
     by_lang: dict[str, list[tuple[QueryScores, QueryScores]]] = defaultdict(list)
     for pair in pairs:
         by_lang[pair[0].lang].append(pair)
-    return {"ndcg@10": compared(pairs), "by_lang": {lang: compared(items) for lang, items in sorted(by_lang.items())}}
+    hits = paired_difference([a.delivered_hit for a, _ in pairs], [b.delivered_hit for _, b in pairs])
+    return {
+        "ndcg@10": compared(pairs),
+        "delivered_hit": asdict(hits),
+        "by_lang": {lang: compared(items) for lang, items in sorted(by_lang.items())},
+    }
 
 
 def evaluate(
@@ -155,17 +162,23 @@ def evaluate(
     replay_share: float = 0.0,
     principal: Principal | None = None,
     no_tool: Sequence[NoToolRequest] = (),
+    example_share: float = 0.0,
 ) -> EvalReport:
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
     how the usage-learned adjustment (`usage_weight`) would do on a registry with that history. `no_tool`: requests
-    that need no tool, searched on the first mode's default path (the false-tool rate). Retrieval is measured
-    whatever the catalog's size: the `all` strategy is off (`inject_all_below_tokens` 0)."""
+    that need no tool, searched on the first mode's default path (the false-tool rate). `example_share`: that share
+    of the requests (every n-th) becomes example requests of their relevant tools (search/examples.py) and is left
+    out of the measurement; the first mode is measured again with examples off, for the paired difference. Retrieval
+    is measured whatever the catalog's size: the `all` strategy is off (`inject_all_below_tokens` 0)."""
     config = (config or SearchConfig()).model_copy(update={"inject_all_below_tokens": 0})
     remembered = _RememberedQueries(embedder)
     with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
         registry = ToolRegistry(SQLiteStore(Path(folder) / "eval.db"), remembered, config)
         started = time.perf_counter()
+        if example_share > 0:
+            examples, benchmark = split_for_replay(benchmark, example_share)
+            benchmark = BenchmarkSet(benchmark.name, with_examples(benchmark.tools, examples), benchmark.queries)
         total = registry.texts_to_embed(benchmark.tools)
         done = 0
 
@@ -189,6 +202,10 @@ def evaluate(
             if number == 0:
                 report.latency_ms = _percentiles(latencies)
                 report.no_tool = _no_tool(registry, no_tool, principal) if no_tool else None
+        if example_share > 0:
+            report.examples = sum(len(tool.examples) for tool in benchmark.tools)
+            registry.config = registry.config.model_copy(update={"example_views": False})
+            report.modes[f"{modes[0]}, examples off"], _ = _run_mode(registry, benchmark, modes[0], principal, None)
         registry.close()
     return report
 
@@ -203,6 +220,15 @@ def split_for_replay(benchmark: BenchmarkSet, share: float) -> tuple[list[Query]
     if not kept:
         raise ValueError(f"replaying one request in {step} of {len(benchmark.queries)} leaves no request to measure")
     return log, BenchmarkSet(benchmark.name, benchmark.tools, kept)
+
+
+def with_examples(tools: Sequence[Tool], requests: Sequence[Query]) -> list[Tool]:
+    """The tools, each with the requests it is relevant to as example requests (of every tenant)."""
+    examples: dict[str, list[ExampleRequest]] = defaultdict(list)
+    for query in requests:
+        for name in query.relevant:
+            examples[name].append(ExampleRequest(text=query.text[:MAX_EXAMPLE_CHARS]))
+    return [tool.model_copy(update={"examples": examples[tool.name][:MAX_EXAMPLES]}) for tool in tools]
 
 
 def replay(registry: ToolRegistry, log: Sequence[Query]) -> int:

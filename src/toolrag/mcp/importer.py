@@ -183,20 +183,7 @@ class ToolImporter:
     def approve(self, names: Iterable[str], approver: str | None = None) -> list[str]:
         """Approve quarantined versions: pin their hash and make them active. Returns the names approved."""
         with self._lock:
-            pins = {pin.tool: pin for pin in self.registry.store.pins()}
-            wanted = list(names)
-            for name in wanted:
-                pin = pins.get(name)
-                if pin is None or not pin.quarantined:
-                    raise ToolNotFoundError(f"no quarantined tool named {name!r}")
-            who = approver or getpass.getuser()
-            approved = [pins[name] for name in wanted]
-            self.registry.store.save_pins(
-                [Pin(p.tool, p.server, p.pending_hash) for p in approved],
-                [AuditEntry("approved", _approval_detail(p), p.tool, p.server, who) for p in approved],
-            )
-            self.registry.register_many([p.pending.model_copy(update={"active": True}) for p in approved if p.pending])
-            return wanted
+            return approve_quarantined(self.registry, names, approver or getpass.getuser())
 
     def forget_servers(self, configured: Iterable[str]) -> list[str]:
         """Deactivate the tools of servers that are no longer configured (or disabled)."""
@@ -320,3 +307,35 @@ def _approval_detail(pin: Pin) -> str:
     if pin.approved_hash is None:
         return "first version approved" + (f" despite: {'; '.join(pin.findings)}" if pin.findings else "")
     return "changed version approved" + (f" despite: {'; '.join(pin.findings)}" if pin.findings else "")
+
+
+def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
+    pins = {pin.tool: pin for pin in registry.store.pins()}
+    wanted = list(names)
+    for name in wanted:
+        pin = pins.get(name)
+        if pin is None or not pin.quarantined:
+            raise ToolNotFoundError(f"no quarantined tool named {name!r}")
+    return [pins[name] for name in wanted]
+
+
+def approve_quarantined(registry: ToolRegistry, names: Iterable[str], approver: str) -> list[str]:
+    """Pin the quarantined versions' hashes and make them active (the CLI, the console)."""
+    approved = _quarantined(registry, names)
+    registry.store.save_pins(
+        [Pin(p.tool, p.server, p.pending_hash) for p in approved],
+        [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
+    )
+    registry.register_many([p.pending.model_copy(update={"active": True}) for p in approved if p.pending])
+    return [p.tool for p in approved]
+
+
+def reject_quarantined(registry: ToolRegistry, names: Iterable[str], rejecter: str) -> list[str]:
+    """Drop the quarantined versions: an approved tool keeps its approved version, a new one stays out. If its
+    server keeps publishing the same text, the next import quarantines it again."""
+    rejected = _quarantined(registry, names)
+    registry.store.save_pins(
+        [Pin(p.tool, p.server, p.approved_hash) for p in rejected],
+        [AuditEntry("rejected", "; ".join(p.findings) or "rejected", p.tool, p.server, rejecter) for p in rejected],
+    )
+    return [p.tool for p in rejected]

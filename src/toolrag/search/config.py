@@ -101,6 +101,11 @@ class SearchConfig(BaseModel):
         le=1.0,
         description="how far a tool's score moves towards its group's (MCP server, category; search/groups.py)",
     )
+    example_views: bool = Field(
+        default=True,
+        description="a tool's example requests (written or approved by a person) count as views of it for their"
+        " tenant (search/examples.py)",
+    )
     usage_weight: float = Field(
         default=0.0,
         ge=0.0,

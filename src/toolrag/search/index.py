@@ -24,9 +24,10 @@ from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.ann import GraphSlot
+from toolrag.search.examples import ExampleViews
 from toolrag.search.groups import group_of
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray, LexicalIndex
-from toolrag.search.text import dense_texts, lexical_text, split_identifier, tokenize
+from toolrag.search.text import dense_texts, embedded_texts, lexical_text, split_identifier, tokenize
 from toolrag.store.base import Vector
 
 _LINEAGES = itertools.count()
@@ -40,7 +41,7 @@ def text_hash(text: str) -> str:
 
 def texts_by_hash(tools: Sequence[Tool]) -> dict[str, str]:
     """Every text the dense index embeds for these tools, by hash (the key of its vector in the store)."""
-    return {text_hash(text): text for tool in tools for text in dense_texts(tool)}
+    return {text_hash(text): text for tool in tools for text in embedded_texts(tool)}
 
 
 def surface_words(tool: Tool) -> set[str]:
@@ -56,16 +57,24 @@ class PreparedTool:
     tool: Tool
     tokens: list[str]
     vectors: npt.NDArray[np.float32]  # one row per dense text (description, then aliases)
+    examples: npt.NDArray[np.float32]  # one row per example request (search/examples.py)
 
 
 def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
     """Tokens and vector rows of one tool; raises if a vector is missing (the store is then out of date)."""
-    keys = [text_hash(text) for text in dense_texts(tool)]
+    keys = [text_hash(text) for text in embedded_texts(tool)]
     missing = [key for key in keys if key not in vectors]
     if missing:
         raise ToolragError(f"tool {tool.name!r} has no embedding for the current model: rebuild the index")
     rows = np.vstack([vectors[key] for key in keys]).astype(np.float32)
-    return PreparedTool(tool, tokenize(lexical_text(tool)), rows)
+    main = len(dense_texts(tool))
+    return PreparedTool(tool, tokenize(lexical_text(tool)), rows[:main], rows[main:])
+
+
+def example_views(prepared: Sequence[PreparedTool], first: int, dimension: int) -> ExampleViews:
+    """The example requests of `prepared`, the tools at positions `first`, `first + 1`, ..."""
+    tenants = [[example.tenant for example in p.tool.examples] for p in prepared]
+    return ExampleViews.of([p.examples for p in prepared], tenants, first, dimension)
 
 
 class ToolTable(Sequence[Tool]):
@@ -259,6 +268,7 @@ class SearchIndex:
     embedder: Embedder | None = None  # the model whose vectors these are: requests are embedded with it
     groups: ToolGroups | None = None
     neighbours: Neighbours | None = None
+    examples: ExampleViews | None = None  # None: no tool has example requests
     dimension: int = 0
     base_size: int = 0  # positions in the base segment; the rest were appended since
     # Snapshots derived from one another by `changed` share a lineage: their positions mean the same tools.
@@ -291,6 +301,7 @@ class SearchIndex:
             by_name=name_keys([t.name for t in tools], range(len(tools))),
             embedder=embedder,
             groups=ToolGroups.build([group_of(t) for t in tools], group_vectors or {}, dimension),
+            examples=example_views(prepared, 0, dimension),
             dimension=dimension,
             base_size=len(tools),
         )
@@ -367,6 +378,9 @@ class SearchIndex:
             embedder=self.embedder,
             groups=groups.appended([group_of(t) for t in tools], group_vectors, dimension),
             neighbours=self.neighbours,
+            examples=(self.examples or ExampleViews.empty(dimension)).appended(
+                example_views(prepared, first, dimension)
+            ),
             dimension=dimension,
             base_size=self.base_size,
             lineage=self.lineage,
@@ -411,6 +425,7 @@ class SearchIndex:
             embedder=self.embedder,
             groups=groups,
             neighbours=neighbours,
+            examples=self.examples.compacted(keep, renumber) if self.examples is not None else None,
             dimension=self.dimension,
             base_size=len(kept),
         )

@@ -121,6 +121,9 @@ class Retriever:
         self.cache.put(key, results)
         return list(results)
 
+    def snapshot(self) -> SearchIndex:
+        return self._snapshot()
+
     def serves_all(self, principal: Principal) -> bool:
         """Whether the principal's whole catalog fits `SearchConfig.inject_all_below_tokens`."""
         budget = self.config.inject_all_below_tokens
@@ -286,6 +289,7 @@ class Retriever:
             lexical, matched_terms = self._lexical(index, tokens, visible, mode)
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             dense, vector = self._dense(index, query, visible, mode)
+            dense = self._with_examples(index, dense, vector, principal.tenant, visible)
         if mode == "hybrid":
             scores = fuse(dense, lexical, candidates, self.config.dense_weight)
         else:
@@ -353,6 +357,21 @@ class Retriever:
         # The snapshot's own model: a search that began before a model switch finishes with the old model.
         vector = (index.embedder or self.embedder).embed_query(query)
         return dense_scores(index, vector, visible, self.config.ann_candidates), vector
+
+    def _with_examples(
+        self,
+        index: SearchIndex,
+        dense: FloatArray,
+        vector: FloatArray | None,
+        tenant: str | None,
+        visible: BoolArray | None,
+    ) -> FloatArray:
+        """Cosines raised by the example requests of the principal's tenant (search/examples.py)."""
+        views = index.examples
+        if views is None or not views.count or vector is None or not self.config.example_views:
+            return dense
+        usable = visible if index.live is None else (index.live if visible is None else visible & index.live)
+        return views.pooled(dense, vector, tenant, usable)
 
     def _learned(
         self,

@@ -193,3 +193,8 @@ def dense_text(tool: Tool) -> str:
 def dense_texts(tool: Tool) -> list[str]:
     """The main text, then one text per alias: a tool scores the best of its vectors."""
     return [dense_text(tool), *tool.aliases]
+
+
+def embedded_texts(tool: Tool) -> list[str]:
+    """Every text of the tool the model embeds: its dense texts, then its example requests (search/examples.py)."""
+    return [*dense_texts(tool), *(example.text for example in tool.examples)]

@@ -29,13 +29,17 @@ from toolrag.errors import (
     ToolragError,
 )
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
+from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
+from toolrag.search.explain import Explanation
 from toolrag.server.config import ApiConfig
+from toolrag.server.console import PREFIX as CONSOLE_PREFIX
+from toolrag.server.console import SESSION as CONSOLE_SESSION
+from toolrag.server.console import console_router
 from toolrag.server.dashboard import render_dashboard
 from toolrag.server.guard import CALLER_KEY, RequestGuard
 from toolrag.server.metrics import ApiMetrics
@@ -72,6 +76,7 @@ class ToolPatch(BaseModel):
     category: str | None = None
     aliases: list[str] | None = None
     not_for: str | None = None
+    examples: list[ExampleRequest] | None = None
     scopes: list[str] | None = None
     tenants: list[str] | None = None
     active: bool | None = None
@@ -108,6 +113,38 @@ class SearchOut(BaseModel):
     request_note: str | None = Field(
         default=None, description="what search left out of a long request (none when it read the whole request)"
     )
+
+
+class PrincipalIn(BaseModel):
+    """Whom an operator explains a search for (admin tokens only; others explain for their own principal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = Field(default=None, max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    scopes: list[str] = Field(default_factory=list, max_length=100)
+
+    def principal(self) -> Principal:
+        return Principal(user=self.user, tenant=self.tenant, scopes=frozenset(self.scopes))
+
+
+class ExplainIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    k: int | None = Field(default=None, ge=1, le=5)
+    format: Format = "openai"
+    principal: PrincipalIn | None = Field(
+        default=None, description="explain for this principal instead of the token's own (admin tokens only)"
+    )
+
+
+class ExampleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
+    tenant: str | None = Field(default=None, max_length=200, description="whose searches it serves; none: all")
+    source: Literal["operator", "usage"] = "operator"
 
 
 class ExecuteIn(BaseModel):
@@ -168,10 +205,11 @@ def create_app(
     execute: Executor | None = None,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     startup: StartupCheck | None = None,
+    upstreams: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> FastAPI:
     """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
     (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open). `startup`: what the check
-    before serving found, shown by /health."""
+    before serving found, shown by /health. `upstreams`: the MCP upstreams' states, for the console."""
     metrics = ApiMetrics(registry)
     limiter = RateLimiter(config.rate_limits)
     app = FastAPI(
@@ -188,15 +226,19 @@ def create_app(
 
     # Every route, the OpenAPI description included, needs a token, checked before any body is read; only the
     # dashboard (a page a browser opens) takes it as `?token=`, and only OAuth's resource metadata is public.
+    # The console's pages authenticate with a session cookie instead (server/console/session.py).
     metadata = config.oauth.metadata_routes() if config.oauth else []
     app.router.routes.extend(metadata)
+    app.include_router(console_router(registry, authenticate, upstreams))
+    console_public = {f"{CONSOLE_PREFIX}login", f"{CONSOLE_PREFIX}static/console.css"}
     app.add_middleware(
         RequestGuard,
         authenticate=authenticate,
         limits=config.http,
         challenge=config.oauth.challenge() if config.oauth else 'Bearer realm="toolrag"',
         query_token_paths=frozenset({"/dashboard"}),
-        public_paths=frozenset(route.path for route in metadata),
+        public_paths=frozenset(route.path for route in metadata) | console_public,
+        console=CONSOLE_SESSION,
     )
 
     bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it
@@ -311,17 +353,19 @@ def create_app(
 
     @app.get("/tools/{name}", response_model=Tool, tags=["tools"])
     def get_tool(name: str, who: Reader) -> Tool:
+        """A tool as the token may read it: other tenants' example requests (their users' words) left out."""
         tool = registry.get(name)
         if not shown_to(who, tool):
             raise ToolNotFoundError(f"no tool named {name!r}")  # hidden tools are not even confirmed to exist
-        return tool
+        return tool.seen_by(who.principal.tenant, everything=who.role == "admin")
 
     @app.get("/tools/{name}/history", response_model=list[Tool], tags=["tools"])
     def tool_history(name: str, who: Reader) -> list[Tool]:
         """Every version of a tool; for tokens other than admin, only versions their principal may see (an earlier
         version restricted to another tenant stays that tenant's)."""
         get_tool(name, who)
-        return [v for v in registry.history(name) if who.role == "admin" or who.principal.may_see(v)]
+        admin, tenant = who.role == "admin", who.principal.tenant
+        return [v.seen_by(tenant, admin) for v in registry.history(name) if admin or who.principal.may_see(v)]
 
     @app.post("/tools", response_model=UpsertOut, tags=["tools"])
     def register_tools(tools: list[ToolIn], who: Admin) -> UpsertOut:
@@ -335,15 +379,24 @@ def create_app(
         changes = patch.model_dump(exclude_unset=True)
         if not changes:
             raise HTTPException(422, "nothing to change")
-        return registry.update(name, **changes)
+        return registry.update(name, edited_by=who.name, **changes)
 
     @app.post("/tools/{name}/deactivate", response_model=Tool, tags=["tools"])
     def deactivate(name: str, who: Admin) -> Tool:
-        return registry.set_active(name, False)
+        return registry.update(name, active=False, edited_by=who.name)
 
     @app.post("/tools/{name}/reactivate", response_model=Tool, tags=["tools"])
     def reactivate(name: str, who: Admin) -> Tool:
-        return registry.set_active(name, True)
+        return registry.update(name, active=True, edited_by=who.name)
+
+    @app.post("/tools/{name}/examples", response_model=Tool, tags=["tools"])
+    def add_example(name: str, body: ExampleIn, who: Admin) -> Tool:
+        """One more example request (a new version): searches like it, of that tenant, find the tool."""
+        return registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name)
+
+    @app.post("/tools/{name}/examples/remove", response_model=Tool, tags=["tools"])
+    def remove_example(name: str, body: ExampleIn, who: Admin) -> Tool:
+        return registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
 
     @app.post("/search", response_model=SearchOut, tags=["agents"])
     def search(body: SearchIn, who: Reader) -> SearchOut:
@@ -361,6 +414,16 @@ def create_app(
             catalog_tokens=selection.catalog_tokens,
             request_note=selection.request_note,
         )
+
+    @app.post("/explain", response_model=Explanation, tags=["agents"])
+    def explain(body: ExplainIn, who: Reader) -> Explanation:
+        """What /search delivers for the request and why, signal by signal, nothing logged. Admin tokens may name
+        another principal and also see the near tools that principal may not use, with the rule hiding each."""
+        within_rate(who, "search")
+        if body.principal is not None and who.role != "admin":
+            raise HTTPException(403, f"token {who.name!r} is {who.role}; explaining for another principal needs admin")
+        principal = body.principal.principal() if body.principal is not None else who.principal
+        return registry.explain(body.query, principal, body.k, body.format, reveal_hidden=who.role == "admin")
 
     @app.post("/execute", response_model=ExecuteOut, tags=["agents"])
     async def run_tool(body: ExecuteIn, who: AgentRole) -> ExecuteOut:

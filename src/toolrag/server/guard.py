@@ -76,6 +76,36 @@ class Refused(Exception):
 Authenticator = Callable[[str, Scope], Awaitable[Authenticated[Any] | None]]
 
 
+@dataclass(frozen=True)
+class ConsoleCookie:
+    """The console's pages (below `prefix`) authenticate with a session cookie holding the bearer token the person
+    signed in with; a page asked for without a valid one redirects to `login`."""
+
+    prefix: str
+    login: str
+    cookie: str
+
+    def covers(self, scope: Scope) -> bool:
+        return str(scope.get("path", "")).startswith(self.prefix)
+
+    async def to_login(self, send: Send) -> None:
+        expired = f"{self.cookie}=; Path={self.prefix}; Max-Age=0; HttpOnly; SameSite=Strict".encode()
+        headers = [(b"location", self.login.encode()), (b"set-cookie", expired), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def cookie_value(scope: Scope, name: str) -> str | None:
+    """The value of cookie `name` in the request's Cookie headers."""
+    for header, value in scope.get("headers", []):
+        if header == b"cookie":
+            for pair in value.decode("latin-1").split(";"):
+                key, _, found = pair.strip().partition("=")
+                if key == name and found:
+                    return str(found)
+    return None
+
+
 def bearer_token(scope: Scope, query_token_paths: frozenset[str] = frozenset()) -> str | None:
     """The bearer token of a request: from its Authorization header, or (only for a GET of one of
     `query_token_paths`, such as a page a browser opens) from a `token` query parameter."""
@@ -109,6 +139,7 @@ class RequestGuard:
         challenge: str = 'Bearer realm="toolrag"',
         query_token_paths: frozenset[str] = frozenset(),
         public_paths: frozenset[str] = frozenset(),
+        console: ConsoleCookie | None = None,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
@@ -116,6 +147,7 @@ class RequestGuard:
         self.challenge = challenge
         self.query_token_paths = query_token_paths
         self.public_paths = public_paths
+        self.console = console
         self.in_flight: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -126,10 +158,19 @@ class RequestGuard:
             await self._pass(scope, receive, send)
             return
         token = bearer_token(scope, self.query_token_paths)
+        page = self.console if self.console is not None and self.console.covers(scope) else None
+        if token is None and page is not None:
+            token = cookie_value(scope, page.cookie)
         try:
             caller = await self.authenticate(token, scope) if token else None
         except Refused as refusal:
+            if page is not None:  # an expired or revoked session: sign in again
+                await page.to_login(send)
+                return
             await _respond(send, refusal.status, refusal.detail, [(b"www-authenticate", refusal.challenge.encode())])
+            return
+        if caller is None and page is not None:
+            await page.to_login(send)
             return
         if caller is None:
             reason = "missing bearer token" if token is None else "unknown bearer token"

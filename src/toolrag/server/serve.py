@@ -48,7 +48,21 @@ def build_api(config: ApiConfig) -> FastAPI:
             yield
             group.cancel_scope.cancel()
 
-    return create_app(registry, config, execute, upstreams, startup)
+    def states() -> list[dict[str, Any]]:
+        return [
+            {
+                "name": status.name,
+                "state": status.state,
+                "since": status.since.isoformat(timespec="seconds"),
+                "tools": status.tools,
+                "reconnects": status.reconnects,
+                "last_import": status.last_import.isoformat(timespec="seconds") if status.last_import else None,
+                "error": status.last_error,
+            }
+            for status in gateway.pool.statuses()
+        ]
+
+    return create_app(registry, config, execute, upstreams, startup, states)
 
 
 def _running(scheduler: Scheduler) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -29,6 +29,7 @@ from toolrag.embed.base import Embedder
 from toolrag.embed.cache import cache_root
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
+from toolrag.search.examples import ExampleViews
 from toolrag.search.index import Neighbours, Restriction, SearchIndex, ToolGroups, ToolTable, VectorRows
 from toolrag.search.lexical import LexicalIndex, Postings
 from toolrag.search.text import TOKENIZATION
@@ -119,6 +120,8 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
             "neighbour_cosines": index.neighbours.cosines,
             "neighbour_floor": index.neighbours.floor,
         }
+    if index.examples is not None and index.examples.count:
+        arrays |= {"example_vectors": index.examples.vectors, "example_positions": index.examples.positions}
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     offsets = [0]
@@ -144,6 +147,7 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
         "words": dict(index.words),
         "groups": index.groups.names if index.groups is not None else None,
         "by_name": index.by_name,
+        "example_tenants": list(index.examples.tenants) if index.examples is not None else [],
     }
     (folder / "snapshot.json").write_text(json.dumps(facts, ensure_ascii=False), encoding="utf-8")
 
@@ -194,6 +198,15 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
             np.asarray(array("neighbour_cosines")),
             np.asarray(array("neighbour_floor")),
         )
+    examples = ExampleViews.empty(dimension)
+    if (folder / "example_positions.npy").exists():
+        examples = ExampleViews(
+            np.asarray(array("example_vectors")),
+            np.asarray(array("example_positions"), dtype=np.int64),
+            tuple(facts["example_tenants"]),
+        )
+        if examples.vectors.shape != (examples.count, dimension) or len(examples.tenants) != examples.count:
+            raise SnapshotFileError(f"{folder}: its example requests do not fit together")
     return SearchIndex(
         generation=int(facts["generation"]),
         tools=ToolTable(size, StoredTools(folder / "tools.jsonl", np.asarray(array("tool_offsets")))),
@@ -208,6 +221,7 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
         embedder=embedder,
         groups=groups,
         neighbours=neighbours,
+        examples=examples,
         dimension=dimension,
         base_size=size,
     )

@@ -87,8 +87,11 @@ class Store(Protocol):
 
     usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
 
-    def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
-        """Insert or update tools and save the vectors (keyed by text hash) for `model`, atomically.
+    def upsert(
+        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+    ) -> UpsertReport:
+        """Insert or update tools, save the vectors (keyed by text hash) for `model` and append `audit` (who changed
+        what), atomically.
 
         A tool whose definition changed gets the next version; an unchanged tool is left alone.
         """

@@ -214,7 +214,9 @@ class PostgresStore:
 
     # -- writes -------------------------------------------------------------------------------------------------
 
-    def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
+    def upsert(
+        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+    ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
         model's HNSW index to be built once, after the writes stop (`IndexBuilder`)."""
         report = UpsertReport()
@@ -232,6 +234,7 @@ class PostgresStore:
                     self._write_current(db, tool, generation)
                     self._write_version(db, tool)
                 self._insert_vectors(db, model, vectors)
+            self._append_audit(db, audit)
         if bulk:
             self._index_builder.after_bulk_write(model)
         return report

@@ -105,7 +105,9 @@ class SQLiteStore:
 
     # -- writes ---------------------------------------------------------------------------------------------------
 
-    def upsert(self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel) -> UpsertReport:
+    def upsert(
+        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+    ) -> UpsertReport:
         report = UpsertReport()
         with self._transaction() as db:
             self._check_or_set_model(db, model)
@@ -113,6 +115,7 @@ class SQLiteStore:
             for tool in tools:
                 self._upsert_one(db, tool, generation, report)
             self._insert_vectors(db, model, vectors)
+            self._append_audit(db, audit)
         return report
 
     def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import pairwise
 from typing import Any, Literal
@@ -76,6 +76,18 @@ class RetrievalRecord:
     tenant: str | None = None
     strategy: str = "retrieval"  # or "all": the whole catalog fit the token budget
     at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """A logged request as the console replays it: its text, whose it was, and the tools it got then."""
+
+    id: int
+    at: datetime
+    request: str
+    tenant: str | None
+    principal: str | None
+    tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -323,6 +335,68 @@ class UsageTables:
             (self._timestamp(since), limit),
         )
         return [(None if tenant is None else str(tenant), str(tool), str(request)) for tenant, tool, request in rows]
+
+    def recent_requests(
+        self, since: datetime, limit: int = 100, audience: Audience = EVERYONE, tool: str | None = None
+    ) -> list[LoggedRequest]:
+        """The latest distinct requests (by text and tenant) with the tools each got, newest first; with `tool`,
+        only requests it was offered for. Requests logged without their text are left out."""
+        mine, tenant = audience.condition("r")
+        offered = " AND EXISTS (SELECT 1 FROM retrieval_results o WHERE o.retrieval_id = r.id AND o.tool = ?)"
+        rows = self._query(
+            self._sql(
+                "SELECT r.id, r.at, r.request, r.tenant, r.principal FROM retrievals r WHERE r.at >= ?"
+                f" AND r.request IS NOT NULL{mine}{offered if tool else ''} ORDER BY r.at DESC LIMIT ?"
+            ),
+            (self._timestamp(since), *tenant, *((tool,) if tool else ()), limit * 4),
+        )
+        latest: dict[tuple[str, str | None], LoggedRequest] = {}
+        for row_id, at, request, row_tenant, principal in rows:
+            key = (str(request), None if row_tenant is None else str(row_tenant))
+            if key not in latest and len(latest) < limit:
+                latest[key] = LoggedRequest(int(row_id), self._parse_time(at), *key, principal and str(principal))
+        tools = self._chosen_tools([entry.id for entry in latest.values()])
+        return [replace(entry, tools=tuple(tools.get(entry.id, ()))) for entry in latest.values()]
+
+    def _chosen_tools(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" for _ in ids)
+        rows = self._query(
+            self._sql(
+                f"SELECT retrieval_id, tool FROM retrieval_results WHERE retrieval_id IN ({marks}) ORDER BY rank"
+            ),
+            tuple(ids),
+        )
+        chosen: dict[int, list[str]] = {}
+        for retrieval_id, tool in rows:
+            chosen.setdefault(int(retrieval_id), []).append(str(tool))
+        return chosen
+
+    def calls(
+        self,
+        since: datetime,
+        limit: int = 200,
+        audience: Audience = EVERYONE,
+        principal: str | None = None,
+        tool: str | None = None,
+        outcome: str | None = None,
+    ) -> list[CallRecord]:
+        """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view)."""
+        mine, tenant = audience.condition()
+        filters = [(" AND principal = ?", principal), (" AND tool = ?", tool), (" AND outcome = ?", outcome)]
+        chosen = [(clause, value) for clause, value in filters if value]
+        rows = self._query(
+            self._sql(
+                "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls WHERE at >= ?"
+                f"{mine}{''.join(clause for clause, _ in chosen)} ORDER BY at DESC LIMIT ?"
+            ),
+            (self._timestamp(since), *tenant, *(value for _, value in chosen), limit),
+        )
+        return [
+            CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at))
+            for t, o, ms, inj, s, p, tn, at in rows
+        ]
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
         """(tool, request) for every successful call and each request of its session, up to the call, whose

@@ -1,0 +1,96 @@
+"""Example requests as views of their tools: a request close to an example a person approved for a tool scores that
+tool at least as close, as an alias would, but only for the example's tenant.
+
+An operator writes examples in the console or promotes a logged request that led to a successful call
+(model.ExampleRequest). Each is embedded as a tool text is (once per text and model: the store keeps the vector),
+and a request's cosine with a tool becomes the best of its cosines with the tool's texts and with the examples of
+the principal's tenant (or of every tenant). One tenant's examples never move another tenant's ranking, and an
+example of a tool a principal may not use changes nothing for that principal: only visible tools' cosines move.
+Because the example raises the cosine itself, it also counts as evidence that the request needs a tool, so a
+request that found nothing finds the tool after its example is added. On by default (`SearchConfig.example_views`):
+a person approved each one. Measured: docs/benchmarks.md "Example requests".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+
+
+@dataclass(frozen=True)
+class ExampleViews:
+    """Every example request of a snapshot's tools: its vector, its tool's position and its tenant."""
+
+    vectors: FloatArray  # one row per example, embedded as tool texts are
+    positions: IntArray  # the example's tool
+    tenants: tuple[str | None, ...]  # None: every tenant's
+
+    @classmethod
+    def empty(cls, dimension: int) -> ExampleViews:
+        return cls(np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), ())
+
+    @classmethod
+    def of(
+        cls, rows: Sequence[FloatArray], tenants: Sequence[Sequence[str | None]], first: int, dimension: int
+    ) -> ExampleViews:
+        """`rows[i]`, `tenants[i]`: the example vectors and tenants of the tool at position `first + i`."""
+        counts = [len(block) for block in rows]
+        if not sum(counts):
+            return cls.empty(dimension)
+        vectors = np.vstack([block for block in rows if len(block)]).astype(np.float32)
+        positions = np.repeat(np.arange(first, first + len(rows), dtype=np.int64), counts)
+        return cls(vectors, positions, tuple(tenant for owners in tenants for tenant in owners))
+
+    @property
+    def count(self) -> int:
+        return len(self.positions)
+
+    def appended(self, other: ExampleViews) -> ExampleViews:
+        if not other.count:
+            return self
+        if not self.count:
+            return other
+        return ExampleViews(
+            np.vstack([self.vectors, other.vectors]),
+            np.concatenate([self.positions, other.positions]),
+            (*self.tenants, *other.tenants),
+        )
+
+    def compacted(self, keep: BoolArray, renumber: IntArray) -> ExampleViews:
+        """Without the examples of positions that are not kept, the others renumbered."""
+        rows = np.flatnonzero(keep[self.positions]) if self.count else np.zeros(0, dtype=np.int64)
+        return ExampleViews(
+            self.vectors[rows], renumber[self.positions[rows]], tuple(self.tenants[i] for i in rows.tolist())
+        )
+
+    def pooled(
+        self, cosines: FloatArray, vector: FloatArray, tenant: str | None, usable: BoolArray | None
+    ) -> FloatArray:
+        """`cosines` (one per position) raised to the request's cosine with each usable tool's examples of
+        `tenant`. `usable`: positions the principal may use and that are live (None: all)."""
+        if not self.count:
+            return cosines
+        mine = np.fromiter((owner is None or owner == tenant for owner in self.tenants), bool, self.count)
+        if usable is not None:
+            mine &= usable[self.positions]
+        rows = np.flatnonzero(mine)
+        if not len(rows):
+            return cosines
+        raised = cosines.copy()
+        np.maximum.at(raised, self.positions[rows], (self.vectors[rows] @ vector).astype(np.float32))
+        return raised
+
+    def nearest(self, vector: FloatArray, position: int, tenant: str | None) -> tuple[int, float] | None:
+        """The tool's example of `tenant` nearest the request: which of the tool's examples it is (their order in
+        `Tool.examples`) and its cosine; for explanations."""
+        rows = np.flatnonzero(self.positions == position).tolist()
+        mine = [n for n, row in enumerate(rows) if self.tenants[row] is None or self.tenants[row] == tenant]
+        if not mine:
+            return None
+        cosines = self.vectors[[rows[n] for n in mine]] @ vector
+        best = int(np.argmax(cosines))
+        return mine[best], float(cosines[best])

@@ -1,0 +1,203 @@
+"""Why search() delivered what it did: the ranking behind a result, signal by signal, and why each tool that was
+ranked but not returned was cut. The one implementation behind `toolrag explain`, `POST /explain` and the console's
+playground.
+
+A principal's explanation covers only the tools it may use. An operator's (`reveal_hidden`) also lists the tools the
+request is close to that the principal may not use, and which rule hides each: the first place to look when a user
+says "the tool exists but search never offers it".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from toolrag.embed.ensemble import model_cosines
+from toolrag.embed.language import looks_english
+from toolrag.model import Principal, SearchResult, Tool
+from toolrag.search.cut import Ranked
+from toolrag.search.dense import dense_scores
+from toolrag.search.groups import group_of
+from toolrag.search.index import SearchIndex
+from toolrag.search.request import searched_text
+from toolrag.search.text import lexical_text, tokenize
+
+if TYPE_CHECKING:
+    from toolrag.search.pipeline import Retriever
+
+RANKED = 10  # candidates explained
+HIDDEN = 5  # hidden tools shown to operators
+
+
+class RankedTool(BaseModel):
+    """One candidate of the ranking and every signal behind its place."""
+
+    name: str
+    rank: int = Field(description="1 for the best fused score")
+    delivered: bool = Field(description="search() returned it")
+    probability: float = Field(description="the estimated probability of relevance search() shows")
+    fused: float = Field(description="the score that orders the candidates (1: the best)")
+    cosine: float = Field(description="the request's cosine with the tool (or one of its example requests)")
+    model_cosines: dict[str, float] = Field(description="each embedding model's cosine with the tool's description")
+    lexical: float = Field(description="share of the request's best possible word score")
+    matched_words: list[str] = Field(description="the request's words the tool's text holds")
+    example: str | None = Field(default=None, description="the tool's example request nearest this request")
+    example_cosine: float | None = None
+    group: str | None = Field(default=None, description="its group (category or MCP server)")
+    routed_category: str | None = Field(default=None, description="a routing rule sent the request to its category")
+    named: bool = Field(default=False, description="the request names the tool")
+    cut: str | None = Field(default=None, description="why it was not returned")
+
+
+class HiddenTool(BaseModel):
+    """A tool close to the request that the principal may not use (operators only)."""
+
+    name: str
+    cosine: float
+    hidden_by: str
+
+
+class Explanation(BaseModel):
+    request: str
+    request_note: str | None = Field(default=None, description="what search left out of a long request")
+    strategy: str
+    needs_tool: bool = Field(description="the request reads as a request for a tool (not small talk)")
+    evidence: float = Field(description="below 0 the request reads as needing no tool (search/confidence.py)")
+    decision: str = Field(description="the decision in words")
+    delivered: list[str]
+    ranking: list[RankedTool]
+    hidden: list[HiddenTool] = Field(default_factory=list)
+    injected_tokens: int = 0
+    catalog_tokens: int = 0
+    saved_pct: float = 0.0
+
+
+def explain(
+    retriever: Retriever,
+    query: str,
+    principal: Principal,
+    delivered: list[SearchResult],
+    k: int,
+    reveal_hidden: bool = False,
+) -> Explanation:
+    """`delivered`: what search() returned for this request and principal (with k at most `k`)."""
+    searched = searched_text(query, retriever.config.max_request_chars)
+    index = retriever.snapshot()
+    found = retriever.candidates(query, principal, RANKED)
+    probabilities = retriever.probabilities(found)
+    returned = {result.name for result in delivered}
+    embedder = index.embedder or retriever.embedder
+    vector = embedder.embed_query(searched.text) if retriever.config.mode != "lexical" else None
+    words = set(tokenize(searched.text, stem=looks_english(searched.text)))
+    ranking = []
+    for rank, (item, probability) in enumerate(zip(found.items, probabilities, strict=True), 1):
+        tool = index.tools[item.position]
+        ranking.append(
+            RankedTool(
+                name=tool.name,
+                rank=rank,
+                delivered=tool.name in returned,
+                probability=round(probability, 4),
+                fused=round(item.score, 4),
+                cosine=round(item.dense, 4),
+                model_cosines=_model_cosines(index, embedder, searched.text, item) if vector is not None else {},
+                lexical=round(item.lexical, 4),
+                matched_words=sorted(words & set(tokenize(lexical_text(tool), stem=True)) | _unstemmed(words, tool)),
+                group=group_of(tool),
+                routed_category=item.routed_category,
+                named=item.name_match,
+                cut=None
+                if tool.name in returned
+                else _why_cut(found.needs_tool, rank, k, probability, retriever.config.min_confidence),
+                **_nearest_example(index, vector, item.position, principal.tenant, tool),
+            )
+        )
+    return Explanation(
+        request=query if len(query) <= 2000 else query[:2000] + "...",
+        request_note=searched.note,
+        strategy=delivered[0].strategy if delivered else "retrieval",
+        needs_tool=found.needs_tool,
+        evidence=round(found.evidence, 4),
+        decision=_decision(found.needs_tool, found.evidence, delivered),
+        delivered=[result.name for result in delivered],
+        ranking=ranking,
+        hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],
+    )
+
+
+def _why_cut(needs_tool: bool, rank: int, k: int, probability: float, min_confidence: float) -> str:
+    if not needs_tool:
+        return "the request reads as small talk: no tool is returned"
+    if rank > k:
+        return f"ranked below the {k} tools returned at most"
+    if probability < min_confidence:
+        return f"probability {probability:.3f} is below min_confidence {min_confidence}"
+    return "another intent's tool took its place"
+
+
+def _decision(needs_tool: bool, evidence: float, delivered: list[SearchResult]) -> str:
+    if delivered and delivered[0].strategy == "all":
+        return "every tool this principal may use fits the token budget: all of them are returned, likeliest first"
+    if needs_tool and evidence >= 0:
+        return (
+            f"the best tool beats the nearest small talk by more than small talk does here (evidence {evidence:+.3f})"
+        )
+    if needs_tool:
+        return "the request names a tool or a routing rule sent it to a category"
+    if delivered:
+        return "it read as small talk, but a second-chance reformulation found tools"
+    return f"the request reads as small talk: its best tool is no closer than small talk (evidence {evidence:+.3f})"
+
+
+def _model_cosines(index: SearchIndex, embedder: object, text: str, item: Ranked) -> dict[str, float]:
+    rows = np.flatnonzero(index.vectors.row_tool == item.position)
+    if not len(rows):
+        return {}
+    document = index.vectors.span(int(rows[0]), int(rows[0]) + 1)[0]
+    return {model: round(cosine, 4) for model, cosine in model_cosines(embedder, text, document).items()}  # type: ignore[arg-type]
+
+
+def _nearest_example(
+    index: SearchIndex, vector: np.ndarray | None, position: int, tenant: str | None, tool: Tool
+) -> dict[str, object]:
+    views = index.examples
+    if vector is None or views is None or not views.count:
+        return {}
+    nearest = views.nearest(vector, position, tenant)
+    if nearest is None:
+        return {}
+    which, cosine = nearest
+    return {"example": tool.examples[which].text, "example_cosine": round(cosine, 4)}
+
+
+def _unstemmed(words: set[str], tool: Tool) -> set[str]:
+    """Request words found as written (requests in other languages are not stemmed)."""
+    return words & set(tokenize(lexical_text(tool), stem=False))
+
+
+def _hidden(retriever: Retriever, index: SearchIndex, vector: np.ndarray, principal: Principal) -> list[HiddenTool]:
+    """The tools nearest the request by cosine that the principal may not use, with the rule that hides each."""
+    cosines = dense_scores(index, vector, index.live)
+    visible = retriever.visibility.mask(index, principal)
+    hidden: list[HiddenTool] = []
+    for position in np.argsort(-cosines).tolist():
+        if len(hidden) == HIDDEN or not np.isfinite(cosines[position]):
+            break
+        if (index.live is not None and not index.live[position]) or (visible is None or visible[position]):
+            continue
+        tool = index.tools[position]
+        hidden.append(
+            HiddenTool(name=tool.name, cosine=round(float(cosines[position]), 4), hidden_by=_rule(tool, principal))
+        )
+    return hidden
+
+
+def _rule(tool: Tool, principal: Principal) -> str:
+    if tool.tenants and principal.tenant not in tool.tenants:
+        return f"tenants {', '.join(tool.tenants)} only"
+    missing = [scope for scope in tool.scopes if not principal.holds(scope)]
+    if missing:
+        return f"needs scope {', '.join(missing)}"
+    return "the principal's tool name rules"
