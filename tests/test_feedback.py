@@ -41,7 +41,9 @@ def _rank(registry: ToolRegistry, request: str, principal: Principal = ANYONE) -
 
 
 def _gap(registry: ToolRegistry) -> float:
-    scores = {r.name: r.score for r in registry.rank(PARAPHRASE, ANYONE, limit=8)}
+    """How far the refund trails in the fused score that orders candidates (the shown confidence follows the
+    order and the request's evidence, so it moves only when the order does)."""
+    scores = {r.name: r.signals.fused for r in registry.rank(PARAPHRASE, ANYONE, limit=8)}
     return scores["shop.track_shipment"] - scores["payments.refund_payment"]
 
 

@@ -27,6 +27,7 @@ from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
 from toolrag.model import Tool, check_json_schema
 from toolrag.registry import ToolRegistry
+from toolrag.schemas.drafts import deeper_than
 from toolrag.store.base import AuditEntry, Pin
 
 SOURCE_PREFIX = "mcp:"
@@ -52,7 +53,9 @@ def upstream_hash(tool: types.Tool, passed_on: bool = True) -> str:
     """What is pinned: the text the model reads (name, title, description, input schema, and the output schema
     and annotations `find_tools` passes on, when the server sends them). `passed_on=False`: the hash of toolrag
     0.2 and earlier, which did not pass those on, so their pins carry over."""
-    content = {"name": tool.name, "title": tool.title, "description": tool.description, "schema": tool.input_schema}
+    # A bottomless schema (refused on import) is hashed as a marker: serializing it would overflow the recursion.
+    schema = "<nested too deep>" if deeper_than(tool.input_schema) else tool.input_schema
+    content = {"name": tool.name, "title": tool.title, "description": tool.description, "schema": schema}
     if passed_on:
         content |= {key: value for key, value in _passed_on(tool).items() if value is not None}
     return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
