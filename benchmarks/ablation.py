@@ -1,6 +1,7 @@
 """The retrieval-quality techniques, each switched off (or on) alone, on every shared set, in one run.
 
     python benchmarks/ablation.py [--metatool-limit 5000] [--only-defaults] [--latency-requests 600]
+        [--sets bfcl metatool metatool-multilingual] [--requests N] [--text-variants VARIANT ...]
 
 Per set: the tools are indexed once and each request embedded once; every configuration below ranks the same
 requests (Recall@3/5 and nDCG@10 from `rank()`, the no-tool rate from `search()`). Then:
@@ -9,7 +10,8 @@ requests (Recall@3/5 and nDCG@10 from `rank()`, the no-tool rate from `search()`
 - latency of `search()` with real request embeddings, single- against multi-intent requests, and how many request
   embeddings each needed, for the default and the previous default.
 `--only-defaults` measures the default against the previous default only (use it with --metatool-limit 0 for the
-whole 21,041-request set). Figures go to docs/benchmarks.md.
+whole 21,041-request set). `--requests` keeps at most that many requests of each set (a quick run; the figures
+of docs/benchmarks.md use every request but metatool's). Figures go to docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -86,8 +88,9 @@ def measure(registry: ToolRegistry, benchmark: BenchmarkSet, config: SearchConfi
     scores, empty = [], 0
     for query in benchmark.queries:
         ranking = [r.name for r in registry.rank(query.text, anyone, limit=10)]
-        scores.append(score_query(ranking, query.relevant, query.lang))
-        empty += not registry.search(query.text, anyone)
+        returned = [r.name for r in registry.search(query.text, anyone)]
+        scores.append(score_query(ranking, query.relevant, query.lang, returned))
+        empty += not returned
     by_lang: dict[str, list[Any]] = defaultdict(list)
     for item in scores:
         by_lang[item.lang].append(item)
@@ -148,7 +151,7 @@ def run_set(name: str, benchmark: BenchmarkSet, embedder: Embedder, args: argpar
         results["usage"] = {"held-out default": measure(registry, rest, SearchConfig())}
         results["usage"]["learned"] = replay(registry, log)
         results["usage"]["held-out default + usage learning"] = measure(registry, rest, SearchConfig(**USAGE))
-    for variant in TEXT_VARIANTS:
+    for variant in args.text_variants:
         use_variant(variant)
         with tempfile.TemporaryDirectory() as folder:
             registry = ToolRegistry(Path(folder) / "t.db", Remembered(embedder))
@@ -201,17 +204,25 @@ def print_tables(results: dict[str, dict[str, Any]]) -> None:
         print(f"| {name} | {usage['learned']} pairs | {cells[0]} | {cells[1]} |")
 
 
+def request_limit(name: str, args: argparse.Namespace) -> int | None:
+    """How many requests of a set are measured (None: all): metatool's own limit, and --requests for any set."""
+    limits = [args.requests, args.metatool_limit if name == "metatool" else None]
+    return min((limit for limit in limits if limit), default=None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--metatool-limit", type=int, default=5000, help="0: every request")
     parser.add_argument("--only-defaults", action="store_true")
     parser.add_argument("--latency-requests", type=int, default=600)
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    parser.add_argument("--requests", type=int, default=None, help="at most this many requests of each set")
+    parser.add_argument("--text-variants", nargs="*", default=TEXT_VARIANTS, choices=TEXT_VARIANTS)
     args = parser.parse_args()
     embedder = make_embedder("default")
     results = {}
-    for name in SETS:
-        limit = args.metatool_limit or None if name == "metatool" else None
-        results[name] = run_set(name, load_benchmark(BENCH / name, limit), embedder, args)
+    for name in args.sets:
+        results[name] = run_set(name, load_benchmark(BENCH / name, request_limit(name, args)), embedder, args)
     print(json.dumps(results), file=sys.stderr)
     print_tables(results)
 

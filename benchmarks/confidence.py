@@ -3,6 +3,7 @@ small-talk quantile) and each candidate's probability of being relevant (the rel
 
     python benchmarks/confidence.py collect   # candidates and their features on every development set
     python benchmarks/confidence.py fit       # the decision at several quantiles; the model, fitted leaving one set out
+    (both take --out FILE, default $TMPDIR/toolrag-confidence.json; collect also --sets NAME ... and --requests N)
 
 `collect` indexes bfcl (500 evenly spaced requests, every tool), metatool (1,000), metatool-multilingual (all) and
 the example catalog's set, and writes for every request its top 10 candidates' features and relevance, and for each
@@ -21,7 +22,7 @@ import json
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import make_embedder
+from toolrag.embed.base import Embedder, Vectors
 from toolrag.eval import BenchmarkSet, load_benchmark, load_no_tool
 from toolrag.eval.dataset import NoToolRequest, example_no_tool_requests, load_example
 from toolrag.eval.metrics import expected_calibration_error, reliability
@@ -42,18 +44,52 @@ QUANTILES = (0.85, 0.9, 0.92, 0.94, 0.96, 0.98)
 K = 3
 
 
+SETS = ("bfcl", "metatool", "metatool-multilingual", "metatool-multilingual-xl", "example")
+
+
+class _RememberedTexts(_RememberedQueries):
+    """Embeds each request and each tool text once: the metatool sets share their 199 tools."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self._documents: dict[str, Vectors] = {}
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._documents]
+        if missing:
+            self._documents.update(zip(missing, self.inner.embed_documents(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.vstack([self._documents[text] for text in texts])
+
+
 def _sets(args: argparse.Namespace) -> list[tuple[str, Callable[[], BenchmarkSet], list[NoToolRequest]]]:
-    shared = load_no_tool(BENCH / "notool.jsonl")
-    return [
-        ("bfcl", lambda: load_benchmark(BENCH / "bfcl", args.bfcl), shared),
-        ("metatool", lambda: load_benchmark(BENCH / "metatool", args.metatool), shared),
-        ("metatool-multilingual", lambda: load_benchmark(BENCH / "metatool-multilingual"), shared),
-        ("example", load_example, example_no_tool_requests()),
+    """The chosen sets, each with its small talk; `--requests` caps every set's requests and small talk."""
+    cap = args.requests
+    shared = _sample(load_no_tool(BENCH / "notool.jsonl"), cap)
+    every = [
+        ("bfcl", lambda: load_benchmark(BENCH / "bfcl", _least(args.bfcl, cap)), shared),
+        ("metatool", lambda: load_benchmark(BENCH / "metatool", _least(args.metatool, cap)), shared),
+        ("metatool-multilingual", lambda: load_benchmark(BENCH / "metatool-multilingual", cap), shared),
+        ("metatool-multilingual-xl", lambda: load_benchmark(BENCH / "metatool-multilingual-xl", cap), shared),
+        ("example", lambda: load_example(cap), _sample(example_no_tool_requests(), cap)),
     ]
+    return [entry for entry in every if entry[0] in args.sets]
+
+
+def _least(limit: int, cap: int | None) -> int:
+    return limit if cap is None else min(limit, cap)
+
+
+def _sample(requests: list[NoToolRequest], count: int | None) -> list[NoToolRequest]:
+    """At most `count` requests, evenly spaced (so each language keeps its share)."""
+    if count is None or count >= len(requests):
+        return requests
+    return [requests[int(n * len(requests) / count)] for n in range(count)]
 
 
 def collect(args: argparse.Namespace) -> None:
-    embedder = _RememberedQueries(make_embedder("default"))
+    embedder = _RememberedTexts(make_embedder("default"))
     requests: list[dict[str, Any]] = []
     for name, load, small_talk in _sets(args):
         benchmark = load()
@@ -88,14 +124,14 @@ def collect(args: argparse.Namespace) -> None:
             if number % 250 == 0:
                 print(f"{name}: {number}/{len(asked)}", file=sys.stderr, flush=True)
         registry.close()
-    OUT.write_text(json.dumps({"features": FEATURES, "requests": requests}))
-    print(f"{len(requests)} requests written to {OUT}", file=sys.stderr)
+    args.out.write_text(json.dumps({"features": FEATURES, "requests": requests}))
+    print(f"{len(requests)} requests written to {args.out}", file=sys.stderr)
 
 
 def fit(args: argparse.Namespace) -> None:
-    data = json.loads(OUT.read_text())
+    data = json.loads(args.out.read_text())
     if data["features"] != list(FEATURES):
-        sys.exit(f"{OUT} was collected with other features: collect again")
+        sys.exit(f"{args.out} was collected with other features: collect again")
     requests = data["requests"]
     _decision_table(requests)
     chosen = args.quantile
@@ -179,10 +215,14 @@ def main() -> None:
     gather = sub.add_parser("collect")
     gather.add_argument("--bfcl", type=int, default=500)
     gather.add_argument("--metatool", type=int, default=1000)
+    gather.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    gather.add_argument("--requests", type=int, default=None, help="at most this many requests (and small talk) a set")
     fitting = sub.add_parser("fit")
     fitting.add_argument("--quantile", default=str(SearchConfig().small_talk_quantile))
     fitting.add_argument("--l2", type=float, default=1.0)
     fitting.add_argument("--min-confidence", type=float, default=SearchConfig().min_confidence)
+    for command in (gather, fitting):
+        command.add_argument("--out", type=Path, default=OUT, help="where collect writes and fit reads")
     args = parser.parse_args()
     collect(args) if args.command == "collect" else fit(args)
 

@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parents[1]
 EVERYTHING = ROOT / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-everything"
 TOOLRAG = str(Path(sys.executable).parent / "toolrag")
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"  # the gateway refuses tokens shorter than 16 characters
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """What deferred loading buys: prompt tokens per model request, and whether the prompt cache's prefix survives.
 
-    python benchmarks/native_search.py
+    python benchmarks/native_search.py [--store REGISTRY.db]
 
 One scripted conversation of three requests (track a parcel, refund a payment, post to Slack) over the example
 catalog, for a principal who may use every tool, run by the `Agent` through the official SDK clients (Anthropic
@@ -16,6 +16,7 @@ extra), and whether the prefix a provider caches (system + tool list) is byte-id
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -172,8 +173,13 @@ def run(registry: ToolRegistry, strategy: str, provider: str) -> Trace:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--store", help="a registry holding the example catalog already (a quick start's): nothing to embed again"
+    )
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        registry = ToolRegistry(Path(folder) / "example.db")
+        registry = ToolRegistry(args.store or Path(folder) / "example.db")
         registry.register_many(load_example(1).tools)
         print(f"{len(registry.visible_tools(EVERYONE))} tools, {len(CONVERSATION)} requests in one conversation\n")
         print("| provider | strategy | model requests | prompt tokens per request (mean) | prompt tokens in all "

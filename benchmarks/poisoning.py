@@ -16,7 +16,7 @@ Fitting: a logistic model over the signs of each sentence, their pairs, and each
 meaning to attack sentences rather than to ordinary tool texts (mcp/poisoning.py); the attack sentences are the
 hand-written ones and the sentences of the tuning side's attacks that carry a strong sign (a sentence's own copy is
 ignored while fitting); the threshold is the lowest one that keeps false alarms on the tuning side at or under
-`--false-alarms` (3%).
+`--false-alarms` (3%). `fit --out FILE` writes the model to FILE instead (a trial fit that leaves the package alone).
 """
 
 from __future__ import annotations
@@ -107,8 +107,11 @@ def texts(row: dict[str, Any]) -> list[tuple[str, str]]:
     return [(row["where"], row["text"])]
 
 
-def fit(extra: list[Path], false_alarms: float, l2: float, folds: int = 5) -> None:
-    """Fit the model on the tuning side and write it to the package's data folder.
+MODEL = ROOT / "src" / "toolrag" / "data" / "poisoning_model.json"
+
+
+def fit(extra: list[Path], false_alarms: float, l2: float, target: Path = MODEL, folds: int = 5) -> None:
+    """Fit the model on the tuning side and write it to `target` (the package's data folder by default).
 
     Stacked by group folds: each tuning row's meaning features (its nearness to the attack sentences, and the
     linear reading of its sentences as attacks) come from references and a reading fitted on the other folds, so
@@ -188,11 +191,11 @@ def fit(extra: list[Path], false_alarms: float, l2: float, folds: int = 5) -> No
             "out_of_fold_false_alarms": round(alarms, 3),
         },
     }
-    target = ROOT / "src" / "toolrag" / "data" / "poisoning_model.json"
     target.write_text(json.dumps(model, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    shown = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
     print(
         f"fitted on {len(tuning)} rows: threshold {threshold:.2f}; out of fold: detected {detected:.3f}, false alarms"
-        f" {alarms:.3f}; {len(model['attacks'])} attack sentences; written to {target.relative_to(ROOT)}"
+        f" {alarms:.3f}; {len(model['attacks'])} attack sentences; written to {shown}"
     )
 
 
@@ -214,8 +217,9 @@ def main() -> None:
         fitting.add_argument("--extra", type=Path, nargs="*", default=[], help="more labelled rows to fit on")
         fitting.add_argument("--false-alarms", type=float, default=0.03)
         fitting.add_argument("--l2", type=float, default=1.0)
+        fitting.add_argument("--out", type=Path, default=MODEL, help="where the model is written")
         options = fitting.parse_args(sys.argv[2:])
-        fit(options.extra, options.false_alarms, options.l2)
+        fit(options.extra, options.false_alarms, options.l2, options.out)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=ROOT / "tests" / "data" / "mcp_texts.jsonl")

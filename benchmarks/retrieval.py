@@ -1,9 +1,10 @@
 """Retrieval quality on every benchmark set, toolrag's default against its baselines, in one run.
 
-    python benchmarks/retrieval.py [--bench ../shared/bench] [--models-limit 3000] > docs/retrieval-run.md
+    python benchmarks/retrieval.py [--bench ../shared/bench] [--models-limit 3000] [--limit N] > docs/retrieval-run.md
 
 For each set: the default (hybrid) and, over the same index, dense-only and BM25-only retrieval; then the hybrid
-pipeline with each single model, on at most `--models-limit` requests per set. Prints markdown tables.
+pipeline with each single model, on at most `--models-limit` requests per set. `--limit` samples the requests of
+the first comparison too (default: every request). Prints markdown tables.
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["bfcl", "metatool", "metatool-multilingual"])
     parser.add_argument("--models", nargs="+", default=["use", "minilm"])
     parser.add_argument("--models-limit", type=int, default=3000)
+    parser.add_argument("--limit", type=int, default=None, help="requests per set for the three modes (default: all)")
     args = parser.parse_args()
     default = make_embedder("default")
     lines = []
     for name in args.sets:
         print(f"{name}: default embedder, three modes", file=sys.stderr, flush=True)
         started = time.perf_counter()
-        report = evaluate(load_benchmark(args.bench / name), default, modes=("hybrid", "dense", "lexical")).as_json()
+        benchmark = load_benchmark(args.bench / name, args.limit)
+        report = evaluate(benchmark, default, modes=("hybrid", "dense", "lexical")).as_json()
         seconds = time.perf_counter() - started
         lines.append(f"### {name}: {report['n_tools']:,} tools, {report['n_queries']:,} requests\n")
         lines.extend(header("retrieval (default model)"))

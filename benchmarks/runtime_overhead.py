@@ -1,6 +1,6 @@
 """Agent loop overhead per round, model time excluded, at 10 and 1,000 tools.
 
-    python benchmarks/runtime_overhead.py [--runs 200]
+    python benchmarks/runtime_overhead.py [--runs 200] [--sizes 10 1000]
 
 A scripted model answers instantly: each run is one round that calls a tool and one round that answers. The
 overhead of a round is its total time minus the model's time: tool selection (retrieval, with the request
@@ -60,10 +60,11 @@ def measure(size: int, runs: int, mode: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000], help="catalog sizes (tools)")
     args = parser.parse_args()
     print("| tools | mode | round p50 ms | round with a tool call p50 ms | round p95 ms |")
     print("|---|---|---|---|---|")
-    for size in (10, 1000):
+    for size in args.sizes:
         for mode in ("preselect", "discover"):
             r = measure(size, args.runs, mode)
             print(

