@@ -259,12 +259,15 @@ def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str,
     registry.add_example("shop.track_order", "globex: where is the container", tenant="globex")
     with browser() as chromium:
         page = signed_in(chromium, url, ACME_READER)
-        for path in ("/console/", "/console/tools", "/console/misses", "/console/audit", "/console/playground?q=notes"):
+        paths = ["/console/", "/console/tools", "/console/misses", "/console/audit", "/console/upstreams"]
+        for path in [*paths, "/console/playground?q=notes"]:
             page.goto(url + path)
             content = page.content()
             assert "crm.globex_note" not in content and "globex secret merger plan" not in content, path
             assert "where is the container" not in content and "gus@globex" not in content, path
-            assert page.locator("form#edit, form#add-example, a.fix, #hidden, input[name=tenant]").count() == 0, path
+            assert (
+                page.locator("form#edit, form#add-example, a.fix, #hidden, #pins, input[name=tenant]").count() == 0
+            ), path
         page.goto(f"{url}/console/tools/shop.track_order")
         assert page.locator("#edit, #add-example, #toggle").count() == 0
         assert "where is the container" not in page.content()  # another tenant's example request

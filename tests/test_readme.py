@@ -3,8 +3,9 @@ commands it says to run first; every relative link of the README and the docs le
 
 Blocks run: ```python (each in a fresh interpreter), ```bash (each line in a shell), and ```toml blocks whose first
 line is `# FILE` are written to FILE. A block right after `<!-- not run by the README test: why -->` is skipped
-(the Quick start's install, which CI itself runs, and servers that run until stopped, which their own tests drive);
-the HTTP API's request body is still checked against the API's model. The OpenAI client of the agent example talks
+(only what CI itself runs: the Quick start's install and the development commands); a server a block starts listens
+on a free port instead of the README's, and the block waits for it and stops it itself. The HTTP API's request body
+is also checked against the API's model. The OpenAI client of the agent example talks
 to a local server answering what the model would (`OPENAI_BASE_URL`), since no model is reachable here.
 """
 
@@ -25,6 +26,7 @@ from toolrag.server.app import SearchIn
 from toolrag.server.config import load_api_config
 
 from .conftest import copy_registry, json_http_server
+from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -61,7 +63,7 @@ def model_answers(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
 def test_every_readme_snippet_runs_as_printed(quickstart: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     copy_registry(quickstart[0], tmp_path)  # what `toolrag quickstart` leaves in the folder it runs in
-    ran = 0
+    ran, port = 0, free_port()
     with json_http_server(model_answers) as url:
         env["OPENAI_BASE_URL"] = f"{url}/v1"
         for language, code, run in blocks():
@@ -71,6 +73,8 @@ def test_every_readme_snippet_runs_as_printed(quickstart: tuple[Path, dict[str, 
                     (tmp_path / named).write_text(code, encoding="utf-8")
             if not run or language not in ("python", "bash"):
                 continue
+            if language == "bash":  # a server the README starts listens on a free port here
+                code = code.replace(":8080", f":{port}").replace("--port 8080", f"--port {port}")
             command = [sys.executable, "-c", code] if language == "python" else ["bash", "-e", "-c", code]
             done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
             failure = "\n".join([f"{language} block failed:", code, done.stdout[-2000:], done.stderr[-2000:]])

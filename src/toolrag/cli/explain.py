@@ -61,7 +61,7 @@ def explain_command(
             f"{tool.lexical:.2f}",
             "[green]delivered[/]" if tool.delivered else "cut",
         )
-        why = [f"cut: {tool.cut}"] if tool.cut else []
+        why = [f"cut: {tool.cut}"] if tool.cut and explanation.needs_tool else []  # else the decision says why
         why += [f"words: {' '.join(tool.matched_words)}"] if tool.matched_words else []
         why += [f"example ({tool.example_cosine:.2f}): {tool.example}"] if tool.example else []
         if why:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from toolrag.access import Caller
 from toolrag.errors import ToolNotFoundError, ToolragError
@@ -47,12 +48,16 @@ R = TypeVar("R", bound=Response)
 def console_router(registry: ToolRegistry, authenticate: Authenticator, upstreams: Upstreams | None) -> APIRouter:
     """The console's routes. `upstreams`: the MCP upstreams' states, when the API serves the gateway's tools."""
     router = APIRouter(prefix=PREFIX.rstrip("/"), include_in_schema=False)
-    templates = Jinja2Templates(directory=HERE / "templates")
+    # StrictUndefined: a template naming a value the page did not pass fails its test instead of rendering "".
+    templates = Jinja2Templates(
+        env=Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined)
+    )
     limiter = SignInLimiter()
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         who = request.scope.get(CALLER_KEY)
         token = session_token(request)
+        context = {"error": None} | context
         context |= {"who": who, "csrf": csrf_token(token) if token else "", "upstreams_shown": upstreams is not None}
         response = templates.TemplateResponse(request, template, context, status_code=status)
         return secured(response)
