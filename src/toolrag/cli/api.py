@@ -22,7 +22,10 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     keep_alive: Annotated[
-        int | None, typer.Option(help="Seconds an idle client connection stays open (default: [http] in the config).")
+        int | None,
+        typer.Option(
+            help="Seconds an idle client connection stays open (default: the \\[http] section of the config)."
+        ),
     ] = None,
     log_format: LogFormatOption = "text",
 ) -> None:
