@@ -84,7 +84,10 @@ def _tool(number: int, words: list[str], scoped: bool, tenant: bool, alias: bool
         fields["tenants"] = ["acme"]
     if alias:
         fields["aliases"] = [f"{words[0]} {domain} helper"]
-    return make_tool(f"{domain}.tool_{number}", f"{' '.join(words).capitalize()} for {domain} work.", **fields)
+    # The number keeps two tools' texts apart: tools with one text tie, and which of them comes first may follow
+    # the order they sit in the index (their cosines differ in the last bits), which is not what this test is about.
+    text = f"{' '.join(words).capitalize()} for {domain} work, tool {number}."
+    return make_tool(f"{domain}.tool_{number}", text, **fields)
 
 
 tools_strategy = st.builds(
@@ -391,3 +394,26 @@ def test_the_approximate_index_library_and_the_model_runtime_load_in_either_orde
     for first, second in (("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")):
         done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], capture_output=True)
         assert done.returncode == 0, (first, second, done.returncode, done.stderr[-500:])
+
+
+def test_tools_with_one_text_rank_alike_whatever_their_place_in_the_index(tmp_path: Path) -> None:
+    """Found by the property above: two tools with the same text had cosines a few bits apart (depending on the
+    rows they sat in), and normalizing the candidates' cosines blew that up to 0.72 against 0.08, so a followed
+    snapshot and one built afresh ranked them in opposite orders."""
+    config = SearchConfig(cache_entries=0, save_snapshots_from=None, inject_all_below_tokens=0)
+    twin = {"aliases": ["weather weather helper"]}
+    following = ToolRegistry(tmp_path / "twins.db", WordEmbedder(), config)
+    following.register_many([make_tool("weather.tool_8", "Weather invoice for weather work.", **twin)])
+    following.search("warm up")
+    following.register_many(
+        [
+            make_tool("billing.tool_0", "Invoice invoice for billing work.", tenants=["acme"]),
+            make_tool("weather.tool_2", "Weather invoice for weather work.", **twin),
+        ]
+    )
+    fresh = ToolRegistry(tmp_path / "twins.db", WordEmbedder(), config)
+    for registry in (following, fresh):
+        ranked = registry.rank("deploy the build", Principal.anonymous(), limit=8)
+        assert [(r.name, r.signals.fused) for r in ranked] == [("weather.tool_2", 0.0), ("weather.tool_8", 0.0)]
+    fresh.close()
+    following.close()

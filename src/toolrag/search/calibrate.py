@@ -14,11 +14,14 @@ sentence), as an unseen request would be.
 
 The bank is embedded once per model and process (the registry keeps its vectors in its store for the next process);
 the bank's nearest tools are found once per registry version, its levels once per version and set of visible
-tools.
+tools. Example requests (search/examples.py) get levels of their own, from the bank's margins over the examples a
+principal searches with: a request's cosine with another request runs higher than with a tool's description, for
+small talk too, so judged by the tools' level every example would let small talk through.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,13 +75,20 @@ def _bank(embedder: Embedder, texts: list[str], vectors: FixedTextVectors, as_do
 
 @dataclass(frozen=True)
 class Levels:
-    """The margin a request needs to count as a request for a tool, by the request's language."""
+    """The margin a request needs to count as a request for a tool, by the request's language: over its best tool
+    text, and over its best example request (search/examples.py), whose level is what the bank reaches against the
+    same examples (infinite when the principal searches with none)."""
 
     english: float
     other: float
+    english_examples: float = math.inf
+    other_examples: float = math.inf
 
     def for_request(self, english: bool) -> float:
         return self.english if english else self.other
+
+    def for_examples(self, english: bool) -> float:
+        return self.english_examples if english else self.other_examples
 
 
 @dataclass(frozen=True)
@@ -95,12 +105,21 @@ class SmallTalkReference:
         """The request's cosine with its nearest small-talk sentence."""
         return float((self.sentences @ request_vector).max())
 
-    def levels(self, index: SearchIndex, visible: BoolArray | None, quantile: float) -> Levels:
-        best = self._best_visible(index, visible)
-        margins = best - self.bank_reference
-        return Levels(
-            english=float(np.quantile(margins[self.bank_english], quantile)),
-            other=float(np.quantile(margins[~self.bank_english], quantile)),
+    def levels(
+        self, index: SearchIndex, visible: BoolArray | None, quantile: float, examples: IntArray | None = None
+    ) -> Levels:
+        """`examples`: the example requests the principal searches with (rows of `index.examples`)."""
+        english, other = self._quantiles(self._best_visible(index, visible) - self.bank_reference, quantile)
+        if index.examples is None or examples is None or not len(examples):
+            return Levels(english, other)
+        best = index.examples.best(self.bank_requests, examples)
+        return Levels(english, other, *self._quantiles(best - self.bank_reference, quantile))
+
+    def _quantiles(self, margins: FloatArray, quantile: float) -> tuple[float, float]:
+        """(English, other languages)."""
+        return (
+            float(np.quantile(margins[self.bank_english], quantile)),
+            float(np.quantile(margins[~self.bank_english], quantile)),
         )
 
     def _best_visible(self, index: SearchIndex, visible: BoolArray | None) -> FloatArray:

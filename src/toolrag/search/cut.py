@@ -26,6 +26,7 @@ class Ranked:
     dense_lead: float = 0.0  # for the tool with the best cosine: how far it leads the second best
     matched_terms: int = 0  # distinct request words the tool contains
     request_terms: int = 0
+    text_dense: float = 0.0  # the cosine with the tool's own texts; `dense` also counts its example requests
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ An operator writes examples in the console or promotes a logged request that led
 and a request's cosine with a tool becomes the best of its cosines with the tool's texts and with the examples of
 the principal's tenant (or of every tenant). One tenant's examples never move another tenant's ranking, and an
 example of a tool a principal may not use changes nothing for that principal: only visible tools' cosines move.
-Because the example raises the cosine itself, it also counts as evidence that the request needs a tool, so a
-request that found nothing finds the tool after its example is added. On by default (`SearchConfig.example_views`):
+A request close to an example also counts as evidence that it needs a tool, so a request that found nothing finds
+the tool after its example is added; but requests resemble each other more than they resemble tool descriptions,
+small talk included, so that evidence is weighed against what the small-talk bank reaches against the same examples
+(search/calibrate.py), not against the tools' level. On by default (`SearchConfig.example_views`):
 a person approved each one. Measured: docs/benchmarks.md "Example requests".
 """
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+
+_CHUNK_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -67,22 +71,35 @@ class ExampleViews:
             self.vectors[rows], renumber[self.positions[rows]], tuple(self.tenants[i] for i in rows.tolist())
         )
 
+    def rows(self, tenant: str | None, usable: BoolArray | None) -> IntArray:
+        """The examples a principal of `tenant` searches with. `usable`: positions the principal may use and that
+        are live (None: all)."""
+        if not self.count:
+            return np.zeros(0, dtype=np.int64)
+        mine = np.fromiter((owner is None or owner == tenant for owner in self.tenants), bool, self.count)
+        if usable is not None:
+            mine &= usable[self.positions]
+        return np.flatnonzero(mine)
+
     def pooled(
         self, cosines: FloatArray, vector: FloatArray, tenant: str | None, usable: BoolArray | None
     ) -> FloatArray:
         """`cosines` (one per position) raised to the request's cosine with each usable tool's examples of
-        `tenant`. `usable`: positions the principal may use and that are live (None: all)."""
-        if not self.count:
-            return cosines
-        mine = np.fromiter((owner is None or owner == tenant for owner in self.tenants), bool, self.count)
-        if usable is not None:
-            mine &= usable[self.positions]
-        rows = np.flatnonzero(mine)
+        `tenant`."""
+        rows = self.rows(tenant, usable)
         if not len(rows):
             return cosines
         raised = cosines.copy()
         np.maximum.at(raised, self.positions[rows], (self.vectors[rows] @ vector).astype(np.float32))
         return raised
+
+    def best(self, requests: FloatArray, rows: IntArray) -> FloatArray:
+        """Each request's best cosine with the examples at `rows` (a few thousand at a time: bounded memory)."""
+        best = np.full(len(requests), -np.inf, dtype=np.float32)
+        for start in range(0, len(rows), _CHUNK_ROWS):
+            chunk = self.vectors[rows[start : start + _CHUNK_ROWS]]
+            best = np.maximum(best, (requests @ chunk.T).max(axis=1))
+        return best
 
     def nearest(self, vector: FloatArray, position: int, tenant: str | None) -> tuple[int, float] | None:
         """The tool's example of `tenant` nearest the request: which of the tool's examples it is (their order in

@@ -11,12 +11,17 @@ import numpy as np
 
 from toolrag.search.lexical import FloatArray, IntArray
 
+# Below this spread the candidates' values are equal: matrix products round the same cosine differently in its
+# last bits depending on the row it sits in, and normalizing would blow that noise up to a 0-or-1 difference (two
+# tools with the same text ranked in the order they happen to sit in the index).
+NOISE = 1e-5
+
 
 def min_max(values: FloatArray) -> FloatArray:
     if len(values) == 0:
         return values
     low, high = float(values.min()), float(values.max())
-    if high <= low:
+    if high - low <= NOISE:
         return np.zeros_like(values) if high <= 0 else np.ones_like(values)
     return ((values - low) / (high - low)).astype(np.float32)
 

@@ -64,6 +64,13 @@ def _top(candidates: IntArray, scores: FloatArray, limit: int) -> list[int]:
     return [int(candidates[i]) for i in order]
 
 
+def _usable(index: SearchIndex, visible: BoolArray | None) -> BoolArray | None:
+    """Positions a principal who sees `visible` may use and that are live (None: all)."""
+    if index.live is None:
+        return visible
+    return index.live if visible is None else visible & index.live
+
+
 def _lead(dense: FloatArray, candidates: IntArray) -> tuple[int, float]:
     """The candidate with the best cosine, and by how much it leads the second best."""
     if len(candidates) < 2:
@@ -190,8 +197,11 @@ class Retriever:
         if vector is None or reference is None:
             top = items[0]
             return 0.0 if top.matched_terms >= min(2, top.request_terms) and top.lexical >= 0.5 else -1.0
-        margin = max(item.dense for item in items) - reference.nearest(vector)
-        return margin - self._level(index, principal, reference).for_request(english)
+        nearest = reference.nearest(vector)
+        levels = self._level(index, principal, reference)
+        by_text = max(item.text_dense for item in items) - nearest - levels.for_request(english)
+        by_example = max((item.dense for item in items if item.dense > item.text_dense), default=-np.inf)
+        return max(by_text, float(by_example) - nearest - levels.for_examples(english))
 
     def _small_talk(self, index: SearchIndex) -> SmallTalkReference | None:
         key = (index.generation, id(index))
@@ -211,7 +221,8 @@ class Retriever:
                 self._levels.move_to_end(key)
                 return self._levels[key]
         visible = self.visibility.mask(index, principal)
-        levels = reference.levels(index, visible, self.config.small_talk_quantile)
+        examples = self._example_rows(index, principal.tenant, visible)
+        levels = reference.levels(index, visible, self.config.small_talk_quantile, examples)
         with self._lock:
             self._levels[key] = levels
             while len(self._levels) > _MAX_LEVELS:
@@ -288,8 +299,8 @@ class Retriever:
         with tracing.span("toolrag.search.lexical", terms=len(tokens)):
             lexical, matched_terms = self._lexical(index, tokens, visible, mode)
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
-            dense, vector = self._dense(index, query, visible, mode)
-            dense = self._with_examples(index, dense, vector, principal.tenant, visible)
+            text_dense, vector = self._dense(index, query, visible, mode)
+            dense = self._with_examples(index, text_dense, vector, principal.tenant, visible)
         if mode == "hybrid":
             scores = fuse(dense, lexical, candidates, self.config.dense_weight)
         else:
@@ -317,6 +328,7 @@ class Retriever:
                     lead if position == leader else 0.0,
                     int(matched_terms[position]),
                     len(set(tokens)),
+                    max(0.0, float(text_dense[position])),
                 )
             )
         items.sort(key=lambda item: (not item.name_match, -item.score, index.names[item.position]))
@@ -370,8 +382,14 @@ class Retriever:
         views = index.examples
         if views is None or not views.count or vector is None or not self.config.example_views:
             return dense
-        usable = visible if index.live is None else (index.live if visible is None else visible & index.live)
-        return views.pooled(dense, vector, tenant, usable)
+        return views.pooled(dense, vector, tenant, _usable(index, visible))
+
+    def _example_rows(self, index: SearchIndex, tenant: str | None, visible: BoolArray | None) -> IntArray | None:
+        """The example requests a principal of `tenant` who sees `visible` searches with (None: none)."""
+        views = index.examples
+        if views is None or not views.count or not self.config.example_views:
+            return None
+        return views.rows(tenant, _usable(index, visible))
 
     def _learned(
         self,
