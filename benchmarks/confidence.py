@@ -38,6 +38,9 @@ from toolrag.eval.runner import _RememberedQueries
 from toolrag.search.confidence import FEATURES, features
 from toolrag.store.sqlite import SQLiteStore
 
+sys.path.insert(0, str(Path(__file__).parent))
+from logistic import fit_logistic
+
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 OUT = Path(tempfile.gettempdir()) / "toolrag-confidence.json"
 QUANTILES = (0.85, 0.9, 0.92, 0.94, 0.96, 0.98)
@@ -173,19 +176,9 @@ def _matrix(requests: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _fit(requests: list[dict[str, Any]], l2: float, steps: int = 50) -> np.ndarray:
-    """Logistic regression by Newton's method with an L2 penalty (not on the bias); weights, then the bias."""
-    x, y = _matrix(requests)
-    design = np.hstack([x, np.ones((len(x), 1))])
-    weights = np.zeros(design.shape[1])
-    penalty = np.full(design.shape[1], l2)
-    penalty[-1] = 0.0
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-design @ weights))
-        gradient = design.T @ (p - y) + penalty * weights
-        hessian = (design * (p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
-        weights -= np.linalg.solve(hessian, gradient)
-    return weights
+def _fit(requests: list[dict[str, Any]], l2: float) -> np.ndarray:
+    """The relevance model's weights, then the bias."""
+    return fit_logistic(*_matrix(requests), l2)
 
 
 def _shown(requests: list[dict[str, Any]], weights: np.ndarray, args: argparse.Namespace) -> str:

@@ -25,7 +25,7 @@ from .conftest import BENCH, copy_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imported by the scripts, never run themselves.
-HELPERS = {"benchmarks/synthetic.py", "benchmarks/compare/peers.py"}
+HELPERS = {"benchmarks/synthetic.py", "benchmarks/logistic.py", "benchmarks/compare/peers.py"}
 TIMEOUT = 600  # seconds per run: a tiny run takes under a minute, but the machine may be shared and busy
 
 
@@ -83,6 +83,24 @@ SCRIPTS: dict[str, Smoke] = {
     "benchmarks/faults.py": once(
         *("--runs", "1", "--tools", "30", "--rebuild-tools", "10", "--rerun-every", "1", "--postgres", "{postgres}"),
         shows=r"\| migration \| 1 \| [01] \|",
+    ),
+    "benchmarks/fusion.py": Smoke(
+        (
+            # Two sets with the same tools: each is left out in turn.
+            (
+                "collect",
+                "--sets",
+                "metatool-multilingual",
+                "metatool-multilingual-xl",
+                "--requests",
+                "6",
+                "--out",
+                "{tmp}/f.json",
+            ),
+            ("fit", "--out", "{tmp}/f.json"),
+        ),
+        shows=r"\| metatool-multilingual \| held-out \| \d+ \| [01]\.\d{3} \|",
+        bench=True,
     ),
     "benchmarks/load.py": once(
         *("--tools", "20", "--clients", "2", "--seconds", "1", "--soak-minutes", "0"),
