@@ -5,7 +5,8 @@
 
 Each command runs as a new process, `--runs` times; the median and the spread are reported (the machine is shared,
 so the median is the figure). Then one process opens the registry and searches once, step by step: imports, opening
-the store, the first search (model load, snapshot, calibration), and a second search. `--store` reuses a quick start
+the store, the first search (model load, snapshot, calibration), and a second search. And the README's first
+Python snippet, run as a new process on a new registry: wall and CPU seconds. `--store` reuses a quick start
 registry made before (the quick start then only answers its requests: a quick run, not the figure to publish).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +51,23 @@ def timed(command: list[str], runs: int) -> dict[str, float]:
     }
 
 
+def readme_snippet(python: str, runs: int) -> dict[str, float]:
+    """The README's first Python block, run as a user runs it: a new process in a new folder (a new `tools.db`),
+    the models already prepared. Wall and CPU seconds (the process and its children), median of `runs`."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    walls, cpus = [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="toolrag-snippet-") as folder:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run([python, "-c", snippet], cwd=folder, check=True, stdout=subprocess.DEVNULL)
+            walls.append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return {"median_wall_s": round(statistics.median(walls), 2), "median_cpu_s": round(statistics.median(cpus), 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
@@ -66,6 +85,7 @@ def main() -> None:
     results["toolrag --version"] = timed([*toolrag, "--version"], args.runs)
     search = [*toolrag, "search", "refund the last payment", "--store", store, "--scopes", "billing:*"]
     results["cold toolrag search"] = timed(search, args.runs)
+    results["README's first Python snippet, new registry"] = readme_snippet(args.python, args.runs)
     steps = []
     for _ in range(args.runs):
         out = subprocess.run(

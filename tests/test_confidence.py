@@ -77,6 +77,28 @@ def test_scores_are_probabilities_not_ranks(garden: ToolRegistry) -> None:
     assert scores["garden.sprinkler_on"].signals.fused == max(r.signals.fused for r in scores.values())
 
 
+@pytest.mark.parametrize(
+    ("request_text", "calibrated"),
+    [
+        ("water the lawn for 10 minutes", True),
+        ("Полий газон десять хвилин, будь ласка", True),
+        ("Rasen zehn Minuten lang bewässern", True),
+        ("Você pode regar o relvado durante dez minutos?", False),  # Portuguese: no set it was fitted on
+        ("芝生に10分間水をやってください", False),  # Japanese
+    ],
+)
+def test_scores_say_when_the_language_is_none_they_were_calibrated_on(
+    garden: ToolRegistry, request_text: str, calibrated: bool
+) -> None:
+    """Issue 27, item 3: a probability fitted on seven languages is an extrapolation in an eighth; the order stays
+    usable, and the result says so, in search(), rank() and explain()."""
+    retrieval = ToolRegistry(garden.store, garden.embedder, RETRIEVAL)
+    results = retrieval.search(request_text) or retrieval.rank(request_text, Principal.anonymous())
+    assert results and all(r.signals.calibrated is calibrated for r in results)
+    assert all(r.signals.calibrated is calibrated for r in retrieval.rank(request_text, Principal.anonymous()))
+    assert retrieval.explain(request_text, Principal.anonymous()).calibrated is calibrated
+
+
 def test_the_budget_counts_only_what_the_principal_may_use(tmp_path: Path, embedder: CountingEmbedder) -> None:
     registry = ToolRegistry(tmp_path / "r.db", embedder, SearchConfig(inject_all_below_tokens=400))
     big = [

@@ -331,6 +331,11 @@ class SignalScores(BaseModel):
     reformulation: str | None = Field(
         default=None, description="the second-chance step that found the tool (expand, rewrite), if any"
     )
+    calibrated: bool = Field(
+        default=True,
+        description="False when the request's language is none of those the score was calibrated on (English,"
+        " German, Ukrainian, Chinese, Spanish, French, Polish): the order holds, the probability is a rough guide",
+    )
 
 
 Strategy = Literal["retrieval", "all"]

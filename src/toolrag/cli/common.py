@@ -130,6 +130,8 @@ def results_table(request: str, results: list[SearchResult]) -> Table:
             why.append("always")
         if result.signals.reformulation:
             why.append(f"second chance: {result.signals.reformulation}")
+        if not result.signals.calibrated:
+            why.append("confidence uncalibrated for this language")
         table.add_row(
             result.name,
             f"{result.score:.2f}",

@@ -48,6 +48,8 @@ def explain_command(
     if explanation.request_note:
         out.print(f"[dim]{escape(explanation.request_note)}[/]", highlight=False)
     out.print(f"decision: {escape(explanation.decision)}", highlight=False)
+    if not explanation.calibrated:
+        out.print("[dim]probabilities: the request's language is none they were calibrated on: a rough guide[/]")
     models = list(dict.fromkeys(m for tool in explanation.ranking for m in tool.model_cosines))
     table = Table("#", "tool", "p", "cosine", *(_short(m) for m in models), "lexical", "result")
     notes = []

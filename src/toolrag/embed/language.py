@@ -34,7 +34,7 @@ _LETTERS = {  # letters that only one of the listed languages writes
     "pl": frozenset("ąćęłńśźż"),
     "de": frozenset("äöüß"),
     "es": frozenset("ñ¿¡"),
-    "fr": frozenset("àâçèêëîïôûœù"),
+    "fr": frozenset("èëîïûœù"),  # not â ç ê ô à, which Portuguese writes too
     "pt": frozenset("ãõ"),
 }
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from toolrag.embed.language import guess_language
 from toolrag.search.cut import Ranked
 
 SPREAD_OVER = 10  # candidates search() ranks at least, so the best cosine is among them
@@ -81,3 +82,11 @@ class RelevanceModel:
 
 # Fitted by `python benchmarks/confidence.py fit` on bfcl, metatool, metatool-multilingual(-xl) and the example set.
 MODEL = RelevanceModel(weights=(1.1971, 7.5194, 5.1074, -1.0833, 2.6801, 0.0076), bias=-4.1742)
+# The languages of the requests it was fitted on: elsewhere its probabilities are an extrapolation, and say so.
+FITTED_LANGUAGES = frozenset({"en", "de", "uk", "zh", "es", "fr", "pl"})
+
+
+def fitted_for(request: str) -> bool:
+    """Whether the request is in a language the relevance model was fitted on (as far as its letters and function
+    words tell: embed/language.py)."""
+    return guess_language(request) in FITTED_LANGUAGES

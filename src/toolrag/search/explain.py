@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from toolrag.embed.ensemble import model_cosines
 from toolrag.embed.language import looks_english
 from toolrag.model import Principal, SearchResult, Tool
+from toolrag.search.confidence import fitted_for
 from toolrag.search.cut import Ranked
 from toolrag.search.dense import dense_scores
 from toolrag.search.groups import group_of
@@ -66,6 +67,9 @@ class Explanation(BaseModel):
     needs_tool: bool = Field(description="the request reads as a request for a tool (not small talk)")
     evidence: float = Field(description="below 0 the request reads as needing no tool (search/confidence.py)")
     decision: str = Field(description="the decision in words")
+    calibrated: bool = Field(
+        default=True, description="False: the request's language is none the probabilities were calibrated on"
+    )
     delivered: list[str]
     ranking: list[RankedTool]
     hidden: list[HiddenTool] = Field(default_factory=list)
@@ -121,6 +125,7 @@ def explain(
         needs_tool=found.needs_tool,
         evidence=round(found.evidence, 4),
         decision=_decision(found.needs_tool, found.evidence, delivered),
+        calibrated=fitted_for(searched.text),
         delivered=[result.name for result in delivered],
         ranking=ranking,
         hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],

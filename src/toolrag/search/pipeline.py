@@ -25,7 +25,7 @@ from toolrag.limits import MAX_K
 from toolrag.model import Principal, SearchResult, SignalScores, Strategy
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReference, embed_fixed, small_talk_reference
-from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates
+from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import dense_scores
@@ -62,6 +62,13 @@ def _top(candidates: IntArray, scores: FloatArray, limit: int) -> list[int]:
         candidates, scores = candidates[keep], scores[keep]
     order = np.argsort(-scores, kind="stable")[: limit * 4]
     return [int(candidates[i]) for i in order]
+
+
+def _flagged(request: str, results: list[SearchResult]) -> list[SearchResult]:
+    """The results, marked uncalibrated when the request's language is none the relevance model was fitted on."""
+    if not results or fitted_for(request):
+        return results
+    return [r.model_copy(update={"signals": r.signals.model_copy(update={"calibrated": False})}) for r in results]
 
 
 def _usable(index: SearchIndex, visible: BoolArray | None) -> BoolArray | None:
@@ -125,6 +132,7 @@ class Retriever:
         else:
             results = self._retrieve(index, query, principal, k)
         results.extend(self._always_included(index, principal, {r.name for r in results}))
+        results = _flagged(query, results)
         self.cache.put(key, results)
         return list(results)
 
@@ -141,7 +149,7 @@ class Retriever:
         query = self.searched(query)
         index = self._snapshot()
         found = self._candidates(index, query, self._intents(query), principal, limit, mode or self.config.mode)
-        return [self._result(index, chosen, found.evidence) for chosen in self._scored(found)]
+        return _flagged(query, [self._result(index, chosen, found.evidence) for chosen in self._scored(found)])
 
     def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:
         """The best candidates of the configured mode and what the relevance model reads (search/confidence.py)."""
