@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
@@ -53,6 +55,15 @@ class ExampleViews:
     def count(self) -> int:
         return len(self.positions)
 
+    # Derived once per snapshot, not per search: a Python loop over every example's tenant on each request.
+    @cached_property
+    def _owners(self) -> npt.NDArray[np.object_]:
+        return np.array(self.tenants, dtype=object)
+
+    @cached_property
+    def _shared(self) -> BoolArray:
+        return np.array([owner is None for owner in self.tenants], dtype=np.bool_)
+
     def appended(self, other: ExampleViews) -> ExampleViews:
         if not other.count:
             return self
@@ -76,7 +87,7 @@ class ExampleViews:
         are live (None: all)."""
         if not self.count:
             return np.zeros(0, dtype=np.int64)
-        mine = np.fromiter((owner is None or owner == tenant for owner in self.tenants), bool, self.count)
+        mine = self._shared | (self._owners == tenant)
         if usable is not None:
             mine &= usable[self.positions]
         return np.flatnonzero(mine)
