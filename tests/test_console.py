@@ -27,7 +27,7 @@ from .test_api import serving
 
 ADMIN, ACME_READER, GLOBEX_READER = "console-admin-0123456789", "acme-reader-01234567", "globex-reader-0123456"
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
-MISSED = "is it raining in Lviv"  # reads as small talk in this catalog: the miss the console fixes
+MISSED = "what a gloomy day it is"  # small talk here (evidence -0.13, no boundary case): the miss fixed
 SHOTS = os.environ.get("TOOLRAG_CONSOLE_SCREENSHOTS")  # a folder: every page saved there (docs/console.md)
 
 TOOLS = [
@@ -62,7 +62,7 @@ def seeded(store: str, embedder: CountingEmbedder) -> ToolRegistry:
     usage.record(
         [
             RetrievalRecord("h1", (), MISSED, "s1", "ann@acme", tenant="acme"),
-            RetrievalRecord("h2", (), "is it snowing in Kyiv", "s2", "ann@acme", tenant="acme"),
+            RetrievalRecord("h2", (), "what a gloomy morning", "s2", "ann@acme", tenant="acme"),
             RetrievalRecord(
                 "h3", (("mail.send", 0.8, 0.5),), "email the globex board", "s3", "gus@globex", tenant="globex"
             ),
@@ -212,7 +212,7 @@ def test_a_miss_is_explained_fixed_with_an_example_and_stays_fixed(
         impact = page.locator("#impact").inner_text()
         fixed = page.locator("#impact tr.fixing").inner_text()
         assert MISSED in fixed and "nothing" in fixed and "weather.forecast" in fixed
-        assert "is it snowing in Kyiv" in impact  # another logged request the edit moved is listed too
+        assert "what a gloomy morning" in impact  # another logged request the edit moved is listed too
         shot(page, "impact")
         page.goto(f"{url}/console/playground?q={MISSED}&tenant=acme")
         assert "weather.forecast" in page.locator("#delivered").inner_text()

@@ -23,7 +23,7 @@ from .test_api import serving
 from .test_eval import bench
 
 ACME, GLOBEX = Principal(user="ann", tenant="acme"), Principal(user="gus", tenant="globex")
-REQUEST = "is it raining in Lviv"  # reads as small talk for this catalog until it is an example
+REQUEST = "what a gloomy day it is"  # small talk here (evidence -0.13, no boundary case) until an example
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_a_logged_request_that_led_to_a_call_can_be_promoted(registry: ToolRegis
     from toolrag.store.usage import CallRecord, RetrievalRecord
 
     registry.store.usage.record(
-        [RetrievalRecord("h", (), "is  it raining in Lviv", "s1", "ann@acme", tenant="acme")],
+        [RetrievalRecord("h", (), "what  a gloomy day  it is", "s1", "ann@acme", tenant="acme")],
         [CallRecord("weather.forecast", "ok", 1.0, False, "s1", "ann@acme", "acme")],
     )
     assert registry.promotable_requests("weather.forecast") == [("acme", REQUEST)]
