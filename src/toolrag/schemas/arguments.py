@@ -31,7 +31,7 @@ MAX_VALUES = 200_000  # JSON values in one call's arguments (a 1 MB body of smal
 INLINE_VALUES = 2_000  # up to this many values (and INLINE_CHARS of JSON) may be checked in the serving process
 INLINE_CHARS = 65_536
 # Steps of a check in the serving process: ~10 us each, up to ~50 us in anyOfs whose branches all fail (measured),
-# so ~10-50 ms of the interpreter at most. Real calls take tens (one value: at most 93 in the benchmarks' schemas).
+# so ~10-50 ms of the interpreter at most. Real calls take tens (one value: at most 32 in the benchmarks' schemas).
 INLINE_STEPS = 1_000
 INLINE_SECONDS = 0.25  # and of its time, waiting for the interpreter included (past it: finished in the worker)
 MAX_ERRORS = 5

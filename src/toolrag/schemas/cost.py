@@ -2,10 +2,11 @@
 
 A schema's size does not bound its cost: references may share subschemas (only cycles are refused, refs.py), so a
 1 KB schema of `anyOf`s whose branches refer to the next level twice applies 2^depth subschemas to one value.
-Counting walks instead of nodes gives the real figure: how many times each subschema can be applied to one value
-`level` levels deep in the arguments, with references and in-place applicators expanded (memoized over the
-reference graph: linear in the schema's size per level). Each application costs its keywords' steps, the unit the
-validators' budget counts in (validation.py), so the figure bounds the steps one value can take.
+Expanding references and in-place applicators gives the real figure, memoized over the reference graph (linear in
+the schema's size for each level of the arguments): the steps one value `level` levels deep can cost, in the unit
+the validators' budget counts (validation.py). A value has one key or index, so of the subschemas that descend by
+name (`properties/NAME`, `prefixItems/I`) only the costliest name counts, besides those that apply to any part
+(`items`, `additionalProperties`, ...): an upper bound that does not add up a schema's hundred properties.
 """
 
 from __future__ import annotations
@@ -38,50 +39,72 @@ def node_steps(node: Any) -> int:
 
 @dataclass(frozen=True)
 class Expansion:
-    """The costliest value a schema can be given: `steps` for one value `level` levels deep, where the subschema
-    at `where` is applied `times` times (the one applied most often)."""
+    """The costliest value a schema can be given: `steps` for one value `level` levels deep, which enters the
+    subschema at `where` (the costliest way down)."""
 
     steps: int
     level: int
     where: Path
-    times: int
 
 
 def expansion(schema: dict[str, Any], graph: SchemaGraph, cap: int) -> Expansion:
-    """The costliest level of `schema` (see Expansion), counting stopped once past `cap` (the figures are then a
-    lower bound above it: enough to refuse, and no arithmetic on 2^1000)."""
-    nodes = {path: _at(schema, path) for path in graph.order}
-    own = {path: node_steps(node) for path, node in nodes.items()}
-    costliest = Expansion(0, 0, (), 0)
-    entering: dict[Path, int] = {(): 1}  # how many times each subschema is entered at this level
+    """The costliest level of `schema` (see Expansion), levels worked out until one costs more than `cap`. Counts
+    are exact (Python's integers: 2^1000 is 126 bytes)."""
+    own = {path: node_steps(_at(schema, path)) for path in graph.order}
+    costs: list[dict[Path, int]] = []  # per level: what a value that many levels below a subschema's value costs
     for level in range(MAX_ARGUMENT_DEPTH + 1):
-        applied = _expanded(entering, graph, cap)
-        steps = min(sum(times * own[path] for path, times in applied.items()), cap + 1)
-        if steps > costliest.steps:
-            where, times = max(applied.items(), key=lambda item: item[1])
-            costliest = Expansion(steps, level, where, times)
-        if steps > cap:
+        below = costs[-1] if costs else {}
+        cost: dict[Path, int] = {}
+        for path in reversed(graph.order):  # what a subschema applies in place comes first
+            entering = own[path] if level == 0 else _descending(graph.descending.get(path, ()), below)
+            cost[path] = entering + sum(cost[child] for child in graph.in_place.get(path, ()))
+        costs.append(cost)
+        if not cost[()] or cost[()] > cap:
             break
-        entering = defaultdict(int)
-        for path, times in applied.items():
-            for child in graph.descending.get(path, ()):
-                entering[child] = min(entering[child] + times, cap + 1)
-        if not entering:
-            break
-    return costliest
+    level = max(range(len(costs)), key=lambda number: costs[number][()])
+    return Expansion(costs[level][()], level, _costliest_way(graph, costs, level))
 
 
-def _expanded(entering: dict[Path, int], graph: SchemaGraph, cap: int) -> dict[Path, int]:
-    """How many times each subschema applies to a value entering `entering`'s subschemas: the walks along in-place
-    edges, summed in topological order (each subschema's count is final before it passes it on)."""
-    applied: defaultdict[Path, int] = defaultdict(int, entering)
-    for path in graph.order:
-        times = applied.get(path)
-        if not times:
-            continue
-        for child in graph.in_place.get(path, ()):
-            applied[child] = min(applied[child] + times, cap + 1)
-    return dict(applied)
+def _descending(children: Any, below: dict[Path, int]) -> int:
+    """What a value one level down costs through these descending subschemas: all of those that apply to any
+    part, and the costliest name's."""
+    by_name: defaultdict[object, int] = defaultdict(int)
+    anywhere = 0
+    for child in children:
+        if _named(child):
+            by_name[child[-1]] += below[child]
+        else:
+            anywhere += below[child]
+    return anywhere + max(by_name.values(), default=0)
+
+
+def _named(child: Path) -> bool:
+    """Whether a descending subschema applies to one property or item only (properties/NAME, prefixItems/I)."""
+    return (len(child) >= 2 and child[-2] in ("properties", "prefixItems")) or isinstance(child[-1], int)
+
+
+def _costliest_way(graph: SchemaGraph, costs: list[dict[Path, int]], level: int) -> Path:
+    """The subschema the costliest value enters: from the root, at each level the costliest descending subschema
+    of those applied in place."""
+    where: Path = ()
+    for below in range(level - 1, -1, -1):
+        applied = _in_place_closure(graph, where)
+        where = max(
+            (child for path in applied for child in graph.descending.get(path, ())),
+            key=lambda child: costs[below][child],
+        )
+    return where
+
+
+def _in_place_closure(graph: SchemaGraph, start: Path) -> set[Path]:
+    seen = {start}
+    pending = [start]
+    while pending:
+        for child in graph.in_place.get(pending.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                pending.append(child)
+    return seen
 
 
 def _at(schema: Any, path: Path) -> Any:

@@ -50,7 +50,7 @@ class SchemaGraph:
     `order` lists them so that every subschema comes before those it applies in place (a topological order)."""
 
     in_place: dict[Path, list[Path]] = field(default_factory=dict)
-    descending: dict[Path, list[Path]] = field(default_factory=dict)
+    descending: dict[Path, list[Path]] = field(default_factory=dict)  # properties/NAME, items, prefixItems/I, ...
     order: list[Path] = field(default_factory=list)
 
 
