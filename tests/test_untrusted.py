@@ -366,3 +366,19 @@ def test_a_subschema_declaring_its_own_draft_is_still_checked_safely() -> None:
     gateway = gateway_for({"type": "object", "properties": {"w": word}})
     assert call(gateway, {"w": "abc"}).outcome == "ok"
     assert call(gateway, {"w": "a1"}).outcome == "invalid_arguments"
+
+
+def test_unevaluated_keywords_are_checked_in_the_checking_process_only() -> None:
+    """jsonschema works out unevaluated properties by walking in-place subschemas without spending steps: only the
+    worker's deadline bounds that walk, so such schemas are never checked in the serving process."""
+    from toolrag.schemas.arguments import ArgumentChecker, measure
+
+    arguments = {"a": 1}
+    plain = ArgumentChecker({"type": "object", "properties": {"a": {"type": "integer"}}})
+    unevaluated = ArgumentChecker(
+        {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
+    )
+    assert plain.inline_errors(arguments, measure(arguments)) == []
+    assert unevaluated.inline_errors(arguments, measure(arguments)) is None
+    assert call(gateway_for(unevaluated.schema), arguments).outcome == "ok"
+    assert call(gateway_for(unevaluated.schema), {"a": 1, "b": 2}).outcome == "invalid_arguments"

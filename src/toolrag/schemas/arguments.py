@@ -19,6 +19,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from toolrag.schemas.cost import MAX_ARGUMENT_DEPTH, expansion
+from toolrag.schemas.drafts import DATA_KEYWORDS
 from toolrag.schemas.patterns import UnsafePattern
 from toolrag.schemas.refs import BadReference, check_references
 from toolrag.schemas.validation import OverBudget, budget, safe_validator, short
@@ -139,7 +140,12 @@ class ArgumentChecker:
     @cached_property
     def steps_per_value(self) -> int:
         """The most steps one value can cost under the schema (cost.py), worked out again here for schemas stored
-        before registration bounded it; one that fails the reference checks is left to the worker to report."""
+        before registration bounded it. A schema that fails the reference checks is left to the worker to report,
+        and so is one using unevaluatedProperties/Items: jsonschema works out what is evaluated by walking the
+        subschemas applied in place without applying keywords, so the walk spends no steps and only the worker's
+        deadline bounds it."""
+        if _uses_unevaluated(self.schema):
+            return INLINE_STEPS + 1
         try:
             graph = check_references(self.schema)
         except BadReference:
@@ -150,3 +156,16 @@ class ArgumentChecker:
     def schema_text(self) -> str:
         """The schema as the worker process receives it, and the key it caches the schema's validator under."""
         return json.dumps(self.schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _uses_unevaluated(schema: dict[str, Any]) -> bool:
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if "unevaluatedProperties" in node or "unevaluatedItems" in node:
+                return True
+            pending.extend(value for key, value in node.items() if key not in DATA_KEYWORDS)
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
