@@ -52,6 +52,7 @@ def expansion(schema: dict[str, Any], graph: SchemaGraph, cap: int) -> Expansion
     are exact (Python's integers: 2^1000 is 126 bytes)."""
     own = {path: node_steps(_at(schema, path)) for path in graph.order}
     costs: list[dict[Path, int]] = []  # per level: what a value that many levels below a subschema's value costs
+    seen: set[tuple[int, ...]] = set()
     for level in range(MAX_ARGUMENT_DEPTH + 1):
         below = costs[-1] if costs else {}
         cost: dict[Path, int] = {}
@@ -59,8 +60,11 @@ def expansion(schema: dict[str, Any], graph: SchemaGraph, cap: int) -> Expansion
             entering = own[path] if level == 0 else _descending(graph.descending.get(path, ()), below)
             cost[path] = entering + sum(cost[child] for child in graph.in_place.get(path, ()))
         costs.append(cost)
-        if not cost[()] or cost[()] > cap:
+        figures = tuple(cost.values())
+        # a level is worked out from the one above alone: once one repeats (a recursive schema), so do the next
+        if not cost[()] or cost[()] > cap or figures in seen:
             break
+        seen.add(figures)
     level = max(range(len(costs)), key=lambda number: costs[number][()])
     return Expansion(costs[level][()], level, _costliest_way(graph, costs, level))
 
