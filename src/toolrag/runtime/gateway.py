@@ -51,7 +51,7 @@ class ExecutionPolicy:
     propagate: tuple[type[BaseException], ...] = ()
     always_raise: bool = False
     fuzzy_cutoff: float = 85.0
-    check_seconds: float = 2.0  # the budget of checking large arguments (schemas/arguments.py); past it: refused
+    check_seconds: float = 2.0  # the budget of a check in the checking process (schemas/arguments.py); past it: refused
 
 
 @dataclass(frozen=True)
