@@ -8,6 +8,7 @@ there, else under the newest older draft it is valid in (draft-07, then draft-04
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,28 @@ def _metaschema_checker(meta: type[Validator]) -> Any:
         if unique and validator.is_type(instance, "array") and not all_unique(instance):
             yield ValidationError("the array has non-unique elements")
 
-    return validators.extend(meta, {"uniqueItems": unique_items})  # type: ignore[no-untyped-call]
+    checker: Any = validators.extend(meta, {"uniqueItems": unique_items})  # type: ignore[no-untyped-call]
+    keep_on_evolve(checker, _metaschema_checker, meta)
+    return checker
+
+
+def keep_on_evolve(extended: Any, extend: Callable[[type[Validator]], Any], base: type[Validator]) -> None:
+    """Make the validators of `extended` (jsonschema's `base`, extended) evolve into `extend(draft)` of the draft a
+    subschema or a reference's target declares with `$schema`: jsonschema's own evolve gives that draft's plain
+    class, dropping the extended keywords (a metaschema's root declares its draft; so may a tool's subschema)."""
+    from jsonschema import validators
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        import attrs
+
+        schema = changes.setdefault("schema", self.schema)
+        evolved = extend(validators.validator_for(schema, default=base))
+        for attribute in attrs.fields(type(self)):
+            if attribute.init and attribute.alias not in changes:
+                changes[attribute.alias] = getattr(self, attribute.name)
+        return evolved(**changes)
+
+    extended.evolve = evolve
 
 
 def to_2020_12(schema: Any) -> Any:

@@ -21,7 +21,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from toolrag.schemas.cost import expansion, keyword_steps
-from toolrag.schemas.drafts import DATA_KEYWORDS, validator_class
+from toolrag.schemas.drafts import DATA_KEYWORDS, keep_on_evolve, validator_class
 from toolrag.schemas.equality import all_unique, is_member
 from toolrag.schemas.patterns import UnsafePattern, compile_pattern, search
 from toolrag.schemas.refs import BadReference, check_references
@@ -182,18 +182,7 @@ def _safe_class(base: type[Validator]) -> type[Validator]:
     own |= {"additionalProperties": _additional_properties, "enum": _enum, "uniqueItems": _unique_items}
     keywords = {key: _counted(key, own.get(key, function)) for key, function in base.VALIDATORS.items()}
     safe: Any = validators.extend(base, keywords)  # type: ignore[no-untyped-call]
-
-    def evolve(self: Any, **changes: Any) -> Any:
-        import attrs
-
-        schema = changes.setdefault("schema", self.schema)
-        evolved = _safe_class(validators.validator_for(schema, default=base))
-        for attribute in attrs.fields(type(self)):
-            if attribute.init and attribute.alias not in changes:
-                changes[attribute.alias] = getattr(self, attribute.name)
-        return evolved(**changes)
-
-    safe.evolve = evolve
+    keep_on_evolve(safe, _safe_class, base)
     return safe  # type: ignore[no-any-return]
 
 
