@@ -15,7 +15,12 @@ Everything runs on loopback against servers started here as separate processes:
 - untrusted (issue 25): two attackers send the hostile arguments of findings 2, 4 and 16 (tests/abuse.py: a
   catastrophic pattern, an argument whose errors were rendered whole, 100,000 values, 50,000 keys) without pause,
   to the API (tools registered with those schemas) and to the gateway (an upstream listing them); another client's
-  /health and /search (API) and find_tools (gateway) latency, median of `--probes`, quiet and under attack.
+  /health and /search (API) and find_tools (gateway) latency, median of `--probes`, quiet and under attack. Since
+  issue 31 they also send the schema-cost attacks (tests/abuse.py COST_ATTACKS: references that multiply, a long
+  enum, uniqueItems over objects, a pattern with a large automaton, each at the most registration allows) and, to
+  the API, a call of the 2^16 anyOf schema as a store written before registration refused it.
+- cost (issue 31, section 1): what registration answers for the review's schemas, and what each cost attack costs
+  its sender (in-process gateway: median of 5 calls, ms, and the outcome).
 """
 
 from __future__ import annotations
@@ -226,7 +231,7 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["long-query", "bodies", "sessions", "connections"],
-        choices=["long-query", "bodies", "sessions", "connections", "untrusted"],
+        choices=["long-query", "bodies", "sessions", "connections", "untrusted", "cost"],
     )
     parser.add_argument("--probes", type=int, default=60, help="requests of the other client per phase (untrusted)")
     args = parser.parse_args()
@@ -253,6 +258,8 @@ def main() -> None:
                 results["connections"] = connections(api_url)
     if "untrusted" in args.only:
         results["untrusted"] = untrusted(folder, args.probes)
+    if "cost" in args.only:
+        results["cost"] = cost()
     json.dump(results, sys.stdout, indent=2)
     print()
 
@@ -271,6 +278,51 @@ def untrusted(folder: Path, probes: int) -> dict[str, Any]:
         }
         figures[name] = {**measured, "ratio": ratios}
     return figures
+
+
+def cost() -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.abuse import COST_ATTACKS, STORED_ATTACKS
+    from tests.mcp_fixture_server import COST_TOOLS, anyof_chain
+
+    from toolrag import Tool
+    from toolrag.errors import InvalidToolError
+    from toolrag.model import Principal
+    from toolrag.runtime.gateway import ToolGateway
+    from toolrag.runtime.messages import ToolCall
+
+    def of(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": properties}
+
+    review = {
+        "anyOf references, depth 15": anyof_chain(15),
+        "anyOf references, depth 16": anyof_chain(16),
+        "enum of 20,000 values": of({"x": {"enum": [f"v{i}" for i in range(20_000)]}}),
+        "pattern (?:(?:a|b|ab|ba){1,100}){1,10}c": of(
+            {"c": {"type": "string", "pattern": "(?:(?:a|b|ab|ba){1,100}){1,10}c"}}
+        ),
+    }
+    registration = {}
+    for name, schema in review.items():
+        started = time.perf_counter()
+        try:
+            Tool.parse({"name": "t.x", "description": "x", "input_schema": schema})
+            answer = "accepted"
+        except InvalidToolError as exc:
+            answer = str(exc)
+        registration[name] = {"answer": answer, "ms": round((time.perf_counter() - started) * 1000, 1)}
+    tools = [Tool.parse({"name": n, "description": d, "input_schema": s}) for n, d, s in COST_TOOLS]
+    tools.append(tools[0].model_copy(update={"name": "refs16", "input_schema": anyof_chain(16)}))
+    gateway = ToolGateway(tools, [], Principal(user="attacker"), lambda name: lambda **arguments: "ran")
+    calls = {}
+    for name, (tool, arguments) in {**COST_ATTACKS, **STORED_ATTACKS}.items():
+        raw, timings, outcome = json.dumps(arguments), [], ""
+        for _ in range(5):
+            started = time.perf_counter()
+            outcome = asyncio.run(gateway.call(ToolCall("c1", tool, raw), set())).outcome
+            timings.append((time.perf_counter() - started) * 1000)
+        calls[name] = {"outcome": outcome, "median_ms": round(sorted(timings)[2], 1)}
+    return {"registration": registration, "calls": calls}
 
 
 if __name__ == "__main__":

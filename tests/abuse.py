@@ -1,7 +1,7 @@
-"""The hostile inputs of the second security review (issue 25, findings 2, 4 and 16), shared by the standing test
-(tests/test_abuse.py) and the benchmark (benchmarks/abuse.py): each is the `arguments` of a call of one of the
-fixture server's hostile tools (tests/mcp_fixture_server.py, HOSTILE_TOOLS) or of the same tools registered in an
-API's registry."""
+"""The hostile inputs of the second and third security reviews (issue 25, findings 2, 4 and 16; issue 31, section 1:
+schemas that set the cost), shared by the standing test (tests/test_abuse.py) and the benchmark
+(benchmarks/abuse.py): each is the `arguments` of a call of one of the fixture server's hostile tools
+(tests/mcp_fixture_server.py, HOSTILE_TOOLS) or of the same tools registered in an API's registry."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import httpx
 from toolrag import Tool, ToolRegistry
 
 from .conftest import SAMPLE_TOOLS
-from .mcp_fixture_server import HOSTILE_TOOLS
+from .mcp_fixture_server import HOSTILE_TOOLS, anyof_chain
 from .mcp_support import (
     TOOLRAG,
     free_port,
@@ -40,6 +40,16 @@ def nested(depth: int, width: int) -> Any:
     return value
 
 
+# Issue 31, section 1, at the most registration allows: references multiplying to 2^11 subschemas for a 10-byte
+# argument, a 5,000-value enum over 1,990 valid values, uniqueItems over 999 objects, a 60 KB string against a
+# pattern of 1,804 RE2 instructions.
+COST_ATTACKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "anyOf references": ("refs", {"x": "no"}),
+    "long enum": ("pick", {"xs": ["v4999"] * 1990}),
+    "uniqueItems over objects": ("distinct", {"xs": [{"i": i} for i in range(999)]}),
+    "pattern automaton": ("automaton", {"code": "ab" * 30_000}),
+}
+
 ATTACKS: dict[str, tuple[str, dict[str, Any]]] = {
     # finding 2: a catastrophic pattern and an argument that makes a backtracking engine take 2^40 steps
     "redos": ("match", {"code": "a" * 40 + "!"}),
@@ -48,7 +58,10 @@ ATTACKS: dict[str, tuple[str, dict[str, Any]]] = {
     # finding 16: 100,000 integers where strings are expected, and 50,000 keys
     "100k values": ("label", {"values": list(range(100_000))}),
     "50k keys": ("label", {"field": "x", **{f"k{i}": i for i in range(50_000)}}),
+    **COST_ATTACKS,
 }
+# The 2^16 anyOf schema of issue 31, stored before registration refused it: checked within the budget.
+STORED_ATTACKS = {"anyOf references, stored before the bound": ("refs16", {"x": "no"})}
 
 
 ATTACKER, VICTIM = "attacker-token-0123456789", "victim-token-0123456789"
@@ -65,14 +78,16 @@ def median_ms(probe: Callable[[int], object], count: int = PROBES) -> float:
 
 
 @contextmanager
-def attacking(send: Callable[[str, dict[str, Any]], str], threads: int = 2) -> Iterator[list[str]]:
+def attacking(
+    send: Callable[[str, dict[str, Any]], str], threads: int = 2, attacks: dict[str, Any] = ATTACKS
+) -> Iterator[list[str]]:
     """Attackers sending every attack in turn, without pause, until the block ends; yields the answers' outcomes."""
     outcomes: list[str] = []
     stop = threading.Event()
 
     def attack() -> None:
         while not stop.is_set():
-            for tool, arguments in ATTACKS.values():
+            for tool, arguments in attacks.values():
                 outcomes.append(send(tool, arguments))
 
     workers = [threading.Thread(target=attack, daemon=True) for _ in range(threads)]
@@ -97,7 +112,9 @@ def measure_api(folder: Path, probes: int = PROBES) -> dict[str, Any]:
         hostile = [
             Tool.parse({"name": f"attack.{n}", "description": d, "input_schema": s}) for n, d, s in HOSTILE_TOOLS
         ]
-        registry.register_many([*SAMPLE_TOOLS, *hostile])
+        # a copy skips validation: the schema as an older release registered it
+        stored = hostile[0].model_copy(update={"name": "attack.refs16", "input_schema": anyof_chain(16)})
+        registry.register_many([*SAMPLE_TOOLS, *hostile, stored])
     tokens = f'[tokens.attacker]\ntoken = "{ATTACKER}"\nrole = "agent"\n[tokens.victim]\ntoken = "{VICTIM}"\n'
     (folder / "api.toml").write_text(f'store = "tools.db"\n[schedule]\nconsistency = "off"\nreport = "off"\n{tokens}')
     port = free_port()
@@ -119,7 +136,7 @@ def measure_api(folder: Path, probes: int = PROBES) -> dict[str, Any]:
         }
         assert victim.get("/health").status_code == 200
         quiet = {name: median_ms(probe, probes) for name, probe in probes_of.items()}
-        with attacking(send) as outcomes:
+        with attacking(send, attacks={**ATTACKS, **STORED_ATTACKS}) as outcomes:
             loaded = {name: median_ms(probe, probes) for name, probe in probes_of.items()}
         return {"quiet_ms": quiet, "attacked_ms": loaded, "outcomes": sorted(set(outcomes))}
     finally:

@@ -59,8 +59,37 @@ def listed() -> list[types.Tool]:
     return [order, adder, repeat, wait, *ADDED, *(hostile if os.environ.get("FIXTURE_HOSTILE") else [])]
 
 
+def anyof_chain(depth: int) -> dict[str, Any]:
+    """A schema of `depth` anyOfs whose two branches refer to the next level: 2^depth subschemas for one value
+    (issue 31, section 1; registration refuses it past the cost limit, validation.MAX_STEPS_PER_VALUE)."""
+    levels = {f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}] * 2} for i in range(depth)}
+    levels[f"a{depth}"] = {"type": "integer"}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": levels}
+
+
+# Tools whose schemas set the cost of checking a call (issue 31, section 1), each as large as registration allows:
+# references that multiply, a long enum, uniqueItems over objects, a pattern with a large automaton.
+COST_TOOLS = [
+    ("refs", "Record a nested code.", anyof_chain(11)),
+    (
+        "pick",
+        "Pick values from the catalogue.",
+        {"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": [f"v{i}" for i in range(5000)]}}}},
+    ),
+    (
+        "distinct",
+        "Store distinct records.",
+        {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True, "items": {"type": "object"}}}},
+    ),
+    (
+        "automaton",
+        "Match a long code.",
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": "(?:(?:a|b|ab|ba){1,30}){1,10}c"}}},
+    ),
+]
+
 # Tools whose schemas made a call's checking cost seconds (issue 25, findings 2, 4, 16): a catastrophic pattern, an
-# argument whose errors were rendered whole, and room for 100,000 values.
+# argument whose errors were rendered whole, and room for 100,000 values; and those of issue 31 (COST_TOOLS).
 HOSTILE_TOOLS = [
     (
         "match",
@@ -75,6 +104,7 @@ HOSTILE_TOOLS = [
             "properties": {"field": {"type": "string"}, "values": {"type": "array", "items": {"type": "string"}}},
         },
     ),
+    *COST_TOOLS,
 ]
 
 
@@ -97,7 +127,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     elif params.name == "wait":
         await anyio.sleep(float(arguments["seconds"]))
         text = "waited"
-    elif params.name in ("match", "label"):
+    elif params.name in ("match", "label", *(name for name, _, _ in COST_TOOLS)):
         text = f"{params.name}: done"
     elif any(tool.name == params.name for tool in ADDED):
         text = f"{params.name} ran"

@@ -263,3 +263,132 @@ def test_finding15_the_relay_passes_lines_under_the_cap_and_answers_for_a_larger
     assert [json.loads(line) for line in relayed[:1] + relayed[2:]] == [lines[0], lines[3]]
     refusal = json.loads(relayed[1])
     assert refusal["id"] == "abc" and "over the gateway's limit of 100,000 bytes" in refusal["error"]["message"]
+
+
+# -- issue 31, section 1: the schema sets the cost of a check ---------------------------------------------------
+
+
+def test_a_schema_whose_references_multiply_is_refused_at_registration_saying_where() -> None:
+    """2^16 subschemas for one value, in 1 KB (a 10-byte argument held the API 14 s): refused, naming the count."""
+    from .mcp_fixture_server import anyof_chain
+
+    with pytest.raises(
+        InvalidToolError, match=r"properties/x: checking one value there .* would take 262,142 steps \(at most 10,000\)"
+    ):
+        gateway_for(anyof_chain(16))
+    assert call(gateway_for(anyof_chain(4)), {"x": 3}).outcome == "ok"  # what real schemas do, and more
+
+
+def test_a_schema_stored_before_the_bound_is_checked_within_the_budget() -> None:
+    """The same schema in a store written by an older release: its check runs out of its budget and the call is
+    refused, saying so (before: checked where the call runs, for seconds)."""
+    from toolrag.runtime.gateway import ExecutionPolicy
+
+    from .mcp_fixture_server import anyof_chain
+
+    tool = Tool.model_validate(
+        {"name": "t.run", "description": "Run.", "input_schema": anyof_chain(16)}, context={"trusted": True}
+    )
+    gateway = ToolGateway([tool], [], CALLER, lambda name: lambda **a: "ran", policy=ExecutionPolicy(check_seconds=0.5))
+    refused = call(gateway, {"x": "no"})
+    assert refused.outcome == "invalid_arguments" and "were not checked" in refused.message.content
+
+
+def test_enums_longer_than_any_real_one_are_refused_at_registration() -> None:
+    with pytest.raises(InvalidToolError, match="enum of 20,000 values"):
+        gateway_for({"type": "object", "properties": {"x": {"enum": [f"v{i}" for i in range(20_000)]}}})
+    many = {f"p{n}": {"enum": [f"v{i}" for i in range(4_000)]} for n in range(6)}
+    with pytest.raises(InvalidToolError, match="24,000 values in all"):
+        gateway_for({"type": "object", "properties": many})
+
+
+def test_a_pattern_with_a_huge_automaton_is_refused_at_registration() -> None:
+    """4.8 s for one 60 KB string before, on RE2 itself: its DFA runs out of memory."""
+    pattern = "(?:(?:a|b|ab|ba){1,100}){1,10}c"
+    with pytest.raises(InvalidToolError, match=r"6,004 RE2 instructions \(at most 2,000\)"):
+        gateway_for({"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}})
+
+
+@pytest.fixture
+def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times jsonschema compares two values (what enum and uniqueItems did value by value, pairwise)."""
+    import jsonschema._keywords
+    import jsonschema._utils
+
+    count = [0]
+    equal = jsonschema._utils.equal
+
+    def counted(one: Any, two: Any) -> bool:
+        count[0] += 1
+        return equal(one, two)
+
+    monkeypatch.setattr(jsonschema._utils, "equal", counted)
+    monkeypatch.setattr(jsonschema._keywords, "equal", counted)
+    return count
+
+
+def test_enum_membership_costs_no_comparison_per_enum_value(comparisons: list[int]) -> None:
+    enum = [f"v{i}" for i in range(5_000)]
+    gateway = gateway_for({"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": enum}}}})
+    assert call(gateway, {"xs": ["v4999"] * 1_990}).outcome == "ok"
+    assert comparisons[0] <= 1_990  # before: 1,990 x 5,000
+
+
+def test_unique_items_over_objects_are_compared_by_hash_not_pairwise(comparisons: list[int]) -> None:
+    gateway = gateway_for({"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}})
+    assert call(gateway, {"xs": [{"i": i} for i in range(999)]}).outcome == "ok"
+    assert comparisons[0] <= 999  # before: 999 x 998 / 2
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        ({"enum": [1, "a", [1, {"k": None}]]}, [1.0, "a", [1.0, {"k": None}]], [True, "A", [True, {"k": None}]]),
+        ({"enum": [False, {"a": 1, "b": [2]}]}, [False, {"b": [2.0], "a": 1}], [0, {"a": 1}]),
+        (
+            {"type": "array", "uniqueItems": True},
+            [[1, True], [0, False], [{"a": 1}, {"a": 2}]],
+            [[1, 1.0], [{"a": 1, "b": 2}, {"b": 2, "a": 1}]],
+        ),
+    ],
+)
+def test_json_equality_is_kept(schema: dict[str, Any], valid: list[Any], invalid: list[Any]) -> None:
+    gateway = gateway_for({"type": "object", "properties": {"x": schema}})
+    assert [call(gateway, {"x": value}).outcome for value in valid] == ["ok"] * len(valid)
+    assert [call(gateway, {"x": value}).outcome for value in invalid] == ["invalid_arguments"] * len(invalid)
+
+
+def test_a_subschema_declaring_its_own_draft_is_still_checked_safely() -> None:
+    """jsonschema checks a subschema with `$schema` with its own validator class: Python's backtracking `re`, no
+    budget. RE2 reads `[[:alpha:]]` as a class of letters, `re` as a set of punctuation and letters then `]`."""
+    draft_07 = "http://json-schema.org/draft-07/schema#"
+    word = {"$schema": draft_07, "type": "string", "pattern": "^[[:alpha:]]+$"}
+    gateway = gateway_for({"type": "object", "properties": {"w": word}})
+    assert call(gateway, {"w": "abc"}).outcome == "ok"
+    assert call(gateway, {"w": "a1"}).outcome == "invalid_arguments"
+
+
+def test_unevaluated_keywords_are_checked_in_the_checking_process_only() -> None:
+    """jsonschema works out unevaluated properties by walking in-place subschemas without spending steps: only the
+    worker's deadline bounds that walk, so such schemas are never checked in the serving process."""
+    from toolrag.schemas.arguments import ArgumentChecker, measure
+
+    arguments = {"a": 1}
+    plain = ArgumentChecker({"type": "object", "properties": {"a": {"type": "integer"}}})
+    unevaluated = ArgumentChecker(
+        {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
+    )
+    assert plain.inline_errors(arguments, measure(arguments)) == []
+    assert unevaluated.inline_errors(arguments, measure(arguments)) is None
+    assert call(gateway_for(unevaluated.schema), arguments).outcome == "ok"
+    assert call(gateway_for(unevaluated.schema), {"a": 1, "b": 2}).outcome == "invalid_arguments"
+
+
+def test_a_draft_04_enum_of_objects_registers_without_pairwise_comparisons(comparisons: list[int]) -> None:
+    """Draft-04's metaschema asks for unique enum values; jsonschema compared objects pairwise (5,000: 138 s)."""
+    draft_04 = "http://json-schema.org/draft-04/schema#"
+    enum = [{"i": i} for i in range(1_500)]
+    gateway_for({"$schema": draft_04, "type": "object", "properties": {"x": {"enum": enum}}})
+    assert comparisons[0] <= 1_500  # before: 1,500 x 1,499 / 2
+    with pytest.raises(InvalidToolError, match="properties/x/enum: the array has non-unique elements"):
+        gateway_for({"$schema": draft_04, "type": "object", "properties": {"x": {"enum": [{"i": 1}, {"i": 1}]}}})

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from toolrag.errors import InvalidToolError
 from toolrag.schemas.drafts import MAX_DEPTH, deeper_than, validator_class
-from toolrag.schemas.validation import UnsafeSchema, check_safety
+from toolrag.schemas.validation import UnsafeSchema, check_enums, check_safety
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 MAX_SCHEMA_CHARS = 262_144  # of a schema as JSON: real ones stay under a tenth of it
@@ -58,7 +58,10 @@ def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input sche
             f"tool {tool_name!r}: {what} is {size:,} characters of JSON (at most {MAX_SCHEMA_CHARS:,})"
         )
     try:
+        check_enums(schema)  # before the metaschema reads them
         validator_class(schema)
+    except UnsafeSchema as exc:
+        raise InvalidToolError(f"tool {tool_name!r}: {what}: {exc}") from None
     except jsonschema.SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
         raise InvalidToolError(f"tool {tool_name!r}: {what}: invalid JSON Schema at {where}: {exc.message}") from None

@@ -51,7 +51,7 @@ class ExecutionPolicy:
     propagate: tuple[type[BaseException], ...] = ()
     always_raise: bool = False
     fuzzy_cutoff: float = 85.0
-    check_seconds: float = 2.0  # the budget of checking large arguments (schemas/arguments.py); past it: refused
+    check_seconds: float = 2.0  # the budget of a check in the checking process (schemas/arguments.py); past it: refused
 
 
 @dataclass(frozen=True)
@@ -196,14 +196,14 @@ class ToolGateway:
             raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
 
     async def _arguments(self, tool: Tool, raw: str) -> dict[str, Any]:
-        """The call's arguments, parsed and checked against the tool's schema: small ones here, large ones parsed
-        off the event loop and checked in the checking process within the policy's budget."""
+        """The call's arguments, parsed and checked against the tool's schema off the event loop: in a thread when
+        the check's worst case is small (ArgumentChecker.inline_errors), else in the checking process within the
+        policy's budget."""
         checker = self.permitted.checker(tool)
         small = len(raw) <= INLINE_CHARS
         arguments, size = self._measured(tool, raw) if small else await asyncio.to_thread(self._measured, tool, raw)
-        if small and size.small:
-            errors = checker.errors(arguments)
-        else:
+        errors = await asyncio.to_thread(checker.inline_errors, arguments, size) if small and size.small else None
+        if errors is None:
             try:
                 errors = await asyncio.to_thread(_CHECKING.check, checker.schema_text, raw, self.policy.check_seconds)
             except CheckRefused as exc:

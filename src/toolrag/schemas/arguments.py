@@ -2,10 +2,12 @@
 
 Both are untrusted: arguments come from a model or a client, schemas from MCP servers and catalogs. Before anything
 recursive reads them, the arguments are measured without recursion (values, nesting depth, text that is not text)
-and refused past the limits. Small arguments are then checked where the call runs; large ones in a separate process
-(schemas/worker.py) with a time budget, so no argument can hold the interpreter that serves other clients, and a
-check that outruns its budget refuses the call. At most `MAX_ERRORS` errors are reported, each rendered in bounded
-size (validation.py), never the whole argument.
+and refused past the limits. Every check then counts steps (validation.Budget). A check is run in a thread of the
+serving process only when its worst case is small: at most INLINE_STEPS, by the schema's cost per value (cost.py)
+times the arguments' values, so that it holds the interpreter serving other clients for milliseconds at most. Every
+other check, and one that runs out of those steps, goes to a separate process (schemas/worker.py) with a budget of
+steps and of time; a check that outruns it refuses the call. At most `MAX_ERRORS` errors are reported, each
+rendered in bounded size (validation.py), never the whole argument.
 """
 
 from __future__ import annotations
@@ -16,16 +18,23 @@ from functools import cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from toolrag.schemas.cost import MAX_ARGUMENT_DEPTH, expansion
+from toolrag.schemas.drafts import DATA_KEYWORDS
 from toolrag.schemas.patterns import UnsafePattern
-from toolrag.schemas.validation import safe_validator, short
+from toolrag.schemas.refs import BadReference, check_references
+from toolrag.schemas.validation import OverBudget, budget, safe_validator, short
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-MAX_DEPTH = 32  # of nested objects and arrays in arguments; validating recursion stays far from Python's limit
+MAX_DEPTH = MAX_ARGUMENT_DEPTH  # of nested objects and arrays; validating recursion stays far from Python's limit
 MAX_VALUES = 200_000  # JSON values in one call's arguments (a 1 MB body of small numbers holds about that many)
-INLINE_VALUES = 2_000  # up to this many values (and INLINE_CHARS of JSON) are checked in place: microseconds
+INLINE_VALUES = 2_000  # up to this many values (and INLINE_CHARS of JSON) may be checked in the serving process
 INLINE_CHARS = 65_536
+# Steps of a check in the serving process: ~10 us each, up to ~50 us in anyOfs whose branches all fail (measured),
+# so ~10-50 ms of the interpreter at most. Real calls take tens (one value: at most 32 in the benchmarks' schemas).
+INLINE_STEPS = 1_000
+INLINE_SECONDS = 0.25  # and of its time, waiting for the interpreter included (past it: finished in the worker)
 MAX_ERRORS = 5
 MAX_MESSAGE_CHARS = 240
 
@@ -112,12 +121,51 @@ class ArgumentChecker:
     _validator: Validator | None = field(default=None, init=False, repr=False)
 
     def errors(self, arguments: Any) -> list[str]:
-        """Errors of arguments checked here: for arguments `measure` found small."""
+        """Errors of arguments checked here, spending the budget of the running check (validation.budget)."""
         if self._validator is None:
             self._validator = safe_validator(self.schema)
         return bounded_errors(self._validator, arguments)
+
+    def inline_errors(self, arguments: Any, size: Measure) -> list[str] | None:
+        """Errors of arguments `measure` found small, checked within INLINE_STEPS; None when the check may take
+        more (it is for the worker process then)."""
+        if size.values * self.steps_per_value > INLINE_STEPS:
+            return None
+        try:
+            with budget(INLINE_STEPS, INLINE_SECONDS):
+                return self.errors(arguments)
+        except OverBudget:
+            return None
+
+    @cached_property
+    def steps_per_value(self) -> int:
+        """The most steps one value can cost under the schema (cost.py), worked out again here for schemas stored
+        before registration bounded it. A schema that fails the reference checks is left to the worker to report,
+        and so is one using unevaluatedProperties/Items: jsonschema works out what is evaluated by walking the
+        subschemas applied in place without applying keywords, so the walk spends no steps and only the worker's
+        deadline bounds it."""
+        if _uses_unevaluated(self.schema):
+            return INLINE_STEPS + 1
+        try:
+            graph = check_references(self.schema)
+        except BadReference:
+            return INLINE_STEPS + 1
+        return expansion(self.schema, graph, INLINE_STEPS).steps
 
     @cached_property
     def schema_text(self) -> str:
         """The schema as the worker process receives it, and the key it caches the schema's validator under."""
         return json.dumps(self.schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _uses_unevaluated(schema: dict[str, Any]) -> bool:
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if "unevaluatedProperties" in node or "unevaluatedItems" in node:
+                return True
+            pending.extend(value for key, value in node.items() if key not in DATA_KEYWORDS)
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False

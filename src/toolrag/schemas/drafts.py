@@ -8,7 +8,11 @@ there, else under the newest older draft it is valid in (draft-07, then draft-04
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from toolrag.schemas.equality import all_unique
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -47,18 +51,61 @@ def validator_class(schema: dict[str, Any]) -> type[Validator]:
     # `default` comes back as given when `$schema` is missing or unknown; its stub types it as a validator class
     declared: type[Validator] | None = validators.validator_for(schema, default=None)  # type: ignore[arg-type]
     if declared is not None:
-        declared.check_schema(schema)
+        check_schema(declared, schema)
         return declared
     first_error: SchemaError | None = None
     for candidate in (Draft202012Validator, Draft7Validator, Draft4Validator):
         try:
-            candidate.check_schema(schema)
+            check_schema(candidate, schema)
         except SchemaError as exc:
             first_error = first_error or exc
             continue
         return candidate
     assert first_error is not None
     raise first_error
+
+
+def check_schema(draft: type[Validator], schema: dict[str, Any]) -> None:
+    """`draft.check_schema(schema)` in linear time: draft-04's metaschema asks for unique `enum` values, which
+    jsonschema compares pairwise when they are objects (quadratic in a schema's enum)."""
+    from jsonschema import SchemaError, validators
+
+    meta: Any = validators.validator_for(draft.META_SCHEMA, default=draft)
+    checking = _metaschema_checker(meta)(draft.META_SCHEMA, format_checker=meta.FORMAT_CHECKER)
+    for error in checking.iter_errors(schema):
+        raise SchemaError.create_from(error)
+
+
+@cache
+def _metaschema_checker(meta: type[Validator]) -> Any:
+    from jsonschema import ValidationError, validators
+
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+        if unique and validator.is_type(instance, "array") and not all_unique(instance):
+            yield ValidationError("the array has non-unique elements")
+
+    checker: Any = validators.extend(meta, {"uniqueItems": unique_items})  # type: ignore[no-untyped-call]
+    keep_on_evolve(checker, _metaschema_checker, meta)
+    return checker
+
+
+def keep_on_evolve(extended: Any, extend: Callable[[type[Validator]], Any], base: type[Validator]) -> None:
+    """Make the validators of `extended` (jsonschema's `base`, extended) evolve into `extend(draft)` of the draft a
+    subschema or a reference's target declares with `$schema`: jsonschema's own evolve gives that draft's plain
+    class, dropping the extended keywords (a metaschema's root declares its draft; so may a tool's subschema)."""
+    from jsonschema import validators
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        import attrs
+
+        schema = changes.setdefault("schema", self.schema)
+        evolved = extend(validators.validator_for(schema, default=base))
+        for attribute in attrs.fields(type(self)):
+            if attribute.init and attribute.alias not in changes:
+                changes[attribute.alias] = getattr(self, attribute.name)
+        return evolved(**changes)
+
+    extended.evolve = evolve
 
 
 def to_2020_12(schema: Any) -> Any:

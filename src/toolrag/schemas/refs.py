@@ -12,6 +12,7 @@ argument, whose depth is bounded.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,7 +21,7 @@ Path = tuple[str | int, ...]
 # Keywords whose value is a subschema applied to the same value (in place), or a list or map of them.
 _IN_PLACE = {"not", "if", "then", "else"}
 _IN_PLACE_LISTS = {"allOf", "anyOf", "oneOf"}
-_IN_PLACE_MAPS = {"dependentSchemas"}
+_IN_PLACE_MAPS = {"dependentSchemas", "dependencies"}  # draft-07's `dependencies` also holds lists of names
 # Keywords whose subschemas apply to a part of the value (they descend into it).
 _DESCENDING = {
     "items",
@@ -42,12 +43,24 @@ class BadReference(ValueError):
     """A reference that would be fetched, that resolves to nothing, or that takes part in a cycle."""
 
 
-def check_references(schema: dict[str, Any]) -> None:
+@dataclass
+class SchemaGraph:
+    """The subschemas reachable from the root, each with those it applies to the same value (`in_place`: in-place
+    applicators and reference targets, one entry per occurrence) and to parts of the value (`descending`).
+    `order` lists them so that every subschema comes before those it applies in place (a topological order)."""
+
+    in_place: dict[Path, list[Path]] = field(default_factory=dict)
+    descending: dict[Path, list[Path]] = field(default_factory=dict)  # properties/NAME, items, prefixItems/I, ...
+    order: list[Path] = field(default_factory=list)
+
+
+def check_references(schema: dict[str, Any]) -> SchemaGraph:
     """Raise BadReference unless every reference of `schema` is local and resolvable and none is part of a cycle
-    that applies in place."""
+    that applies in place; the graph of its subschemas otherwise."""
     root_id = schema.get("$id") if isinstance(schema.get("$id"), str) else None
     anchors = _anchors(schema)
-    edges: dict[Path, list[Path]] = {}  # each subschema's in-place subschemas and reference targets
+    graph = SchemaGraph()
+    edges = graph.in_place
     pending: list[Path] = [()]
     while pending:
         path = pending.pop()
@@ -55,6 +68,7 @@ def check_references(schema: dict[str, Any]) -> None:
             continue
         node = _at(schema, path)
         edges[path] = []
+        graph.descending[path] = []
         if not isinstance(node, dict):
             continue
         if path and any(isinstance(node.get(key), str) for key in ("$id", "id")) and _has_reference(node):
@@ -64,6 +78,8 @@ def check_references(schema: dict[str, Any]) -> None:
         for kind, child in _children(node, path):
             if kind == "in place":
                 edges[path].append(child)
+            elif kind == "descends":
+                graph.descending[path].append(child)
             pending.append(child)
         for key in _REFERENCES:
             reference = node.get(key)
@@ -74,7 +90,8 @@ def check_references(schema: dict[str, Any]) -> None:
             target = _target(schema, reference, anchors, root_id, path, key)
             edges[path].append(target)
             pending.append(target)
-    _refuse_cycles(edges)
+    graph.order = _refuse_cycles(edges)
+    return graph
 
 
 def _anchors(schema: dict[str, Any]) -> dict[str, Path]:
@@ -143,8 +160,10 @@ def _children(node: dict[str, Any], path: Path) -> Iterator[tuple[str, Path]]:
             yield from ((kind, (*path, key, name)) for name in value)
 
 
-def _refuse_cycles(edges: dict[Path, list[Path]]) -> None:
-    """Depth-first search over the in-place edges (references included), without recursion."""
+def _refuse_cycles(edges: dict[Path, list[Path]]) -> list[Path]:
+    """Depth-first search over the in-place edges (references included), without recursion; the subschemas in
+    topological order (each before those it applies in place)."""
+    finished: list[Path] = []
     state: dict[Path, int] = {}  # 1: on the current path, 2: done
     for start in edges:
         if state.get(start):
@@ -156,12 +175,15 @@ def _refuse_cycles(edges: dict[Path, list[Path]]) -> None:
             step = next(following, None)
             if step is None:
                 state[path] = 2
+                finished.append(path)
                 stack.pop()
             elif state.get(step) == 1:
                 raise BadReference(f"{_where(step)}: a reference cycle that never descends into the value")
             elif not state.get(step):
                 state[step] = 1
                 stack.append((step, iter(edges.get(step, []))))
+    finished.reverse()
+    return finished
 
 
 def _has_reference(node: dict[str, Any]) -> bool:

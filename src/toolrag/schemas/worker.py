@@ -1,8 +1,10 @@
 """A separate process that checks large arguments, so a costly check never holds the interpreter serving others.
 
-The server sends one request per line on the worker's stdin (`{"schema": "<JSON>", "arguments": "<JSON>"}`) and
-waits for the line of errors on its stdout for at most the check's budget; a worker that has not answered by then is
-killed (the next check starts another), and the call is refused. Checks wait their turn; past `MAX_WAITING` waiting
+The server sends one request per line on the worker's stdin (`{"schema": "<JSON>", "arguments": "<JSON>",
+"seconds": <budget>}`) and waits for the line of errors on its stdout. The worker checks within WORKER_STEPS steps
+and the budget's seconds and answers that it ran out when it does (validation.Budget); one that has not answered
+shortly after the budget (a single step too long to stop) is killed (the next check starts another). Either way
+the call is refused. Checks wait their turn; past `MAX_WAITING` waiting
 checks, a call is refused at once rather than queued behind an attacker's.
 
     python -m toolrag.schemas.worker     # what the server starts; it reads requests until stdin closes
@@ -20,6 +22,8 @@ from collections import OrderedDict
 from typing import IO, Any
 
 MAX_WAITING = 8
+WORKER_STEPS = 2_000_000  # ~15 s of ordinary checking, past any time budget; it stops before huge RE2 matches
+_GRACE_SECONDS = 1.0  # beyond the budget, for the answer of a worker that stopped at it
 _CACHED_VALIDATORS = 64
 
 
@@ -49,7 +53,9 @@ class CheckingProcess:
     def _exchange(self, schema_text: str, arguments_text: str, budget: float) -> list[str]:
         process = self._running()
         assert process.stdin is not None and process.stdout is not None
-        request = json.dumps({"schema": schema_text, "arguments": arguments_text}, ensure_ascii=False)
+        request = json.dumps(
+            {"schema": schema_text, "arguments": arguments_text, "seconds": budget}, ensure_ascii=False
+        )
         try:
             process.stdin.write(request.encode("utf-8") + b"\n")
             process.stdin.flush()
@@ -57,7 +63,7 @@ class CheckingProcess:
             self._stop()
             raise CheckRefused("the argument checker stopped; retry") from None
         try:
-            line = self._answers.get(timeout=budget)
+            line = self._answers.get(timeout=budget + _GRACE_SECONDS)
         except queue.Empty:
             self._stop()
             raise CheckRefused(
@@ -66,7 +72,10 @@ class CheckingProcess:
         if not line:
             self._stop()
             raise CheckRefused("the argument checker stopped; retry")
-        errors: list[str] = json.loads(line)["errors"]
+        answer = json.loads(line)
+        if "refused" in answer:
+            raise CheckRefused(f"{answer['refused']}: send smaller arguments")
+        errors: list[str] = answer["errors"]
         return errors
 
     def _running(self) -> subprocess.Popen[bytes]:
@@ -104,7 +113,7 @@ def _read_lines(stream: IO[bytes] | None, answers: queue.Queue[bytes]) -> None:
 def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     """The worker's loop: one request line in, one answer line out, until the input closes."""
     from toolrag.schemas.arguments import bounded_errors
-    from toolrag.schemas.validation import safe_validator
+    from toolrag.schemas.validation import OverBudget, budget, safe_validator
 
     validators: OrderedDict[str, Any] = OrderedDict()
     for line in requests:
@@ -115,8 +124,13 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
             validator = validators[schema_text] = safe_validator(json.loads(schema_text))
             while len(validators) > _CACHED_VALIDATORS:
                 validators.popitem(last=False)
-        errors = bounded_errors(validator, json.loads(request["arguments"]))
-        answers.write(json.dumps({"errors": errors}).encode() + b"\n")
+        answer: dict[str, Any]
+        try:
+            with budget(WORKER_STEPS, float(request["seconds"])):
+                answer = {"errors": bounded_errors(validator, json.loads(request["arguments"]))}
+        except OverBudget as exc:
+            answer = {"refused": str(exc)}
+        answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
 
 
