@@ -774,3 +774,23 @@ def test_issue31_an_approved_change_keeps_the_operators_fields_and_description(
     quarantined_again = importer.apply("shop", [_order_tool()])  # back to the first text: a change again
     assert quarantined_again.quarantined == ["shop.lookup_order"]
     assert _overlay(registry.get("shop.lookup_order")) == GLOBEX_OVERLAY
+
+
+def test_issue31_a_tool_an_operator_deactivated_stays_inactive_through_syncs(
+    shop_importer: tuple[ToolImporter, ToolRegistry],
+) -> None:
+    """Deactivation is the operators' too: a sync (or a relisting after an omission) does not bring the tool back;
+    the operator's reactivation does, and from then on the sync manages it again."""
+    importer, registry = shop_importer
+    importer.apply("shop", [_order_tool()])
+    registry.set_active("shop.lookup_order", False, edited_by="ops")
+    version = registry.get("shop.lookup_order").version
+    assert importer.apply("shop", [_order_tool()]).imported == []
+    assert importer.apply("shop", []).deactivated == []
+    importer.apply("shop", [_order_tool()])
+    tool = registry.get("shop.lookup_order")
+    assert not tool.active and tool.version == version  # nothing rewritten
+    registry.set_active("shop.lookup_order", True, edited_by="ops")
+    assert importer.apply("shop", []).deactivated == ["shop.lookup_order"]
+    assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]
+    assert registry.get("shop.lookup_order").active

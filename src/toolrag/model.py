@@ -32,6 +32,8 @@ MAX_EXAMPLES = 200  # per tool, across tenants
 # a sync rewrites; operators own everything else (tenants, scopes, aliases, examples, not-for, category, ...), which a
 # sync keeps. An operator's edit of a source-owned field is an override a sync keeps too (`Tool.overrides`).
 SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "annotations"})
+# In `Tool.overrides`: an operator deactivated the tool, and no sync reactivates it (the operator does).
+DEACTIVATED_BY_OPERATOR = "active"
 SYNCED_SOURCE_PREFIX = "mcp:"  # the source of tools a sync rewrites: `mcp:SERVER`
 
 
@@ -126,7 +128,9 @@ class Tool(BaseModel):
     tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
     source: str = "python"
     overrides: list[str] = Field(
-        default_factory=list, description="source-owned fields an operator replaced: a sync keeps their value"
+        default_factory=list,
+        description="source-owned fields an operator replaced, and `active` when an operator deactivated the tool:"
+        " syncs keep them",
     )
     return_direct: bool = Field(default=False, description="a successful call ends the agent loop with its result")
     active: bool = True
@@ -170,18 +174,20 @@ class Tool(BaseModel):
     @field_validator("overrides")
     @classmethod
     def _source_fields(cls, values: list[str]) -> list[str]:
-        unknown = sorted(set(values) - SOURCE_FIELDS)
+        known = SOURCE_FIELDS | {DEACTIVATED_BY_OPERATOR}
+        unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"{', '.join(unknown)}: not source-owned (those are {', '.join(sorted(SOURCE_FIELDS))})")
+            raise ValueError(f"{', '.join(unknown)}: not an override (those are {', '.join(sorted(known))})")
         return sorted(set(values))
 
     def synced(self, upstream: Tool) -> Tool:
         """This tool after a sync from its source listed `upstream`: the source's fields (those an operator did not
         override) from `upstream`, the operators' fields kept; the source's scopes are added, never taken away (a
-        sync does not widen access), and the tool is active again."""
+        sync does not widen access), and the tool is active again unless an operator deactivated it."""
         fresh = {key: getattr(upstream, key) for key in SOURCE_FIELDS - set(self.overrides)}
         scopes = list(dict.fromkeys([*self.scopes, *upstream.scopes]))
-        return self.model_copy(update={**fresh, "scopes": scopes, "source": upstream.source, "active": True})
+        active = DEACTIVATED_BY_OPERATOR not in self.overrides
+        return self.model_copy(update={**fresh, "scopes": scopes, "source": upstream.source, "active": active})
 
     @model_validator(mode="after")
     def _examples_of_its_tenants(self) -> Tool:

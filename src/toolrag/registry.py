@@ -30,7 +30,16 @@ from toolrag.errors import (
 )
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
-from toolrag.model import SOURCE_FIELDS, SYNCED_SOURCE_PREFIX, Principal, SearchResult, Strategy, Tool, utc_now
+from toolrag.model import (
+    DEACTIVATED_BY_OPERATOR,
+    SOURCE_FIELDS,
+    SYNCED_SOURCE_PREFIX,
+    Principal,
+    SearchResult,
+    Strategy,
+    Tool,
+    utc_now,
+)
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.calibrate import bank_requests, embed_fixed
 from toolrag.search.config import SearchConfig
@@ -322,8 +331,7 @@ class ToolRegistry:
         updated = Tool.parse(entry)
         changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
         if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
-            # An operator's own text for a field its source owns: the next sync keeps it (model.SOURCE_FIELDS).
-            updated.overrides = sorted({*updated.overrides, *(SOURCE_FIELDS & set(changed))})
+            updated.overrides = operator_overrides(updated, changed)
         audit = []
         if edited_by and changed:
             audit.append(AuditEntry("edited", ", ".join(changed), current.name, None, edited_by))
@@ -632,6 +640,17 @@ def check_changes(name: str, changes: Mapping[str, Any]) -> None:
     unknown = set(changes) - set(Tool.model_fields) - {"name"}
     if unknown or "name" in changes:
         raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+
+
+def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
+    """The overrides of a synced tool after an operator changed `changed`: its own text for a field the source owns,
+    and its deactivation (a reactivation hands `active` back to the syncs), are kept by later syncs."""
+    overrides = set(edited.overrides) | (SOURCE_FIELDS & set(changed))
+    if "active" in changed:
+        overrides.discard(DEACTIVATED_BY_OPERATOR)
+        if not edited.active:
+            overrides.add(DEACTIVATED_BY_OPERATOR)
+    return sorted(overrides)
 
 
 def _version(tool: Tool | None) -> int | None:

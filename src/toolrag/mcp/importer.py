@@ -4,7 +4,8 @@ Every upstream tool becomes `server.tool` (so no server can shadow another's too
 description, input schema) is pinned by hash when approved; an upstream that changes an approved tool gets the new
 version quarantined: the tool is deactivated (neither retrievable nor callable) until `toolrag mcp approve`.
 Tools of a server that no longer lists them, or of a server removed from the configuration, are deactivated, never
-deleted. Pins are written before tools, so a crash in between errs towards the tool staying unavailable.
+deleted. Pins are written before tools, so a crash in between errs towards the tool staying unavailable. A sync
+writes only what the server owns (`model.SOURCE_FIELDS`) over the tool as operators left it (`Tool.synced`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from toolrag.catalog.files import repair_schema
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
-from toolrag.model import SYNCED_SOURCE_PREFIX, Tool, check_json_schema
+from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
 from toolrag.registry import ToolRegistry
 from toolrag.schemas.drafts import deeper_than
 from toolrag.store.base import AuditEntry, Pin
@@ -231,8 +232,8 @@ class _Plan:
         self.audit.append(AuditEntry(action, detail, pin.tool, pin.server))
 
     def activate(self, tool: Tool, existing: Tool | None) -> None:
-        merged = synced(existing, tool)
-        unchanged = existing is not None and existing.active and existing.content_hash == merged.content_hash
+        merged = synced(existing, tool)  # active, unless an operator deactivated it
+        unchanged = existing is not None and existing.content_hash == merged.content_hash
         (self.report.unchanged if unchanged else self.report.imported).append(tool.name)
         self.edits[tool.name] = partial(synced, upstream=tool)
 
@@ -282,15 +283,15 @@ def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
 
 
 def _in_place(pin: Pin | None, digest: str, existing: Tool | None, config: ServerConfig) -> bool:
-    """Whether the upstream tool is the approved version and registered, active, holding the configuration's
-    scopes (operators may have added more): then nothing about it needs checking, parsing or writing again (a
-    reconnection scans nothing unchanged)."""
+    """Whether the upstream tool is the approved version and registered, active (or deactivated by an operator),
+    holding the configuration's scopes (operators may have added more): then nothing about it needs checking,
+    parsing or writing again (a reconnection scans nothing unchanged)."""
     return (
         pin is not None
         and pin.approved_hash == digest
         and not pin.quarantined
         and existing is not None
-        and existing.active
+        and (existing.active or DEACTIVATED_BY_OPERATOR in existing.overrides)
         and set(config.scopes) <= set(existing.scopes)
     )
 
