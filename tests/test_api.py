@@ -10,7 +10,8 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,48 @@ def test_manage_tools_over_http(api: tuple[str, ToolRegistry]) -> None:
     assert bad.status_code == 422 and "bad name!" in bad.text
     unknown_field = call(url, "PATCH", "/tools/crm.note", ADMIN, json={"colour": "red"})
     assert unknown_field.status_code == 422
+
+
+def concurrently(count: int, request: Callable[[int], httpx.Response]) -> list[httpx.Response]:
+    """`count` requests sent at once (released together from a barrier), their answers in order."""
+    together = threading.Barrier(count)
+
+    def send(number: int) -> httpx.Response:
+        together.wait()
+        return request(number)
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(send, range(count)))
+
+
+def test_issue31_twelve_concurrent_example_additions_all_stay(api: tuple[str, ToolRegistry]) -> None:
+    """Each addition is made on the tool as it is at its write: 12 at once give 12 successes and 12 examples."""
+    url, registry = api
+    answers = concurrently(
+        12,
+        lambda n: call(url, "POST", "/tools/email.send/examples", ADMIN, json={"text": f"send mail number {n}"}),
+    )
+    assert [a.status_code for a in answers] == [200] * 12
+    examples = {e.text for e in registry.get("email.send").examples}
+    assert examples == {f"send mail number {n}" for n in range(12)}
+    assert registry.get("email.send").version == 13
+
+
+def test_issue31_twelve_concurrent_edits_of_one_version_give_one_success(api: tuple[str, ToolRegistry]) -> None:
+    """Edits made from the same version: one is written, the 11 others get a 409 that says who changed the tool and
+    when; nothing is silently lost."""
+    url, registry = api
+    read = call(url, "GET", "/tools/email.send", ADMIN).json()["version"]
+    answers = concurrently(
+        12,
+        lambda n: call(url, "PATCH", "/tools/email.send", ADMIN, json={"aliases": [f"alias {n}"], "version": read}),
+    )
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200] + [409] * 11
+    conflict = next(a for a in answers if a.status_code == 409).json()["detail"]
+    assert f"not {read} as read: changed by ops at 20" in conflict and "reload" in conflict
+    winner = next(a for a in answers if a.status_code == 200).json()
+    assert registry.get("email.send").aliases == winner["aliases"] and len(registry.history("email.send")) == 2
 
 
 def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegistry]) -> None:

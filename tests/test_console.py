@@ -254,6 +254,26 @@ def test_tools_are_browsed_edited_compared_and_deactivated(console: tuple[str, T
     assert ("edited", "active") in changes and ("edited", "aliases, description") in changes
 
 
+def test_issue31_an_edit_overtaken_by_another_writer_shows_the_conflict(console: tuple[str, ToolRegistry]) -> None:
+    """The page was read at version 1; the tool moved on (the API, another operator) before the form was sent: the
+    console shows who changed it and when, writes nothing, and the other change stays."""
+    url, registry = console
+    with browser() as chromium:
+        page = signed_in(chromium, url, ADMIN)
+        page.goto(f"{url}/console/tools/mail.send")
+        registry.update("mail.send", aliases=["write to"], edited_by="api-operator")  # meanwhile, elsewhere
+        page.fill("#edit textarea[name=description]", "Send an email or a letter to someone.")
+        page.click("#edit button[type=submit]")
+        assert page.locator("h1").inner_text() == "Changed meanwhile"
+        shown = page.locator("#error").inner_text()
+        assert "version 2, not 1 as read: changed by api-operator at 20" in shown and "reload" in shown
+        shot(page, "conflict")
+        page.click("#reload")
+        assert page.locator("#edit textarea[name=aliases]").input_value() == "write to"
+    tool = registry.get("mail.send")
+    assert (tool.version, tool.aliases, tool.description) == (2, ["write to"], "Send an email to someone.")
+
+
 def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str, ToolRegistry]) -> None:
     url, registry = console
     registry.add_example("shop.track_order", "globex: where is the container", tenant="globex")

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from toolrag import Principal, ToolNotFoundError, ToolRegistry, open_store
+from toolrag import Principal, Tool, ToolNotFoundError, ToolRegistry, open_store
 from toolrag.cli.app import app
 from toolrag.embed import UniversalSentenceEncoder
+from toolrag.embed.base import Vectors
+from toolrag.errors import EditConflictError
 from toolrag.monitor.validate import validate
 from toolrag.store.base import IndexModel
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder, make_tool
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 
 runner = CliRunner()
 ADMIN = Principal(tenant="acme", scopes=frozenset({"*"}))
@@ -239,3 +242,74 @@ def test_finding12_a_full_disk_is_a_clear_error_and_nothing_is_written(
     assert written.status_code == 503 and "the disk is full" in written.json()["detail"]
     monkeypatch.setattr(SQLiteStore, "__init__", opened)
     assert sorted(t.name for t in ToolRegistry(path, embedder).tools()) == sorted(t.name for t in SAMPLE_TOOLS[:2])
+
+
+class WriterInBetween(CountingEmbedder):
+    """While the edit it embeds for is between its read and its write, another instance edits the same tool."""
+
+    def __init__(self, inner: CountingEmbedder, when: str, other_edit: Callable[[], object]) -> None:
+        super().__init__(inner.inner, inner.memory)
+        self.when, self.other_edit, self.done = when, other_edit, False
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if not self.done and any(self.when in text for text in texts):
+            self.done = True
+            self.other_edit()
+        return super().embed_documents(texts)
+
+
+def test_issue31_an_edit_overtaken_by_another_writer_merges_or_is_refused(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """Two instances on one store. An example added while the other instance edits the description: both stay (the
+    addition is made again on the new version). A field edit made from a version that moved on: refused, named."""
+    other = ToolRegistry(store_url, embedder, RETRIEVAL)
+    other.register_many(SAMPLE_TOOLS)
+    described = "Send an e-mail message, with attachments, to recipients."
+    interleaved = WriterInBetween(
+        embedder, "quarterly invoice", lambda: other.update("email.send", description=described, edited_by="bob")
+    )
+    with ToolRegistry(store_url, interleaved, RETRIEVAL) as registry:
+        registry.add_example("email.send", "mail the quarterly invoice to the accountant", edited_by="alice")
+        final = registry.get("email.send")
+        assert interleaved.done and final.description == described
+        assert [e.text for e in final.examples] == ["mail the quarterly invoice to the accountant"]
+        assert [t.version for t in registry.history("email.send")] == [1, 2, 3]  # the merge adds one version
+        read = registry.get("email.send")
+        other.update("email.send", aliases=["mail"], edited_by="bob")
+        with pytest.raises(EditConflictError, match=r"version 4, not 3 as read: changed by bob at .*; reload"):
+            registry.update("email.send", expected_version=read.version, not_for="chat", edited_by="alice")
+        assert registry.get("email.send").not_for is None and registry.get("email.send").aliases == ["mail"]
+    other.close()
+
+
+def test_issue31_a_sync_write_overtaken_by_an_operator_is_made_again_on_the_new_version(
+    registry: ToolRegistry,
+) -> None:
+    """`write_merged` (what an MCP sync writes with): an operator's edit landing between its read and its write is
+    kept; the sync's change is made again over it."""
+    registry.register_many(SAMPLE_TOOLS)
+    seen: list[int] = []
+
+    def deactivate(current: Tool | None) -> Tool | None:
+        assert current is not None
+        seen.append(current.version)
+        if len(seen) == 1:  # the operator's edit, after the sync read the tool
+            registry.add_example("email.send", "mail the board the minutes", edited_by="ops")
+        return current.model_copy(update={"active": False})
+
+    assert registry.write_merged({"email.send": deactivate}).updated == ["email.send"]
+    tool = registry.get("email.send")
+    assert seen == [1, 2] and not tool.active and [e.text for e in tool.examples] == ["mail the board the minutes"]
+
+
+def test_issue31_the_cli_refuses_an_edit_made_from_a_version_that_moved_on(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps([{"name": "a.tool", "description": "Look up the weather for a city."}]))
+    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    assert runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--aliases", "rain"]).exit_code == 0
+    stale = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--not-for", "x", "--if-version", "1"])
+    assert stale.exit_code == 1 and "at version 2, not 1 as read: changed by cli at 20" in stale.stderr
+    current = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--not-for", "x", "--if-version", "2"])
+    assert current.exit_code == 0 and "now version 3" in current.stdout

@@ -692,3 +692,105 @@ def test_pins_of_earlier_versions_carry_over_to_output_schemas(fixture_config: t
     assert registry.store.pins("shop")[0].approved_hash == upstream_hash(_order_tool())
     assert registry.store.audit_log(tool="shop.lookup_order")[0].action == "repinned"
     assert importer.apply("shop", [_order_tool("Its arrival date.")]).quarantined == ["shop.lookup_order"]
+
+
+@pytest.fixture
+def shop_importer(tmp_path: Path, embedder: Any) -> Iterator[tuple[ToolImporter, ToolRegistry]]:
+    """An importer of one server whose configuration requires the scope shop:read, fed listings directly."""
+    server = {**python_server("tests.mcp_fixture_server"), "scopes": ["shop:read"]}
+    settings = load_config(write_config(tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me"))
+    with ToolRegistry(settings.store, embedder) as registry:
+        yield ToolImporter(registry, settings), registry
+
+
+def _restrict_to_globex(registry: ToolRegistry) -> None:
+    """What an operator sets on an imported tool: its tenant, one more scope, an alias and an example request."""
+    registry.update(
+        "shop.lookup_order",
+        tenants=["globex"],
+        scopes=["shop:read", "orders:private"],
+        aliases=["where is my parcel"],
+        examples=[{"text": "track the parcel I ordered", "tenant": "globex"}],
+        not_for="refunds",
+        category="orders",
+        edited_by="ops",
+    )
+
+
+def _overlay(tool: Any) -> tuple[Any, ...]:
+    return (tool.tenants, tool.scopes, tool.aliases, [e.text for e in tool.examples], tool.not_for, tool.category)
+
+
+GLOBEX_OVERLAY = (
+    ["globex"],
+    ["shop:read", "orders:private"],
+    ["where is my parcel"],
+    ["track the parcel I ordered"],
+    "refunds",
+    "orders",
+)
+
+
+def test_issue31_a_sync_that_omits_a_restricted_tool_and_lists_it_again_keeps_the_operators_fields(
+    shop_importer: tuple[ToolImporter, ToolRegistry],
+) -> None:
+    importer, registry = shop_importer
+    assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]
+    _restrict_to_globex(registry)
+    assert importer.apply("shop", []).deactivated == ["shop.lookup_order"]  # a flaky or hostile listing
+    assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]
+    tool = registry.get("shop.lookup_order")
+    assert tool.active and _overlay(tool) == GLOBEX_OVERLAY
+    acme = Principal(tenant="acme", scopes=frozenset({"*"}))
+    globex = Principal(tenant="globex", scopes=frozenset({"shop:read", "orders:private"}))
+    assert not acme.can_use(tool) and "shop.lookup_order" not in {t.name for t in registry.visible_tools(acme)}
+    assert "shop.lookup_order" in {t.name for t in registry.visible_tools(globex)}
+    version = tool.version
+    importer.apply("shop", [_order_tool()])  # config scopes held, operator's added: nothing to rewrite
+    assert registry.get("shop.lookup_order").version == version
+    assert importer.apply("shop", [_order_tool("Soon.")]).quarantined == ["shop.lookup_order"]
+    assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]  # back to the approved text
+    assert registry.get("shop.lookup_order").active and _overlay(registry.get("shop.lookup_order")) == GLOBEX_OVERLAY
+
+
+def test_issue31_an_approved_change_keeps_the_operators_fields_and_description(
+    shop_importer: tuple[ToolImporter, ToolRegistry],
+) -> None:
+    """The upstream's new text replaces only what the source owns; an operator's own description stays."""
+    importer, registry = shop_importer
+    importer.apply("shop", [_order_tool()])
+    _restrict_to_globex(registry)
+    registry.update("shop.lookup_order", description="Look up one of the customer's orders.", edited_by="ops")
+    changed = _order_tool("The day it arrives, in the customer's time zone.")
+    assert importer.apply("shop", [changed]).quarantined == ["shop.lookup_order"]
+    held = registry.get("shop.lookup_order")
+    assert not held.active and _overlay(held) == GLOBEX_OVERLAY
+    assert importer.approve(["shop.lookup_order"], "ops") == ["shop.lookup_order"]
+    tool = registry.get("shop.lookup_order")
+    assert tool.active and _overlay(tool) == GLOBEX_OVERLAY
+    assert tool.description == "Look up one of the customer's orders." and tool.overrides == ["description"]
+    assert tool.output_schema is not None
+    assert tool.output_schema["properties"]["arrives"]["description"].startswith("The day it arrives")
+    quarantined_again = importer.apply("shop", [_order_tool()])  # back to the first text: a change again
+    assert quarantined_again.quarantined == ["shop.lookup_order"]
+    assert _overlay(registry.get("shop.lookup_order")) == GLOBEX_OVERLAY
+
+
+def test_issue31_a_tool_an_operator_deactivated_stays_inactive_through_syncs(
+    shop_importer: tuple[ToolImporter, ToolRegistry],
+) -> None:
+    """Deactivation is the operators' too: a sync (or a relisting after an omission) does not bring the tool back;
+    the operator's reactivation does, and from then on the sync manages it again."""
+    importer, registry = shop_importer
+    importer.apply("shop", [_order_tool()])
+    registry.set_active("shop.lookup_order", False, edited_by="ops")
+    version = registry.get("shop.lookup_order").version
+    assert importer.apply("shop", [_order_tool()]).imported == []
+    assert importer.apply("shop", []).deactivated == []
+    importer.apply("shop", [_order_tool()])
+    tool = registry.get("shop.lookup_order")
+    assert not tool.active and tool.version == version  # nothing rewritten
+    registry.set_active("shop.lookup_order", True, edited_by="ops")
+    assert importer.apply("shop", []).deactivated == ["shop.lookup_order"]
+    assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]
+    assert registry.get("shop.lookup_order").active

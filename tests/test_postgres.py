@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 
 from toolrag import Principal, SearchConfig, StoreError, Tool, ToolRegistry, open_store
+from toolrag.errors import EditConflictError
 from toolrag.store import IndexModel, postgres
 from toolrag.store.base import migrations
 from toolrag.store.postgres import PostgresStore
@@ -346,3 +347,34 @@ def test_a_search_never_waits_for_another_writer_s_lock(
         searching.start()
         searching.join(timeout=120)
         assert not searching.is_alive() and found[:1] == ["weather.forecast"]  # the lock is still held
+
+
+def test_issue31_two_instances_writing_over_one_version_cannot_both_win(postgres_url: str) -> None:
+    """Two instances on one database read version 1 and write together: one writes, the other gets the conflict."""
+    url = in_schema(postgres_url, f"cas_{uuid.uuid4().hex[:8]}")
+    instances = [PostgresStore.from_url(url) for _ in range(2)]
+    instances[0].upsert([make_tool("a.tool", "First text.")], {}, MODEL)
+    together = threading.Barrier(len(instances))
+    outcomes: list[str] = []
+
+    def write(store: PostgresStore, number: int) -> None:
+        read = store.get("a.tool")
+        assert read is not None
+        edited = read.model_copy(update={"description": f"Text {number}."})
+        together.wait()
+        try:
+            store.upsert([edited], {}, MODEL, expected={"a.tool": 1})
+            outcomes.append("written")
+        except EditConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=write, args=(store, n)) for n, store in enumerate(instances)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(outcomes) == ["conflict", "written"]
+    final = instances[1].get("a.tool")
+    assert final is not None and final.version == 2 and [t.version for t in instances[0].history("a.tool")] == [1, 2]
+    for store in instances:
+        store.close()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from toolrag import ModelMismatchError, StoreError, open_store
+from toolrag.errors import EditConflictError
 from toolrag.store import IndexModel, SQLiteStore
 from toolrag.store.base import AuditEntry, Pin
 
@@ -161,3 +162,26 @@ def test_pins_and_audit_log(store_url: str) -> None:
         ("quarantined", "srv.read", None),
     ]
     assert [e.action for e in store.audit_log(tool="other.x")] == []
+
+
+def test_issue31_a_write_over_a_moved_version_is_refused_whole(store_url: str) -> None:
+    """Compare-and-set: a writer that read version 1 cannot write over version 2; the conflict says who moved it
+    and when, and nothing of that transaction is written."""
+    store = open_store(store_url)
+    edited_by = [AuditEntry("edited", "description", "a.tool", None, "bob")]
+    store.upsert([make_tool("a.tool", "First text.")], {}, MODEL)
+    read = store.get("a.tool")
+    assert read is not None and read.version == 1
+    store.upsert([read.model_copy(update={"description": "Bob's text."})], {}, MODEL, edited_by, {"a.tool": 1})
+    stale = read.model_copy(update={"description": "Alice's text, made from version 1."})
+    with pytest.raises(EditConflictError) as raised:
+        store.upsert([stale, make_tool("b.tool", "B.")], {"h": vec(1, 0, 0, 0)}, MODEL, expected={"a.tool": 1})
+    conflict = raised.value
+    assert (conflict.name, conflict.expected, conflict.current, conflict.changed_by) == ("a.tool", 1, 2, "bob")
+    assert "changed by bob at 20" in str(conflict) and "reload" in str(conflict)
+    current = store.get("a.tool")
+    assert current is not None and current.description == "Bob's text." and current.version == 2
+    assert store.get("b.tool") is None and store.vectors(MODEL.model_id, ["h"]) == {}
+    with pytest.raises(EditConflictError, match="created meanwhile"):  # None: the writer saw no such tool
+        store.upsert([make_tool("a.tool", "Another first text.")], {}, MODEL, expected={"a.tool": None})
+    assert store.upsert([stale], {}, MODEL, expected={"a.tool": 2}).updated == ["a.tool"]

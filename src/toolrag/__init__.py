@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from toolrag.catalog import ToolContext, load_catalog, tool
     from toolrag.errors import (
         CatalogError,
+        EditConflictError,
         EmbeddingError,
         InvalidToolError,
         ModelMismatchError,
@@ -30,6 +31,7 @@ _WHERE = {
     "load_catalog": "toolrag.catalog",
     "tool": "toolrag.catalog",
     "CatalogError": "toolrag.errors",
+    "EditConflictError": "toolrag.errors",
     "EmbeddingError": "toolrag.errors",
     "InvalidToolError": "toolrag.errors",
     "ModelMismatchError": "toolrag.errors",
@@ -50,6 +52,7 @@ _WHERE = {
 __all__ = [
     "CapabilityCard",
     "CatalogError",
+    "EditConflictError",
     "EmbeddingError",
     "InvalidToolError",
     "ModelMismatchError",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 
 class ToolragError(Exception):
     """Base class of all toolrag errors."""
@@ -20,6 +22,30 @@ class ToolNotFoundError(ToolragError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "tool not found"
+
+
+class EditConflictError(ToolragError):
+    """A tool changed between the read an edit was made from and its write (another operator, the console beside
+    the API, an MCP sync, another instance on the same database): nothing was written; read it again and redo the
+    edit. Carries what the store knew of the change that won."""
+
+    def __init__(
+        self, name: str, expected: int | None, current: int | None, changed_by: str | None, changed_at: datetime | None
+    ) -> None:
+        self.name, self.expected, self.current = name, expected, current
+        self.changed_by, self.changed_at = changed_by, changed_at
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        if self.current is None:
+            return f"tool {self.name!r} was deleted since version {self.expected} was read; reload"
+        if self.expected is None:
+            happened = f"tool {self.name!r} was created meanwhile (version {self.current})"
+        else:
+            happened = f"tool {self.name!r} is at version {self.current}, not {self.expected} as read"
+        who = f" by {self.changed_by}" if self.changed_by else ""
+        when = f" at {self.changed_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if self.changed_at else ""
+        return f"{happened}: changed{who}{when}; reload it and make the edit again (nothing was written)"
 
 
 class ModelMismatchError(ToolragError):

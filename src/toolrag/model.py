@@ -28,6 +28,13 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 MAX_EXAMPLE_CHARS = 1000  # an example request is a sentence or two, not a document
 MAX_EXAMPLES = 200  # per tool, across tenants
+# Who owns which field of a tool imported from a source (an MCP server): the source owns its text and schemas, which
+# a sync rewrites; operators own everything else (tenants, scopes, aliases, examples, not-for, category, ...), which a
+# sync keeps. An operator's edit of a source-owned field is an override a sync keeps too (`Tool.overrides`).
+SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "annotations"})
+# In `Tool.overrides`: an operator deactivated the tool, and no sync reactivates it (the operator does).
+DEACTIVATED_BY_OPERATOR = "active"
+SYNCED_SOURCE_PREFIX = "mcp:"  # the source of tools a sync rewrites: `mcp:SERVER`
 
 
 def utc_now() -> datetime:
@@ -123,6 +130,11 @@ class Tool(BaseModel):
     scopes: list[str] = Field(default_factory=list, description="scopes a principal must hold, all of them")
     tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
     source: str = "python"
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="source-owned fields an operator replaced, and `active` when an operator deactivated the tool:"
+        " syncs keep them",
+    )
     return_direct: bool = Field(default=False, description="a successful call ends the agent loop with its result")
     active: bool = True
     version: int = 1
@@ -161,6 +173,24 @@ class Tool(BaseModel):
     def _clean_list(cls, values: list[str]) -> list[str]:
         cleaned = [v.strip() for v in values if v and v.strip()]
         return list(dict.fromkeys(cleaned))
+
+    @field_validator("overrides")
+    @classmethod
+    def _source_fields(cls, values: list[str]) -> list[str]:
+        known = SOURCE_FIELDS | {DEACTIVATED_BY_OPERATOR}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not an override (those are {', '.join(sorted(known))})")
+        return sorted(set(values))
+
+    def synced(self, upstream: Tool) -> Tool:
+        """This tool after a sync from its source listed `upstream`: the source's fields (those an operator did not
+        override) from `upstream`, the operators' fields kept; the source's scopes are added, never taken away (a
+        sync does not widen access), and the tool is active again unless an operator deactivated it."""
+        fresh = {key: getattr(upstream, key) for key in SOURCE_FIELDS - set(self.overrides)}
+        scopes = list(dict.fromkeys([*self.scopes, *upstream.scopes]))
+        active = DEACTIVATED_BY_OPERATOR not in self.overrides
+        return self.model_copy(update={**fresh, "scopes": scopes, "source": upstream.source, "active": active})
 
     @model_validator(mode="after")
     def _examples_of_its_tenants(self) -> Tool:

@@ -20,10 +20,26 @@ import numpy as np
 from toolrag import tracing
 from toolrag.embed import embedder_name_for, make_embedder
 from toolrag.embed.base import Embedder, ProgressCallback, embed_in_batches
-from toolrag.errors import ConfigError, InvalidToolError, ModelMismatchError, StoreError, ToolNotFoundError
+from toolrag.errors import (
+    ConfigError,
+    EditConflictError,
+    InvalidToolError,
+    ModelMismatchError,
+    StoreError,
+    ToolNotFoundError,
+)
 from toolrag.inject.formats import render
 from toolrag.inject.tokens import tools_tokens
-from toolrag.model import Principal, SearchResult, Strategy, Tool, utc_now
+from toolrag.model import (
+    DEACTIVATED_BY_OPERATOR,
+    SOURCE_FIELDS,
+    SYNCED_SOURCE_PREFIX,
+    Principal,
+    SearchResult,
+    Strategy,
+    Tool,
+    utc_now,
+)
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.calibrate import bank_requests, embed_fixed
 from toolrag.search.config import SearchConfig
@@ -67,6 +83,9 @@ class Selection:
         return round(100.0 * (1 - self.injected_tokens / self.catalog_tokens), 1)
 
 
+# How many times an edit made on the tool as it is (`ToolRegistry.edit`, `write_merged`) is made again after another
+# writer moved the tool: every round one writer wins, so this many writers of one tool at once all get through.
+EDIT_ATTEMPTS = 32
 FIXED_TEXTS_SUFFIX = "#fixed-texts"  # the model key of the small-talk bank's vectors (search/calibrate.py)
 
 
@@ -160,34 +179,43 @@ class ToolRegistry:
         raise InvalidToolError(f"cannot register {item!r}: expected a Tool, a dict or a function")
 
     def register_many(
-        self, tools: Sequence[Tool], progress: ProgressCallback | None = None, audit: Sequence[AuditEntry] = ()
+        self,
+        tools: Sequence[Tool],
+        progress: ProgressCallback | None = None,
+        audit: Sequence[AuditEntry] = (),
+        expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         """Upsert tools in one transaction, embedding only texts the store has no vector for.
 
         `progress` is called with the number of texts embedded after each batch; `audit` is written in the same
-        transaction (who changed what: the console's edits).
+        transaction (who changed what: the console's edits); `expected`: the versions the tools were read at,
+        compared and set in that transaction (EditConflictError when one moved; `Store.upsert`).
         """
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
             raise InvalidToolError(f"tool {duplicate!r} is given more than once")
         try:
-            return self._upsert_embedded(tools, progress, audit)
+            return self._upsert_embedded(tools, progress, audit, expected)
         except ModelMismatchError:
             if not self._follows_model:
                 raise
             # The index switched models while this import was embedding (`index rebuild` in another process):
             # a registry that follows the index's model embeds again with the new one.
-            return self._upsert_embedded(tools, progress, audit)
+            return self._upsert_embedded(tools, progress, audit, expected)
 
     def _upsert_embedded(
-        self, tools: Sequence[Tool], progress: ProgressCallback | None, audit: Sequence[AuditEntry]
+        self,
+        tools: Sequence[Tool],
+        progress: ProgressCallback | None,
+        audit: Sequence[AuditEntry],
+        expected: Mapping[str, int | None] | None,
     ) -> UpsertReport:
         model = self._index_model()
         texts = texts_by_hash(tools)
         missing = self._missing(texts, model.model_id)
         vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
-        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model, audit)
+        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model, audit, expected)
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
@@ -268,23 +296,64 @@ class ToolRegistry:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    def update(self, name: str, *, edited_by: str | None = None, **changes: Any) -> Tool:
+    def update(
+        self, name: str, *, edited_by: str | None = None, expected_version: int | None = None, **changes: Any
+    ) -> Tool:
         """A new version of a tool with some fields changed (description, aliases, not_for, examples, ...).
 
         Only texts that changed are embedded again. `edited_by`: who made the change, written to the audit log in
-        the same transaction (the fields changed; an unchanged tool writes nothing)."""
-        current = self.store.get(name)
-        if current is None:
-            raise ToolNotFoundError(f"no tool named {name!r}")
-        unknown = set(changes) - set(Tool.model_fields) - {"name"}
-        if unknown or "name" in changes:
-            raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+        the same transaction (the fields changed; an unchanged tool writes nothing). The write is a compare-and-set
+        on `expected_version` (the version the caller's edit was made from), else on the version read here:
+        EditConflictError, with nothing written, when another writer moved the tool in between."""
+        check_changes(name, changes)
+        current = self.get(name)
+        expected = current.version if expected_version is None else expected_version
+        return self._write_edit(current, changes, edited_by, expected)
+
+    def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
+        """A new version made by `change`, a function of the tool as it is (one more example, deactivation): when
+        another writer moves the tool between the read and the write, `change` is made again on the tool as that
+        writer left it, so both changes stay (a merge, not a conflict)."""
+        attempt = 1
+        while True:
+            current = self.get(name)
+            changes = change(current)
+            check_changes(name, changes)
+            try:
+                return self._write_edit(current, changes, edited_by, current.version)
+            except EditConflictError:
+                if attempt >= EDIT_ATTEMPTS:
+                    raise
+                attempt += 1
+
+    def _write_edit(self, current: Tool, changes: dict[str, Any], edited_by: str | None, expected: int) -> Tool:
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
         updated = Tool.parse(entry)
         changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
-        audit = [AuditEntry("edited", ", ".join(changed), name, None, edited_by)] if edited_by and changed else []
-        self.register_many([updated], audit=audit)
-        return self.get(name)
+        if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
+            updated.overrides = operator_overrides(updated, changed)
+        audit = []
+        if edited_by and changed:
+            audit.append(AuditEntry("edited", ", ".join(changed), current.name, None, edited_by))
+        self.register_many([updated], audit=audit, expected={current.name: expected})
+        return self.get(current.name)
+
+    def write_merged(self, edits: Mapping[str, Callable[[Tool | None], Tool | None]]) -> UpsertReport:
+        """Write the tools each edit makes of its tool's current version (None: there is none; an edit returning
+        None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
+        one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
+        sync beside an operator's edit)."""
+        attempt = 1
+        while True:
+            current = {name: self.store.get(name) for name in edits}
+            written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
+            expected = {tool.name: _version(current[tool.name]) for tool in written}
+            try:
+                return self.register_many(written, expected=expected) if written else UpsertReport()
+            except EditConflictError:
+                if attempt >= EDIT_ATTEMPTS:
+                    raise
+                attempt += 1
 
     def add_example(
         self,
@@ -295,19 +364,21 @@ class ToolRegistry:
         edited_by: str | None = None,
     ) -> Tool:
         """A new version of the tool with one more example request (search/examples.py): for `tenant`'s searches,
-        or every tenant's when None."""
-        current = self.get(name)
+        or every tenant's when None. Made on the tool as it is at the write (`edit`): concurrent additions all stay."""
         example = {"text": text, "tenant": tenant, "source": source}
-        return self.update(name, examples=[*current.examples, example], edited_by=edited_by)
+        return self.edit(name, lambda current: {"examples": [*current.examples, example]}, edited_by)
 
     def remove_example(self, name: str, text: str, tenant: str | None = None, edited_by: str | None = None) -> Tool:
-        current = self.get(name)
         wanted = (" ".join(text.split()).casefold(), tenant)
-        kept = [e for e in current.examples if (e.text.casefold(), e.tenant) != wanted]
-        if len(kept) == len(current.examples):
-            whose = f"tenant {tenant!r}" if tenant else "every tenant"
-            raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")
-        return self.update(name, examples=kept, edited_by=edited_by)
+
+        def without(current: Tool) -> dict[str, Any]:
+            kept = [e for e in current.examples if (e.text.casefold(), e.tenant) != wanted]
+            if len(kept) == len(current.examples):
+                whose = f"tenant {tenant!r}" if tenant else "every tenant"
+                raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")
+            return {"examples": kept}
+
+        return self.edit(name, without, edited_by)
 
     def promotable_requests(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
         """(tenant, request) of logged requests after which the tool was called successfully in the same session,
@@ -322,9 +393,9 @@ class ToolRegistry:
                 found.setdefault(key, (tenant, text))
         return list(found.values())
 
-    def set_active(self, name: str, active: bool) -> Tool:
+    def set_active(self, name: str, active: bool, edited_by: str | None = None) -> Tool:
         """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays."""
-        return self.update(name, active=active)
+        return self.edit(name, lambda _: {"active": active}, edited_by)
 
     def history(self, name: str) -> list[Tool]:
         versions = self.store.history(name)
@@ -562,3 +633,25 @@ class ToolRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_changes(name: str, changes: Mapping[str, Any]) -> None:
+    """Refuse an edit of fields a tool does not have, or of its name."""
+    unknown = set(changes) - set(Tool.model_fields) - {"name"}
+    if unknown or "name" in changes:
+        raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+
+
+def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
+    """The overrides of a synced tool after an operator changed `changed`: its own text for a field the source owns,
+    and its deactivation (a reactivation hands `active` back to the syncs), are kept by later syncs."""
+    overrides = set(edited.overrides) | (SOURCE_FIELDS & set(changed))
+    if "active" in changed:
+        overrides.discard(DEACTIVATED_BY_OPERATOR)
+        if not edited.active:
+            overrides.add(DEACTIVATED_BY_OPERATOR)
+    return sorted(overrides)
+
+
+def _version(tool: Tool | None) -> int | None:
+    return None if tool is None else tool.version

@@ -53,9 +53,16 @@ def update(
     scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes it requires (replaces the list).")] = None,
     tenants: Annotated[str | None, typer.Option(help="Comma-separated tenants (replaces the list).")] = None,
     category: Annotated[str | None, typer.Option(help="Category.")] = None,
+    if_version: Annotated[
+        int | None,
+        typer.Option(
+            "--if-version", min=1, help="The version this edit was made from: refused when the tool moved on since."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Change a tool's text or permissions; only texts that changed are embedded again."""
+    """Change a tool's text or permissions; only texts that changed are embedded again. An edit that another writer
+    overtook between its read and its write is refused, nothing written (read the tool again and redo it)."""
     given: dict[str, Any] = {
         "description": description,
         "aliases": _csv(aliases),
@@ -68,21 +75,22 @@ def update(
     if not changes:
         fail("nothing to change: give --description, --aliases, --not-for, --scopes, --tenants or --category")
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.update(name, **changes)), as_json, "updated")
+    edit = lambda: registry.update(name, edited_by="cli", expected_version=if_version, **changes)  # noqa: E731
+    _print_tool(guarded(edit), as_json, "updated")
 
 
 @tools_app.command()
 def deactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.set_active(name, False)), as_json, "deactivated")
+    _print_tool(guarded(lambda: registry.set_active(name, False, edited_by="cli")), as_json, "deactivated")
 
 
 @tools_app.command()
 def reactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Bring a deactivated tool back."""
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.set_active(name, True)), as_json, "reactivated")
+    _print_tool(guarded(lambda: registry.set_active(name, True, edited_by="cli")), as_json, "reactivated")
 
 
 @tools_app.command()

@@ -4,7 +4,8 @@ Every upstream tool becomes `server.tool` (so no server can shadow another's too
 description, input schema) is pinned by hash when approved; an upstream that changes an approved tool gets the new
 version quarantined: the tool is deactivated (neither retrievable nor callable) until `toolrag mcp approve`.
 Tools of a server that no longer lists them, or of a server removed from the configuration, are deactivated, never
-deleted. Pins are written before tools, so a crash in between errs towards the tool staying unavailable.
+deleted. Pins are written before tools, so a crash in between errs towards the tool staying unavailable. A sync
+writes only what the server owns (`model.SOURCE_FIELDS`) over the tool as operators left it (`Tool.synced`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import mcp.types as types
@@ -25,12 +27,12 @@ from toolrag.catalog.files import repair_schema
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
-from toolrag.model import Tool, check_json_schema
+from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
 from toolrag.registry import ToolRegistry
 from toolrag.schemas.drafts import deeper_than
 from toolrag.store.base import AuditEntry, Pin
 
-SOURCE_PREFIX = "mcp:"
+SOURCE_PREFIX = SYNCED_SOURCE_PREFIX
 # The finding of a new text a sync had no scan budget left for: it stays quarantined and is scanned by a later sync.
 NOT_SCANNED = "(not scanned yet: the server listed more new text than one sync scans; the next sync scans it)"
 log = logging.getLogger("toolrag.mcp")
@@ -141,8 +143,7 @@ class ToolImporter:
             if name not in listed_names and tool.active:
                 plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
         self.registry.store.save_pins(plan.pins, plan.audit)
-        if plan.upserts:
-            self.registry.register_many(plan.upserts)
+        self.registry.write_merged(plan.edits)
         return plan.report
 
     @staticmethod
@@ -191,16 +192,12 @@ class ToolImporter:
     def forget_servers(self, configured: Iterable[str]) -> list[str]:
         """Deactivate the tools of servers that are no longer configured (or disabled)."""
         keep = {source_of(name) for name in configured}
-        stale = [
-            t.model_copy(update={"active": False})
-            for t in self.registry.tools()
-            if t.source.startswith(SOURCE_PREFIX) and t.source not in keep
-        ]
+        stale = [t for t in self.registry.tools() if t.source.startswith(SOURCE_PREFIX) and t.source not in keep]
         if stale:
             self.registry.store.audit(
                 [AuditEntry("removed", "server no longer configured; deactivated", t.name, t.source[4:]) for t in stale]
             )
-            self.registry.register_many(stale)
+            self.registry.write_merged(dict.fromkeys((t.name for t in stale), deactivated))
         return [t.name for t in stale]
 
     def _tools_of(self, server: str) -> dict[str, Tool]:
@@ -210,12 +207,14 @@ class ToolImporter:
 
 @dataclass
 class _Plan:
-    """What one sync will write: pins and audit entries first, then tools; and the scan budget it has left."""
+    """What one sync will write: pins and audit entries first, then tools; and the scan budget it has left. A tool
+    is written as an edit of its version at the write (`ToolRegistry.write_merged`): the upstream's fields over the
+    operators' (`Tool.synced`), or the same tool deactivated, never the upstream's bare text."""
 
     report: SyncReport
     pins: list[Pin] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
-    upserts: list[Tool] = field(default_factory=list)
+    edits: dict[str, Callable[[Tool | None], Tool | None]] = field(default_factory=dict)
     scan_seconds: float = 30.0  # of CPU for scanning new text: a server listing thousands of new tools at once
     # cannot keep the gateway busy; what is left waits, quarantined, for the next syncs
 
@@ -233,12 +232,13 @@ class _Plan:
         self.audit.append(AuditEntry(action, detail, pin.tool, pin.server))
 
     def activate(self, tool: Tool, existing: Tool | None) -> None:
-        unchanged = existing is not None and existing.active and existing.content_hash == tool.content_hash
+        merged = synced(existing, tool)  # active, unless an operator deactivated it
+        unchanged = existing is not None and existing.content_hash == merged.content_hash
         (self.report.unchanged if unchanged else self.report.imported).append(tool.name)
-        self.upserts.append(tool)
+        self.edits[tool.name] = partial(synced, upstream=tool)
 
     def deactivate(self, tool: Tool, action: str | None, detail: str | None) -> None:
-        self.upserts.append(tool.model_copy(update={"active": False}))
+        self.edits[tool.name] = deactivated
         if action is not None and detail is not None:
             self.report.deactivated.append(tool.name)
             self.audit.append(AuditEntry(action, detail, tool.name, split_name(tool.name)[0]))
@@ -246,6 +246,16 @@ class _Plan:
     def refuse(self, name: str, server: str, reason: str) -> None:
         self.report.refused.append(name)
         self.audit.append(AuditEntry("refused", reason, name, server))
+
+
+def synced(current: Tool | None, upstream: Tool) -> Tool:
+    """What a sync that listed `upstream` makes of the tool: the upstream's text over the operators' fields."""
+    return upstream if current is None else current.synced(upstream)
+
+
+def deactivated(current: Tool | None) -> Tool | None:
+    """The tool as it is, inactive (None, nothing to write, when it is gone or inactive already)."""
+    return None if current is None or not current.active else current.model_copy(update={"active": False})
 
 
 def _reason(pin: Pin | None, findings: tuple[str, ...]) -> str:
@@ -273,15 +283,16 @@ def to_tool(server: str, config: ServerConfig, upstream: types.Tool) -> Tool:
 
 
 def _in_place(pin: Pin | None, digest: str, existing: Tool | None, config: ServerConfig) -> bool:
-    """Whether the upstream tool is the approved version and registered, active, with the configuration's scopes:
-    then nothing about it needs checking, parsing or writing again (a reconnection scans nothing unchanged)."""
+    """Whether the upstream tool is the approved version and registered, active (or deactivated by an operator),
+    holding the configuration's scopes (operators may have added more): then nothing about it needs checking,
+    parsing or writing again (a reconnection scans nothing unchanged)."""
     return (
         pin is not None
         and pin.approved_hash == digest
         and not pin.quarantined
         and existing is not None
-        and existing.active
-        and existing.scopes == list(config.scopes)
+        and (existing.active or DEACTIVATED_BY_OPERATOR in existing.overrides)
+        and set(config.scopes) <= set(existing.scopes)
     )
 
 
@@ -323,13 +334,14 @@ def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
 
 
 def approve_quarantined(registry: ToolRegistry, names: Iterable[str], approver: str) -> list[str]:
-    """Pin the quarantined versions' hashes and make them active (the CLI, the console)."""
+    """Pin the quarantined versions' hashes and make them active (the CLI, the console), with what operators set
+    on the tool kept (`Tool.synced`)."""
     approved = _quarantined(registry, names)
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
     )
-    registry.register_many([p.pending.model_copy(update={"active": True}) for p in approved if p.pending])
+    registry.write_merged({p.tool: partial(synced, upstream=p.pending) for p in approved if p.pending})
     return [p.tool for p in approved]
 
 

@@ -45,6 +45,6 @@ def apply_suggestions(registry: ToolRegistry, suggestions: list[AliasSuggestion]
     for name in sorted(tools):
         new = [s.alias for s in suggestions if s.tool == name]
         if new:
-            registry.update(name, aliases=[*registry.get(name).aliases, *new])
+            registry.edit(name, lambda tool, new=new: {"aliases": [*tool.aliases, *new]})  # type: ignore[misc]
             updated.append(name)
     return updated

@@ -22,6 +22,7 @@ from toolrag import tracing
 from toolrag.access import Caller, Role
 from toolrag.errors import (
     CatalogError,
+    EditConflictError,
     InvalidToolError,
     ModelMismatchError,
     StoreError,
@@ -80,6 +81,11 @@ class ToolPatch(BaseModel):
     scopes: list[str] | None = None
     tenants: list[str] | None = None
     active: bool | None = None
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        description="the version this edit was made from: 409, nothing written, when the tool has moved on since",
+    )
 
 
 class UpsertOut(BaseModel):
@@ -194,6 +200,7 @@ _ERRORS: list[tuple[type[Exception], int]] = [
     (InvalidToolError, 422),
     (CatalogError, 422),
     (ModelMismatchError, 409),
+    (EditConflictError, 409),
     (StoreError, 503),
     (ToolragError, 400),
 ]
@@ -376,22 +383,26 @@ def create_app(
 
     @app.patch("/tools/{name}", response_model=Tool, tags=["tools"])
     def update_tool(name: str, patch: ToolPatch, who: Admin) -> Tool:
+        """Replace some fields (a new version), compare-and-set on `version` when given, else on the version the
+        server read: 409 when another writer changed the tool in between (nothing is written; reload and redo)."""
         changes = patch.model_dump(exclude_unset=True)
+        expected = changes.pop("version", None)
         if not changes:
             raise HTTPException(422, "nothing to change")
-        return registry.update(name, edited_by=who.name, **changes)
+        return registry.update(name, edited_by=who.name, expected_version=expected, **changes)
 
     @app.post("/tools/{name}/deactivate", response_model=Tool, tags=["tools"])
     def deactivate(name: str, who: Admin) -> Tool:
-        return registry.update(name, active=False, edited_by=who.name)
+        return registry.set_active(name, False, edited_by=who.name)
 
     @app.post("/tools/{name}/reactivate", response_model=Tool, tags=["tools"])
     def reactivate(name: str, who: Admin) -> Tool:
-        return registry.update(name, active=True, edited_by=who.name)
+        return registry.set_active(name, True, edited_by=who.name)
 
     @app.post("/tools/{name}/examples", response_model=Tool, tags=["tools"])
     def add_example(name: str, body: ExampleIn, who: Admin) -> Tool:
-        """One more example request (a new version): searches like it, of that tenant, find the tool."""
+        """One more example request (a new version): searches like it, of that tenant, find the tool. Made on the
+        tool as it is at the write: concurrent additions all stay."""
         return registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name)
 
     @app.post("/tools/{name}/examples/remove", response_model=Tool, tags=["tools"])

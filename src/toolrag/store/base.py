@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from toolrag.errors import StoreError
+from toolrag.errors import EditConflictError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
 
@@ -88,12 +88,19 @@ class Store(Protocol):
     usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
 
     def upsert(
-        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+        self,
+        tools: Sequence[Tool],
+        vectors: dict[str, Vector],
+        model: IndexModel,
+        audit: Sequence[AuditEntry] = (),
+        expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         """Insert or update tools, save the vectors (keyed by text hash) for `model` and append `audit` (who changed
         what), atomically.
 
-        A tool whose definition changed gets the next version; an unchanged tool is left alone.
+        A tool whose definition changed gets the next version; an unchanged tool is left alone. `expected`: the
+        version each named tool was read at (None: it did not exist), compared and set in the same transaction as
+        the write: EditConflictError, with nothing written, when one of them moved since (compare-and-set).
         """
         ...
 
@@ -167,6 +174,25 @@ class StoredRow:
     content_hash: str
     version: int
     created_at: datetime
+    updated_at: datetime | None = None
+
+
+def check_expected(
+    name: str,
+    expected: Mapping[str, int | None] | None,
+    current: StoredRow | None,
+    last_change: Callable[[str], AuditEntry | None],
+) -> None:
+    """Raise EditConflictError when the tool is not at the version its writer read (`expected`); `last_change`
+    reads the newest audit entry of the tool, in the writer's transaction, to say who moved it."""
+    if expected is None or name not in expected:
+        return
+    version = None if current is None else current.version
+    if version == expected[name]:
+        return
+    last = last_change(name)
+    who = None if last is None else last.principal or (f"MCP server {last.server}" if last.server else None)
+    raise EditConflictError(name, expected[name], version, who, None if current is None else current.updated_at)
 
 
 def next_version(tool: Tool, current: StoredRow | None, report: UpsertReport) -> Tool | None:

@@ -33,6 +33,7 @@ from toolrag.store.base import (
     StoredRow,
     UpsertReport,
     Vector,
+    check_expected,
     checked_vector,
     group_changes,
     migrations,
@@ -215,15 +216,24 @@ class PostgresStore:
     # -- writes -------------------------------------------------------------------------------------------------
 
     def upsert(
-        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+        self,
+        tools: Sequence[Tool],
+        vectors: dict[str, Vector],
+        model: IndexModel,
+        audit: Sequence[AuditEntry] = (),
+        expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
-        model's HNSW index to be built once, after the writes stop (`IndexBuilder`)."""
+        model's HNSW index to be built once, after the writes stop (`IndexBuilder`). The versions `expected` are
+        compared under the write lock every instance on the database takes, with the rows locked: two instances
+        cannot both write over the version they read."""
         report = UpsertReport()
         with self._transaction() as db:
             self._check_or_set_model(db, model)
             generation = self._bump_generation(db)
             current = self._current_rows(db, [t.name for t in tools])
+            for tool in tools:
+                check_expected(tool.name, expected, current.get(tool.name), lambda name: self._last_change(db, name))
             stored = [s for tool in tools if (s := next_version(tool, current.get(tool.name), report)) is not None]
             bulk = len(stored) + len(vectors) >= BULK_ROWS
             if bulk:
@@ -303,9 +313,19 @@ class PostgresStore:
     @staticmethod
     def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, StoredRow]:
         rows = db.execute(
-            "SELECT name, content_hash, version, created_at FROM tools WHERE name = ANY(%s)", (names,)
+            "SELECT name, content_hash, version, created_at, updated_at FROM tools WHERE name = ANY(%s) FOR UPDATE",
+            (names,),
         ).fetchall()
-        return {row[0]: StoredRow(row[1], row[2], row[3]) for row in rows}
+        return {row[0]: StoredRow(row[1], row[2], row[3], row[4]) for row in rows}
+
+    @staticmethod
+    def _last_change(db: psycopg.Connection[Any], name: str) -> AuditEntry | None:
+        row = db.execute(
+            "SELECT action, detail, tool, server, principal, at FROM audit_log WHERE tool = %s"
+            " ORDER BY id DESC LIMIT 1",
+            (name,),
+        ).fetchone()
+        return None if row is None else AuditEntry(*row)
 
     @staticmethod
     def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:

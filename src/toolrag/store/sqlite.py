@@ -24,6 +24,7 @@ from toolrag.store.base import (
     StoredRow,
     UpsertReport,
     Vector,
+    check_expected,
     checked_vector,
     group_changes,
     migrations,
@@ -106,14 +107,19 @@ class SQLiteStore:
     # -- writes ---------------------------------------------------------------------------------------------------
 
     def upsert(
-        self, tools: Sequence[Tool], vectors: dict[str, Vector], model: IndexModel, audit: Sequence[AuditEntry] = ()
+        self,
+        tools: Sequence[Tool],
+        vectors: dict[str, Vector],
+        model: IndexModel,
+        audit: Sequence[AuditEntry] = (),
+        expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         report = UpsertReport()
-        with self._transaction() as db:
+        with self._transaction() as db:  # BEGIN IMMEDIATE: no other writer, of any process, until it ends
             self._check_or_set_model(db, model)
             generation = self._bump_generation(db)
             for tool in tools:
-                self._upsert_one(db, tool, generation, report)
+                self._upsert_one(db, tool, generation, report, expected)
             self._insert_vectors(db, model, vectors)
             self._append_audit(db, audit)
         return report
@@ -140,13 +146,37 @@ class SQLiteStore:
             [(model.model_id, key, checked_vector(vec, model.dimension).tobytes()) for key, vec in vectors.items()],
         )
 
-    def _upsert_one(self, db: sqlite3.Connection, tool: Tool, generation: int, report: UpsertReport) -> None:
-        row = db.execute("SELECT content_hash, version, created_at FROM tools WHERE name = ?", (tool.name,)).fetchone()
-        current = None if row is None else StoredRow(row[0], row[1], datetime.fromisoformat(row[2]))
+    def _upsert_one(
+        self,
+        db: sqlite3.Connection,
+        tool: Tool,
+        generation: int,
+        report: UpsertReport,
+        expected: Mapping[str, int | None] | None,
+    ) -> None:
+        row = db.execute(
+            "SELECT content_hash, version, created_at, updated_at FROM tools WHERE name = ?", (tool.name,)
+        ).fetchone()
+        current = (
+            None
+            if row is None
+            else StoredRow(row[0], row[1], datetime.fromisoformat(row[2]), datetime.fromisoformat(row[3]))
+        )
+        check_expected(tool.name, expected, current, lambda name: self._last_change(db, name))
         stored = next_version(tool, current, report)
         if stored is not None:
             self._write_current(db, stored, generation)
             self._write_version(db, stored)
+
+    @staticmethod
+    def _last_change(db: sqlite3.Connection, name: str) -> AuditEntry | None:
+        row = db.execute(
+            "SELECT action, detail, tool, server, principal, at FROM audit_log WHERE tool = ? ORDER BY id DESC LIMIT 1",
+            (name,),
+        ).fetchone()
+        if row is None:
+            return None
+        return AuditEntry(row[0], row[1], row[2], row[3], row[4], datetime.fromisoformat(row[5]))
 
     @staticmethod
     def _write_current(db: sqlite3.Connection, tool: Tool, generation: int) -> None:

@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from toolrag.access import Caller
-from toolrag.errors import ToolNotFoundError, ToolragError
+from toolrag.errors import EditConflictError, ToolNotFoundError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, Principal, Tool, utc_now
 from toolrag.registry import ToolRegistry
@@ -234,8 +234,11 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
         category: Annotated[str, Form(max_length=200)] = "",
         fixing: Annotated[str, Form(max_length=MAX_MESSAGE_CHARS)] = "",
         fixing_tenant: Annotated[str, Form(max_length=200)] = "",
+        version: Annotated[int | None, Form(ge=1)] = None,
         csrf: Annotated[str | None, Form()] = None,
     ) -> Response:
+        """The form replaces every field it shows: a compare-and-set on the version the page showed (`version`), so
+        an edit made meanwhile elsewhere (the API, another operator, a sync) is never overwritten unseen."""
         who = admin(request, csrf)
         changes = {
             "description": description,
@@ -244,7 +247,12 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
             "category": category.strip() or None,
         }
         return edited(
-            request, who, name, lambda: registry.update(name, edited_by=who.name, **changes), fixing, fixing_tenant
+            request,
+            who,
+            name,
+            lambda: registry.update(name, edited_by=who.name, expected_version=version, **changes),
+            fixing,
+            fixing_tenant,
         )
 
     @router.post("/tools/{name}/examples")
@@ -277,7 +285,7 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
         csrf: Annotated[str | None, Form()] = None,
     ) -> Response:
         who = admin(request, csrf)
-        return edited(request, who, name, lambda: registry.update(name, active=active, edited_by=who.name), "", "")
+        return edited(request, who, name, lambda: registry.set_active(name, active, edited_by=who.name), "", "")
 
     @router.post("/quarantine/{name}")
     def decide_quarantine(
@@ -305,6 +313,8 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
             target = (fixing.strip(), fixing_tenant.strip() or None) if fixing.strip() else None
             requests = affected_requests(registry, name, audience(who), target)
             impact: Impact = measure_edit(registry, requests, change, fixing=target is not None)
+        except EditConflictError as conflict:
+            return page(request, "conflict.html", 409, message=str(conflict), name=name)
         except ToolragError as problem:
             return page(request, "error.html", 422, message=str(problem))
         return page(request, "impact.html", name=name, tool=registry.get(name), impact=impact)
