@@ -692,3 +692,58 @@ def test_pins_of_earlier_versions_carry_over_to_output_schemas(fixture_config: t
     assert registry.store.pins("shop")[0].approved_hash == upstream_hash(_order_tool())
     assert registry.store.audit_log(tool="shop.lookup_order")[0].action == "repinned"
     assert importer.apply("shop", [_order_tool("Its arrival date.")]).quarantined == ["shop.lookup_order"]
+
+
+def hostile_server(mode: str, **env: str) -> dict[str, Any]:
+    return python_server("tests.mcp_hostile_server", HOSTILE_MODE=mode, **env)
+
+
+VICTIM_TOKEN, ADMIN_TOKEN = "victim-token-0123456789", "admin-token-0123456789"
+
+
+def test_issue31_an_endless_tool_list_is_refused_and_the_gateway_is_ready_for_everyone_else(tmp_path: Path) -> None:
+    """A server whose tools/list never ends was read page after page (the gateway's memory grew ~27 MB/s) and the
+    gateway never became ready for anyone. Now its list is refused at max_list_pages, /health says why, and
+    another principal's first find_tools gets its own server's tools."""
+    principals = {
+        "victim": {"servers": ["shop"], "token": VICTIM_TOKEN},
+        "admin": {"scopes": ["*"], "token": ADMIN_TOKEN, "role": "admin"},
+    }
+    servers = {"endless": hostile_server("pages"), "shop": python_server("tests.mcp_fixture_server")}
+    config = write_config(tmp_path, servers, principals, start_deadline_seconds=30)
+
+    async def victim(url: str) -> None:
+        async with http_client(url, VICTIM_TOKEN, timeout=300) as client:
+            assert "shop.lookup_order" in await found(client, "look up the status of my order")
+
+    with http_gateway(config) as url:
+        anyio.run(victim, url)  # answered once the gateway is ready: every upstream imported or failed
+        health = url.replace("/mcp", "/health")
+        mine = httpx.get(health, headers={"Authorization": f"Bearer {VICTIM_TOKEN}"}, timeout=30).json()
+        assert mine["ready"] is True and [s["server"] for s in mine["servers"]] == ["shop"]
+        every = httpx.get(health, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30).json()
+        endless = next(s for s in every["servers"] if s["server"] == "endless")
+        # down, or trying again (with back-off): either way saying why
+        assert endless["state"] != "up" and "100 pages (max_list_pages)" in endless["error"], endless
+
+
+@pytest.mark.parametrize(
+    ("limits", "state", "reason"),
+    [
+        ({"max_list_pages": 1_000_000, "max_list_bytes": 20_000}, "down", "over 20,000 bytes (max_list_bytes)"),
+        ({"max_list_pages": 1_000_000, "list_timeout_seconds": 2}, "down", "within 2 s (list_timeout_seconds)"),
+        ({"max_list_pages": 1_000_000, "max_tools_per_server": 30}, "up", "more than 30 tools (max_tools_per_server)"),
+    ],
+)
+def test_issue31_a_tool_list_is_bounded_in_bytes_time_and_tools_while_it_is_read(
+    tmp_path: Path, limits: dict[str, Any], state: str, reason: str
+) -> None:
+    """The other bounds of a listing, each met while the list is read (max_tools_per_server applied only after the
+    whole list): past bytes or time the server is reported down, saying which limit; past its tools, the first
+    ones are imported and the one read beyond them is refused."""
+    servers = {"endless": hostile_server("pages")}
+    config = write_config(tmp_path, servers, {"me": {"scopes": ["*"]}}, start_deadline_seconds=30, **limits)
+    row = sync(config)
+    assert row["state"] == state and reason in row["error"], row
+    if state == "up":
+        assert len(row["imported"]) == 30 and len(row["refused"]) == 1, row

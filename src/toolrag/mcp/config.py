@@ -125,6 +125,15 @@ class GatewayConfig(BaseModel):
     max_tools_per_server: int = Field(
         default=2000, ge=1, description="tools of one server imported at most; the rest are refused (and audited)"
     )
+    max_list_pages: int = Field(
+        default=100, ge=1, description="pages of one server's tool list read at most; a longer list is refused"
+    )
+    max_list_bytes: int = Field(
+        default=33_554_432, ge=1024, description="bytes of one server's tool list read at most; a larger one is refused"
+    )
+    list_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="for reading one server's whole tool list; a slower one is refused"
+    )
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     principals: dict[str, Grant] = Field(
         default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to agent"

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -41,6 +41,38 @@ class UpstreamUnavailable(ToolragError):
 
 class UpstreamCallFailed(ToolragError):
     """The upstream server answered a call with an error, or did not answer in time."""
+
+
+class ListingRefused(UpstreamUnavailable):
+    """The server's tool list went past a limit while it was read: it is not imported."""
+
+
+@dataclass
+class Listing:
+    """A tool list as it is read, page by page: its tools, their serialized size and their hash."""
+
+    tools: list[types.Tool] = field(default_factory=list)
+    pages: int = 0
+    bytes: int = 0
+    note: str | None = None  # why the list was not read to its end, when it holds more tools than are imported
+    _hash: Any = field(default_factory=hashlib.sha256)
+
+    def add(self, tools: list[types.Tool], max_tools: int) -> None:
+        """One page; past `max_tools` one tool more is kept (the importer refuses it, saying why) and no more."""
+        self.pages += 1
+        room = max_tools + 1 - len(self.tools)
+        if len(tools) >= room:
+            tools = tools[:room]
+            self.note = f"it lists more than {max_tools:,} tools (max_tools_per_server): the first ones are imported"
+        for tool in tools:
+            serialized = tool.model_dump_json().encode()
+            self.bytes += len(serialized)
+            self._hash.update(serialized)
+        self.tools.extend(tools)
+
+    @property
+    def digest(self) -> str:
+        return str(self._hash.hexdigest())
 
 
 @dataclass
@@ -80,6 +112,7 @@ class Upstream:
         self._broken: str | None = None
         self._listing = ""
         self._listed_at = 0.0
+        self.listing_note: str | None = None  # a limit the last listing reached, for the status
 
     # -- the connection task ------------------------------------------------------------------------------------
 
@@ -163,21 +196,41 @@ class Upstream:
 
     async def _refresh(self, client: Client, forced: bool = True) -> None:
         """List the tools; hand them to the importer when asked to, or when they differ from the last listing."""
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        self.tool_count = len(tools)
+        listing = await self._listed(client)
+        self.tool_count = len(listing.tools)
         self._listed_at = time.monotonic()
-        listing = hashlib.sha256(b"".join(t.model_dump_json().encode() for t in tools)).hexdigest()
-        if forced or listing != self._listing:
-            self._listing = listing
-            await self._on_tools(self.name, tools, client.instructions)
+        if forced or listing.digest != self._listing:
+            self._listing = listing.digest
+            await self._on_tools(self.name, listing.tools, client.instructions)
             self.last_import = utc_now()
+        self.listing_note = listing.note
+
+    async def _listed(self, client: Client) -> Listing:
+        """Every page of the server's tool list, bounded while it is read: in pages, bytes and time (a server
+        whose listing never ends is refused, `ListingRefused`) and in tools (past `max_tools_per_server` the rest
+        is not read; the first ones are imported and the listing says so)."""
+        settings, listing = self.settings, Listing()
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(settings.list_timeout_seconds):
+                for _ in range(settings.max_list_pages):
+                    page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+                    # Serializing a page for its size and hash is work in proportion to it: not on the loop.
+                    await anyio.to_thread.run_sync(listing.add, page.tools, settings.max_tools_per_server)
+                    if listing.bytes > settings.max_list_bytes:
+                        raise ListingRefused(
+                            f"its tool list is over {settings.max_list_bytes:,} bytes (max_list_bytes)"
+                            f" after {listing.pages} pages"
+                        )
+                    cursor = page.next_cursor
+                    if cursor is None or listing.note is not None:
+                        return listing
+        except TimeoutError:
+            raise ListingRefused(
+                f"its tool list did not end within {settings.list_timeout_seconds:g} s (list_timeout_seconds):"
+                f" {listing.pages} pages read"
+            ) from None
+        raise ListingRefused(f"its tool list did not end within {settings.max_list_pages:,} pages (max_list_pages)")
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -228,7 +281,7 @@ class Upstream:
             self.state,
             self.since,
             self.tool_count,
-            self.last_error,
+            self.last_error or self.listing_note,
             self.reconnects,
             self.last_import,
         )
