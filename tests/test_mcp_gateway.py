@@ -747,3 +747,43 @@ def test_issue31_a_tool_list_is_bounded_in_bytes_time_and_tools_while_it_is_read
     assert row["state"] == state and reason in row["error"], row
     if state == "up":
         assert len(row["imported"]) == 30 and len(row["refused"]) == 1, row
+
+
+@contextmanager
+def http_hostile_server(port: int, mode: str = "") -> Iterator[dict[str, Any]]:
+    """The hostile server over streamable HTTP, in its own process; yields its entry in [servers]."""
+    command = [sys.executable, "-m", "tests.mcp_hostile_server", "--http", str(port)]
+    env = {**os.environ, "HOSTILE_MODE": mode}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_until_listening(f"http://127.0.0.1:{port}/mcp", process)
+        yield {"url": f"http://127.0.0.1:{port}/mcp"}
+    finally:
+        stop_tree(process.pid)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_issue31_results_are_bounded_in_parts_and_nesting_before_they_are_parsed(
+    tmp_path: Path, transport: str
+) -> None:
+    """A result under the size cap made of 120,000 one-character parts was parsed, size-checked and re-serialized
+    on the gateway's loop (the caller waited 20 s, everyone else up to 7 s). Now a message past max_result_parts
+    or max_result_depth is refused before the SDK parses it (by the relay, or off the loop over HTTP), with an
+    error naming the limit, and the server stays connected."""
+    context: Any = http_hostile_server(free_port()) if transport == "http" else nullcontext(hostile_server(""))
+    with context as server:
+        config = write_config(tmp_path, {"bulk": server}, {"me": {"scopes": ["*"]}}, local_principal="me")
+
+        async def session() -> None:
+            async with stdio_gateway(config) as client:
+                few = await call(client, "bulk.parts", {"count": 10})
+                assert not few.is_error and len(few.content) == 10, tool_text(few)
+                many = await call(client, "bulk.parts", {"count": 120_000})
+                assert many.is_error and len(many.content) == 1, len(many.content)
+                assert "120,000 content parts, over the gateway's limit of 1,000 (max_result_parts)" in tool_text(many)
+                deep = await call(client, "bulk.parts", {"depth": 200})
+                assert deep.is_error and "over the gateway's limit of 64 (max_result_depth)" in tool_text(deep)
+                again = await call(client, "bulk.parts", {"count": 3})
+                assert not again.is_error and len(again.content) == 3  # the server is still fine for the next call
+
+        anyio.run(session)

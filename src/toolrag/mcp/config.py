@@ -98,6 +98,12 @@ class GatewayConfig(BaseModel):
     max_result_bytes: int = Field(
         default=4_194_304, ge=1024, description="larger results of upstream calls are refused with an error"
     )
+    max_result_parts: int = Field(
+        default=1000, ge=1, description="results of upstream calls with more content parts are refused with an error"
+    )
+    max_result_depth: int = Field(
+        default=64, ge=8, description="upstream messages nested deeper are refused with an error"
+    )
     session_idle_timeout_seconds: float = Field(default=300.0, gt=0, description="an idle HTTP session ends then")
     max_sessions: int = Field(default=10_000, ge=1, description="HTTP sessions open at once, all principals")
     max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")

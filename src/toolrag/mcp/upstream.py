@@ -26,6 +26,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from toolrag.errors import ToolragError
+from toolrag.mcp.bounds import CHECKER, REFUSED, MessageBounds
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.model import utc_now
 
@@ -177,10 +178,13 @@ class Upstream:
     def _client_for_server(self) -> Client:
         """A client whose answers are bounded as they are read: a stdio server runs under the relay (mcp/relay.py),
         an HTTP server's responses stop at the cap (`_BoundedTransport`)."""
-        server = self.server
-        cap = message_cap(self.settings.max_result_bytes)
+        server, settings = self.server, self.settings
+        cap = message_cap(settings.max_result_bytes)
+        bounds = MessageBounds(settings.max_result_depth, settings.max_result_parts, settings.max_tools_per_server)
         if server.command is not None:
-            relayed = ["-m", "toolrag.mcp.relay", "--max-bytes", str(cap), "--", server.command, *server.args]
+            limits = ["--max-bytes", str(cap), "--max-depth", str(bounds.max_depth)]
+            limits += ["--max-parts", str(bounds.max_parts), "--max-tools", str(bounds.max_tools)]
+            relayed = ["-m", "toolrag.mcp.relay", *limits, "--", server.command, *server.args]
             target: Any = StdioServerParameters(
                 command=sys.executable, args=relayed, env=server.env or None, cwd=server.cwd
             )
@@ -189,7 +193,7 @@ class Upstream:
             http = httpx2.AsyncClient(
                 headers=server.headers,
                 timeout=self.settings.call_timeout_seconds,
-                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap),
+                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds),
             )
             target = streamable_http_client(server.url, http_client=http)
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
@@ -334,16 +338,18 @@ def message_cap(max_result_bytes: int) -> int:
 class _BoundedTransport(httpx2.AsyncBaseTransport):
     """An HTTP transport whose responses stop being read at `cap` bytes of one message: a larger one is dropped
     and the request it answered gets a JSON-RPC error instead (as the stdio relay does, mcp/relay.py), so the call
-    fails at once and the session stays up."""
+    fails at once and the session stays up. A message under the cap is checked against `bounds` (mcp/bounds.py)
+    before it is passed on, off the event loop."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int, bounds: MessageBounds) -> None:
         self.inner = inner
         self.cap = cap
+        self.bounds = bounds
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
         events = response.headers.get("content-type", "").startswith("text/event-stream")
-        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events)
+        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events, self.bounds)
         return response
 
     async def aclose(self) -> None:
@@ -353,8 +359,9 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
 class _BoundedStream(httpx2.AsyncByteStream):
     """A response body passed on a whole message at a time (an SSE event, or the JSON body), none over `cap`."""
 
-    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool) -> None:
+    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool, bounds: MessageBounds) -> None:
         self.inner, self.cap, self.request_id, self.events = inner, cap, request_id, events
+        self.bounds = bounds
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = bytearray()
@@ -362,7 +369,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
         async for chunk in self.inner:
             pending += chunk
             while self.events and (end := _event_end(pending, max(0, scanned - 3))) > 0:
-                yield bytes(pending[:end])
+                yield await self._bounded(bytes(pending[:end]))
                 del pending[:end]
                 scanned = 0
             scanned = len(pending)
@@ -371,14 +378,22 @@ class _BoundedStream(httpx2.AsyncByteStream):
                 yield self._refusal()
                 return
         if pending:
-            yield bytes(pending)
+            yield await self._bounded(bytes(pending))
+
+    async def _bounded(self, message: bytes) -> bytes:
+        """The message, or the error that replaces it when it is past the bounds of one message."""
+        data = _event_data(message) if self.events else message
+        refused = await CHECKER.refusal(self.bounds, data)
+        if refused is None:
+            return message
+        return b"event: message\ndata: " + refused + b"\n\n" if self.events and refused else refused
 
     def _refusal(self) -> bytes:
         message = (
             f"the MCP server's answer is over the gateway's limit of {self.cap:,} bytes for one message"
             " (max_result_bytes): ask for less (a filter, a page, a range)"
         )
-        error = json.dumps({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": -32001, "message": message}})
+        error = json.dumps({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": REFUSED, "message": message}})
         return f"event: message\ndata: {error}\n\n".encode() if self.events else error.encode()
 
     async def aclose(self) -> None:
@@ -389,6 +404,12 @@ def _event_end(buffer: bytearray, start: int) -> int:
     """Where the first complete SSE event of `buffer` ends (after its blank line), looking from `start`, or 0."""
     ends = [i + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(mark, start)) >= 0]
     return min(ends, default=0)
+
+
+def _event_data(event: bytes) -> bytes:
+    """The data of one SSE event (its `data:` lines joined), which is the JSON-RPC message."""
+    lines = event.replace(b"\r\n", b"\n").split(b"\n")
+    return b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
 
 
 def _request_id(request: httpx2.Request) -> Any:
