@@ -16,6 +16,10 @@ Everything runs on loopback against servers started here as separate processes:
   catastrophic pattern, an argument whose errors were rendered whole, 100,000 values, 50,000 keys) without pause,
   to the API (tools registered with those schemas) and to the gateway (an upstream listing them); another client's
   /health and /search (API) and find_tools (gateway) latency, median of `--probes`, quiet and under attack.
+- upstreams (issue 31): hostile upstream MCP servers before the gateway (tests/abuse_upstream.py): two attackers
+  call a tool whose result is 120,000 one-character content parts, without pause; then, on a second gateway, a
+  server whose tools/list never ends is retried every second. Another principal's find_tools latency, median of
+  `--probes`, quiet and under each attack, and what the attacks were answered.
 """
 
 from __future__ import annotations
@@ -226,7 +230,7 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["long-query", "bodies", "sessions", "connections"],
-        choices=["long-query", "bodies", "sessions", "connections", "untrusted"],
+        choices=["long-query", "bodies", "sessions", "connections", "untrusted", "upstreams"],
     )
     parser.add_argument("--probes", type=int, default=60, help="requests of the other client per phase (untrusted)")
     args = parser.parse_args()
@@ -253,6 +257,8 @@ def main() -> None:
                 results["connections"] = connections(api_url)
     if "untrusted" in args.only:
         results["untrusted"] = untrusted(folder, args.probes)
+    if "upstreams" in args.only:
+        results["upstreams"] = upstreams(folder, args.probes)
     json.dump(results, sys.stdout, indent=2)
     print()
 
@@ -271,6 +277,18 @@ def untrusted(folder: Path, probes: int) -> dict[str, Any]:
         }
         figures[name] = {**measured, "ratio": ratios}
     return figures
+
+
+def upstreams(folder: Path, probes: int) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.abuse_upstream import measure_upstreams
+
+    where = folder / "upstreams"
+    where.mkdir()
+    measured = measure_upstreams(where, probes)
+    quiet = measured["quiet_ms"]["find_tools"]
+    ratios = {attack: round(latency / quiet, 2) for attack, latency in measured["attacked_ms"].items()}
+    return {**measured, "ratio": ratios}
 
 
 if __name__ == "__main__":
