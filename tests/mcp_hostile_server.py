@@ -2,7 +2,7 @@
 
 $HOSTILE_MODE picks what its `tools/list` does:
 - `pages`: a list that never ends: every page holds $HOSTILE_PAGE_TOOLS new tools (5) and a cursor to the next;
-- `churn`: one tool whose description changes at every listing (a counter in its text);
+- `churn`: $HOSTILE_TOOLS tools (1) whose descriptions change at every listing (a counter in their text);
 - `heavy`: $HOSTILE_TOOLS tools (40) of $HOSTILE_TEXT_BYTES (3,000) bytes of new prose each;
 - anything else: the tool below only.
 Every mode lists `parts`, whose result is `count` content parts of one character each, or, with `depth`, a
@@ -57,7 +57,9 @@ def page(mode: str, cursor: str | None) -> types.ListToolsResult:
         tools = [tool(f"t{number}_{i}", f"Page {number}, tool {i}.") for i in range(size)]
         return types.ListToolsResult(tools=[PARTS, *tools] if number == 0 else tools, next_cursor=str(number + 1))
     if mode == "churn":
-        return types.ListToolsResult(tools=[PARTS, tool("status", f"Report the shop's status (revision {listing}).")])
+        count = int(os.environ.get("HOSTILE_TOOLS", "1"))
+        churning = [tool(f"status_{i}", f"Report the status of shop {i} (revision {listing}).") for i in range(count)]
+        return types.ListToolsResult(tools=[PARTS, *churning])
     if mode == "heavy":
         count, size = int(os.environ.get("HOSTILE_TOOLS", "40")), int(os.environ.get("HOSTILE_TEXT_BYTES", "3000"))
         return types.ListToolsResult(tools=[PARTS, *(tool(f"heavy_{i}", prose(i, size)) for i in range(count))])

@@ -787,3 +787,62 @@ def test_issue31_results_are_bounded_in_parts_and_nesting_before_they_are_parsed
                 assert not again.is_error and len(again.content) == 3  # the server is still fine for the next call
 
         anyio.run(session)
+
+
+def test_issue31_a_sync_registers_new_tools_within_its_budget_and_the_next_carries_on(tmp_path: Path) -> None:
+    """The first sync embedded every new tool with no CPU bound (40 tools of 3 KB were still importing after 120 s,
+    holding everyone at the start deadline). A sync now registers tools in batches within
+    import_seconds_per_sync; the rest is pinned and registered by the next syncs, while the server is up."""
+    server = hostile_server("heavy", HOSTILE_TOOLS="12")
+    config = write_config(tmp_path, {"heavy": server}, {}, import_seconds_per_sync=1e-9)  # one batch per sync
+    first = sync(config)
+    assert first["state"] == "up" and len(first["imported"]) == 8, first  # IMPORT_BATCH of the 13 listed
+    registry = ToolRegistry(load_config(config).store)
+    assert len(registry.tools()) == 8
+    second = sync(config)
+    assert len(second["imported"]) == 5 and second["quarantined"] == [], second  # approved in the first: not held
+    assert len(ToolRegistry(load_config(config).store).tools()) == 13
+
+
+def test_issue31_text_that_changes_at_every_listing_is_imported_with_back_off_and_audited_once_per_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upstream whose text changed at every listing was rescanned at every liveness listing forever and wrote a
+    row per tool and sync (400 per sync). Now imports of a listing that keeps changing back off (doubling), and the
+    quarantine of a tool already quarantined is one row for the whole sync."""
+    from toolrag.mcp import upstream
+    from toolrag.mcp.gateway import McpGateway
+
+    monkeypatch.setattr(upstream, "MIN_REFRESH_SECONDS", 0.01)  # list as often as the loop allows
+    churning = 20
+    server = hostile_server("churn", HOSTILE_TOOLS=str(churning))
+    config = write_config(tmp_path, {"churn": server}, {}, ping_interval_seconds=0.01)
+    gateway = McpGateway.from_config(load_config(config))
+    counts = {"listings": 0, "imports": 0}
+    connection = gateway.pool.upstreams["churn"]
+    listed, imported = connection._listed, connection._on_tools
+
+    async def counted_listing(client: Any) -> Any:
+        counts["listings"] += 1
+        return await listed(client)
+
+    async def counted_import(*args: Any) -> None:
+        counts["imports"] += 1
+        await imported(*args)
+
+    monkeypatch.setattr(connection, "_listed", counted_listing)
+    monkeypatch.setattr(connection, "_on_tools", counted_import)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            await gateway.start(group)
+            while counts["listings"] < 60:
+                await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+
+    anyio.run(run)
+    assert counts["imports"] * 3 <= counts["listings"], counts
+    rows = gateway.registry.store.audit_log(limit=100_000)
+    # per tool: imported, then quarantined once; every later sync: one row for all of them
+    assert len(rows) <= 2 * churning + counts["imports"], (len(rows), counts)
+    assert any("20 quarantined tools changed again" in row.detail for row in rows), rows[:3]

@@ -128,6 +128,12 @@ class GatewayConfig(BaseModel):
         description="CPU seconds one sync of a server spends scanning new tool text at most; new tools past it stay"
         " quarantined until a later sync scans them",
     )
+    import_seconds_per_sync: float = Field(
+        default=10.0,
+        gt=0,
+        description="CPU seconds one sync of a server spends registering (embedding) tools at most; the rest is"
+        " registered by the next syncs, and the gateway is ready meanwhile",
+    )
     max_tools_per_server: int = Field(
         default=2000, ge=1, description="tools of one server imported at most; the rest are refused (and audited)"
     )

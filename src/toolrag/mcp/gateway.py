@@ -121,16 +121,17 @@ class McpGateway:
     async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)
         self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
-        if report.unscanned:  # the scan budget ran out: the next listing imports (and scans) again
+        if report.unscanned or report.deferred:  # a budget ran out: the next listing imports (and scans) again
             self.pool.upstreams[server].import_again()
         log.info(
-            "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused",
+            "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused, %d left for the next sync",
             server,
             len(report.imported),
             len(report.unchanged),
             len(report.quarantined),
             len(report.deactivated),
             len(report.refused),
+            len(report.deferred) + len(report.unscanned),
         )
 
     def check(self) -> StartupCheck:

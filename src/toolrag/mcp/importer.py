@@ -37,6 +37,7 @@ log = logging.getLogger("toolrag.mcp")
 
 
 MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
+IMPORT_BATCH = 8  # tools registered (embedded) between two looks at a sync's import budget
 
 
 def source_of(server: str) -> str:
@@ -70,6 +71,7 @@ class SyncReport:
     deactivated: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     unscanned: list[str] = field(default_factory=list)  # new tools the sync had no scan budget left for
+    deferred: list[str] = field(default_factory=list)  # approved tools the sync had no import budget left for
 
     def merged(self, later: SyncReport) -> SyncReport:
         """Both syncs in one report; a tool imported by the first and unchanged in the second stays imported."""
@@ -82,6 +84,7 @@ class SyncReport:
             list(dict.fromkeys(self.deactivated + later.deactivated)),
             list(dict.fromkeys(self.refused + later.refused)),
             later.unscanned,
+            later.deferred,
         )
 
 
@@ -140,10 +143,27 @@ class ToolImporter:
         for name, tool in current.items():
             if name not in listed_names and tool.active:
                 plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
-        self.registry.store.save_pins(plan.pins, plan.audit)
-        if plan.upserts:
-            self.registry.register_many(plan.upserts)
+        self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins))
+        self._write_tools(plan)
         return plan.report
+
+    def _write_tools(self, plan: _Plan) -> None:
+        """Register what the sync planned within its import budget (`import_seconds_per_sync` of CPU: embedding
+        new text is the costly part), in batches; what is past it is left for the next sync, which finds it pinned
+        and not registered and writes it then (`SyncReport.deferred`). Deactivations come first: they embed
+        nothing. At least one batch is written, so every sync makes progress."""
+        inactive = [tool for tool in plan.upserts if not tool.active]
+        active = [tool for tool in plan.upserts if tool.active]
+        if inactive:
+            self.registry.register_many(inactive)
+        budget, started = self.settings.import_seconds_per_sync, time.process_time()
+        for first in range(0, len(active), IMPORT_BATCH):
+            if first and time.process_time() - started > budget:
+                deferred = {tool.name for tool in active[first:]}
+                plan.report.deferred = sorted(deferred)
+                plan.report.imported = [name for name in plan.report.imported if name not in deferred]
+                return
+            self.registry.register_many(active[first : first + IMPORT_BATCH])
 
     @staticmethod
     def _carry_over(plan: _Plan, pin: Pin, digest: str) -> Pin:
@@ -246,6 +266,23 @@ class _Plan:
     def refuse(self, name: str, server: str, reason: str) -> None:
         self.report.refused.append(name)
         self.audit.append(AuditEntry("refused", reason, name, server))
+
+
+def collapsed(audit: list[AuditEntry], pins_before: dict[str, Pin]) -> list[AuditEntry]:
+    """The sync's audit rows, with the quarantines of tools that were quarantined already (a server whose text
+    changes at every listing) written as one row for the sync instead of one per tool and sync."""
+    again = [row for row in audit if row.action == "quarantined" and _was_quarantined(pins_before.get(row.tool or ""))]
+    if not again:
+        return audit
+    names = ", ".join(str(row.tool) for row in again[:5]) + (f" and {len(again) - 5:,} more" if len(again) > 5 else "")
+    detail = f"{len(again):,} quarantined tools changed again: {names}"
+    summary = AuditEntry("quarantined", detail, None, again[0].server)
+    written = {id(row) for row in again}
+    return [row for row in audit if id(row) not in written] + [summary]
+
+
+def _was_quarantined(pin: Pin | None) -> bool:
+    return pin is not None and pin.quarantined
 
 
 def _reason(pin: Pin | None, findings: tuple[str, ...]) -> str:

@@ -1,11 +1,12 @@
 """Connections to upstream MCP servers: one long-lived client per server, kept alive and reconnected with backoff.
 
 Each `Upstream` runs as a task: connect (stdio or streamable HTTP, official SDK; the handshake has the connect
-timeout), list the tools and hand them to the importer (which has no deadline: a large server's first import is
-work, not a hang), then wait, answering `tools/list_changed` by listing again (at most once a second) and listing
-periodically to notice a hung or dead server. When the connection fails, calls fail fast with the reason until the
-reconnection succeeds. Each upstream says what state it is in and since when (`UpstreamStatus`), so answers given
-while a server is still connecting can say so instead of "no tool fits".
+timeout), list the tools (bounded in pages, bytes, tools and time while read) and hand them to the importer (which
+has a CPU budget per sync, not a deadline: a large server's first import is work, not a hang), then wait,
+answering `tools/list_changed` by listing again (at most once a second) and listing periodically to notice a hung
+or dead server; a listing that changes every time is imported with a back-off. When the connection fails, calls
+fail fast with the reason until the reconnection succeeds. Each upstream says what state it is in and since when
+(`UpstreamStatus`), so answers given while a server is still connecting can say so instead of "no tool fits".
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from toolrag.model import utc_now
 
 State = Literal["connecting", "importing", "up", "down"]
 MIN_REFRESH_SECONDS = 1.0  # between two listings: a server sending list_changed without pause cannot keep us busy
+CHURN_GRACE = 2  # listings in a row with changed tools imported at once; past them, imports back off
+MAX_CHURN_WAIT_SECONDS = 300.0
 # (server, its tools, its instructions from the handshake)
 ToolsHandler = Callable[[str, list[types.Tool], str | None], Awaitable[None]]
 
@@ -109,9 +112,12 @@ class Upstream:
         self.attempted = anyio.Event()  # set once the first attempt has ended: imported, or failed
         self._client: Client | None = None
         self._wake = anyio.Event()
-        self._changed = False
+        self._again = False  # import the next listing even if it is unchanged (a sync's budget ran out)
         self._broken: str | None = None
-        self._listing = ""
+        self._listing = ""  # the hash of the listing last imported
+        self._seen = ""  # the hash of the last listing
+        self._churn = 0  # listings in a row that differed from the one before
+        self._imported_at = 0.0
         self._listed_at = 0.0
         self.listing_note: str | None = None  # a limit the last listing reached, for the status
 
@@ -138,7 +144,7 @@ class Upstream:
             self.state, self.since = state, utc_now()
 
     async def _connected_session(self) -> None:
-        self._broken, self._changed = None, False
+        self._broken = None
         connected = anyio.Event()
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as group:
@@ -171,7 +177,7 @@ class Upstream:
                 raise UpstreamUnavailable(self._broken)
             # Listing again is the liveness probe (ping is gone from protocol 2026-07-28); it also catches servers
             # that change their tools without sending tools/list_changed.
-            forced, self._changed = self._changed, False
+            forced, self._again = self._again, False
             with anyio.fail_after(self.settings.call_timeout_seconds):
                 await self._refresh(client, forced)
 
@@ -199,15 +205,33 @@ class Upstream:
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
 
     async def _refresh(self, client: Client, forced: bool = True) -> None:
-        """List the tools; hand them to the importer when asked to, or when they differ from the last listing."""
+        """List the tools; hand them to the importer when asked to, or when they differ from the last import
+        (backing off when they change at every listing)."""
         listing = await self._listed(client)
         self.tool_count = len(listing.tools)
         self._listed_at = time.monotonic()
-        if forced or listing.digest != self._listing:
-            self._listing = listing.digest
-            await self._on_tools(self.name, listing.tools, client.instructions)
-            self.last_import = utc_now()
+        self._churn = self._churn + 1 if listing.digest != self._seen else 0
+        self._seen = listing.digest
         self.listing_note = listing.note
+        if not forced and listing.digest == self._listing:
+            return
+        wait = self._churn_wait()
+        if not forced and time.monotonic() - self._imported_at < wait:
+            self.listing_note = f"its tools change at every listing: imported again at most every {wait:g} s"
+            return
+        self._listing, self._imported_at = listing.digest, time.monotonic()
+        await self._on_tools(self.name, listing.tools, client.instructions)
+        self.last_import = utc_now()
+
+    def _churn_wait(self) -> float:
+        """How long after the last import a changed listing waits: nothing for the first changes in a row, then
+        twice as long at every further change (a server whose text changes at every listing was scanned, and
+        audited, at every liveness listing)."""
+        if self._churn <= CHURN_GRACE:
+            return 0.0
+        interval = max(self.settings.ping_interval_seconds, MIN_REFRESH_SECONDS)  # between two listings
+        doubled = interval * 2.0 ** (self._churn - CHURN_GRACE)
+        return min(doubled, MAX_CHURN_WAIT_SECONDS)
 
     async def _listed(self, client: Client) -> Listing:
         """Every page of the server's tool list, bounded while it is read: in pages, bytes and time (a server
@@ -238,14 +262,14 @@ class Upstream:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            self._changed = True
             self._wake.set()
         elif isinstance(message, Exception):
             self._break(_describe(message))
 
     def import_again(self) -> None:
-        """Hand the next listing to the importer even if it is unchanged (tools are waiting to be scanned)."""
-        self._changed = True
+        """Hand the next listing to the importer even if it is unchanged (tools are waiting to be scanned or
+        registered)."""
+        self._again = True
 
     def _break(self, reason: str) -> None:
         self._broken = reason
