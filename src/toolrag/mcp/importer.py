@@ -270,9 +270,10 @@ class _Plan:
 
 def collapsed(audit: list[AuditEntry], pins_before: dict[str, Pin]) -> list[AuditEntry]:
     """The sync's audit rows, with the quarantines of tools that were quarantined already (a server whose text
-    changes at every listing) written as one row for the sync instead of one per tool and sync."""
+    changes at every listing) written as one row for the sync instead of one per tool and sync; a single one keeps
+    its own row."""
     again = [row for row in audit if row.action == "quarantined" and _was_quarantined(pins_before.get(row.tool or ""))]
-    if not again:
+    if len(again) < 2:
         return audit
     names = ", ".join(str(row.tool) for row in again[:5]) + (f" and {len(again) - 5:,} more" if len(again) > 5 else "")
     detail = f"{len(again):,} quarantined tools changed again: {names}"
