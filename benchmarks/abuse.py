@@ -21,6 +21,10 @@ Everything runs on loopback against servers started here as separate processes:
   the API, a call of the 2^16 anyOf schema as a store written before registration refused it.
 - cost (issue 31, section 1): what registration answers for the review's schemas, and what each cost attack costs
   its sender (in-process gateway: median of 5 calls, ms, and the outcome).
+- upstreams (issue 31): hostile upstream MCP servers before the gateway (tests/abuse_upstream.py): two attackers
+  call a tool whose result is 120,000 one-character content parts, without pause; then, on a second gateway, a
+  server whose tools/list never ends is retried every second. Another principal's find_tools latency, median of
+  `--probes`, quiet and under each attack, and what the attacks were answered.
 """
 
 from __future__ import annotations
@@ -231,7 +235,7 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["long-query", "bodies", "sessions", "connections"],
-        choices=["long-query", "bodies", "sessions", "connections", "untrusted", "cost"],
+        choices=["long-query", "bodies", "sessions", "connections", "untrusted", "cost", "upstreams"],
     )
     parser.add_argument("--probes", type=int, default=60, help="requests of the other client per phase (untrusted)")
     args = parser.parse_args()
@@ -260,6 +264,8 @@ def main() -> None:
         results["untrusted"] = untrusted(folder, args.probes)
     if "cost" in args.only:
         results["cost"] = cost()
+    if "upstreams" in args.only:
+        results["upstreams"] = upstreams(folder, args.probes)
     json.dump(results, sys.stdout, indent=2)
     print()
 
@@ -323,6 +329,18 @@ def cost() -> dict[str, Any]:
             timings.append((time.perf_counter() - started) * 1000)
         calls[name] = {"outcome": outcome, "median_ms": round(sorted(timings)[2], 1)}
     return {"registration": registration, "calls": calls}
+
+
+def upstreams(folder: Path, probes: int) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.abuse_upstream import measure_upstreams
+
+    where = folder / "upstreams"
+    where.mkdir()
+    measured = measure_upstreams(where, probes)
+    quiet = measured["quiet_ms"]["find_tools"]
+    ratios = {attack: round(latency / quiet, 2) for attack, latency in measured["attacked_ms"].items()}
+    return {**measured, "ratio": ratios}
 
 
 if __name__ == "__main__":

@@ -794,3 +794,157 @@ def test_issue31_a_tool_an_operator_deactivated_stays_inactive_through_syncs(
     assert importer.apply("shop", []).deactivated == ["shop.lookup_order"]
     assert importer.apply("shop", [_order_tool()]).imported == ["shop.lookup_order"]
     assert registry.get("shop.lookup_order").active
+
+
+def hostile_server(mode: str, **env: str) -> dict[str, Any]:
+    return python_server("tests.mcp_hostile_server", HOSTILE_MODE=mode, **env)
+
+
+VICTIM_TOKEN, ADMIN_TOKEN = "victim-token-0123456789", "admin-token-0123456789"
+
+
+def test_issue31_an_endless_tool_list_is_refused_and_the_gateway_is_ready_for_everyone_else(tmp_path: Path) -> None:
+    """A server whose tools/list never ends was read page after page (the gateway's memory grew ~27 MB/s) and the
+    gateway never became ready for anyone. Now its list is refused at max_list_pages, /health says why, and
+    another principal's first find_tools gets its own server's tools."""
+    principals = {
+        "victim": {"servers": ["shop"], "token": VICTIM_TOKEN},
+        "admin": {"scopes": ["*"], "token": ADMIN_TOKEN, "role": "admin"},
+    }
+    servers = {"endless": hostile_server("pages"), "shop": python_server("tests.mcp_fixture_server")}
+    config = write_config(tmp_path, servers, principals, start_deadline_seconds=30)
+
+    async def victim(url: str) -> None:
+        async with http_client(url, VICTIM_TOKEN, timeout=300) as client:
+            assert "shop.lookup_order" in await found(client, "look up the status of my order")
+
+    with http_gateway(config) as url:
+        anyio.run(victim, url)  # answered once the gateway is ready: every upstream imported or failed
+        health = url.replace("/mcp", "/health")
+        mine = httpx.get(health, headers={"Authorization": f"Bearer {VICTIM_TOKEN}"}, timeout=30).json()
+        assert mine["ready"] is True and [s["server"] for s in mine["servers"]] == ["shop"]
+        every = httpx.get(health, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30).json()
+        endless = next(s for s in every["servers"] if s["server"] == "endless")
+        # down, or trying again (with back-off): either way saying why
+        assert endless["state"] != "up" and "100 pages (max_list_pages)" in endless["error"], endless
+
+
+@pytest.mark.parametrize(
+    ("limits", "state", "reason"),
+    [
+        ({"max_list_pages": 1_000_000, "max_list_bytes": 20_000}, "down", "over 20,000 bytes (max_list_bytes)"),
+        ({"max_list_pages": 1_000_000, "list_timeout_seconds": 2}, "down", "within 2 s (list_timeout_seconds)"),
+        ({"max_list_pages": 1_000_000, "max_tools_per_server": 30}, "up", "more than 30 tools (max_tools_per_server)"),
+    ],
+)
+def test_issue31_a_tool_list_is_bounded_in_bytes_time_and_tools_while_it_is_read(
+    tmp_path: Path, limits: dict[str, Any], state: str, reason: str
+) -> None:
+    """The other bounds of a listing, each met while the list is read (max_tools_per_server applied only after the
+    whole list): past bytes or time the server is reported down, saying which limit; past its tools, the first
+    ones are imported and the one read beyond them is refused."""
+    servers = {"endless": hostile_server("pages")}
+    config = write_config(tmp_path, servers, {"me": {"scopes": ["*"]}}, start_deadline_seconds=30, **limits)
+    row = sync(config)
+    assert row["state"] == state and reason in row["error"], row
+    if state == "up":
+        assert len(row["imported"]) == 30 and len(row["refused"]) == 1, row
+
+
+@contextmanager
+def http_hostile_server(port: int, mode: str = "") -> Iterator[dict[str, Any]]:
+    """The hostile server over streamable HTTP, in its own process; yields its entry in [servers]."""
+    command = [sys.executable, "-m", "tests.mcp_hostile_server", "--http", str(port)]
+    env = {**os.environ, "HOSTILE_MODE": mode}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_until_listening(f"http://127.0.0.1:{port}/mcp", process)
+        yield {"url": f"http://127.0.0.1:{port}/mcp"}
+    finally:
+        stop_tree(process.pid)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_issue31_results_are_bounded_in_parts_and_nesting_before_they_are_parsed(
+    tmp_path: Path, transport: str
+) -> None:
+    """A result under the size cap made of 120,000 one-character parts was parsed, size-checked and re-serialized
+    on the gateway's loop (the caller waited 20 s, everyone else up to 7 s). Now a message past max_result_parts
+    or max_result_depth is refused before the SDK parses it (by the relay, or off the loop over HTTP), with an
+    error naming the limit, and the server stays connected."""
+    context: Any = http_hostile_server(free_port()) if transport == "http" else nullcontext(hostile_server(""))
+    with context as server:
+        config = write_config(tmp_path, {"bulk": server}, {"me": {"scopes": ["*"]}}, local_principal="me")
+
+        async def session() -> None:
+            async with stdio_gateway(config) as client:
+                few = await call(client, "bulk.parts", {"count": 10})
+                assert not few.is_error and len(few.content) == 10, tool_text(few)
+                many = await call(client, "bulk.parts", {"count": 120_000})
+                assert many.is_error and len(many.content) == 1, len(many.content)
+                assert "120,000 content parts, over the gateway's limit of 1,000 (max_result_parts)" in tool_text(many)
+                deep = await call(client, "bulk.parts", {"depth": 200})
+                assert deep.is_error and "over the gateway's limit of 64 (max_result_depth)" in tool_text(deep)
+                again = await call(client, "bulk.parts", {"count": 3})
+                assert not again.is_error and len(again.content) == 3  # the server is still fine for the next call
+
+        anyio.run(session)
+
+
+def test_issue31_a_sync_registers_new_tools_within_its_budget_and_the_next_carries_on(tmp_path: Path) -> None:
+    """The first sync embedded every new tool with no CPU bound (40 tools of 3 KB were still importing after 120 s,
+    holding everyone at the start deadline). A sync now registers tools in batches within
+    import_seconds_per_sync; the rest is pinned and registered by the next syncs, while the server is up."""
+    server = hostile_server("heavy", HOSTILE_TOOLS="12")
+    config = write_config(tmp_path, {"heavy": server}, {}, import_seconds_per_sync=1e-9)  # one batch per sync
+    first = sync(config)
+    assert first["state"] == "up" and len(first["imported"]) == 8, first  # IMPORT_BATCH of the 13 listed
+    registry = ToolRegistry(load_config(config).store)
+    assert len(registry.tools()) == 8
+    second = sync(config)
+    assert len(second["imported"]) == 5 and second["quarantined"] == [], second  # approved in the first: not held
+    assert len(ToolRegistry(load_config(config).store).tools()) == 13
+
+
+def test_issue31_text_that_changes_at_every_listing_is_imported_with_back_off_and_audited_once_per_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upstream whose text changed at every listing was rescanned at every liveness listing forever and wrote a
+    row per tool and sync (400 per sync). Now imports of a listing that keeps changing back off (doubling), and the
+    quarantine of a tool already quarantined is one row for the whole sync."""
+    from toolrag.mcp import upstream
+    from toolrag.mcp.gateway import McpGateway
+
+    monkeypatch.setattr(upstream, "MIN_REFRESH_SECONDS", 0.01)  # list as often as the loop allows
+    churning = 20
+    server = hostile_server("churn", HOSTILE_TOOLS=str(churning))
+    config = write_config(tmp_path, {"churn": server}, {}, ping_interval_seconds=0.01)
+    gateway = McpGateway.from_config(load_config(config))
+    counts = {"listings": 0, "imports": 0}
+    connection = gateway.pool.upstreams["churn"]
+    listed, imported = connection._listed, connection._on_tools
+
+    async def counted_listing(client: Any) -> Any:
+        counts["listings"] += 1
+        return await listed(client)
+
+    async def counted_import(*args: Any) -> None:
+        counts["imports"] += 1
+        await imported(*args)
+
+    monkeypatch.setattr(connection, "_listed", counted_listing)
+    monkeypatch.setattr(connection, "_on_tools", counted_import)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            await gateway.start(group)
+            while counts["listings"] < 60:
+                await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+
+    anyio.run(run)
+    assert counts["imports"] * 3 <= counts["listings"], counts
+    rows = gateway.registry.store.audit_log(limit=100_000)
+    # per tool: imported, then quarantined once; every later sync: one row for all of them
+    assert len(rows) <= 2 * churning + counts["imports"], (len(rows), counts)
+    assert any("20 quarantined tools changed again" in row.detail for row in rows), rows[:3]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from toolrag import ToolRegistry, tool
 from toolrag.access import Grant
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.oauth import OAuthConfig
+from toolrag.server.guard import Refused
+from toolrag.server.oauth import JwtVerifier, OAuthConfig
 
 from .conftest import SAMPLE_TOOLS
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
@@ -335,8 +338,8 @@ def test_the_api_takes_access_tokens_with_roles_from_their_rules(issuer: Issuer,
         def as_token(scope: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {issuer.token(url, scope)}"}
 
-        found = httpx.post(
-            f"{url}/search", json={"query": "refund the card payment"}, headers=as_token("billing:write")
+        found = httpx.post(  # the first search loads the model and the issuer's keys: slow on a busy machine
+            f"{url}/search", json={"query": "refund the card payment"}, headers=as_token("billing:write"), timeout=120
         )
         assert found.status_code == 200 and "billing.refund_payment" in [r["name"] for r in found.json()["results"]]
         hidden = httpx.post(f"{url}/search", json={"query": "refund the card payment"}, headers=as_token("mcp"))
@@ -493,3 +496,51 @@ def test_issue25_one_policy_gives_every_entry_point_the_same_tools(issuer: Issue
             assert answer.is_error and "local_principal" in answer.content[0].text
 
     anyio.run(refused)
+
+
+@contextmanager
+def serving_keys(document: dict[str, Any]) -> Iterator[str]:
+    """An issuer's key endpoint answering `document`; its URL."""
+    body = json.dumps(document).encode()
+
+    class Keys(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    keys = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    threading.Thread(target=keys.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{keys.server_address[1]}/jwks.json"
+    finally:
+        keys.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("shape", "reason"),
+    [
+        ("keys", "holds 100 keys, over the limit of 64 (jwks_max_keys)"),
+        ("bytes", "over 262,144 bytes (jwks_max_bytes)"),
+    ],
+)
+def test_issue31_the_issuers_keys_are_bounded_in_bytes_and_count(issuer: Issuer, shape: str, reason: str) -> None:
+    """The JWKS answer was parsed on the event loop with no bound on its size or its keys (4,001 keys were each built
+    and checked). Now an answer past jwks_max_bytes stops being read, one past jwks_max_keys is refused before a key
+    is built, and the token is refused saying why, even though its key is among them."""
+    public = issuer.jwks()["keys"][0]
+    if shape == "keys":  # 100 keys (45 KB): the issue's 4,001 would meet the byte bound first
+        document = {"keys": [*({**public, "kid": f"decoy-{n}"} for n in range(99)), public]}
+    else:
+        document = {"keys": [public], "padding": "x" * 400_000}
+    with serving_keys(document) as jwks_url:
+        audience = "https://tools.example"
+        verifier = JwtVerifier(OAuthConfig(issuer=issuer.url, audience=audience, jwks_url=jwks_url))
+        token = issuer.token(audience, "mcp")
+        with pytest.raises(Refused, match=re.escape(reason)):
+            anyio.run(verifier.verify, token)

@@ -98,6 +98,12 @@ class GatewayConfig(BaseModel):
     max_result_bytes: int = Field(
         default=4_194_304, ge=1024, description="larger results of upstream calls are refused with an error"
     )
+    max_result_parts: int = Field(
+        default=1000, ge=1, description="results of upstream calls with more content parts are refused with an error"
+    )
+    max_result_depth: int = Field(
+        default=64, ge=8, description="upstream messages nested deeper are refused with an error"
+    )
     session_idle_timeout_seconds: float = Field(default=300.0, gt=0, description="an idle HTTP session ends then")
     max_sessions: int = Field(default=10_000, ge=1, description="HTTP sessions open at once, all principals")
     max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")
@@ -122,8 +128,23 @@ class GatewayConfig(BaseModel):
         description="CPU seconds one sync of a server spends scanning new tool text at most; new tools past it stay"
         " quarantined until a later sync scans them",
     )
+    import_seconds_per_sync: float = Field(
+        default=10.0,
+        gt=0,
+        description="CPU seconds one sync of a server spends registering (embedding) tools at most; the rest is"
+        " registered by the next syncs, and the gateway is ready meanwhile",
+    )
     max_tools_per_server: int = Field(
         default=2000, ge=1, description="tools of one server imported at most; the rest are refused (and audited)"
+    )
+    max_list_pages: int = Field(
+        default=100, ge=1, description="pages of one server's tool list read at most; a longer list is refused"
+    )
+    max_list_bytes: int = Field(
+        default=33_554_432, ge=1024, description="bytes of one server's tool list read at most; a larger one is refused"
+    )
+    list_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="for reading one server's whole tool list; a slower one is refused"
     )
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     principals: dict[str, Grant] = Field(

@@ -121,16 +121,17 @@ class McpGateway:
     async def _on_tools(self, server: str, tools: list[types.Tool], instructions: str | None) -> None:
         report = await anyio.to_thread.run_sync(self.importer.apply, server, tools, instructions)
         self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
-        if report.unscanned:  # the scan budget ran out: the next listing imports (and scans) again
+        if report.unscanned or report.deferred:  # a budget ran out: the next listing imports (and scans) again
             self.pool.upstreams[server].import_again()
         log.info(
-            "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused",
+            "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused, %d left for the next sync",
             server,
             len(report.imported),
             len(report.unchanged),
             len(report.quarantined),
             len(report.deactivated),
             len(report.refused),
+            len(report.deferred) + len(report.unscanned),
         )
 
     def check(self) -> StartupCheck:
@@ -238,6 +239,11 @@ class McpGateway:
         server, tool = split_name(name)
         with tracing.span("toolrag.upstream.call", server=server, tool=tool):
             result = await self.pool.call(server, tool, arguments)
+        # Serializing for the size check and scanning are work in proportion to the result: not on the loop.
+        return await anyio.to_thread.run_sync(self._inspected, name, result)
+
+    def _inspected(self, name: str, result: types.CallToolResult) -> types.CallToolResult:
+        """The result once its size is checked (an error answer raises) and, with `scan_results`, scanned."""
         size, limit = len(result.model_dump_json(by_alias=True, exclude_none=True)), self.settings.max_result_bytes
         if size > limit:
             raise UpstreamCallFailed(
@@ -246,10 +252,8 @@ class McpGateway:
             )
         if result.is_error:
             text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent)) or "no details"
-            raise UpstreamCallFailed(f"MCP server {server!r} reported an error: {text}")
-        if self.settings.scan_results != "off":
-            result = await anyio.to_thread.run_sync(self._checked, name, result)
-        return result
+            raise UpstreamCallFailed(f"MCP server {split_name(name)[0]!r} reported an error: {text}")
+        return self._checked(name, result) if self.settings.scan_results != "off" else result
 
     def _checked(self, name: str, result: types.CallToolResult) -> types.CallToolResult:
         """The result with instructions aimed at the model flagged or removed (`scan_results`), and audited."""

@@ -39,6 +39,7 @@ log = logging.getLogger("toolrag.mcp")
 
 
 MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
+IMPORT_BATCH = 8  # tools registered (embedded) between two looks at a sync's import budget
 
 
 def source_of(server: str) -> str:
@@ -72,6 +73,7 @@ class SyncReport:
     deactivated: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     unscanned: list[str] = field(default_factory=list)  # new tools the sync had no scan budget left for
+    deferred: list[str] = field(default_factory=list)  # approved tools the sync had no import budget left for
 
     def merged(self, later: SyncReport) -> SyncReport:
         """Both syncs in one report; a tool imported by the first and unchanged in the second stays imported."""
@@ -84,6 +86,7 @@ class SyncReport:
             list(dict.fromkeys(self.deactivated + later.deactivated)),
             list(dict.fromkeys(self.refused + later.refused)),
             later.unscanned,
+            later.deferred,
         )
 
 
@@ -142,9 +145,28 @@ class ToolImporter:
         for name, tool in current.items():
             if name not in listed_names and tool.active:
                 plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
-        self.registry.store.save_pins(plan.pins, plan.audit)
-        self.registry.write_merged(plan.edits)
+        self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins))
+        self._write_tools(plan)
         return plan.report
+
+    def _write_tools(self, plan: _Plan) -> None:
+        """Write what the sync planned within its import budget (`import_seconds_per_sync` of CPU: embedding new
+        text is the costly part), in batches, each merged over the tools as operators left them; what is past the
+        budget is left for the next sync, which finds it pinned and not registered and writes it then
+        (`SyncReport.deferred`). Deactivations come first: they embed nothing. At least one batch is written, so
+        every sync makes progress."""
+        inactive = {name: edit for name, edit in plan.edits.items() if edit is deactivated}
+        active = [(name, edit) for name, edit in plan.edits.items() if edit is not deactivated]
+        if inactive:
+            self.registry.write_merged(inactive)
+        budget, started = self.settings.import_seconds_per_sync, time.process_time()
+        for first in range(0, len(active), IMPORT_BATCH):
+            if first and time.process_time() - started > budget:
+                deferred = {name for name, _ in active[first:]}
+                plan.report.deferred = sorted(deferred)
+                plan.report.imported = [name for name in plan.report.imported if name not in deferred]
+                return
+            self.registry.write_merged(dict(active[first : first + IMPORT_BATCH]))
 
     @staticmethod
     def _carry_over(plan: _Plan, pin: Pin, digest: str) -> Pin:
@@ -256,6 +278,24 @@ def synced(current: Tool | None, upstream: Tool) -> Tool:
 def deactivated(current: Tool | None) -> Tool | None:
     """The tool as it is, inactive (None, nothing to write, when it is gone or inactive already)."""
     return None if current is None or not current.active else current.model_copy(update={"active": False})
+
+
+def collapsed(audit: list[AuditEntry], pins_before: dict[str, Pin]) -> list[AuditEntry]:
+    """The sync's audit rows, with the quarantines of tools that were quarantined already (a server whose text
+    changes at every listing) written as one row for the sync instead of one per tool and sync; a single one keeps
+    its own row."""
+    again = [row for row in audit if row.action == "quarantined" and _was_quarantined(pins_before.get(row.tool or ""))]
+    if len(again) < 2:
+        return audit
+    names = ", ".join(str(row.tool) for row in again[:5]) + (f" and {len(again) - 5:,} more" if len(again) > 5 else "")
+    detail = f"{len(again):,} quarantined tools changed again: {names}"
+    summary = AuditEntry("quarantined", detail, None, again[0].server)
+    written = {id(row) for row in again}
+    return [row for row in audit if id(row) not in written] + [summary]
+
+
+def _was_quarantined(pin: Pin | None) -> bool:
+    return pin is not None and pin.quarantined
 
 
 def _reason(pin: Pin | None, findings: tuple[str, ...]) -> str:

@@ -5,25 +5,26 @@ square of the line's length: a hostile server's 20 MB result took 9 s of the gat
 The gateway starts each stdio upstream under this relay instead: the server's stdin and stderr are its own, its
 stdout passes through here in linear time, line by line, and a line past `--max-bytes` is not buffered but skipped
 to its end; the request it answered gets a JSON-RPC error saying why (its id is read from the line's first or last
-bytes, wherever the server's serializer put it), so the call fails at once and the connection stays up.
+bytes, wherever the server's serializer put it), so the call fails at once and the connection stays up. A line
+under the cap is checked against the other bounds of one message (nesting, content parts, tools in a page:
+mcp/bounds.py) here, in the relay's process, before the gateway's SDK parses it.
 
-    python -m toolrag.mcp.relay --max-bytes 4194304 -- COMMAND [ARGS...]
+    python -m toolrag.mcp.relay --max-bytes 4194304 --max-depth 64 --max-parts 1000 --max-tools 2000 -- COMMAND ...
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
+from toolrag.mcp.bounds import EDGE, REFUSED, MessageBounds, request_id
+
 _CHUNK = 65536
-_EDGE = 512  # bytes kept from each end of a skipped line: where serializers write the message's id
-_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
 
 
-def relay(command: list[str], max_bytes: int, out: int) -> int:
+def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | None = None) -> int:
     """Run `command`, copying its stdout to the file descriptor `out` with lines bounded; its exit status."""
     server = subprocess.Popen(command, stdout=subprocess.PIPE)
     assert server.stdout is not None
@@ -32,7 +33,7 @@ def relay(command: list[str], max_bytes: int, out: int) -> int:
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             line.add(chunk[start:end], max_bytes)
-            _write(out, line.finished(max_bytes))
+            _write(out, line.finished(max_bytes, bounds))
             line, start = _Line(), end + 1
         line.add(chunk[start:], max_bytes)
     return server.wait()
@@ -47,31 +48,35 @@ class _Line:
         self.head = self.tail = b""
 
     def add(self, part: bytes, max_bytes: int) -> None:
-        if len(self.head) < _EDGE:
-            self.head += part[: _EDGE - len(self.head)]
-        self.tail = (self.tail + part)[-_EDGE:]
+        if len(self.head) < EDGE:
+            self.head += part[: EDGE - len(self.head)]
+        self.tail = (self.tail + part)[-EDGE:]
         self.size += len(part)
         if self.kept is not None and self.size <= max_bytes:
             self.kept.append(part)
         else:
             self.kept = None  # past the cap: from now on only its ends are kept
 
-    def finished(self, max_bytes: int) -> bytes:
-        if self.kept is not None:
-            return b"".join(self.kept) + b"\n"
-        return _refusal(self.head, self.tail, self.size, max_bytes)
+    def finished(self, max_bytes: int, bounds: MessageBounds | None) -> bytes:
+        if self.kept is None:
+            return _refusal(self.head, self.tail, self.size, max_bytes)
+        message = b"".join(self.kept)
+        refused = bounds.refusal(message) if bounds is not None else None
+        if refused is not None:
+            return refused + b"\n" if refused else b""
+        return message + b"\n"
 
 
 def _refusal(head: bytes, tail: bytes, size: int, max_bytes: int) -> bytes:
     """The JSON-RPC error that answers the skipped message's request, or nothing for a notification."""
-    found = _ID.search(head) or _ID.search(tail)
+    found = request_id(head, tail)
     if found is None:
         return b""
     message = (
         f"the MCP server's answer of {size:,} bytes is over the gateway's limit of {max_bytes:,} bytes for one message"
         " (max_result_bytes): ask for less (a filter, a page, a range)"
     )
-    error = {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "error": {"code": -32001, "message": message}}
+    error = {"jsonrpc": "2.0", "id": found, "error": {"code": REFUSED, "message": message}}
     return json.dumps(error).encode() + b"\n"
 
 
@@ -81,11 +86,22 @@ def _write(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+_OPTIONS = ("--max-bytes", "--max-depth", "--max-parts", "--max-tools")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[0] != "--max-bytes" or argv[2] != "--":
-        print("usage: python -m toolrag.mcp.relay --max-bytes N -- COMMAND [ARGS...]", file=sys.stderr)
+    split = argv.index("--") if "--" in argv else len(argv)
+    options, command = argv[:split], argv[split + 1 :]
+    given = dict(zip(options[::2], options[1::2], strict=False))
+    if not command or len(options) % 2 or not given.keys() <= set(_OPTIONS) or "--max-bytes" not in given:
+        usage = " ".join(f"[{option} N]" for option in _OPTIONS[1:])
+        print(f"usage: python -m toolrag.mcp.relay --max-bytes N {usage} -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
-    return relay(argv[3:], int(argv[1]), sys.stdout.fileno())
+    limits = {option: int(value) for option, value in given.items()}
+    bounds = None
+    if {"--max-depth", "--max-parts", "--max-tools"} <= limits.keys():
+        bounds = MessageBounds(limits["--max-depth"], limits["--max-parts"], limits["--max-tools"])
+    return relay(command, limits["--max-bytes"], sys.stdout.fileno(), bounds)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Connections to upstream MCP servers: one long-lived client per server, kept alive and reconnected with backoff.
 
 Each `Upstream` runs as a task: connect (stdio or streamable HTTP, official SDK; the handshake has the connect
-timeout), list the tools and hand them to the importer (which has no deadline: a large server's first import is
-work, not a hang), then wait, answering `tools/list_changed` by listing again (at most once a second) and listing
-periodically to notice a hung or dead server. When the connection fails, calls fail fast with the reason until the
-reconnection succeeds. Each upstream says what state it is in and since when (`UpstreamStatus`), so answers given
-while a server is still connecting can say so instead of "no tool fits".
+timeout), list the tools (bounded in pages, bytes, tools and time while read) and hand them to the importer (which
+has a CPU budget per sync, not a deadline: a large server's first import is work, not a hang), then wait,
+answering `tools/list_changed` by listing again (at most once a second) and listing periodically to notice a hung
+or dead server; a listing that changes every time is imported with a back-off. When the connection fails, calls
+fail fast with the reason until the reconnection succeeds. Each upstream says what state it is in and since when
+(`UpstreamStatus`), so answers given while a server is still connecting can say so instead of "no tool fits".
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -26,11 +27,14 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from toolrag.errors import ToolragError
+from toolrag.mcp.bounds import CHECKER, REFUSED, MessageBounds
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.model import utc_now
 
 State = Literal["connecting", "importing", "up", "down"]
 MIN_REFRESH_SECONDS = 1.0  # between two listings: a server sending list_changed without pause cannot keep us busy
+CHURN_GRACE = 2  # listings in a row with changed tools imported at once; past them, imports back off
+MAX_CHURN_WAIT_SECONDS = 300.0
 # (server, its tools, its instructions from the handshake)
 ToolsHandler = Callable[[str, list[types.Tool], str | None], Awaitable[None]]
 
@@ -41,6 +45,38 @@ class UpstreamUnavailable(ToolragError):
 
 class UpstreamCallFailed(ToolragError):
     """The upstream server answered a call with an error, or did not answer in time."""
+
+
+class ListingRefused(UpstreamUnavailable):
+    """The server's tool list went past a limit while it was read: it is not imported."""
+
+
+@dataclass
+class Listing:
+    """A tool list as it is read, page by page: its tools, their serialized size and their hash."""
+
+    tools: list[types.Tool] = field(default_factory=list)
+    pages: int = 0
+    bytes: int = 0
+    note: str | None = None  # why the list was not read to its end, when it holds more tools than are imported
+    _hash: Any = field(default_factory=hashlib.sha256)
+
+    def add(self, tools: list[types.Tool], max_tools: int) -> None:
+        """One page; past `max_tools` one tool more is kept (the importer refuses it, saying why) and no more."""
+        self.pages += 1
+        room = max_tools + 1 - len(self.tools)
+        if len(tools) >= room:
+            tools = tools[:room]
+            self.note = f"it lists more than {max_tools:,} tools (max_tools_per_server): the first ones are imported"
+        for tool in tools:
+            serialized = tool.model_dump_json().encode()
+            self.bytes += len(serialized)
+            self._hash.update(serialized)
+        self.tools.extend(tools)
+
+    @property
+    def digest(self) -> str:
+        return str(self._hash.hexdigest())
 
 
 @dataclass
@@ -76,10 +112,14 @@ class Upstream:
         self.attempted = anyio.Event()  # set once the first attempt has ended: imported, or failed
         self._client: Client | None = None
         self._wake = anyio.Event()
-        self._changed = False
+        self._again = False  # import the next listing even if it is unchanged (a sync's budget ran out)
         self._broken: str | None = None
-        self._listing = ""
+        self._listing = ""  # the hash of the listing last imported
+        self._seen = ""  # the hash of the last listing
+        self._churn = 0  # listings in a row that differed from the one before
+        self._imported_at = 0.0
         self._listed_at = 0.0
+        self.listing_note: str | None = None  # a limit the last listing reached, for the status
 
     # -- the connection task ------------------------------------------------------------------------------------
 
@@ -104,7 +144,7 @@ class Upstream:
             self.state, self.since = state, utc_now()
 
     async def _connected_session(self) -> None:
-        self._broken, self._changed = None, False
+        self._broken = None
         connected = anyio.Event()
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as group:
@@ -137,17 +177,20 @@ class Upstream:
                 raise UpstreamUnavailable(self._broken)
             # Listing again is the liveness probe (ping is gone from protocol 2026-07-28); it also catches servers
             # that change their tools without sending tools/list_changed.
-            forced, self._changed = self._changed, False
+            forced, self._again = self._again, False
             with anyio.fail_after(self.settings.call_timeout_seconds):
                 await self._refresh(client, forced)
 
     def _client_for_server(self) -> Client:
         """A client whose answers are bounded as they are read: a stdio server runs under the relay (mcp/relay.py),
         an HTTP server's responses stop at the cap (`_BoundedTransport`)."""
-        server = self.server
-        cap = message_cap(self.settings.max_result_bytes)
+        server, settings = self.server, self.settings
+        cap = message_cap(settings.max_result_bytes)
+        bounds = MessageBounds(settings.max_result_depth, settings.max_result_parts, settings.max_tools_per_server)
         if server.command is not None:
-            relayed = ["-m", "toolrag.mcp.relay", "--max-bytes", str(cap), "--", server.command, *server.args]
+            limits = ["--max-bytes", str(cap), "--max-depth", str(bounds.max_depth)]
+            limits += ["--max-parts", str(bounds.max_parts), "--max-tools", str(bounds.max_tools)]
+            relayed = ["-m", "toolrag.mcp.relay", *limits, "--", server.command, *server.args]
             target: Any = StdioServerParameters(
                 command=sys.executable, args=relayed, env=server.env or None, cwd=server.cwd
             )
@@ -156,39 +199,77 @@ class Upstream:
             http = httpx2.AsyncClient(
                 headers=server.headers,
                 timeout=self.settings.call_timeout_seconds,
-                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap),
+                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds),
             )
             target = streamable_http_client(server.url, http_client=http)
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
 
     async def _refresh(self, client: Client, forced: bool = True) -> None:
-        """List the tools; hand them to the importer when asked to, or when they differ from the last listing."""
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        self.tool_count = len(tools)
+        """List the tools; hand them to the importer when asked to, or when they differ from the last import
+        (backing off when they change at every listing)."""
+        listing = await self._listed(client)
+        self.tool_count = len(listing.tools)
         self._listed_at = time.monotonic()
-        listing = hashlib.sha256(b"".join(t.model_dump_json().encode() for t in tools)).hexdigest()
-        if forced or listing != self._listing:
-            self._listing = listing
-            await self._on_tools(self.name, tools, client.instructions)
-            self.last_import = utc_now()
+        self._churn = self._churn + 1 if listing.digest != self._seen else 0
+        self._seen = listing.digest
+        self.listing_note = listing.note
+        if not forced and listing.digest == self._listing:
+            return
+        wait = self._churn_wait()
+        if not forced and time.monotonic() - self._imported_at < wait:
+            self.listing_note = f"its tools change at every listing: imported again at most every {wait:g} s"
+            return
+        self._listing, self._imported_at = listing.digest, time.monotonic()
+        await self._on_tools(self.name, listing.tools, client.instructions)
+        self.last_import = utc_now()
+
+    def _churn_wait(self) -> float:
+        """How long after the last import a changed listing waits: nothing for the first changes in a row, then
+        twice as long at every further change (a server whose text changes at every listing was scanned, and
+        audited, at every liveness listing)."""
+        if self._churn <= CHURN_GRACE:
+            return 0.0
+        interval = max(self.settings.ping_interval_seconds, MIN_REFRESH_SECONDS)  # between two listings
+        doubled = interval * 2.0 ** (self._churn - CHURN_GRACE)
+        return min(doubled, MAX_CHURN_WAIT_SECONDS)
+
+    async def _listed(self, client: Client) -> Listing:
+        """Every page of the server's tool list, bounded while it is read: in pages, bytes and time (a server
+        whose listing never ends is refused, `ListingRefused`) and in tools (past `max_tools_per_server` the rest
+        is not read; the first ones are imported and the listing says so)."""
+        settings, listing = self.settings, Listing()
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(settings.list_timeout_seconds):
+                for _ in range(settings.max_list_pages):
+                    page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+                    # Serializing a page for its size and hash is work in proportion to it: not on the loop.
+                    await anyio.to_thread.run_sync(listing.add, page.tools, settings.max_tools_per_server)
+                    if listing.bytes > settings.max_list_bytes:
+                        raise ListingRefused(
+                            f"its tool list is over {settings.max_list_bytes:,} bytes (max_list_bytes)"
+                            f" after {listing.pages} pages"
+                        )
+                    cursor = page.next_cursor
+                    if cursor is None or listing.note is not None:
+                        return listing
+        except TimeoutError:
+            raise ListingRefused(
+                f"its tool list did not end within {settings.list_timeout_seconds:g} s (list_timeout_seconds):"
+                f" {listing.pages} pages read"
+            ) from None
+        raise ListingRefused(f"its tool list did not end within {settings.max_list_pages:,} pages (max_list_pages)")
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            self._changed = True
             self._wake.set()
         elif isinstance(message, Exception):
             self._break(_describe(message))
 
     def import_again(self) -> None:
-        """Hand the next listing to the importer even if it is unchanged (tools are waiting to be scanned)."""
-        self._changed = True
+        """Hand the next listing to the importer even if it is unchanged (tools are waiting to be scanned or
+        registered)."""
+        self._again = True
 
     def _break(self, reason: str) -> None:
         self._broken = reason
@@ -228,7 +309,7 @@ class Upstream:
             self.state,
             self.since,
             self.tool_count,
-            self.last_error,
+            self.last_error or self.listing_note,
             self.reconnects,
             self.last_import,
         )
@@ -281,16 +362,18 @@ def message_cap(max_result_bytes: int) -> int:
 class _BoundedTransport(httpx2.AsyncBaseTransport):
     """An HTTP transport whose responses stop being read at `cap` bytes of one message: a larger one is dropped
     and the request it answered gets a JSON-RPC error instead (as the stdio relay does, mcp/relay.py), so the call
-    fails at once and the session stays up."""
+    fails at once and the session stays up. A message under the cap is checked against `bounds` (mcp/bounds.py)
+    before it is passed on, off the event loop."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int, bounds: MessageBounds) -> None:
         self.inner = inner
         self.cap = cap
+        self.bounds = bounds
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
         events = response.headers.get("content-type", "").startswith("text/event-stream")
-        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events)
+        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events, self.bounds)
         return response
 
     async def aclose(self) -> None:
@@ -300,8 +383,9 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
 class _BoundedStream(httpx2.AsyncByteStream):
     """A response body passed on a whole message at a time (an SSE event, or the JSON body), none over `cap`."""
 
-    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool) -> None:
+    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool, bounds: MessageBounds) -> None:
         self.inner, self.cap, self.request_id, self.events = inner, cap, request_id, events
+        self.bounds = bounds
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = bytearray()
@@ -309,7 +393,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
         async for chunk in self.inner:
             pending += chunk
             while self.events and (end := _event_end(pending, max(0, scanned - 3))) > 0:
-                yield bytes(pending[:end])
+                yield await self._bounded(bytes(pending[:end]))
                 del pending[:end]
                 scanned = 0
             scanned = len(pending)
@@ -318,14 +402,22 @@ class _BoundedStream(httpx2.AsyncByteStream):
                 yield self._refusal()
                 return
         if pending:
-            yield bytes(pending)
+            yield await self._bounded(bytes(pending))
+
+    async def _bounded(self, message: bytes) -> bytes:
+        """The message, or the error that replaces it when it is past the bounds of one message."""
+        data = _event_data(message) if self.events else message
+        refused = await CHECKER.refusal(self.bounds, data)
+        if refused is None:
+            return message
+        return b"event: message\ndata: " + refused + b"\n\n" if self.events and refused else refused
 
     def _refusal(self) -> bytes:
         message = (
             f"the MCP server's answer is over the gateway's limit of {self.cap:,} bytes for one message"
             " (max_result_bytes): ask for less (a filter, a page, a range)"
         )
-        error = json.dumps({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": -32001, "message": message}})
+        error = json.dumps({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": REFUSED, "message": message}})
         return f"event: message\ndata: {error}\n\n".encode() if self.events else error.encode()
 
     async def aclose(self) -> None:
@@ -336,6 +428,12 @@ def _event_end(buffer: bytearray, start: int) -> int:
     """Where the first complete SSE event of `buffer` ends (after its blank line), looking from `start`, or 0."""
     ends = [i + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(mark, start)) >= 0]
     return min(ends, default=0)
+
+
+def _event_data(event: bytes) -> bytes:
+    """The data of one SSE event (its `data:` lines joined), which is the JSON-RPC message."""
+    lines = event.replace(b"\r\n", b"\n").split(b"\n")
+    return b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
 
 
 def _request_id(request: httpx2.Request) -> Any:

@@ -12,11 +12,14 @@
 Static bearer tokens keep working beside it. JWKS keys are cached and fetched without blocking anyone: one fetch at
 a time, with a short timeout, awaited only by requests whose key is not known yet; an unknown key id starts a new
 fetch at most once a minute, so tokens naming random keys can neither flood the issuer nor stall other requests.
+The issuer's answer is untrusted too: it is read up to `jwks_max_bytes`, and parsed off the event loop only if it
+holds at most `jwks_max_keys` keys (each key is built and checked: 4,001 keys held the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 from urllib.parse import urlparse
@@ -51,6 +54,8 @@ class OAuthConfig(BaseModel):
     tenant_claim: str | None = "tenant"
     scopes_claim: str = Field(default="scope", description="space-separated scopes, or a list (e.g. `scp`)")
     leeway_seconds: int = Field(default=30, ge=0, le=300, description="clock skew allowed on exp and nbf")
+    jwks_max_bytes: int = Field(default=262_144, ge=1024, description="a larger JWKS answer is refused")
+    jwks_max_keys: int = Field(default=64, ge=1, description="a JWKS with more keys is refused")
 
     @model_validator(mode="before")
     @classmethod
@@ -195,16 +200,37 @@ class JwtVerifier:
     async def _fetch(self) -> None:
         assert self.config.jwks_url is not None
         try:
-            async with httpx.AsyncClient(timeout=self.fetch_timeout) as client:
-                answer = await client.get(self.config.jwks_url)
-            answer.raise_for_status()
-            keys = jwt.PyJWKSet.from_dict(answer.json()).keys
+            body = await self._read_keys(self.config.jwks_url)
+            keys = await asyncio.to_thread(_parsed_keys, body, self.config.jwks_max_keys)
             self._keys = {key.key_id: key for key in keys if key.key_id}
             self._last_error = None
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
             self._last_error = f"the issuer's keys could not be read: {exc}"
         finally:
             self._fetching = None
+
+    async def _read_keys(self, url: str) -> bytes:
+        """The issuer's answer, read no further than `jwks_max_bytes` (raises ValueError past it)."""
+        limit = self.config.jwks_max_bytes
+        body = bytearray()
+        async with httpx.AsyncClient(timeout=self.fetch_timeout) as client, client.stream("GET", url) as answer:
+            answer.raise_for_status()
+            async for chunk in answer.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise ValueError(f"the answer is over {limit:,} bytes (jwks_max_bytes)")
+        return bytes(body)
+
+
+def _parsed_keys(body: bytes, max_keys: int) -> list[jwt.PyJWK]:
+    """The keys of a JWKS answer, refused (ValueError) past `max_keys` before any key is built."""
+    document = json.loads(body)
+    keys = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(keys, list):
+        raise ValueError("the answer is not a JSON Web Key Set (no `keys` list)")
+    if len(keys) > max_keys:
+        raise ValueError(f"the answer holds {len(keys):,} keys, over the limit of {max_keys:,} (jwks_max_keys)")
+    return list(jwt.PyJWKSet.from_dict(document).keys)
 
 
 def _checked_pem(pem: str) -> str:
