@@ -31,6 +31,7 @@ from toolrag.errors import (
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
+from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
@@ -181,12 +182,21 @@ class StartupOut(BaseModel):
     orphans: list[str] = Field(description="tools whose function or MCP server is gone, with why (admin tokens only)")
 
 
+class ScheduleOut(BaseModel):
+    ok: bool = Field(description="the scheduler's latest tick worked (it reads and writes the store)")
+    failures: int = Field(description="failed ticks in a row")
+    failing_since: datetime | None
+    error: str | None = Field(description="what the latest failed tick raised (admin tokens only)")
+    retry_in_seconds: float | None = Field(description="while failing: the back-off before the next try")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     tools: int = Field(description="active tools (for tokens other than admin: those its principal may use)")
     generation: int | None = Field(description="the registry's change counter (admin tokens only)")
     model: str | None
     startup: StartupOut | None = Field(default=None, description="what the check before serving found and did")
+    schedule: ScheduleOut | None = Field(default=None, description="how the scheduled jobs' ticks are going")
 
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -206,10 +216,13 @@ def create_app(
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     startup: StartupCheck | None = None,
     upstreams: Callable[[], list[dict[str, Any]]] | None = None,
+    *,
+    schedule: Callable[[], ScheduleHealth] | None = None,
 ) -> FastAPI:
     """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
     (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open). `startup`: what the check
-    before serving found, shown by /health. `upstreams`: the MCP upstreams' states, for the console."""
+    before serving found, shown by /health. `upstreams`: the MCP upstreams' states, for the console. `schedule`:
+    how the scheduled jobs' ticks are going, shown by /health."""
     metrics = ApiMetrics(registry)
     limiter = RateLimiter(config.rate_limits)
     app = FastAPI(
@@ -309,16 +322,20 @@ def create_app(
     def health(who: Reader) -> Health:
         model = registry.store.index_model()
         checked = startup_out(who)
-        if who.role == "admin":
+        admin = who.role == "admin"
+        ticks = ScheduleOut.model_validate(schedule().shown(admin)) if schedule else None
+        if admin:
             return Health(
                 status="ok",
                 tools=registry.snapshot().live_count,
                 generation=registry.generation,
                 model=model and model.model_id,
                 startup=checked,
+                schedule=ticks,
             )
         tools = len(registry.visible_tools(who.principal))
-        return Health(status="ok", tools=tools, generation=None, model=model and model.model_id, startup=checked)
+        model_id = model and model.model_id
+        return Health(status="ok", tools=tools, generation=None, model=model_id, startup=checked, schedule=ticks)
 
     def startup_out(who: Caller) -> StartupOut | None:
         if startup is None:
