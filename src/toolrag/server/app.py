@@ -39,10 +39,9 @@ from toolrag.runtime.messages import ToolCall
 from toolrag.search.explain import Explanation
 from toolrag.server.config import ApiConfig
 from toolrag.server.console import PREFIX as CONSOLE_PREFIX
-from toolrag.server.console import SESSION as CONSOLE_SESSION
-from toolrag.server.console import console_router
+from toolrag.server.console import ConsoleSessions, console_router
 from toolrag.server.dashboard import render_dashboard
-from toolrag.server.guard import CALLER_KEY, RequestGuard
+from toolrag.server.guard import CALLER_KEY, FailureLimiter, RequestGuard
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.oauth import JwtVerifier, caller_authenticator
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
@@ -242,7 +241,8 @@ def create_app(
     # The console's pages authenticate with a session cookie instead (server/console/session.py).
     metadata = config.oauth.metadata_routes() if config.oauth else []
     app.router.routes.extend(metadata)
-    app.include_router(console_router(registry, authenticate, upstreams))
+    sessions, failures = ConsoleSessions(), FailureLimiter(config.http)
+    app.include_router(console_router(registry, authenticate, upstreams, sessions, failures))
     console_public = {f"{CONSOLE_PREFIX}login", f"{CONSOLE_PREFIX}static/console.css"}
     app.add_middleware(
         RequestGuard,
@@ -251,7 +251,8 @@ def create_app(
         challenge=config.oauth.challenge() if config.oauth else 'Bearer realm="toolrag"',
         query_token_paths=frozenset({"/dashboard"}),
         public_paths=frozenset(route.path for route in metadata) | console_public,
-        console=CONSOLE_SESSION,
+        console=sessions.cookie,
+        failures=failures,
     )
 
     bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it
