@@ -37,6 +37,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Who = TypeVar("Who")
 
 CALLER_KEY = "toolrag.caller"  # where the guard leaves the authenticated caller in the ASGI scope
+# The connection's callback (guarded_protocol) the guard calls once a request on it authenticated.
+CONNECTION_KEY = "toolrag.connection_authenticated"
 
 
 class HttpLimits(BaseModel):
@@ -48,6 +50,17 @@ class HttpLimits(BaseModel):
     header_timeout_seconds: float = Field(default=10.0, gt=0, description="to send a whole request head")
     body_timeout_seconds: float = Field(default=30.0, gt=0, description="to send a whole request body")
     keep_alive_seconds: int = Field(default=75, ge=1, description="an idle client connection stays open this long")
+    anonymous_keep_alive_seconds: int = Field(
+        default=5, ge=1, description="how long an idle connection on which no request authenticated stays open"
+    )
+    reserved_for_authenticated: float = Field(
+        default=0.25,
+        ge=0,
+        lt=1,
+        description="the share of max_connections kept for connections that authenticated: past the rest, an idle"
+        " unauthenticated connection is closed to make room, or the new one serves one request unless it"
+        " authenticates",
+    )
     max_connections: int = Field(default=2000, ge=1, description="open connections at most; more are closed")
     max_connections_per_source: int = Field(
         default=256,
@@ -292,6 +305,8 @@ class RequestGuard:
             await _respond(send, 429, "too many requests in flight for this token", [(b"retry-after", b"1")])
             return
         scope[CALLER_KEY] = caller.who
+        if (authenticated := scope.get(CONNECTION_KEY)) is not None:
+            authenticated()
         self.in_flight[caller.key] += 1
         try:
             await self._pass(scope, receive, send)
@@ -382,12 +397,20 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
     (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
     by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address) are closed as
-    they are accepted."""
+    they are accepted.
+
+    A connection on which no request authenticated yet (a public file, a sign-in page, a guess) is kept alive for
+    `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
+    `reserved_for_authenticated`: past it, the oldest idle one is closed to make room, or, with none idle, the new
+    connection serves one request and is closed unless that request authenticated."""
     per_source: Counter[str] = Counter()  # open connections by client address, for this server
+    anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
+    anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
 
     class GuardedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
         _source: str | None = None
+        _probation = False  # admitted past the anonymous share: one request, unless it authenticates
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -401,7 +424,23 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
                 return
             self._source = source
             per_source[source] += 1
+            if len(anonymous) >= anonymous_cap and not _close_an_idle_one():
+                self._probation = True
+            anonymous[self] = None
+            self.timeout_keep_alive = limits.anonymous_keep_alive_seconds
+            self.app = _marking(self.app, self._authenticated)
             self._await_head()
+
+        def _authenticated(self) -> None:
+            if self in anonymous:  # the first authenticated request: the connection's full keep-alive from now on
+                del anonymous[self]
+                self.timeout_keep_alive = limits.keep_alive_seconds
+                self._probation = False
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._probation and not self.transport.is_closing():
+                self.transport.close()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -412,12 +451,17 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
+            anonymous.pop(self, None)
             if self._source is not None:
                 per_source[self._source] -= 1
                 if per_source[self._source] <= 0:
                     del per_source[self._source]
                 self._source = None
             super().connection_lost(exc)
+
+        def idle(self) -> bool:
+            """Between requests on a kept-alive connection (uvicorn's keep-alive timer runs)."""
+            return self.timeout_keep_alive_task is not None and not self.transport.is_closing()
 
         def _await_head(self) -> None:
             self._cancel_head_timer()
@@ -432,7 +476,26 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 self.transport.close()
 
+    def _close_an_idle_one() -> bool:
+        """Close the oldest idle unauthenticated connection, if there is one."""
+        oldest = next((connection for connection in anonymous if connection.idle()), None)
+        if oldest is None:
+            return False
+        anonymous.pop(oldest, None)
+        oldest.timeout_keep_alive_handler()
+        return True
+
     return GuardedH11Protocol
+
+
+def _marking(app: ASGIApp, authenticated: Callable[[], None]) -> ASGIApp:
+    """The app, its requests' scopes carrying the connection's callback for the guard (`CONNECTION_KEY`)."""
+
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[CONNECTION_KEY] = authenticated
+        await app(scope, receive, send)
+
+    return marked
 
 
 def server_config(app: ASGIApp, host: str, port: int, limits: HttpLimits) -> Any:
