@@ -72,6 +72,9 @@ MASKED = [
     ("내 비밀번호: 사과나무", ["사과나무"]),
     ("moje heslo je kocicka", ["kocicka"]),
     ("heslo: modry kun", ["modry", "kun"]),
+    ("set my password to hunter2", ["hunter2"]),
+    ("change the password to sunshine and log in", ["sunshine"]),
+    ("set the api key to k9x2mq7pzz please", ["k9x2mq7pzz"]),
 ]
 
 UNCHANGED = [
@@ -138,6 +141,9 @@ UNCHANGED = [
     "lösenordet är fel",
     "heslo je špatně",
     "wifi code for guests",
+    "reset the password to the default one",
+    "how do I change my password to something stronger",
+    "send the password to the team",
 ]
 
 

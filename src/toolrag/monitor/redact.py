@@ -136,6 +136,8 @@ def _mask_named(text: str) -> str:
 def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
     """Where the secret named just before `at` is, if one follows."""
     if (phrase := _FOR.match(text, at)) is not None:
+        if (target := _set_to(text, phrase, name)) is not None:
+            return target
         position = phrase.end()
         for _ in range(_PHRASE_WORDS):  # "password for the mail server: ...", "пароль від пошти qwerty123"
             word = _WORD.match(text, position)
@@ -166,6 +168,21 @@ def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
     if name in _WEAK_NAMES and not _looks_secret(_word(first)) and not explicit:
         return None  # "the key is understanding the user": not a secret's value
     return start_of(text, start), _passphrase_end(text, first, _CLAUSE_END)
+
+
+def _set_to(text: str, phrase: re.Match[str], name: str) -> tuple[int, int] | None:
+    """ "set my password to hunter2", "change the password to sunshine.": after a value's name, "to" and one word
+    that ends the clause (or looks like a secret) is the new value."""
+    if phrase.group(0).strip().lower() != "to" or not _VALUE_NAME.fullmatch(name):
+        return None
+    target = _WORD.match(text, phrase.end())
+    if target is None or not _word(target) or _word(target).lower() in _NOT_SECRETS:
+        return None
+    after = _WORD.match(text, target.end())
+    ends = _word(target) != target.group(1) or after is None or _word(after).lower() in _CLAUSE_END
+    if not ends and not _looks_secret(_word(target)):
+        return None
+    return target.start(1), target.start(1) + len(_word(target))
 
 
 def _passphrase_end(text: str, first: re.Match[str], stops: frozenset[str]) -> int:
