@@ -112,6 +112,7 @@ def test_every_route_needs_a_token_and_roles_limit_writes(api: tuple[str, ToolRe
         "generation": None,
         "model": None,
         "startup": None,  # created without the check `toolrag api serve` runs (tests/test_production.py)
+        "schedule": None,  # and without its scheduler
     }
     assert call(url, "GET", "/metrics", READER).status_code == 403
 
