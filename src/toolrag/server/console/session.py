@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -45,31 +46,36 @@ class Session:
 
 
 class ConsoleSessions:
-    """The open sessions of one server, by session id."""
+    """The open sessions of one server, by session id. Read by the guard on the event loop and by the pages in
+    FastAPI's thread pool: a lock keeps the table whole."""
 
     def __init__(self, seconds: float = SESSION_SECONDS, clock: Callable[[], float] = time.time) -> None:
         self.seconds = seconds
         self.clock = clock
         self._open: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
         self.cookie = ConsoleCookie(prefix=PREFIX, login=LOGIN, cookie=COOKIE, token_of=self.token_of)
 
     def open(self, token: str) -> str:
         """A new session for `token`: its id (the cookie's value)."""
         sid = secrets.token_urlsafe(32)
-        self._open[sid] = Session(token, secrets.token_urlsafe(32), self.clock() + self.seconds)
-        while len(self._open) > MAX_SESSIONS:
-            self._open.popitem(last=False)
+        with self._lock:
+            self._open[sid] = Session(token, secrets.token_urlsafe(32), self.clock() + self.seconds)
+            while len(self._open) > MAX_SESSIONS:
+                self._open.popitem(last=False)
         return sid
 
     def get(self, sid: str) -> Session | None:
-        session = self._open.get(sid)
-        if session is not None and session.ends <= self.clock():
-            del self._open[sid]
-            return None
-        return session
+        with self._lock:
+            session = self._open.get(sid)
+            if session is not None and session.ends <= self.clock():
+                del self._open[sid]
+                return None
+            return session
 
     def close(self, sid: str) -> None:
-        self._open.pop(sid, None)
+        with self._lock:
+            self._open.pop(sid, None)
 
     def token_of(self, sid: str) -> str | None:
         session = self.get(sid)
