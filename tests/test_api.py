@@ -113,6 +113,7 @@ def test_every_route_needs_a_token_and_roles_limit_writes(api: tuple[str, ToolRe
         "generation": None,
         "model": None,
         "startup": None,  # created without the check `toolrag api serve` runs (tests/test_production.py)
+        "schedule": None,  # and without its scheduler
     }
     assert call(url, "GET", "/metrics", READER).status_code == 403
 
@@ -377,6 +378,70 @@ def test_issue25_finding9_one_source_cannot_hold_every_connection(store_url: str
             for connection in idle:
                 connection.close()
     registry.close()
+
+
+def test_issue31_unauthenticated_connections_leave_room_for_authenticated_ones(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """Eight addresses at the per-source cap, each socket kept after one public file, filled the global cap."""
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(max_connections=40, max_connections_per_source=5, anonymous_keep_alive_seconds=60)
+    public = b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n"
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        held = []
+        for source in range(2, 10):  # 8 x 5 = 40 connections, from 127.0.0.2 to 127.0.0.9
+            for _ in range(5):
+                connection = socket.create_connection(
+                    (host, int(port)), timeout=15, source_address=(f"127.0.0.{source}", 0)
+                )
+                connection.sendall(public)
+                held.append((connection, read_response(connection)))
+        try:
+            assert all(answer.startswith(b"HTTP/1.1 200") for _, answer in held)
+            answers = [call(url, "GET", "/health", ADMIN).status_code for _ in range(20)]
+            assert answers == [200] * 20
+        finally:
+            for connection, _ in held:
+                connection.close()
+    registry.close()
+
+
+def test_issue31_idle_unauthenticated_connections_are_closed_sooner(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(anonymous_keep_alive_seconds=1, keep_alive_seconds=75)
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=15) as anonymous:
+            anonymous.sendall(b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_all(anonymous).startswith(b"HTTP/1.1 200")  # closed by the server after its second
+        with socket.create_connection((host, int(port)), timeout=3) as signed:
+            signed.sendall(f"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n".encode())
+            assert read_response(signed).startswith(b"HTTP/1.1 200")
+            signed.sendall(b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(signed).startswith(b"HTTP/1.1 200")  # kept alive: it authenticated
+    registry.close()
+
+
+def read_response(connection: socket.socket) -> bytes:
+    """One whole response (its head and the Content-Length of body) from a connection that stays open."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        0,
+    )
+    while len(body) < length:
+        chunk = connection.recv(65536)
+        assert chunk, "the server closed the connection"
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def raw_request(url: str, text: str) -> bytes:

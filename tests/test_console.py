@@ -113,6 +113,19 @@ def signed_in(chromium: object, url: str, token: str) -> object:
     return page
 
 
+def form_token(page: str) -> str:
+    return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+def session_of(url: str, token: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """The cookie of a new console session, opened through the sign-in form as a browser does."""
+    with httpx.Client(base_url=url, headers=headers) as client:
+        form = client.get("/console/login")
+        signed = client.post("/console/login", data={"token": token, "csrf": form_token(form.text)})
+        assert signed.status_code == 303 and signed.headers["location"] == "/console/", signed.text[:300]
+        return {"toolrag_console": signed.cookies["toolrag_console"]}
+
+
 def shot(page: object, name: str) -> None:
     if SHOTS:
         page.screenshot(path=str(Path(SHOTS) / f"console-{name}.png"), full_page=True)  # type: ignore[attr-defined]
@@ -143,7 +156,7 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_every_page_forbids_scripts(
         assert page.url.endswith("/console/login")
         page.goto(f"{url}/console/tools")
         assert page.url.endswith("/console/login")
-    cookies = {"toolrag_console": ADMIN}
+    cookies = session_of(url, ADMIN)
     answer = httpx.get(f"{url}/console/tools", cookies=cookies)
     policy = answer.headers["content-security-policy"]
     assert "default-src 'none'" in policy and "script-src" not in policy and "<script" not in answer.text
@@ -154,7 +167,7 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_every_page_forbids_scripts(
 
 def test_forms_need_the_sessions_csrf_token_and_the_same_origin(console: tuple[str, ToolRegistry]) -> None:
     url, registry = console
-    cookies = {"toolrag_console": ADMIN}
+    cookies = session_of(url, ADMIN)
     form = {"description": "Hijacked."}
     assert httpx.post(f"{url}/console/tools/mail.send/edit", data=form, cookies=cookies).status_code == 403
     forged = {**form, "csrf": "0" * 64}
@@ -167,7 +180,7 @@ def test_forms_need_the_sessions_csrf_token_and_the_same_origin(console: tuple[s
     )
     assert refused.status_code == 403 and registry.get("mail.send").description == "Send an email to someone."
     # Another session's token does not make this session's forms valid.
-    reader_csrf = httpx.get(f"{url}/console/tools/mail.send", cookies={"toolrag_console": ACME_READER}).text
+    reader_csrf = httpx.get(f"{url}/console/tools/mail.send", cookies=session_of(url, ACME_READER)).text
     reader_token = reader_csrf.split('name="csrf" value="', 1)[1].split('"', 1)[0]
     assert reader_token != csrf
     assert (
@@ -176,6 +189,140 @@ def test_forms_need_the_sessions_csrf_token_and_the_same_origin(console: tuple[s
         ).status_code
         == 403
     )
+
+
+def test_issue31_the_cookie_names_a_server_side_session_that_sign_out_ends(console: tuple[str, ToolRegistry]) -> None:
+    """The cookie was the bearer token itself, and signing out revoked nothing: a copied cookie worked forever."""
+    url, _ = console
+    assert httpx.get(f"{url}/console/tools", cookies={"toolrag_console": ADMIN}).status_code == 303  # not a session
+    cookies = session_of(url, ADMIN)
+    assert ADMIN not in cookies["toolrag_console"]
+    copied = dict(cookies)
+    page = httpx.get(f"{url}/console/tools", cookies=cookies)
+    assert page.status_code == 200
+    signed_out = httpx.post(f"{url}/console/logout", data={"csrf": form_token(page.text)}, cookies=cookies)
+    assert signed_out.status_code == 303 and 'toolrag_console=""' in signed_out.headers["set-cookie"]
+    after = httpx.get(f"{url}/console/tools", cookies=copied)
+    assert after.status_code == 303 and after.headers["location"] == "/console/login"  # the copy no longer works
+
+
+def test_issue31_a_link_from_another_site_does_not_sign_the_operator_out(console: tuple[str, ToolRegistry]) -> None:
+    """SameSite keeps the cookie from a navigation another site starts; the redirect to the sign-in page expired
+    the cookie, so any site's link signed the operator out."""
+    url, _ = console
+    with browser() as chromium:
+        page = signed_in(chromium, url, ADMIN)
+        page.goto(f'data:text/html,<a id="away" href="{url}/console/tools">the console</a>')  # another origin
+        page.click("#away")
+        assert page.url.endswith("/console/login")  # no cookie came with that navigation
+        assert any(c["name"] == "toolrag_console" for c in page.context.cookies())
+        page.goto(f"{url}/console/tools")
+        assert page.url.endswith("/console/tools")  # still signed in
+
+
+def test_issue31_sessions_expire_and_each_has_its_own_csrf_token() -> None:
+    from toolrag.server.console.session import ConsoleSessions
+
+    now = [1000.0]
+    sessions = ConsoleSessions(seconds=60, clock=lambda: now[0])
+    first, second = sessions.open(ADMIN), sessions.open(ADMIN)
+    one, two = sessions.get(first), sessions.get(second)
+    assert one is not None and two is not None and one.csrf != two.csrf and one.token == ADMIN
+    now[0] += 61
+    assert sessions.get(first) is None and sessions.token_of(second) is None
+
+
+def test_issue31_csrf_tokens_differ_per_session_and_die_with_it(console: tuple[str, ToolRegistry]) -> None:
+    """The CSRF token was an HMAC of the bearer token: the same for every session of a token, forever."""
+    url, registry = console
+    first, second = session_of(url, ADMIN), session_of(url, ADMIN)
+    csrf = form_token(httpx.get(f"{url}/console/tools/mail.send", cookies=first).text)
+    assert csrf != form_token(httpx.get(f"{url}/console/tools/mail.send", cookies=second).text)
+    stale = httpx.post(f"{url}/console/tools/mail.send/edit", data={"description": "X.", "csrf": csrf}, cookies=second)
+    assert stale.status_code == 403 and registry.get("mail.send").description == "Send an email to someone."
+
+
+def test_issue31_a_null_origin_is_another_site(console: tuple[str, ToolRegistry]) -> None:
+    url, registry = console
+    cookies = session_of(url, ADMIN)
+    csrf = form_token(httpx.get(f"{url}/console/tools/mail.send", cookies=cookies).text)
+    refused = httpx.post(
+        f"{url}/console/tools/mail.send/edit",
+        data={"description": "From a sandboxed frame.", "csrf": csrf},
+        cookies=cookies,
+        headers={"origin": "null"},
+    )
+    assert refused.status_code == 403 and registry.get("mail.send").description == "Send an email to someone."
+
+
+def test_issue31_the_sign_in_form_takes_no_post_from_another_site(console: tuple[str, ToolRegistry]) -> None:
+    """Login CSRF: another site's page could sign the operator's browser in with the attacker's token."""
+    url, _ = console
+    bare = httpx.post(f"{url}/console/login", data={"token": ADMIN})
+    assert bare.status_code == 403 and "toolrag_console=" not in bare.headers.get("set-cookie", "")
+    with httpx.Client(base_url=url) as client:
+        csrf = form_token(client.get("/console/login").text)
+        other_site = client.post(
+            "/console/login", data={"token": ADMIN, "csrf": csrf}, headers={"origin": "https://evil.example"}
+        )
+        assert other_site.status_code == 403
+        assert client.post("/console/login", data={"token": ADMIN, "csrf": "0" * 43}).status_code == 403
+        assert client.post("/console/login", data={"token": ADMIN, "csrf": csrf}).status_code == 303
+
+
+def test_issue31_secure_cookies_behind_a_trusted_tls_proxy(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = seeded(str(tmp_path / "proxied.db"), embedder)
+    proxied = {"x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.7"}
+    with serving(create_app(registry, console_config())) as url, httpx.Client(base_url=url, headers=proxied) as c:
+        csrf = form_token(c.get("/console/login").text)
+        direct = c.post("/console/login", data={"token": ADMIN, "csrf": csrf})
+        assert "secure" not in direct.headers["set-cookie"].lower()  # a header anyone can send: not trusted
+    settings = console_config()
+    settings.http.trusted_proxies = ["127.0.0.1/32"]
+    served = serving(create_app(registry, settings), settings.http)
+    with served as url, httpx.Client(base_url=url, headers=proxied) as c:
+        login = c.get("/console/login")
+        assert "secure" in login.headers["set-cookie"].lower()
+        # (Secure cookies go over HTTPS only: the proxy's side of the test hands this one back by hand.)
+        form_cookie = {"cookie": f"toolrag_console_login={login.cookies['toolrag_console_login']}"}
+        signed = c.post("/console/login", data={"token": ADMIN, "csrf": form_token(login.text)}, headers=form_cookie)
+        session = next(v for k, v in signed.headers.multi_items() if k == "set-cookie" and "toolrag_console=" in v)
+        assert "secure" in session.lower() and "httponly" in session.lower()
+
+
+def test_issue31_failed_authentications_are_limited_on_every_way_in(console: tuple[str, ToolRegistry]) -> None:
+    """Wrong bearer tokens and cookies met no limit; ten wrong sign-ins locked the address, the right token too."""
+    url, _ = console
+    assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
+    answers = [
+        httpx.get(f"{url}/health", headers={"Authorization": f"Bearer wrong-{n}"}).status_code for n in range(12)
+    ]
+    assert answers[:10] == [401] * 10 and answers[10:] == [429, 429]  # per address
+    cookie = httpx.get(f"{url}/console/tools", cookies={"toolrag_console": "forged"})
+    assert cookie.status_code == 429 and int(cookie.headers["retry-after"]) >= 1  # the console's cookie, too
+    with httpx.Client(base_url=url) as client:
+        csrf = form_token(client.get("/console/login").text)
+        guess = client.post("/console/login", data={"token": "another-guess", "csrf": csrf})
+        assert guess.status_code == 429  # and the sign-in form
+    # A token seen to work is not locked out by the address's failures (its owner shares the address).
+    assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
+    assert session_of(url, ADMIN)
+
+
+def test_issue31_one_credential_is_limited_whatever_its_address(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = seeded(str(tmp_path / "limits.db"), embedder)
+    settings = console_config()
+    settings.http.trusted_proxies = ["127.0.0.1"]
+    with serving(create_app(registry, settings), settings.http) as url:
+
+        def attempt(token: str, address: str) -> int:
+            headers = {"Authorization": f"Bearer {token}", "x-forwarded-for": address}
+            return httpx.get(f"{url}/health", headers=headers).status_code
+
+        spread = [attempt("stolen-then-revoked", f"198.51.100.{n}") for n in range(7)]
+        assert spread == [401] * 5 + [429, 429]  # per credential, from five addresses
+        assert attempt("another-wrong-token", "198.51.100.99") == 401  # the addresses themselves are not locked
+        assert attempt(ADMIN, "198.51.100.1") == 200
 
 
 # -- the flows ------------------------------------------------------------------------------------------------------
@@ -298,12 +445,13 @@ def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str,
         shot(page, "reader-audit")
         page.goto(f"{url}/console/playground?q=refund the payment&tenant=globex&scopes=*")
         assert "pay.refund" not in page.locator("#ranking").inner_text()  # its own principal, whatever it asks
-    reader = httpx.get(f"{url}/console/tools/mail.send", cookies={"toolrag_console": ACME_READER}).text
+    reader_session = session_of(url, ACME_READER)
+    reader = httpx.get(f"{url}/console/tools/mail.send", cookies=reader_session).text
     csrf = reader.split('name="csrf" value="', 1)[1].split('"', 1)[0]
     refused = httpx.post(
         f"{url}/console/tools/mail.send/edit",
         data={"description": "Readers cannot edit.", "csrf": csrf},
-        cookies={"toolrag_console": ACME_READER},
+        cookies=reader_session,
     )
     assert refused.status_code == 403 and registry.get("mail.send").version == 1
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 import tomllib
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -20,6 +22,7 @@ from typer.testing import CliRunner
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Caller, Grant
 from toolrag.cli.app import app
+from toolrag.errors import StoreError
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.gateway import McpGateway
 from toolrag.monitor.config import ScheduleConfig, StartupConfig, parse_interval
@@ -30,7 +33,10 @@ from toolrag.server.metrics import ApiMetrics
 from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
-from toolrag.store.usage import JobReport
+from toolrag.store.usage import JobReport, UsageTables
+
+if TYPE_CHECKING:
+    from toolrag.monitor.schedule import ScheduleHealth
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, json_http_server, make_tool
 from .test_api import serving
@@ -237,6 +243,133 @@ def test_issue25_finding14_a_failing_webhook_is_logged_without_its_url(
             assert scheduler.tick()
     failed = [record.getMessage() for record in caplog.records if "webhook" in record.getMessage()]
     assert failed and all("SECRET" not in text for text in failed) and "HTTP 404" in failed[0]
+
+
+class Outage:
+    """A store method that raises StoreError (a full disk, a database gone) while `down` is set."""
+
+    def __init__(self, real: Any, failures: int = 0) -> None:
+        self.real, self.down, self.failures = real, threading.Event(), failures
+        if failures:
+            self.down.set()
+
+    def __call__(self, *args: Any) -> Any:
+        if self.down.is_set():
+            self.failures -= 1
+            if self.failures == 0:
+                self.down.clear()
+            raise StoreError("database or disk is full")
+        return self.real(*args)
+
+
+def run_scheduler(scheduler: Scheduler, sleeps: int) -> list[tuple[float, ScheduleHealth]]:
+    """Run the scheduler's loop until it has waited `sleeps` times; each wait and the health seen during it."""
+    waited: list[tuple[float, ScheduleHealth]] = []
+    enough = anyio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waited.append((seconds, scheduler.health()))
+        if len(waited) == sleeps:
+            enough.set()
+        await anyio.sleep(0)
+
+    async def main() -> None:
+        scheduler.sleep = sleep
+        async with anyio.create_task_group() as group:
+            group.start_soon(scheduler.run)
+            await enough.wait()
+            group.cancel_scope.cancel()
+
+    anyio.run(main)
+    return waited
+
+
+def test_issue31_a_failing_tick_is_logged_retried_with_back_off_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A StoreError in claim_job ended the scheduler's loop: the HTTP gateway exited, the API's jobs stopped."""
+    registry = ToolRegistry(tmp_path / "full.db")
+    registry.register_many(SAMPLE_TOOLS)
+    usage = registry.store.usage
+    monkeypatch.setattr(usage, "claim_job", Outage(usage.claim_job, failures=3))
+    settings = ScheduleConfig(check_every_seconds=10, retry_max_seconds=50)
+    with caplog.at_level(logging.INFO, logger="toolrag.schedule"):
+        waited = run_scheduler(Scheduler(registry, settings, clock=WallClock()), sleeps=5)
+    assert [seconds for seconds, _ in waited] == [20, 40, 50, 10, 10]  # doubling, capped, then the usual pace
+    failing = waited[2][1]
+    assert not failing.ok and failing.failures == 3 and failing.error == "StoreError: database or disk is full"
+    assert failing.failing_since == WallClock().now and failing.retry_in_seconds == 50
+    assert waited[3][1].ok and waited[3][1].failures == 0  # recovered
+    assert sorted(r.job for r in (*usage.job_reports("consistency"), *usage.job_reports("report"))) == [
+        "consistency",
+        "report",
+    ]
+    logged = [record.getMessage() for record in caplog.records]
+    assert sum("scheduler tick failed" in text for text in logged) == 3
+    assert any("work again after 3 failures" in text for text in logged)
+
+
+def test_issue31_a_report_the_store_refused_is_written_at_the_next_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = ToolRegistry(tmp_path / "full.db")
+    registry.register_many(SAMPLE_TOOLS)
+    usage = registry.store.usage
+    monkeypatch.setattr(usage, "finish_job", Outage(usage.finish_job, failures=1))
+    clock = WallClock()
+    scheduler = Scheduler(registry, ScheduleConfig(report="off"), clock=clock)
+    with pytest.raises(StoreError):
+        scheduler.tick()  # the consistency check ran; its report could not be kept
+    assert usage.job_reports("consistency") == []
+    clock.now += timedelta(minutes=1)
+    assert scheduler.tick() == []  # not run again: its lease is still this instance's
+    assert [report.at for report in usage.job_reports("consistency")] == [WallClock().now]
+    clock.now += timedelta(days=1)
+    assert [run.job for run in scheduler.tick()] == ["consistency"]  # released: due again a day later
+
+
+def wait_for_health(url: str, token: str, done: Any) -> dict[str, Any]:
+    """/health's answer once `done(answer)` holds (the scheduler runs beside the requests)."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer: dict[str, Any] = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {token}"}).json()
+        if done(answer):
+            return answer
+        assert time.monotonic() < deadline, f"/health never got there: {answer}"
+        time.sleep(0.02)
+
+
+def test_issue31_the_api_shows_failing_ticks_in_health_and_keeps_its_scheduler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = str(tmp_path / "api.db")
+    ToolRegistry(store).register_many(SAMPLE_TOOLS)
+    outage = Outage(UsageTables.claim_job)
+    outage.down.set()
+    monkeypatch.setattr(UsageTables, "claim_job", lambda self, *args: outage(self, *args))
+    settings = config(store, "repair")
+    settings.schedule = ScheduleConfig(check_every_seconds=0.01, retry_max_seconds=0.05)
+    with serving(build_api(settings)) as url:
+        failing = wait_for_health(url, ADMIN, lambda answer: answer["schedule"]["failures"] >= 3)
+        assert failing["schedule"]["error"] == "StoreError: database or disk is full"
+        assert not failing["schedule"]["ok"] and failing["schedule"]["retry_in_seconds"] == 0.05
+        agent = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {AGENT}"}).json()["schedule"]
+        assert not agent["ok"] and agent["error"] is None  # what the store said: admins only
+        outage.down.clear()
+        wait_for_health(url, ADMIN, lambda answer: answer["schedule"]["ok"])
+        assert ToolRegistry(store).store.usage.job_reports("consistency")  # the jobs ran once the store was back
+
+
+def test_issue31_the_gateway_shows_its_scheduler_in_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The HTTP gateway exited (status 1) at the first tick the store refused."""
+    gateway = McpGateway.from_config(GatewayConfig(store=str(tmp_path / "gw.db")))
+    gateway.registry.register_many(SAMPLE_TOOLS)
+    usage = gateway.registry.store.usage
+    monkeypatch.setattr(usage, "claim_job", Outage(usage.claim_job, failures=1))
+    run_scheduler(gateway.scheduler, sleeps=1)
+    admin = Caller("ops", "admin", Principal(user="ops"), key="rule:ops")
+    shown = gateway.health(admin)["schedule"]
+    assert not shown["ok"] and shown["failures"] == 1 and shown["error"].startswith("StoreError")
 
 
 def test_report_compare_needs_a_stored_report(tmp_path: Path) -> None:

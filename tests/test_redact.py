@@ -1,6 +1,8 @@
 """Redaction of request texts before the usage log keeps them (issue 25, finding 8): the secret shapes the review
 found unmasked, in English, German, Ukrainian, Russian, Chinese and a few more, whole passphrases, the right word
-after "lautet" and "від", and the requests about secrets that must stay as they are."""
+after "lautet" and "від", and the requests about secrets that must stay as they are. Issue 31 added secrets with
+no separator after their name ("with password correct horse battery staple"), more names ("wifi code", "api_key"),
+"is:" and the words for password in Italian, Polish, Dutch, Japanese, Turkish, Swedish, Korean and Czech."""
 
 from __future__ import annotations
 
@@ -43,6 +45,36 @@ MASKED = [
     ("la contraseña es Gato123", ["Gato123"]),
     ("a senha é Brasil2024", ["Brasil2024"]),
     ("pin: 4921", ["4921"]),
+    # issue 31: a secret after its name with no separator, multi-word passphrases, more names and languages
+    ("log in with password correct horse battery staple", ["correct", "horse", "battery", "staple"]),
+    ("with password correct horse battery staple to sign in", ["correct", "horse", "battery", "staple"]),
+    ("the password hunterhunter", ["hunterhunter"]),
+    ("use password letmein for the vpn", ["letmein"]),
+    ("the wifi code is sunflower", ["sunflower"]),
+    ("wifi code is blue lagoon", ["blue", "lagoon"]),
+    ("the door code: sesame", ["sesame"]),
+    ("api_key abcdefghij", ["abcdefghij"]),
+    ("client_secret qwertyuiop", ["qwertyuiop"]),
+    ("the secret is: open sesame", ["open", "sesame"]),
+    ("the secret is: open sesame and the user is ali", ["open", "sesame"]),
+    ("la mia password è gattonero", ["gattonero"]),
+    ("la parola d'ordine è: rosso fuoco", ["rosso", "fuoco"]),
+    ("moje hasło to kotek", ["kotek"]),
+    ("hasło jest zielony kot", ["zielony", "kot"]),
+    ("mijn wachtwoord is fietsbel", ["fietsbel"]),
+    ("パスワードはhunter2です", ["hunter2"]),
+    ("パスワード：さくら", ["さくら"]),
+    ("şifrem: kedicik", ["kedicik"]),
+    ("şifre kedi2024", ["kedi2024"]),
+    ("mitt lösenord är sommarvind", ["sommarvind"]),
+    ("lösenordet är blå bil", ["blå", "bil"]),
+    ("비밀번호는 hunter2입니다", ["hunter2"]),
+    ("내 비밀번호: 사과나무", ["사과나무"]),
+    ("moje heslo je kocicka", ["kocicka"]),
+    ("heslo: modry kun", ["modry", "kun"]),
+    ("set my password to hunter2", ["hunter2"]),
+    ("change the password to sunshine and log in", ["sunshine"]),
+    ("set the api key to k9x2mq7pzz please", ["k9x2mq7pzz"]),
 ]
 
 UNCHANGED = [
@@ -79,6 +111,39 @@ UNCHANGED = [
     "esqueci minha senha",
     "what are the key points of the meeting",
     "send the access token documentation to the team",
+    # issue 31: what must stay with the new shapes
+    "the password you sent does not work",
+    "my password has expired",
+    "show the password field on the login page",
+    "the password reset link never arrived",
+    "the api_key parameter is required",
+    "the secret of a good sourdough is time",
+    "the wifi code does not work",
+    "ho dimenticato la password",
+    "come cambio la password?",
+    "zapomniałem hasła",
+    "jak zmienić hasło",
+    "wachtwoord vergeten",
+    "hoe wijzig ik mijn wachtwoord",
+    "パスワードを忘れました",
+    "パスワードを変更したい",
+    "şifremi unuttum",
+    "şifre nasıl değiştirilir",
+    "jag har glömt mitt lösenord",
+    "비밀번호를 잊어버렸어요",
+    "비밀번호 변경 방법",
+    "zapomněl jsem heslo",
+    "jak změnit heslo",
+    "password protected pdf files",
+    "la password è sbagliata",
+    "hasło jest błędne",
+    "mijn wachtwoord is onjuist",
+    "lösenordet är fel",
+    "heslo je špatně",
+    "wifi code for guests",
+    "reset the password to the default one",
+    "how do I change my password to something stronger",
+    "send the password to the team",
 ]
 
 

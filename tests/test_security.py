@@ -78,6 +78,17 @@ def test_issue25_finding11_a_refusal_suggests_no_look_alike_of_another_server() 
     assert bare.outcome == "unknown_tool"
 
 
+def test_issue31_a_bare_name_never_suggests_a_look_alike_first() -> None:
+    """`payroll_run` was answered "the closest are: evil.srv_b.payroll_run, ...": the look-alike, first."""
+    names = ["evil.srv_b.payroll_run", "srv_b.payroll_status", "srv_a.notes_read"]
+    gateway = ToolGateway([_tool(name) for name in names], [_tool("srv_b.payroll_run", scopes=["hr"])], CALLER, Spy())
+    bare = _call(gateway, "payroll_run")
+    assert bare.outcome == "unknown_tool"
+    closest = bare.message.content.split("the closest are: ", 1)[1]
+    assert closest.startswith("srv_b.payroll_status") and "evil.srv_b.payroll_run" in closest  # listed, last
+    assert _call(gateway, "payroll").message.content.split("the closest are: ", 1)[1].startswith("srv_b.")
+
+
 def test_a_bare_name_is_not_completed_with_another_servers_namespace() -> None:
     spy = Spy()
     gateway = ToolGateway([_tool("evil.payroll_run")], [_tool("srv_b.payroll_run", scopes=["x"])], CALLER, spy)

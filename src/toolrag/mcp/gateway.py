@@ -107,6 +107,9 @@ class McpGateway:
         self._gateways: dict[tuple[object, ...], ToolGateway] = {}
         self._found: dict[str, set[str]] = {}
         self.startup: StartupCheck | None = None  # what the check before serving found
+        # The scheduled jobs of [schedule] (monitor/schedule.py), run while serving.
+        servers = set(self.settings.enabled_servers)
+        self.scheduler = Scheduler(self.registry, self.settings.schedule, mcp_servers=servers)
         self.limiter = RateLimiter(self.settings.rate_limits)
         self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
         if not self.settings.enabled_servers:
@@ -189,7 +192,8 @@ class McpGateway:
             for status in shown
         ]
         ready = self.ready.is_set() and all(status.ready for status in shown)
-        return {"status": "ok", "ready": ready, "servers": servers}
+        schedule = self.scheduler.health().shown(caller.role == "admin")
+        return {"status": "ok", "ready": ready, "servers": servers, "schedule": schedule}
 
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
         """The upstreams whose tools the principal may use and that are not imported and connected now."""
@@ -367,7 +371,7 @@ class McpGateway:
             log.warning("no local_principal is configured: stdio clients may find and call no tool")
         server = self.mcp_server(lambda request: local)
         async with anyio.create_task_group() as group:
-            group.start_soon(self._scheduler().run)
+            group.start_soon(self.scheduler.run)
             group.start_soon(self.start, group)  # clients connect at once; their searches wait for readiness
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
@@ -381,14 +385,10 @@ class McpGateway:
             self.check()
         app, _ = http_app(self.mcp_server(self._caller_of_request), self.settings, host, self.health)
         async with anyio.create_task_group() as group:
-            group.start_soon(self._scheduler().run)
+            group.start_soon(self.scheduler.run)
             group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
             await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve([sock] if sock else None)
             group.cancel_scope.cancel()
-
-    def _scheduler(self) -> Scheduler:
-        """The scheduled jobs of [schedule] (monitor/schedule.py), run while serving."""
-        return Scheduler(self.registry, self.settings.schedule, mcp_servers=set(self.settings.enabled_servers))
 
     @staticmethod
     def _caller_of_request(request: Any) -> Caller:

@@ -41,6 +41,9 @@ class ScheduleConfig(BaseModel):
     webhook_url: str | None = Field(default=None, description="each run's summary is POSTed here (Slack-compatible)")
     check_every_seconds: float = Field(default=60.0, gt=0, description="how often due jobs are looked for")
     lease_seconds: float = Field(default=3600.0, gt=0, description="how long a claimed run may take")
+    retry_max_seconds: float = Field(
+        default=900.0, gt=0, description="the longest wait after failed ticks (the wait doubles from check_every)"
+    )
 
     @field_validator("consistency", "report")
     @classmethod

@@ -4,9 +4,11 @@ Request texts are untrusted and can be long, so every pattern here runs in linea
 match inside a run it already failed on (runs are anchored at their left edge by a look-behind, and repeats are
 bounded), each secret's name is read forward a bounded distance, and anything past `MAX_CHARS` is cut before
 matching. Secrets are found by shape (keys with a known prefix, JWTs, private-key blocks, credentials in URLs), by
-what precedes them (a secret's name in English, German, Ukrainian, Russian, Chinese, French, Spanish or Portuguese,
-then a quoted value, a `user / password` pair, a passphrase after "is", "lautet", ":" up to the end of its
-clause, or one word that looks like a secret), and by entropy (long strings mixing letters and digits).
+what precedes them (a secret's name in English, German, Ukrainian, Russian, Chinese, French, Spanish, Portuguese,
+Italian, Polish, Dutch, Japanese, Turkish, Swedish, Korean or Czech, then a quoted value, a `user / password` pair,
+a passphrase after "is", "lautet", ":" up to the end of its clause, or one word that looks like a secret; after a
+name that only ever names a secret's value, such as "password" or "api_key", the words that follow it up to a word
+of ordinary grammar), and by entropy (long strings mixing letters and digits).
 """
 
 from __future__ import annotations
@@ -40,8 +42,18 @@ _SECRET_NAME = re.compile(
     r"|creds|login|cvv|cvc|bearer"
     r"|passw[oö]rt|kennwort|zugangsdaten|geheimnis|schlüssel|mot de passe|cl[ée]|contraseña|clave|senha|chave"
     r"|пароль|паролі|ключ|токен|секрет|облікові дані|учётные данные|учетные данные"
+    r"|(?:wi-?fi|wlan|access|security|door|alarm|gate|entry|unlock|safe|garage|verification|backup|recovery) codes?"
+    r"|parola d'ordine|has[łl]o|wachtwoord|[şs]ifre(?:m|n|niz|miz|si)?|l[öo]senord(?:et)?|heslo"
     r")(?![\w-])"
-    r"|密码|口令|密钥|令牌|凭据"  # no spaces around words in Chinese: no boundaries to look for
+    # No spaces around words in Chinese and Japanese (nor before Korean particles): no boundaries to look for.
+    r"|密码|口令|密钥|令牌|凭据|パスワード|暗証番号|合言葉|비밀번호|패스워드"
+)
+# Names that only ever name a secret's value: whatever words follow them (up to a word of ordinary grammar) are the
+# secret, separator or not ("with password correct horse battery staple", "api_key abcdefghij").
+_VALUE_NAME = re.compile(
+    r"(?i)(?:pass(?:word|phrase|code)s?|passwd|pwd|api[ _-]?keys?|apikey|secret[ _-]?keys?|client[ _-]?secrets?"
+    r"|private[ _-]?keys?|\w+ codes?|passw[oö]rt|kennwort|mot de passe|contraseña|senha|пароль|паролі"
+    r"|parola d'ordine|has[łl]o|wachtwoord|[şs]ifre\w*|l[öo]senord\w*|heslo)"
 )
 _WEAK_NAMES = frozenset({"key", "keys", "pass", "pin", "pin code", "login", "token", "tokens", "secret", "secrets"})
 # Between a name and its secret: "for the server", "від пошти", "für den Server" (a short phrase naming its use).
@@ -50,15 +62,20 @@ _PHRASE_WORDS = 3  # the words of such a phrase at most
 # What says "the secret comes next": a colon, an equals sign, "is" and its siblings in other languages.
 _SEPARATOR = re.compile(
     r"(?i)\s{0,3}(?:[:=：]|->|=>)\s{0,3}|\s{1,3}(?:is|was|are|=|ist|lautet|heißt|lautete|est|c'est|es|é|era"
-    r"|є|це|це є|был|была|есть|это|—|–|-)\s{1,3}[:]?\s{0,3}|\s{0,2}(?:是|为)\s{0,2}"
+    r"|є|це|це є|был|была|есть|это|—|–|-|è|jest|luidt|är|je)(?:\s{0,3}[:：]\s{0,3}|\s{1,3})"
+    r"|\s{0,2}(?:是|为|は)\s{0,2}|(?<=[비밀번호패스워드])(?:는|은)\s{1,3}"
 )
+_POLISH_TO = re.compile(r"(?i)\s{1,3}to\s{1,3}")  # "hasło to kotek"; in English "to" starts a phrase (`_FOR`)
+_EXPLICIT = frozenset(":=：")
 _QUOTED = re.compile(r"\s{0,3}(\"[^\"\n]{1,200}\"|'[^'\n]{1,200}'|«[^»\n]{1,200}»|“[^”\n]{1,200}”)")
 _WORD = re.compile(r"\s{0,3}([^\s,;，；]{1,200})")
 _TRAILING = ".!?。！？:"  # sentence punctuation after a word is not part of it
+_COPULA = re.compile(r"(?:です|でした|だ|입니다|이에요|예요|이다)$")  # attached to the word before it
 _PAIR = re.compile(r"\s{0,3}([^\s,;]{1,100})\s{0,2}(?:/|:)\s{0,2}([^\s,;]{1,100})")  # user / password
 # Words that end a passphrase, or that follow a secret's name in a request about it rather than in it.
 _CLAUSE_END_TEXT = (
     "and or but und oder aber et ou mais y o pero e mas і й та або але и или но 和 或 但 then so also please"
+    " ma i a ale lub albo en maar of och men eller nebo ve ama veya"
 )
 _CLAUSE_END = frozenset(_CLAUSE_END_TEXT.split())
 _NOT_SECRET_TEXT = """
@@ -68,6 +85,17 @@ _NOT_SECRET_TEXT = """
     не не працює не приходить doesn't does didn't isn't wasn't not no none missing wrong incorrect invalid
     expires expire points point findings finding features feature idea ideas question questions issue issues
     to hours minutes days count counts limit limits usage budget
+    manager managers field fields box prompt dialog hint hash page screen form input link links email mail file
+    files vault storage stored protected protection check validation complexity history update updates request
+    requests error errors settings setting section tab button documentation docs list format parameter parameters
+    argument variable value changed updated sent stolen leaked compromised works work worked working fails failed
+    protect share shared sharing für від для до к от pour para dla per zu
+    i you he she it we they me him her us them this that these those which who what when where why how
+    has have had will would should shall can could must may might do did does done be been being
+    in on at by with from into about as if while after before because since until than so yet still just only
+    too very all any each every some here there now never always already like out up down off over under
+    dimenticato dimenticata sbagliata sbagliato errata zapomniałem zapomniałam błędne błędny złe vergeten onjuist
+    fout glömt glömde fel unuttum yanlış nasıl zapomněl zapomněla špatně špatné 어떻게 무엇 뭐 왜 何 どう
 """
 _NOT_SECRETS = frozenset(_NOT_SECRET_TEXT.split())
 MAX_PASSPHRASE_WORDS = 6
@@ -108,6 +136,8 @@ def _mask_named(text: str) -> str:
 def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
     """Where the secret named just before `at` is, if one follows."""
     if (phrase := _FOR.match(text, at)) is not None:
+        if (target := _set_to(text, phrase, name)) is not None:
+            return target
         position = phrase.end()
         for _ in range(_PHRASE_WORDS):  # "password for the mail server: ...", "пароль від пошти qwerty123"
             word = _WORD.match(text, position)
@@ -118,7 +148,7 @@ def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
             if _SEPARATOR.match(text, position) or (after is not None and _looks_secret(_word(after))):
                 at = position
                 break
-    separator = _SEPARATOR.match(text, at)
+    separator = _SEPARATOR.match(text, at) or (_POLISH_TO.match(text, at) if name.startswith("has") else None)
     start = separator.end() if separator else at
     if (quoted := _QUOTED.match(text, start)) is not None:
         return quoted.start(1), quoted.end(1)
@@ -129,18 +159,43 @@ def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
     if first is None or _word(first).lower() in _NOT_SECRETS or first.group(1).startswith("<") or not _word(first):
         return None
     if separator is None or not separator.group(0).strip():
+        if _VALUE_NAME.fullmatch(name) and text[at : at + 1].isspace():
+            # a name that only names a value, then words: they are the secret, up to a word of ordinary grammar
+            return start_of(text, start), _passphrase_end(text, first, _NOT_SECRETS | _CLAUSE_END)
         # no separator: only a word that looks like a secret, right after the name ("my password hunter2!")
         return (first.start(1), first.start(1) + len(_word(first))) if _looks_secret(_word(first)) else None
-    if name in _WEAK_NAMES and not _looks_secret(_word(first)) and separator.group(0).strip() not in (":", "=", "："):
+    explicit = any(c in _EXPLICIT for c in separator.group(0))
+    if name in _WEAK_NAMES and not _looks_secret(_word(first)) and not explicit:
         return None  # "the key is understanding the user": not a secret's value
+    return start_of(text, start), _passphrase_end(text, first, _CLAUSE_END)
+
+
+def _set_to(text: str, phrase: re.Match[str], name: str) -> tuple[int, int] | None:
+    """ "set my password to hunter2", "change the password to sunshine.": after a value's name, "to" and one word
+    that ends the clause (or looks like a secret) is the new value."""
+    if phrase.group(0).strip().lower() != "to" or not _VALUE_NAME.fullmatch(name):
+        return None
+    target = _WORD.match(text, phrase.end())
+    if target is None or not _word(target) or _word(target).lower() in _NOT_SECRETS:
+        return None
+    after = _WORD.match(text, target.end())
+    ends = _word(target) != target.group(1) or after is None or _word(after).lower() in _CLAUSE_END
+    if not ends and not _looks_secret(_word(target)):
+        return None
+    return target.start(1), target.start(1) + len(_word(target))
+
+
+def _passphrase_end(text: str, first: re.Match[str], stops: frozenset[str]) -> int:
+    """Where a passphrase that begins with the word `first` ends: at a word of `stops`, at punctuation, or after
+    `MAX_PASSPHRASE_WORDS` words."""
     end, words, position = first.start(1) + len(_word(first)), 1, first.end()
     while words < MAX_PASSPHRASE_WORDS and _word(first) == first.group(1):
         more = _WORD.match(text, position)
-        if more is None or more.start(1) == position or _word(more).lower() in _CLAUSE_END or not _word(more):
+        if more is None or more.start(1) == position or _word(more).lower() in stops or not _word(more):
             break
         first, words, position = more, words + 1, more.end()
         end = more.start(1) + len(_word(more))
-    return start_of(text, start), end
+    return end
 
 
 def start_of(text: str, at: int) -> int:
@@ -151,8 +206,9 @@ def start_of(text: str, at: int) -> int:
 
 
 def _word(match: re.Match[str]) -> str:
-    """The matched word without the sentence punctuation that may follow it (which also ends a passphrase)."""
-    return match.group(1).rstrip(_TRAILING)
+    """The matched word without the sentence punctuation that may follow it (which also ends a passphrase), nor a
+    Japanese or Korean copula attached to it ("hunter2です")."""
+    return _COPULA.sub("", match.group(1).rstrip(_TRAILING))
 
 
 def _looks_secret(word: str) -> bool:

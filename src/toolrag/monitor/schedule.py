@@ -5,6 +5,10 @@ instances may share one registry (PostgreSQL): each run is claimed in the store 
 transaction), so one instance runs it. Every run keeps its report in the store (`job_reports`, comparable week to
 week), logs a summary, feeds the Prometheus gauges (server/metrics.py) and, with `webhook_url`, posts the summary
 as Slack-compatible JSON (`{"text": ...}`).
+
+A tick that fails (the store cannot be written: a full disk, a database outage) does not stop the server that runs
+it: it is logged, tried again after a back-off that doubles up to `retry_max_seconds`, and shown in `/health`
+(`Scheduler.health()`); a run whose report could not be kept is kept in memory and written at the next tick.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,6 +44,31 @@ class Job:
     run: Callable[[], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class ScheduleHealth:
+    """How the scheduler's ticks are going, for `/health`."""
+
+    ok: bool
+    failures: int  # failed ticks in a row
+    failing_since: datetime | None
+    error: str | None  # what the latest failed tick raised
+    retry_in_seconds: float | None  # while failing: the back-off before the next try
+
+    def shown(self, admin: bool) -> dict[str, Any]:
+        """As /health shows it: what the store raised only to admins (it may name paths or hosts)."""
+        since = self.failing_since.isoformat(timespec="seconds") if self.failing_since else None
+        return {
+            "ok": self.ok,
+            "failures": self.failures,
+            "failing_since": since,
+            "error": self.error if admin else None,
+            "retry_in_seconds": self.retry_in_seconds,
+        }
+
+
+MAX_ERROR_CHARS = 300
+
+
 class Scheduler:
     def __init__(
         self,
@@ -49,12 +78,16 @@ class Scheduler:
         mcp_servers: set[str] | None = None,
         holder: str | None = None,
         clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.registry = registry
         self.config = config or ScheduleConfig()
         self.mcp_servers = mcp_servers
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
+        self.sleep = sleep
+        self._unsaved: list[JobReport] = []  # runs whose report the store did not take yet
+        self._health = ScheduleHealth(ok=True, failures=0, failing_since=None, error=None, retry_in_seconds=None)
         self.jobs = [
             Job(name, every, run)
             for name, interval, run in (
@@ -65,13 +98,44 @@ class Scheduler:
         ]
 
     async def run(self) -> None:
-        """Look for due jobs until cancelled; a failing job is logged and tried again when next due."""
+        """Look for due jobs until cancelled. A failing job is logged and tried again when next due; a failing
+        tick (the store) is logged and tried again after a back-off: it never ends the loop, nor the server."""
         while True:
-            await anyio.to_thread.run_sync(self.tick)
-            await anyio.sleep(self.config.check_every_seconds)
+            try:
+                await anyio.to_thread.run_sync(self.tick)
+            except Exception as exc:  # whatever the store raised: the server keeps serving
+                wait = self._failed(exc)
+            else:
+                wait = self._recovered()
+            await self.sleep(wait)
+
+    def health(self) -> ScheduleHealth:
+        return self._health
+
+    def _failed(self, exc: Exception) -> float:
+        """Log a failed tick and note it for /health; the back-off before the next try."""
+        before = self._health
+        failures = before.failures + 1
+        wait = min(self.config.check_every_seconds * 2.0**failures, self.config.retry_max_seconds)
+        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        if failures == 1:
+            log.exception("a scheduler tick failed; trying again in %.0f s", wait)
+        else:
+            log.warning("a scheduler tick failed (%d in a row): %s; trying again in %.0f s", failures, error, wait)
+        since = before.failing_since or self.clock()
+        self._health = ScheduleHealth(False, failures, since, error, wait)
+        return wait
+
+    def _recovered(self) -> float:
+        if not self._health.ok:
+            log.info("the scheduler's ticks work again after %d failures", self._health.failures)
+            self._health = ScheduleHealth(ok=True, failures=0, failing_since=None, error=None, retry_in_seconds=None)
+        return self.config.check_every_seconds
 
     def tick(self) -> list[JobReport]:
-        """Run every job that is due and that this instance claims; the reports of the runs."""
+        """Run every job that is due and that this instance claims; the reports of the runs. Raises what the store
+        raises (`run()` backs off)."""
+        self._save_unsaved()
         runs = []
         for job in self.jobs:
             now = self.clock()
@@ -84,10 +148,19 @@ class Scheduler:
                 log.exception("scheduled job %s failed", job.name)
                 body = {"failed": True}
             finished = JobReport(job.name, self.clock(), self.holder, body)
-            self.registry.store.usage.finish_job(job.name, self.holder, finished.at, body)
             runs.append(finished)
             self._announce(finished)
+            self._unsaved.append(finished)
+            self._save_unsaved()
         return runs
+
+    def _save_unsaved(self) -> None:
+        """Keep the reports of finished runs (releasing their jobs); one the store refuses waits for the next tick,
+        its job still leased to this instance, so it is not run twice."""
+        while self._unsaved:
+            run = self._unsaved[0]
+            self.registry.store.usage.finish_job(run.job, self.holder, run.at, run.body)
+            self._unsaved.pop(0)
 
     # -- the jobs ------------------------------------------------------------------------------------------------
 

@@ -11,8 +11,10 @@ trailing words (`get_current_weather` for `get_current_weather_in_city`). Resolu
 A name resolves only within the namespace it names: `srv_b.payroll_run` can never reach a tool of another server,
 such as `evil.srv_b.payroll_run`, whatever the principal may or may not see of `srv_b`. A bare name is not completed
 with a namespace (`create_issue` does not silently become `github.create_issue`): the error lists the closest names
-instead, and the model calls again with the full one. Ambiguous or unknown names are errors listing the closest
-visible names, so a model can correct itself without being shown anything it may not use.
+instead, and the model calls again with the full one; a look-alike (a name that nests another server's namespace
+inside its own, `evil.srv_b.payroll_run`) is never suggested before a name that does not. Ambiguous or unknown
+names are errors listing the closest visible names, so a model can correct itself without being shown anything it
+may not use.
 """
 
 from __future__ import annotations
@@ -158,8 +160,16 @@ class NameResolver:
         flat: dict[str, list[str]] = defaultdict(list)
         for name in self._in_namespace(key) if len(key) > 1 else self.names:
             flat[normalize_name(name)].append(name)
-        scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.WRatio, limit=MAX_SUGGESTIONS)
-        return _first([name for choice, score, _ in scored if score >= 50 for name in flat[choice]])
+        scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.WRatio, limit=None)
+        close = [name for choice, score, _ in scored if score >= 50 for name in flat[choice]]
+        return _first(sorted(close, key=_looks_alike))  # stable: by score within each kind
+
+
+def _looks_alike(name: str) -> bool:
+    """The name nests another namespace inside its own (`evil.srv_b.payroll_run`): an upstream's tool named like
+    another server's."""
+    key = segment_key(name)
+    return len(key) > 2 and key[1] != key[0]
 
 
 def _first(names: list[str]) -> list[str]:

@@ -32,6 +32,7 @@ from toolrag.errors import (
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, SearchResult, Strategy, Tool, utc_now
 from toolrag.monitor.report import HealthReport, build_report
+from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
@@ -39,10 +40,9 @@ from toolrag.runtime.messages import ToolCall
 from toolrag.search.explain import Explanation
 from toolrag.server.config import ApiConfig
 from toolrag.server.console import PREFIX as CONSOLE_PREFIX
-from toolrag.server.console import SESSION as CONSOLE_SESSION
-from toolrag.server.console import console_router
+from toolrag.server.console import ConsoleSessions, console_router
 from toolrag.server.dashboard import render_dashboard
-from toolrag.server.guard import CALLER_KEY, RequestGuard
+from toolrag.server.guard import CALLER_KEY, FailureLimiter, RequestGuard
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.oauth import JwtVerifier, caller_authenticator
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
@@ -187,12 +187,21 @@ class StartupOut(BaseModel):
     orphans: list[str] = Field(description="tools whose function or MCP server is gone, with why (admin tokens only)")
 
 
+class ScheduleOut(BaseModel):
+    ok: bool = Field(description="the scheduler's latest tick worked (it reads and writes the store)")
+    failures: int = Field(description="failed ticks in a row")
+    failing_since: datetime | None
+    error: str | None = Field(description="what the latest failed tick raised (admin tokens only)")
+    retry_in_seconds: float | None = Field(description="while failing: the back-off before the next try")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     tools: int = Field(description="active tools (for tokens other than admin: those its principal may use)")
     generation: int | None = Field(description="the registry's change counter (admin tokens only)")
     model: str | None
     startup: StartupOut | None = Field(default=None, description="what the check before serving found and did")
+    schedule: ScheduleOut | None = Field(default=None, description="how the scheduled jobs' ticks are going")
 
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -213,10 +222,13 @@ def create_app(
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     startup: StartupCheck | None = None,
     upstreams: Callable[[], list[dict[str, Any]]] | None = None,
+    *,
+    schedule: Callable[[], ScheduleHealth] | None = None,
 ) -> FastAPI:
     """The API over a registry. Tools run in this process (`registry.function`) unless `execute` says otherwise
     (the MCP gateway's forwarder, whose upstream connections `lifespan` keeps open). `startup`: what the check
-    before serving found, shown by /health. `upstreams`: the MCP upstreams' states, for the console."""
+    before serving found, shown by /health. `upstreams`: the MCP upstreams' states, for the console. `schedule`:
+    how the scheduled jobs' ticks are going, shown by /health."""
     metrics = ApiMetrics(registry)
     limiter = RateLimiter(config.rate_limits)
     app = FastAPI(
@@ -236,7 +248,8 @@ def create_app(
     # The console's pages authenticate with a session cookie instead (server/console/session.py).
     metadata = config.oauth.metadata_routes() if config.oauth else []
     app.router.routes.extend(metadata)
-    app.include_router(console_router(registry, authenticate, upstreams))
+    sessions, failures = ConsoleSessions(), FailureLimiter(config.http)
+    app.include_router(console_router(registry, authenticate, upstreams, sessions, failures))
     console_public = {f"{CONSOLE_PREFIX}login", f"{CONSOLE_PREFIX}static/console.css"}
     app.add_middleware(
         RequestGuard,
@@ -245,7 +258,8 @@ def create_app(
         challenge=config.oauth.challenge() if config.oauth else 'Bearer realm="toolrag"',
         query_token_paths=frozenset({"/dashboard"}),
         public_paths=frozenset(route.path for route in metadata) | console_public,
-        console=CONSOLE_SESSION,
+        console=sessions.cookie,
+        failures=failures,
     )
 
     bearer = HTTPBearer(auto_error=False)  # describes the scheme in the OpenAPI document; the guard checks it
@@ -316,16 +330,20 @@ def create_app(
     def health(who: Reader) -> Health:
         model = registry.store.index_model()
         checked = startup_out(who)
-        if who.role == "admin":
+        admin = who.role == "admin"
+        ticks = ScheduleOut.model_validate(schedule().shown(admin)) if schedule else None
+        if admin:
             return Health(
                 status="ok",
                 tools=registry.snapshot().live_count,
                 generation=registry.generation,
                 model=model and model.model_id,
                 startup=checked,
+                schedule=ticks,
             )
         tools = len(registry.visible_tools(who.principal))
-        return Health(status="ok", tools=tools, generation=None, model=model and model.model_id, startup=checked)
+        model_id = model and model.model_id
+        return Health(status="ok", tools=tools, generation=None, model=model_id, startup=checked, schedule=ticks)
 
     def startup_out(who: Caller) -> StartupOut | None:
         if startup is None:

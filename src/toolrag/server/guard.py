@@ -1,7 +1,10 @@
 """What stands between the network and toolrag's HTTP servers (the API and the MCP gateway).
 
 A request is authenticated from its headers before any of its body is read, its body is bounded in size and in
-time, and one principal cannot hold more than its share of requests in flight. Below the application, the
+time, and one principal cannot hold more than its share of requests in flight. Failed authentications are limited
+on every way in (bearer header, `?token=`, the console's cookie and sign-in form) per client address and per
+credential: past the limit, a credential not seen to work lately is refused (429) without being checked, while one
+that did (the operator's own token behind the same address) still gets in. Below the application, the
 connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
 connections beyond the limit are closed as they are accepted.
 """
@@ -9,16 +12,19 @@ connections beyond the limit are closed as they are accepted.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ipaddress
 import json
 import socket
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import anyio
 import h11
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from toolrag.errors import ConfigError
@@ -31,6 +37,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Who = TypeVar("Who")
 
 CALLER_KEY = "toolrag.caller"  # where the guard leaves the authenticated caller in the ASGI scope
+# The connection's callback (guarded_protocol) the guard calls once a request on it authenticated.
+CONNECTION_KEY = "toolrag.connection_authenticated"
 
 
 class HttpLimits(BaseModel):
@@ -42,6 +50,17 @@ class HttpLimits(BaseModel):
     header_timeout_seconds: float = Field(default=10.0, gt=0, description="to send a whole request head")
     body_timeout_seconds: float = Field(default=30.0, gt=0, description="to send a whole request body")
     keep_alive_seconds: int = Field(default=75, ge=1, description="an idle client connection stays open this long")
+    anonymous_keep_alive_seconds: int = Field(
+        default=5, ge=1, description="how long an idle connection on which no request authenticated stays open"
+    )
+    reserved_for_authenticated: float = Field(
+        default=0.25,
+        ge=0,
+        lt=1,
+        description="the share of max_connections kept for connections that authenticated: past the rest, an idle"
+        " unauthenticated connection is closed to make room, or the new one serves one request unless it"
+        " authenticates",
+    )
     max_connections: int = Field(default=2000, ge=1, description="open connections at most; more are closed")
     max_connections_per_source: int = Field(
         default=256,
@@ -52,6 +71,91 @@ class HttpLimits(BaseModel):
     max_requests_per_principal: int = Field(
         default=128, ge=1, description="requests of one principal in flight at once; more get 429"
     )
+    failed_auth_per_address: int = Field(
+        default=10, ge=1, description="failed authentications a minute from one client address before it gets 429"
+    )
+    failed_auth_per_credential: int = Field(
+        default=5, ge=1, description="failures a minute of one token or session cookie before it is refused unchecked"
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks of TLS-terminating reverse proxies (a proxy on this host: 127.0.0.1):"
+        " from them, X-Forwarded-For names the client (the address failed sign-ins are counted by) and"
+        " X-Forwarded-Proto: https makes the console's cookie Secure; from anyone else both are ignored",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry)  # strict: uvicorn would silently ignore 10.0.0.1/8
+            except ValueError as exc:
+                raise ValueError(f"trusted_proxies: {entry!r} is not an IP address or network ({exc})") from None
+        return value
+
+
+def client_address(scope: Scope) -> str:
+    """Who a request comes from: the peer, or behind a trusted proxy the client it names (uvicorn rewrites the
+    scope from X-Forwarded-For for `trusted_proxies` only, see `server_config`)."""
+    peer = scope.get("client")
+    return str(peer[0]) if peer else "unknown"
+
+
+class FailureLimiter:
+    """Failed authentications per client address and per credential over the last minute. A credential seen to work
+    in that time is never held back by its address's failures (a guesser's failures do not lock its owner out); any
+    other credential from an address past its limit, or one that failed too often itself, is refused unchecked."""
+
+    WINDOW = 60.0
+    MAX_KEYS = 20_000  # memory stays bounded whatever the number of addresses and credentials
+
+    def __init__(self, limits: HttpLimits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_address, self.per_credential = limits.failed_auth_per_address, limits.failed_auth_per_credential
+        self.clock = clock
+        self._failures: OrderedDict[str, list[float]] = OrderedDict()
+        self._worked: OrderedDict[str, float] = OrderedDict()
+
+    def retry_after(self, address: str, credential: str) -> float:
+        """0 when the credential may be checked now; else the seconds until it may."""
+        now = self.clock()
+        key = _credential_key(credential)
+        worked = self._worked.get(key)
+        if worked is not None and now - worked < self.WINDOW:
+            return 0.0
+        waits = [
+            self._wait(name, limit, now)
+            for name, limit in ((f"a:{address}", self.per_address), (key, self.per_credential))
+        ]
+        return max(waits)
+
+    def failed(self, address: str, credential: str) -> None:
+        now = self.clock()
+        for name in (f"a:{address}", _credential_key(credential)):
+            self._failures.setdefault(name, []).append(now)
+            self._failures.move_to_end(name)
+        while len(self._failures) > self.MAX_KEYS:
+            self._failures.popitem(last=False)
+
+    def worked(self, credential: str) -> None:
+        key = _credential_key(credential)
+        self._worked[key] = self.clock()
+        self._worked.move_to_end(key)
+        while len(self._worked) > self.MAX_KEYS:
+            self._worked.popitem(last=False)
+
+    def _wait(self, name: str, limit: int, now: float) -> float:
+        recent = [at for at in self._failures.get(name, []) if now - at < self.WINDOW]
+        if recent:
+            self._failures[name] = recent[-limit:]
+        else:
+            self._failures.pop(name, None)
+        return self.WINDOW - (now - recent[-limit]) if len(recent) >= limit else 0.0
+
+
+def _credential_key(credential: str) -> str:
+    """Credentials are kept as hashes only."""
+    return "c:" + hashlib.sha256(credential.encode("utf-8", "replace")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,19 +182,25 @@ Authenticator = Callable[[str, Scope], Awaitable[Authenticated[Any] | None]]
 
 @dataclass(frozen=True)
 class ConsoleCookie:
-    """The console's pages (below `prefix`) authenticate with a session cookie holding the bearer token the person
-    signed in with; a page asked for without a valid one redirects to `login`."""
+    """The console's pages (below `prefix`) authenticate with a session cookie naming a server-side session
+    (`token_of`: the bearer token it was opened with, None once it expired or was closed); a page asked for without
+    a valid one redirects to `login`."""
 
     prefix: str
     login: str
     cookie: str
+    token_of: Callable[[str], str | None]
 
     def covers(self, scope: Scope) -> bool:
         return str(scope.get("path", "")).startswith(self.prefix)
 
-    async def to_login(self, send: Send) -> None:
-        expired = f"{self.cookie}=; Path={self.prefix}; Max-Age=0; HttpOnly; SameSite=Strict".encode()
-        headers = [(b"location", self.login.encode()), (b"set-cookie", expired), (b"cache-control", b"no-store")]
+    async def to_login(self, send: Send, expire: bool) -> None:
+        """Redirect to the sign-in page; `expire`: the request's cookie names no valid session, so drop it (a
+        request without one, such as another site's link, which SameSite keeps the cookie from, leaves it be)."""
+        headers = [(b"location", self.login.encode()), (b"cache-control", b"no-store")]
+        if expire:
+            expired = f"{self.cookie}=; Path={self.prefix}; Max-Age=0; HttpOnly; SameSite=Strict".encode()
+            headers.append((b"set-cookie", expired))
         await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
 
@@ -140,6 +250,7 @@ class RequestGuard:
         query_token_paths: frozenset[str] = frozenset(),
         public_paths: frozenset[str] = frozenset(),
         console: ConsoleCookie | None = None,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
@@ -148,6 +259,7 @@ class RequestGuard:
         self.query_token_paths = query_token_paths
         self.public_paths = public_paths
         self.console = console
+        self.failures = failures or FailureLimiter(limits)
         self.in_flight: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -159,18 +271,31 @@ class RequestGuard:
             return
         token = bearer_token(scope, self.query_token_paths)
         page = self.console if self.console is not None and self.console.covers(scope) else None
-        if token is None and page is not None:
-            token = cookie_value(scope, page.cookie)
+        credential = token
+        if token is None and page is not None and (session := cookie_value(scope, page.cookie)) is not None:
+            credential, token = session, page.token_of(session)
+        address = client_address(scope)
+        if credential is not None and (wait := self.failures.retry_after(address, credential)) > 0:
+            retry = str(max(1, round(wait))).encode()
+            await _respond(send, 429, "too many failed authentications: wait a minute", [(b"retry-after", retry)])
+            return
         try:
             caller = await self.authenticate(token, scope) if token else None
         except Refused as refusal:
+            if credential is not None:
+                self.failures.failed(address, credential)
             if page is not None:  # an expired or revoked session: sign in again
-                await page.to_login(send)
+                await page.to_login(send, expire=True)
                 return
             await _respond(send, refusal.status, refusal.detail, [(b"www-authenticate", refusal.challenge.encode())])
             return
+        if credential is not None:
+            if caller is None:
+                self.failures.failed(address, credential)
+            else:
+                self.failures.worked(credential)
         if caller is None and page is not None:
-            await page.to_login(send)
+            await page.to_login(send, expire=credential is not None)
             return
         if caller is None:
             reason = "missing bearer token" if token is None else "unknown bearer token"
@@ -180,6 +305,8 @@ class RequestGuard:
             await _respond(send, 429, "too many requests in flight for this token", [(b"retry-after", b"1")])
             return
         scope[CALLER_KEY] = caller.who
+        if (authenticated := scope.get(CONNECTION_KEY)) is not None:
+            authenticated()
         self.in_flight[caller.key] += 1
         try:
             await self._pass(scope, receive, send)
@@ -270,12 +397,20 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
     (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
     by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address) are closed as
-    they are accepted."""
+    they are accepted.
+
+    A connection on which no request authenticated yet (a public file, a sign-in page, a guess) is kept alive for
+    `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
+    `reserved_for_authenticated`: past it, the oldest idle one is closed to make room, or, with none idle, the new
+    connection serves one request and is closed unless that request authenticated."""
     per_source: Counter[str] = Counter()  # open connections by client address, for this server
+    anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
+    anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
 
     class GuardedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
         _source: str | None = None
+        _probation = False  # admitted past the anonymous share: one request, unless it authenticates
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -289,7 +424,23 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
                 return
             self._source = source
             per_source[source] += 1
+            if len(anonymous) >= anonymous_cap and not _close_an_idle_one():
+                self._probation = True
+            anonymous[self] = None
+            self.timeout_keep_alive = limits.anonymous_keep_alive_seconds
+            self.app = _marking(self.app, self._authenticated)
             self._await_head()
+
+        def _authenticated(self) -> None:
+            if self in anonymous:  # the first authenticated request: the connection's full keep-alive from now on
+                del anonymous[self]
+                self.timeout_keep_alive = limits.keep_alive_seconds
+                self._probation = False
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._probation and not self.transport.is_closing():
+                self.transport.close()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -300,12 +451,17 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
+            anonymous.pop(self, None)
             if self._source is not None:
                 per_source[self._source] -= 1
                 if per_source[self._source] <= 0:
                     del per_source[self._source]
                 self._source = None
             super().connection_lost(exc)
+
+        def idle(self) -> bool:
+            """Between requests on a kept-alive connection (uvicorn's keep-alive timer runs)."""
+            return self.timeout_keep_alive_task is not None and not self.transport.is_closing()
 
         def _await_head(self) -> None:
             self._cancel_head_timer()
@@ -320,7 +476,26 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 self.transport.close()
 
+    def _close_an_idle_one() -> bool:
+        """Close the oldest idle unauthenticated connection, if there is one."""
+        oldest = next((connection for connection in anonymous if connection.idle()), None)
+        if oldest is None:
+            return False
+        anonymous.pop(oldest, None)
+        oldest.timeout_keep_alive_handler()
+        return True
+
     return GuardedH11Protocol
+
+
+def _marking(app: ASGIApp, authenticated: Callable[[], None]) -> ASGIApp:
+    """The app, its requests' scopes carrying the connection's callback for the guard (`CONNECTION_KEY`)."""
+
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[CONNECTION_KEY] = authenticated
+        await app(scope, receive, send)
+
+    return marked
 
 
 def server_config(app: ASGIApp, host: str, port: int, limits: HttpLimits) -> Any:
@@ -336,6 +511,9 @@ def server_config(app: ASGIApp, host: str, port: int, limits: HttpLimits) -> Any
         # A short keep-alive makes a busy client's next request race the server closing the connection, which the
         # client sees as a reset (measured at 500 concurrent clients, docs/reliability.md).
         timeout_keep_alive=limits.keep_alive_seconds,
+        # X-Forwarded-For and -Proto only from the configured proxies (uvicorn's default trusts any local process).
+        proxy_headers=bool(limits.trusted_proxies),
+        forwarded_allow_ips=limits.trusted_proxies,
         lifespan="auto",
     )
 

@@ -25,7 +25,7 @@ def build_api(config: ApiConfig) -> FastAPI:
     if config.mcp_config is None:
         startup = check_at_startup(registry, config.startup.missing_embeddings)
         scheduler = Scheduler(registry, config.schedule)
-        return create_app(registry, config, lifespan=_running(scheduler), startup=startup)
+        return create_app(registry, config, lifespan=_running(scheduler), startup=startup, schedule=scheduler.health)
     from toolrag.mcp.config import load_config
     from toolrag.mcp.gateway import McpGateway
 
@@ -62,7 +62,7 @@ def build_api(config: ApiConfig) -> FastAPI:
             for status in gateway.pool.statuses()
         ]
 
-    return create_app(registry, config, execute, upstreams, startup, states)
+    return create_app(registry, config, execute, upstreams, startup, states, schedule=scheduler.health)
 
 
 def _running(scheduler: Scheduler) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -9,6 +9,6 @@ admins edit, readers and agents see what their principal may use and their own t
 from __future__ import annotations
 
 from toolrag.server.console.routes import console_router
-from toolrag.server.console.session import PREFIX, SESSION
+from toolrag.server.console.session import PREFIX, ConsoleSessions
 
-__all__ = ["PREFIX", "SESSION", "console_router"]
+__all__ = ["PREFIX", "ConsoleSessions", "console_router"]

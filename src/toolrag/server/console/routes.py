@@ -22,16 +22,8 @@ from toolrag.model import MAX_EXAMPLE_CHARS, Principal, Tool, utc_now
 from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
-from toolrag.server.console.session import (
-    PREFIX,
-    SignInLimiter,
-    check_form,
-    csrf_token,
-    session_token,
-    sign_in,
-    sign_out,
-)
-from toolrag.server.guard import CALLER_KEY, Authenticator, Refused
+from toolrag.server.console.session import PREFIX, ConsoleSessions, new_form_token
+from toolrag.server.guard import CALLER_KEY, Authenticator, FailureLimiter, Refused, client_address
 from toolrag.store.usage import EVERYONE, Audience
 
 HERE = Path(__file__).parent
@@ -45,20 +37,26 @@ Upstreams = Callable[[], list[dict[str, Any]]]
 R = TypeVar("R", bound=Response)
 
 
-def console_router(registry: ToolRegistry, authenticate: Authenticator, upstreams: Upstreams | None) -> APIRouter:
-    """The console's routes. `upstreams`: the MCP upstreams' states, when the API serves the gateway's tools."""
+def console_router(
+    registry: ToolRegistry,
+    authenticate: Authenticator,
+    upstreams: Upstreams | None,
+    sessions: ConsoleSessions,
+    failures: FailureLimiter,
+) -> APIRouter:
+    """The console's routes. `upstreams`: the MCP upstreams' states, when the API serves the gateway's tools.
+    `sessions`: the open sessions; `failures`: the guard's limits on failed authentications, which sign-ins share."""
     router = APIRouter(prefix=PREFIX.rstrip("/"), include_in_schema=False)
     # StrictUndefined: a template naming a value the page did not pass fails its test instead of rendering "".
     templates = Jinja2Templates(
         env=Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined)
     )
-    limiter = SignInLimiter()
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         who = request.scope.get(CALLER_KEY)
-        token = session_token(request)
+        session = sessions.of(request)
         context = {"error": None} | context
-        context |= {"who": who, "csrf": csrf_token(token) if token else "", "upstreams_shown": upstreams is not None}
+        context |= {"who": who, "csrf": session.csrf if session else "", "upstreams_shown": upstreams is not None}
         response = templates.TemplateResponse(request, template, context, status_code=status)
         return secured(response)
 
@@ -70,7 +68,7 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
 
     def admin(request: Request, csrf: str | None) -> Caller:
         """A state-changing form: from this session's page, sent by an admin."""
-        check_form(request, csrf)
+        sessions.check_form(request, csrf)
         who = caller(request)
         if who.role != "admin":
             raise HTTPException(403, f"token {who.name!r} is {who.role}: only admins change tools")
@@ -91,32 +89,45 @@ def console_router(registry: ToolRegistry, authenticate: Authenticator, upstream
     def stylesheet() -> FileResponse:
         return FileResponse(HERE / "static" / "console.css", media_type="text/css")
 
+    def login_form(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
+        """The sign-in page, with a new form token (in the form and in its cookie)."""
+        form = new_form_token()
+        response = page(request, "login.html", status, error=error, login_csrf=form)
+        sessions.login_form(request, response, form)
+        return response
+
     @router.get("/login")
     def login_page(request: Request) -> HTMLResponse:
-        return page(request, "login.html")
+        return login_form(request)
 
     @router.post("/login")
-    async def login(request: Request, token: Annotated[str, Form(max_length=8192)]) -> Response:
-        client = request.client.host if request.client else "?"
-        if not limiter.allowed(client):
-            return page(request, "login.html", 429, error="too many failed attempts: wait a minute")
+    async def login(
+        request: Request,
+        token: Annotated[str, Form(max_length=8192)],
+        csrf: Annotated[str | None, Form(max_length=200)] = None,
+    ) -> Response:
+        sessions.check_login(request, csrf)
+        token, client = token.strip(), client_address(request.scope)
+        if token and (wait := failures.retry_after(client, token)) > 0:
+            return login_form(request, 429, f"too many failed attempts: wait {max(1, round(wait))} s")
         try:
-            found = await authenticate(token.strip(), request.scope) if token.strip() else None
+            found = await authenticate(token, request.scope) if token else None
         except Refused as refusal:
-            limiter.failed(client)
-            return page(request, "login.html", 401, error=refusal.detail)
+            failures.failed(client, token)
+            return login_form(request, 401, refusal.detail)
         if found is None:
-            limiter.failed(client)
-            return page(request, "login.html", 401, error="that is not a token of this server")
+            failures.failed(client, token)
+            return login_form(request, 401, "that is not a token of this server")
+        failures.worked(token)
         response = RedirectResponse(PREFIX, status_code=303)
-        sign_in(response, token.strip(), secure=request.url.scheme == "https")
+        sessions.sign_in(request, response, token)
         return secured(response)
 
     @router.post("/logout")
     def logout(request: Request, csrf: Annotated[str | None, Form()] = None) -> Response:
-        check_form(request, csrf)
+        sessions.check_form(request, csrf)
         response = RedirectResponse(f"{PREFIX}login", status_code=303)
-        sign_out(response)
+        sessions.sign_out(request, response)
         return secured(response)
 
     # -- pages --------------------------------------------------------------------------------------------------
@@ -373,7 +384,9 @@ def secured(response: R) -> R:
     response.headers["Content-Security-Policy"] = POLICY
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"  # requests in the URL stay on this server
+    # Requests in the URL stay on this server; and same-origin, not no-referrer: under no-referrer a browser sends
+    # `Origin: null` with the console's own forms, which could then not be told from a sandboxed frame's.
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Cache-Control"] = "no-store"
     return response
 
