@@ -254,6 +254,12 @@ class CapabilityCard(BaseModel):
         return " ".join(parts)
 
 
+def caller_key(identity: str | None, user: str | None, tenant: str | None) -> str:
+    """`Principal.caller` of a principal with this identity, user and tenant (identities are JSON arrays of their
+    parts, access/policy.py; a principal without one is keyed by a JSON array of a kind of its own)."""
+    return identity if identity is not None else json.dumps(["python", user, tenant])
+
+
 class Principal(BaseModel):
     """Who a request is made for. Visibility and execution rights derive from tenant, scopes and name rules only."""
 
@@ -266,6 +272,11 @@ class Principal(BaseModel):
         default=None, description="glob patterns of tool names this principal may use; None allows every name"
     )
     deny_tools: frozenset[str] = Field(default=frozenset(), description="glob patterns of tool names it may not use")
+    identity: str | None = Field(
+        default=None,
+        description="who the principal stands for, as the access policy authenticated it (access/policy.py: a rule;"
+        " an OAuth token's rule, issuer and subject); None for a principal made in Python code",
+    )
 
     @field_validator("tenant")
     @classmethod
@@ -305,6 +316,13 @@ class Principal(BaseModel):
         if tenants and self.tenant not in tenants:
             return False
         return all(self.holds(scope) for scope in scopes)
+
+    @property
+    def caller(self) -> str:
+        """The key of whose rate limits, usage log and learned usage these are: the identity, or for a principal
+        made in Python code its user and tenant. Never the user alone: a token whose subject is "admin" is not the
+        rule named "admin"."""
+        return caller_key(self.identity, self.user, self.tenant)
 
     @property
     def visibility_key(self) -> tuple[object, ...]:

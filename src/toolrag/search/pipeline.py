@@ -29,7 +29,7 @@ from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import dense_scores
-from toolrag.search.feedback import UsageMemory
+from toolrag.search.feedback import UsageMemory, learner_of
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
@@ -315,7 +315,7 @@ class Retriever:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
-        scores = self._learned(index, candidates, scores, vector, principal.tenant)
+        scores = self._learned(index, candidates, scores, vector, principal)
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
@@ -405,15 +405,17 @@ class Retriever:
         candidates: IntArray,
         scores: FloatArray,
         vector: FloatArray | None,
-        tenant: str | None,
+        principal: Principal,
     ) -> FloatArray:
-        """Scores with what the usage log taught in the principal's tenant (search/feedback.py), kept in [0, 1]."""
+        """Scores with what the usage log taught in the principal's tenant, or without a tenant what its own usage
+        taught (search/feedback.py), kept in [0, 1]."""
         memory, weight = self.memory, self.config.usage_weight
         if memory is None or vector is None or weight <= 0:
             return scores
         if memory.model_id != (index.embedder or self.embedder).model_id:
             return scores  # learned with another model: its vectors do not compare
-        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight, tenant)
+        owner = learner_of(principal.tenant, principal.caller)
+        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight, owner)
         return ((scores + gains) / (1.0 + weight)).astype(np.float32)
 
     def _blend_groups(
