@@ -400,18 +400,25 @@ class UsageTables:
         audience: Audience = EVERYONE,
         principal: str | None = None,
         tool: str | None = None,
-        outcome: str | None = None,
+        outcomes: Sequence[str] | None = None,
     ) -> list[CallRecord]:
-        """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view)."""
+        """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view; `outcomes`:
+        any of these, None: any outcome)."""
+        if outcomes is not None and not outcomes:
+            return []
         mine, tenant = audience.condition()
-        filters = [(" AND principal = ?", principal), (" AND tool = ?", tool), (" AND outcome = ?", outcome)]
+        filters = [(" AND principal = ?", principal), (" AND tool = ?", tool)]
         chosen = [(clause, value) for clause, value in filters if value]
+        clauses = "".join(clause for clause, _ in chosen)
+        wanted = tuple(outcomes or ())
+        if wanted:
+            clauses += f" AND outcome IN ({', '.join('?' for _ in wanted)})"
         rows = self._query(
             self._sql(
                 "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls WHERE at >= ?"
-                f"{mine}{''.join(clause for clause, _ in chosen)} ORDER BY at DESC LIMIT ?"
+                f"{mine}{clauses} ORDER BY at DESC LIMIT ?"
             ),
-            (self._timestamp(since), *tenant, *(value for _, value in chosen), limit),
+            (self._timestamp(since), *tenant, *(value for _, value in chosen), *wanted, limit),
         )
         return [
             CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at))
