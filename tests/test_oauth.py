@@ -560,3 +560,32 @@ def test_issue31_a_token_with_a_rule_s_subject_and_tenant_has_its_own_rate(
         posing = issuer.token(url, "mcp", sub="agent-a", tenant="acme")
         assert [_search(url, posing, "weather in Kyiv") for _ in range(3)] == [200, 200, 429]
         assert _search(url, AGENT_A_STATIC, "weather in Kyiv") == 200  # agent-a's own bucket is untouched
+
+
+def test_issue31_an_access_token_s_scopes_are_literal(
+    issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """A token's own scope strings got toolrag's wildcards: an issuer's `*` or `billing:*` granted every scope to any
+    rule the token matched. They are held as written; only a rule's own scopes are patterns."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"{issuer.url}/jwks.json")
+    rules = {
+        "finance": Grant(claims={"scope": "finance"}, scopes=["billing:*"]),
+        "anyone": Grant(claims={"scope": "mcp"}),
+    }
+    registry = ToolRegistry(tmp_path / "api.db", embedder)
+    registry.register(refund_payment)
+    registry.register_many(SAMPLE_TOOLS)
+    with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
+
+        def finds_the_refund(scope: str) -> bool:
+            headers = {"Authorization": f"Bearer {issuer.token(url, scope)}"}
+            found = httpx.post(f"{url}/search", json={"query": "refund the card payment"}, headers=headers)
+            assert found.status_code == 200, found.text
+            return "billing.refund_payment" in [r["name"] for r in found.json()["results"]]
+
+        assert not finds_the_refund("mcp *")
+        assert not finds_the_refund("mcp billing:*")
+        assert finds_the_refund("mcp billing:write")  # the scope itself, as written
+        assert finds_the_refund("finance")  # the rule's own billing:* is a pattern

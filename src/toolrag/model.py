@@ -268,6 +268,11 @@ class Principal(BaseModel):
     user: str | None = None
     tenant: str | None = None
     scopes: frozenset[str] = frozenset()
+    exact_scopes: frozenset[str] = Field(
+        default=frozenset(),
+        description="scopes held only as written, never as wildcards: an OAuth token's own (its `*` is a scope named"
+        " `*`, not every scope); `scopes` are those an access rule grants",
+    )
     allow_tools: frozenset[str] | None = Field(
         default=None, description="glob patterns of tool names this principal may use; None allows every name"
     )
@@ -288,8 +293,8 @@ class Principal(BaseModel):
         return cls()
 
     def holds(self, scope: str) -> bool:
-        """A held scope grants itself; `ns:*` grants every `ns:...` scope; `*` grants all."""
-        if scope in self.scopes or "*" in self.scopes:
+        """A held scope grants itself; of `scopes`, `ns:*` grants every `ns:...` scope and `*` grants all."""
+        if scope in self.scopes or scope in self.exact_scopes or "*" in self.scopes:
             return True
         namespace = scope.split(":", 1)[0]
         return f"{namespace}:*" in self.scopes
@@ -327,7 +332,7 @@ class Principal(BaseModel):
     @property
     def visibility_key(self) -> tuple[object, ...]:
         """Two principals with equal keys see exactly the same tools."""
-        return (self.tenant, self.scopes, self.allow_tools, self.deny_tools)
+        return (self.tenant, self.scopes, self.exact_scopes, self.allow_tools, self.deny_tools)
 
 
 class SignalScores(BaseModel):

@@ -58,7 +58,10 @@ class Grant(BaseModel):
     role: Role | None = Field(default=None, description="admin, agent or reader (default: the section's)")
     user: str | None = Field(default=None, description="the principal's user (default: the rule's name or `sub`)")
     tenant: str | None = Field(default=None, description="the principal's tenant (default: the token's claim)")
-    scopes: list[str] = Field(default_factory=list, description="scopes granted (an OAuth token's own are added)")
+    scopes: list[str] = Field(
+        default_factory=list,
+        description="scopes granted, `ns:*` and `*` as wildcards (an OAuth token's own are added, held as written)",
+    )
     servers: list[str] | None = Field(default=None, description="globs of MCP servers whose tools may be used")
     tools: list[str] | None = Field(default=None, description="globs of tool names that may be used")
     deny_tools: list[str] = Field(default_factory=list, description="globs of tool names never usable")
@@ -95,11 +98,14 @@ class Grant(BaseModel):
     def principal(
         self, name: str, user: str | None = None, tenant: str | None = None, scopes: Iterable[str] = ()
     ) -> Principal:
-        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token."""
+        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token. The token's scopes
+        are the issuer's strings, not toolrag's patterns: they are held as written (an issuer's `*` or `ns:*` grants
+        no other scope); only the rule's own `scopes` are wildcards."""
         return Principal(
             user=self.user or user or name,
             tenant=self.tenant or tenant,
-            scopes=frozenset([*self.scopes, *scopes]),
+            scopes=frozenset(self.scopes),
+            exact_scopes=frozenset(scopes) - frozenset(self.scopes),
             allow_tools=self.allowed_names(),
             deny_tools=frozenset(self.deny_tools),
         )
