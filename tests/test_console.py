@@ -508,3 +508,49 @@ def test_the_audit_is_filtered_by_principal_tool_and_outcome(console: tuple[str,
         page.goto(f"{url}/console/audit?tool=weather.forecast")
         assert "weather.forecast" in page.locator("#calls").inner_text()
         shot(page, "audit")
+
+
+# -- the third security review (issue 31) ---------------------------------------------------------------------------
+
+
+def signed_in_client(url: str, token: str) -> httpx.Client:
+    """An HTTP client signed in to the console through its sign-in form (with the form's CSRF field, if it has one)."""
+    client = httpx.Client(base_url=url, headers={"origin": url}, timeout=30)
+    form = client.get("/console/login").text
+    fields = {"token": token}
+    if 'name="csrf" value="' in form:
+        fields["csrf"] = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    signed = client.post("/console/login", data=fields)
+    assert signed.status_code == 303 and signed.headers["location"].endswith("/console/"), signed.text
+    return client
+
+
+def test_issue31_the_console_reads_the_usage_log_by_the_rule_the_reports_read_by(
+    console: tuple[str, ToolRegistry],
+) -> None:
+    """/console/audit showed a reader its tenant's calls unfiltered (`refused` confirmed a tool hidden from it, which
+    its caller was told is unknown) and /console/misses its unoffered calls unfiltered; /reports/health filtered
+    both. One rule now: calls and samples of tools the reader may use, each call answered as its caller was."""
+    url, registry = console
+    registry.store.usage.record(
+        [RetrievalRecord("h5", (), "give the customer their money back", "s6", "bob@acme", tenant="acme")],
+        [
+            CallRecord("pay.refund", "refused", 0.5, False, "s5", "ann@acme", "acme"),  # hidden from ann
+            CallRecord("pay.refund", "ok", 5.0, False, "s6", "bob@acme", "acme"),  # bob may; search did not offer it
+            CallRecord("mail.send", "refused", 0.5, False, "s7", "cy@acme", "acme"),  # hidden from cy, not the reader
+        ],
+    )
+    admin, reader = signed_in_client(url, ADMIN), signed_in_client(url, ACME_READER)
+    assert "pay.refund" in admin.get("/console/audit").text and "refused" in admin.get("/console/audit").text
+    assert "pay.refund" in admin.get("/console/misses").text
+
+    audit = reader.get("/console/audit")
+    assert audit.status_code == 200 and "hr.payslip" in audit.text  # its tenant's calls of tools it may use
+    assert "pay.refund" not in audit.text and "refused" not in audit.text
+    assert "unknown_tool" in audit.text  # cy's call of mail.send, as cy was answered
+    assert "No call matches." in reader.get("/console/audit?outcome=refused").text
+    assert "mail.send" in reader.get("/console/audit?outcome=unknown_tool").text
+    misses = reader.get("/console/misses")
+    assert misses.status_code == 200 and "pay.refund" not in misses.text
+    report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"})
+    assert "pay.refund" not in report.text  # what the report already left out

@@ -13,6 +13,7 @@ from toolrag.eval.dataset import BenchmarkSet
 from toolrag.eval.runner import split_for_replay
 from toolrag.monitor.config import MonitorConfig
 from toolrag.search.feedback import UsageMemory
+from toolrag.store.usage import UsedRequest
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder
 from .test_eval import bench
@@ -89,24 +90,24 @@ def test_a_memory_learned_with_another_model_is_ignored(used: ToolRegistry, embe
     learning.learn_from_usage()
     memory = learning.retriever.memory
     assert memory is not None
-    learning.retriever.memory = UsageMemory("another-model", memory.vectors, memory.tools, memory.tenants)
+    learning.retriever.memory = UsageMemory("another-model", memory.vectors, memory.tools, memory.learners)
     learning.retriever.cache.clear()
     assert _gap(learning) == gap
 
 
 def test_memory_gains_follow_similarity(used: ToolRegistry, embedder: CountingEmbedder) -> None:
-    memory = UsageMemory.learn(
-        [("acme", "payments.refund_payment", USERS_SAY), ("acme", "payments.refund_payment", USERS_SAY)], embedder
-    )
+    pair = UsedRequest("acme", "a caller of acme", "payments.refund_payment", USERS_SAY)
+    memory = UsageMemory.learn([pair, pair], embedder)
     assert memory.size == 1  # the same pair once
     index = used.snapshot()
     candidates = np.arange(index.size)
-    gains = memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, floor=0.5, weight=0.3, tenant="acme")
+    acme, globex, nobody = ("tenant", "acme"), ("tenant", "globex"), ("caller", ANYONE.caller)
+    gains = memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, floor=0.5, weight=0.3, learner=acme)
     assert gains[index.by_name["payments.refund_payment"]] == pytest.approx(0.3, abs=1e-3)
     assert np.count_nonzero(gains) == 1
-    assert not memory.adjustment(index, embedder.embed_query("tell me a joke"), candidates, 0.5, 0.3, "acme").any()
-    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, "globex").any()
-    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, None).any()
+    assert not memory.adjustment(index, embedder.embed_query("tell me a joke"), candidates, 0.5, 0.3, acme).any()
+    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, globex).any()
+    assert not memory.adjustment(index, embedder.embed_query(USERS_SAY), candidates, 0.5, 0.3, nobody).any()
 
 
 def test_eval_replays_a_share_of_the_requests_as_a_usage_log(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -122,3 +123,19 @@ def test_eval_replays_a_share_of_the_requests_as_a_usage_log(tmp_path: Path, emb
     one = BenchmarkSet(benchmark.name, benchmark.tools, benchmark.queries[:1])
     with pytest.raises(ValueError, match="leaves no request to measure"):
         split_for_replay(one, 0.5)
+
+
+def test_callers_without_a_tenant_learn_only_from_their_own_usage(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Memory was keyed on the tenant, so every caller without one learned from every other's requests (issue 31)."""
+    alone, other = Principal(user="alone", scopes=frozenset({"*"})), Principal(user="other", scopes=frozenset({"*"}))
+    registry = ToolRegistry(tmp_path / "u.db", embedder, monitor=MonitorConfig(flush_seconds=0.05))
+    registry.register_many(SAMPLE_TOOLS)
+    registry.search(USERS_SAY, alone, session="s1")
+    assert registry.usage is not None
+    registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1", user="alone")
+    registry.usage.flush()
+    learning = ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, usage_min_similarity=0.5))
+    before = _rank(learning, USERS_SAY, other)
+    assert learning.learn_from_usage() == 1
+    assert _rank(learning, USERS_SAY, alone)[0] == "payments.refund_payment"  # its own usage
+    assert _rank(learning, USERS_SAY, other) == before  # nobody else's

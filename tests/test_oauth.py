@@ -32,12 +32,14 @@ from typer.testing import CliRunner
 
 from toolrag import ToolRegistry, tool
 from toolrag.access import Grant
+from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.server.guard import Refused
 from toolrag.server.oauth import JwtVerifier, OAuthConfig
+from toolrag.server.rate_limit import Rate, RateLimits
 
-from .conftest import SAMPLE_TOOLS
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
 from .test_api import serving
 
@@ -544,3 +546,96 @@ def test_issue31_the_issuers_keys_are_bounded_in_bytes_and_count(issuer: Issuer,
         token = issuer.token(audience, "mcp")
         with pytest.raises(Refused, match=re.escape(reason)):
             anyio.run(verifier.verify, token)
+
+
+# -- the third security review (issue 31) ---------------------------------------------------------------------------
+
+
+ADMIN_STATIC, AGENT_A_STATIC = "admin-static-token-0123", "agent-a-static-token-0123"
+
+
+@contextmanager
+def rules_and_oauth(issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder) -> Iterator[tuple[str, ToolRegistry]]:
+    """The API with the static rules "admin" (no tenant) and "agent-a" (tenant acme), a rule for any access token
+    of scope mcp, and a search rate of two at once; its URL and registry."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    config = ApiConfig(
+        oauth=OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"{issuer.url}/jwks.json"),
+        tokens={
+            "admin": Grant(token=ADMIN_STATIC, role="admin"),
+            "agent-a": Grant(token=AGENT_A_STATIC, role="agent", tenant="acme"),
+            "idp-agents": Grant(claims={"scope": "mcp"}, role="agent"),
+        },
+        rate_limits=RateLimits(search=Rate(per_minute=1, burst=2)),
+    )
+    registry = ToolRegistry(tmp_path / "api.db", embedder, RETRIEVAL, monitor=MonitorConfig(flush_seconds=0.05))
+    registry.register_many(SAMPLE_TOOLS)
+    with serving(create_app(registry, config), port=port):
+        yield url, registry
+
+
+def _search(url: str, token: str, query: str) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.post(f"{url}/search", json={"query": query}, headers=headers, timeout=30).status_code
+
+
+def test_issue31_a_token_whose_subject_is_admin_reads_only_its_own_usage(
+    issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """The usage log's view of a caller without a tenant was keyed on its label: a token whose subject is "admin"
+    read the admin rule's requests on /reports/health and /dashboard. It is keyed by identity now."""
+    with rules_and_oauth(issuer, tmp_path, embedder) as (url, registry):
+        posing = issuer.token(url, "mcp", sub="admin", tenant=None)
+        assert _search(url, ADMIN_STATIC, "tell me a joke about my cat Murzik") == 200
+        assert _search(url, posing, "what is the weather in Lviv") == 200
+        assert registry.usage is not None
+        registry.usage.flush()
+        admin_view = httpx.get(f"{url}/reports/health?days=1", headers={"Authorization": f"Bearer {ADMIN_STATIC}"})
+        assert "Murzik" in admin_view.text  # the admin's request, shown to operators
+        headers = {"Authorization": f"Bearer {posing}"}
+        report = httpx.get(f"{url}/reports/health?days=1", headers=headers, timeout=30)
+        page = httpx.get(f"{url}/dashboard", headers=headers, timeout=30)
+        assert report.status_code == 200 and page.status_code == 200
+        assert "Murzik" not in report.text and "Murzik" not in page.text
+        assert report.json()["totals"]["retrievals"] == 1  # its own search only
+
+
+def test_issue31_a_token_with_a_rule_s_subject_and_tenant_has_its_own_rate(
+    issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """Rate-limit buckets were keyed on tenant and user: a token with agent-a's subject and tenant spent the rule
+    agent-a's rate. Buckets are keyed by identity now."""
+    with rules_and_oauth(issuer, tmp_path, embedder) as (url, _):
+        posing = issuer.token(url, "mcp", sub="agent-a", tenant="acme")
+        assert [_search(url, posing, "weather in Kyiv") for _ in range(3)] == [200, 200, 429]
+        assert _search(url, AGENT_A_STATIC, "weather in Kyiv") == 200  # agent-a's own bucket is untouched
+
+
+def test_issue31_an_access_token_s_scopes_are_literal(
+    issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """A token's own scope strings got toolrag's wildcards: an issuer's `*` or `billing:*` granted every scope to any
+    rule the token matched. They are held as written; only a rule's own scopes are patterns."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"{issuer.url}/jwks.json")
+    rules = {
+        "finance": Grant(claims={"scope": "finance"}, scopes=["billing:*"]),
+        "anyone": Grant(claims={"scope": "mcp"}),
+    }
+    registry = ToolRegistry(tmp_path / "api.db", embedder)
+    registry.register(refund_payment)
+    registry.register_many(SAMPLE_TOOLS)
+    with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
+
+        def finds_the_refund(scope: str) -> bool:
+            headers = {"Authorization": f"Bearer {issuer.token(url, scope)}"}
+            found = httpx.post(f"{url}/search", json={"query": "refund the card payment"}, headers=headers)
+            assert found.status_code == 200, found.text
+            return "billing.refund_payment" in [r["name"] for r in found.json()["results"]]
+
+        assert not finds_the_refund("mcp *")
+        assert not finds_the_refund("mcp billing:*")
+        assert finds_the_refund("mcp billing:write")  # the scope itself, as written
+        assert finds_the_refund("finance")  # the rule's own billing:* is a pattern

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from toolrag import Principal, ToolRegistry
 from toolrag.model import SearchResult, Tool
+from toolrag.search import filter as visibility
+from toolrag.search import pipeline
 
 from .conftest import CountingEmbedder
 
@@ -116,3 +118,39 @@ def test_no_invisible_tool_is_returned_or_counted(
         assert selection.tools == reference.tools
         full.close()
         only_visible.close()
+
+
+def test_a_snapshot_opened_anew_at_the_same_generation_is_not_taken_for_the_one_before(
+    embedder: CountingEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saving vectors (`embed_missing`, `validate --fix`) opens the snapshot anew at the same generation, and
+    CPython may place it at the freed address of the one it replaces: nothing derived from the old snapshot (which
+    positions a principal sees, the small-talk levels, the vocabulary) may be reused for it. Every snapshot is
+    given one address here, so that reuse happens each time instead of a few times in a hundred."""
+    for module in (visibility, pipeline):
+        monkeypatch.setattr(module, "id", lambda _: 1, raising=False)
+    tools = [
+        Tool.parse({"name": "b.forecast", "description": "Weather forecast for a city for the next days."}),
+        Tool.parse({"name": "c.parcel", "description": "Track a parcel and its estimated delivery date."}),
+    ]
+    secret = Tool.parse(
+        {"name": "a.refund", "description": "Refund a payment to the customer's card.", "tenants": ["acme"]}
+    )
+    globex = Principal(user="g", tenant="globex")
+    registry = ToolRegistry(tmp_path / "tools.db", embedder)
+    registry.register_many(tools)
+    registry.snapshot()
+    registry.register(secret)  # appended to the followed snapshot: positions b, c, a
+    assert registry.snapshot().names == ["b.forecast", "c.parcel", "a.refund"]
+    assert "a.refund" not in {r.name for r in registry.rank("refund the payment", globex, limit=5)}
+
+    registry.embed_missing()  # built afresh at the same generation: positions a, b, c
+    assert registry.snapshot().names == ["a.refund", "b.forecast", "c.parcel"]
+    reference = ToolRegistry(tmp_path / "reference.db", embedder)
+    reference.register_many(tools)
+    for query in ("refund the payment", "where is my parcel", "hello"):
+        ranked = registry.rank(query, globex, limit=5)
+        assert "a.refund" not in {r.name for r in ranked}
+        assert_same(ranked, reference.rank(query, globex, limit=5))
+    registry.close()
+    reference.close()

@@ -287,6 +287,12 @@ class CapabilityCard(BaseModel):
         return " ".join(parts)
 
 
+def caller_key(identity: str | None, user: str | None, tenant: str | None) -> str:
+    """`Principal.caller` of a principal with this identity, user and tenant (identities are JSON arrays of their
+    parts, access/policy.py; a principal without one is keyed by a JSON array of a kind of its own)."""
+    return identity if identity is not None else json.dumps(["python", user, tenant])
+
+
 class Principal(BaseModel):
     """Who a request is made for. Visibility and execution rights derive from tenant, scopes and name rules only."""
 
@@ -295,10 +301,20 @@ class Principal(BaseModel):
     user: str | None = None
     tenant: str | None = None
     scopes: frozenset[str] = frozenset()
+    exact_scopes: frozenset[str] = Field(
+        default=frozenset(),
+        description="scopes held only as written, never as wildcards: an OAuth token's own (its `*` is a scope named"
+        " `*`, not every scope); `scopes` are those an access rule grants",
+    )
     allow_tools: frozenset[str] | None = Field(
         default=None, description="glob patterns of tool names this principal may use; None allows every name"
     )
     deny_tools: frozenset[str] = Field(default=frozenset(), description="glob patterns of tool names it may not use")
+    identity: str | None = Field(
+        default=None,
+        description="who the principal stands for, as the access policy authenticated it (access/policy.py: a rule;"
+        " an OAuth token's rule, issuer and subject); None for a principal made in Python code",
+    )
 
     @field_validator("tenant")
     @classmethod
@@ -310,8 +326,8 @@ class Principal(BaseModel):
         return cls()
 
     def holds(self, scope: str) -> bool:
-        """A held scope grants itself; `ns:*` grants every `ns:...` scope; `*` grants all."""
-        if scope in self.scopes or "*" in self.scopes:
+        """A held scope grants itself; of `scopes`, `ns:*` grants every `ns:...` scope and `*` grants all."""
+        if scope in self.scopes or scope in self.exact_scopes or "*" in self.scopes:
             return True
         namespace = scope.split(":", 1)[0]
         return f"{namespace}:*" in self.scopes
@@ -340,9 +356,16 @@ class Principal(BaseModel):
         return all(self.holds(scope) for scope in scopes)
 
     @property
+    def caller(self) -> str:
+        """The key of whose rate limits, usage log and learned usage these are: the identity, or for a principal
+        made in Python code its user and tenant. Never the user alone: a token whose subject is "admin" is not the
+        rule named "admin"."""
+        return caller_key(self.identity, self.user, self.tenant)
+
+    @property
     def visibility_key(self) -> tuple[object, ...]:
         """Two principals with equal keys see exactly the same tools."""
-        return (self.tenant, self.scopes, self.allow_tools, self.deny_tools)
+        return (self.tenant, self.scopes, self.exact_scopes, self.allow_tools, self.deny_tools)
 
 
 class SignalScores(BaseModel):

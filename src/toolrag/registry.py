@@ -386,11 +386,11 @@ class ToolRegistry:
         since = utc_now() - timedelta(days=days)
         known = {(e.text.casefold(), e.tenant) for e in self.get(name).examples}
         found: dict[tuple[str, str | None], tuple[str | None, str]] = {}
-        for tenant, tool, request in self.store.usage.called_after(since):
-            text = " ".join(request.split())
-            key = (text.casefold(), tenant)
-            if tool == name and text and key not in known:
-                found.setdefault(key, (tenant, text))
+        for used in self.store.usage.called_after(since):
+            text = " ".join(used.request.split())
+            key = (text.casefold(), used.tenant)
+            if used.tool == name and text and key not in known:
+                found.setdefault(key, (used.tenant, text))
         return list(found.values())
 
     def set_active(self, name: str, active: bool, edited_by: str | None = None) -> Tool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -57,7 +58,10 @@ class Grant(BaseModel):
     role: Role | None = Field(default=None, description="admin, agent or reader (default: the section's)")
     user: str | None = Field(default=None, description="the principal's user (default: the rule's name or `sub`)")
     tenant: str | None = Field(default=None, description="the principal's tenant (default: the token's claim)")
-    scopes: list[str] = Field(default_factory=list, description="scopes granted (an OAuth token's own are added)")
+    scopes: list[str] = Field(
+        default_factory=list,
+        description="scopes granted, `ns:*` and `*` as wildcards (an OAuth token's own are added, held as written)",
+    )
     servers: list[str] | None = Field(default=None, description="globs of MCP servers whose tools may be used")
     tools: list[str] | None = Field(default=None, description="globs of tool names that may be used")
     deny_tools: list[str] = Field(default_factory=list, description="globs of tool names never usable")
@@ -94,11 +98,14 @@ class Grant(BaseModel):
     def principal(
         self, name: str, user: str | None = None, tenant: str | None = None, scopes: Iterable[str] = ()
     ) -> Principal:
-        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token."""
+        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token. The token's scopes
+        are the issuer's strings, not toolrag's patterns: they are held as written (an issuer's `*` or `ns:*` grants
+        no other scope); only the rule's own `scopes` are wildcards."""
         return Principal(
             user=self.user or user or name,
             tenant=self.tenant or tenant,
-            scopes=frozenset([*self.scopes, *scopes]),
+            scopes=frozenset(self.scopes),
+            exact_scopes=frozenset(scopes) - frozenset(self.scopes),
             allow_tools=self.allowed_names(),
             deny_tools=frozenset(self.deny_tools),
         )
@@ -117,10 +124,17 @@ def _claim_values(value: Any, split: bool) -> set[str]:
 NO_TOOLS = Principal(user="nobody", allow_tools=frozenset())
 
 
+def identity(*parts: str) -> str:
+    """A caller's identity, the key its in-flight requests, sessions, rate limits, usage log and learned usage are
+    kept under: the way in and what names the caller there, a JSON array so no two differ only in where a part
+    ends (`("rule", name)`; `("oauth", rule, issuer, subject)`: an OAuth subject is never taken for a rule's name)."""
+    return json.dumps(parts)
+
+
 @dataclass(frozen=True)
 class Caller:
-    """Who a request comes from: the rule that matched (`name`), its role and principal, and the key its in-flight
-    requests and sessions are kept under (distinct for every caller, stable across its requests)."""
+    """Who a request comes from: the rule that matched (`name`), its role and principal, and its identity (`key`,
+    distinct for every caller, stable across its requests; the principal carries it too)."""
 
     name: str
     role: Role
@@ -180,7 +194,7 @@ class AccessPolicy:
         grant = self.grants.get(name)
         if grant is None:
             raise KeyError(f"no access rule named {name!r}")
-        return self._caller(name, grant, grant.principal(name), key=f"rule:{name}")
+        return self._caller(name, grant, grant.principal(name), identity("rule", name))
 
     def for_token(self, secret: str) -> Caller | None:
         """The caller of a static bearer token; None when no rule holds it."""
@@ -197,17 +211,19 @@ class AccessPolicy:
                 principal = grant.principal(
                     name, user, str(tenant) if tenant else None, _claim_values(claims.get(self.scopes_claim), True)
                 )
-                return self._caller(name, grant, principal, key=f"oauth:{claims.get('iss', '')}|{user}")
+                issuer = str(claims.get("iss", ""))
+                return self._caller(name, grant, principal, identity("oauth", name, issuer, user))
         return None
 
     def local(self) -> Caller:
         """The stdio client: the rule named by `local_principal`, or a caller granted nothing."""
         if self.local_rule is None:
-            return Caller("local", "reader", NO_TOOLS, key="local", granted=False)
+            key = identity("local")
+            return Caller("local", "reader", NO_TOOLS.model_copy(update={"identity": key}), key, granted=False)
         return self.named(self.local_rule)
 
     def _caller(self, name: str, grant: Grant, principal: Principal, key: str) -> Caller:
-        return Caller(name, grant.role or self.default_role, principal, key)
+        return Caller(name, grant.role or self.default_role, principal.model_copy(update={"identity": key}), key)
 
 
 def check_grants(grants: Mapping[str, Grant], what: str) -> None:

@@ -191,11 +191,11 @@ def evaluate(
         registry.register_many(benchmark.tools, progress=indexed)
         report = EvalReport(benchmark.name, embedder.model_id, len(benchmark.tools))
         report.index_seconds = time.perf_counter() - started
+        principal = principal or Principal.anonymous()
         if replay_share > 0:
             log, benchmark = split_for_replay(benchmark, replay_share)
             report.replayed = len(log)
-            replay(registry, log)
-        principal = principal or Principal.anonymous()
+            replay(registry, log, principal)
         report.catalog_tokens = registry.catalog_tokens(principal)
         for number, mode in enumerate(modes):
             report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)
@@ -231,14 +231,17 @@ def with_examples(tools: Sequence[Tool], requests: Sequence[Query]) -> list[Tool
     return [tool.model_copy(update={"examples": examples[tool.name][:MAX_EXAMPLES]}) for tool in tools]
 
 
-def replay(registry: ToolRegistry, log: Sequence[Query]) -> int:
-    """Write each request, and a successful call of each of its relevant tools, to the usage log; then learn."""
+def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -> int:
+    """Write each request as `principal`'s, and a successful call of each of its relevant tools, to the usage log;
+    then learn."""
+    tenant, caller = principal.tenant, principal.caller
     retrievals = [
-        RetrievalRecord(request_hash=query.id, results=(), request=query.text, session=f"replay-{query.id}")
-        for query in log
+        RetrievalRecord(query.id, (), query.text, f"replay-{query.id}", tenant=tenant, caller=caller) for query in log
     ]
     calls = [
-        CallRecord(tool, "ok", 0.0, True, session=f"replay-{query.id}") for query in log for tool in query.relevant
+        CallRecord(tool, "ok", 0.0, True, f"replay-{query.id}", tenant=tenant, caller=caller)
+        for query in log
+        for tool in query.relevant
     ]
     registry.store.usage.record(retrievals, calls)
     return registry.learn_from_usage(days=1)

@@ -217,7 +217,7 @@ class McpGateway:
         )
 
     def _gateway_for(self, principal: Principal) -> ToolGateway:
-        key = (self.registry.generation, principal.visibility_key, principal.user)
+        key = (self.registry.generation, principal.visibility_key, principal.user, principal.caller)
         gateway = self._gateways.get(key)
         if gateway is None:
             if len(self._gateways) > 256:

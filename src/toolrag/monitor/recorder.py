@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from toolrag.model import Principal, SearchResult, utc_now
+from toolrag.model import Principal, SearchResult, caller_key, utc_now
 from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.redact import redact
 from toolrag.runtime.events import Event, ToolCallEvent
@@ -52,6 +52,7 @@ class UsageRecorder:
                 step=step,
                 tenant=principal.tenant,
                 strategy=results[0].strategy if results else "retrieval",
+                caller=principal.caller,
             )
         )
 
@@ -64,8 +65,13 @@ class UsageRecorder:
         session: str | None = None,
         user: str | None = None,
         tenant: str | None = None,
+        caller: str | None = None,
     ) -> None:
-        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, principal_label(user, tenant), tenant))
+        """`caller`: the caller's `Principal.caller` (by default that of a principal of `user` and `tenant` made in
+        Python code)."""
+        label = principal_label(user, tenant)
+        who = caller if caller is not None else caller_key(None, user, tenant)
+        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, label, tenant, caller=who))
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ToolCallEvent):
@@ -77,6 +83,7 @@ class UsageRecorder:
                 event.session,
                 event.user,
                 event.tenant,
+                event.caller,
             )
 
     def _kept_text(self, request: str) -> str | None:

@@ -36,6 +36,7 @@ class ToolCallEvent:
     session: str | None = None  # the conversation (agent run, MCP session) the call belongs to
     user: str | None = None
     tenant: str | None = None
+    caller: str | None = None  # the principal's `Principal.caller`
 
 
 @dataclass(frozen=True)

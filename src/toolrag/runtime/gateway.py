@@ -268,6 +268,7 @@ class ToolGateway:
                 session=session,
                 user=self.principal.user,
                 tenant=self.principal.tenant,
+                caller=self.principal.caller,
             )
         )
 

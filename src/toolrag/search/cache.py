@@ -1,6 +1,6 @@
 """A bounded query cache: least recently used entries go first, entries expire after a time to live.
 
-Keys include the registry generation, so any registry change makes every older entry unreachable.
+Keys include the snapshot's serial (search/index.py), so any registry change makes every older entry unreachable.
 """
 
 from __future__ import annotations

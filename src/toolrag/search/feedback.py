@@ -1,8 +1,9 @@
 """A per-tenant score adjustment learned from usage: requests like ones after which a tool was called favour it.
 
-The usage log pairs each successful call with the request that led to it in the same session of the same principal
+The usage log pairs each successful call with the request that led to it in the same session of the same caller
 (`UsageTables.called_after`). Those requests are embedded once; a new request then looks up its nearest remembered
-requests of its own tenant (a tenant's requests never move another tenant's ranking, nor reach it), and each tool
+requests of its own tenant (a tenant's requests never move another tenant's ranking, nor reach it; a caller without
+a tenant learns from its own requests only, told apart by identity, `Principal.caller`), and each tool
 gains `weight * (similarity - floor) / (1 - floor)` for its most similar one above the floor. Off by default
 (`SearchConfig.usage_weight = 0`): it learns whatever users did, so measure it on your own log first
 (`toolrag eval --replay-share`, docs/benchmarks.md).
@@ -18,26 +19,35 @@ import numpy as np
 from toolrag.embed.base import Embedder
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import FloatArray, IntArray
+from toolrag.store.usage import UsedRequest
+
+# Whose usage a remembered request is: ("tenant", its tenant) or, without a tenant, ("caller", its caller's
+# identity; None for records logged before callers were, which nobody learns from).
+Learner = tuple[str, str | None]
+
+
+def learner_of(tenant: str | None, caller: str | None) -> Learner:
+    return ("tenant", tenant) if tenant else ("caller", caller)
 
 
 @dataclass(frozen=True)
 class UsageMemory:
-    """Remembered (request vector, tool) pairs of each tenant, for one embedding model."""
+    """Remembered (request vector, tool) pairs of each tenant and tenantless caller, for one embedding model."""
 
     model_id: str
     vectors: FloatArray  # one row per remembered request
     tools: list[str]  # the tool called after each
-    tenants: list[str | None]  # whose request each is (None: principals without a tenant)
+    learners: list[Learner]  # whose request each is
 
     @classmethod
-    def learn(cls, pairs: Sequence[tuple[str | None, str, str]], embedder: Embedder) -> UsageMemory:
-        """From (tenant, tool, request) triples; each distinct one is embedded once."""
-        unique = list(dict.fromkeys((tenant, tool, " ".join(request.split())) for tenant, tool, request in pairs))
-        unique = [(tenant, tool, request) for tenant, tool, request in unique if request]
+    def learn(cls, used: Sequence[UsedRequest], embedder: Embedder) -> UsageMemory:
+        """From the usage log's requests followed by a successful call; each distinct one is embedded once."""
+        triples = ((learner_of(u.tenant, u.caller), u.tool, " ".join(u.request.split())) for u in used)
+        unique = [(learner, tool, request) for learner, tool, request in dict.fromkeys(triples) if request]
         if not unique:
             return cls(embedder.model_id, np.zeros((0, embedder.dimension), dtype=np.float32), [], [])
         vectors = np.vstack([_unit(embedder.embed_query(request)) for *_, request in unique]).astype(np.float32)
-        return cls(embedder.model_id, vectors, [tool for _, tool, _ in unique], [tenant for tenant, *_ in unique])
+        return cls(embedder.model_id, vectors, [tool for _, tool, _ in unique], [learner for learner, *_ in unique])
 
     @property
     def size(self) -> int:
@@ -50,14 +60,14 @@ class UsageMemory:
         candidates: IntArray,
         floor: float,
         weight: float,
-        tenant: str | None,
+        learner: Learner,
     ) -> FloatArray:
-        """What each candidate gains for a request of `tenant`, aligned with `candidates`."""
+        """What each candidate gains for a request of `learner` (`learner_of`), aligned with `candidates`."""
         gains = np.zeros(len(candidates), dtype=np.float32)
         if not self.size or weight <= 0:
             return gains
         similarities = self.vectors @ _unit(query_vector)
-        mine = np.fromiter((owner == tenant for owner in self.tenants), dtype=bool, count=self.size)
+        mine = np.fromiter((owner == learner for owner in self.learners), dtype=bool, count=self.size)
         close = np.flatnonzero((similarities > floor) & mine)
         if not len(close):
             return gains

@@ -29,7 +29,7 @@ class VisibilityFilter:
         self._lock = threading.Lock()
 
     def mask(self, index: SearchIndex, principal: Principal) -> BoolArray | None:
-        key = (index.generation, id(index), principal.visibility_key)
+        key = (index.serial, principal.visibility_key)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)

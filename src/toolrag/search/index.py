@@ -31,6 +31,7 @@ from toolrag.search.text import dense_texts, embedded_texts, lexical_text, split
 from toolrag.store.base import Vector
 
 _LINEAGES = itertools.count()
+_SERIALS = itertools.count()
 MAX_SEGMENTS = 8  # appended vector blocks and postings segments kept apart before they are merged into one
 _WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
 
@@ -274,6 +275,10 @@ class SearchIndex:
     # Snapshots derived from one another by `changed` share a lineage: their positions mean the same tools.
     lineage: int = field(default_factory=lambda: next(_LINEAGES))
     graph: GraphSlot = field(default_factory=GraphSlot)  # the base rows' approximate index, once built
+    # Unique to this object in this process, copies by `replace` included: what is derived from a snapshot is kept
+    # under its serial. Neither the generation (a snapshot opened anew keeps it) nor `id()` (a freed snapshot's
+    # address is given to the next) tells two snapshots apart.
+    serial: int = field(init=False, default_factory=lambda: next(_SERIALS), compare=False, repr=False)
 
     @classmethod
     def build(

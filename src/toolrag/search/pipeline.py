@@ -29,7 +29,7 @@ from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import dense_scores
-from toolrag.search.feedback import UsageMemory
+from toolrag.search.feedback import UsageMemory, learner_of
 from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
@@ -113,9 +113,9 @@ class Retriever:
         self.router = CategoryRouter.from_config(config.routes)
         self.visibility = VisibilityFilter()
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
-        self._reference: tuple[tuple[int, int], SmallTalkReference | None] | None = None
+        self._reference: tuple[int, SmallTalkReference | None] | None = None
         self._levels: OrderedDict[tuple[object, ...], Levels] = OrderedDict()
-        self._vocabulary: tuple[tuple[int, int], Vocabulary] | None = None
+        self._vocabulary: tuple[int, Vocabulary] | None = None
         self._warned_generation = -1
         self._lock = threading.Lock()
 
@@ -123,7 +123,7 @@ class Retriever:
         query = self.searched(query)
         k = self.config.k if k is None else k
         index = self._snapshot()
-        key = (normalize_query(query), principal.visibility_key, index.generation, k)
+        key = (normalize_query(query), principal.visibility_key, index.serial, k)
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
@@ -212,7 +212,7 @@ class Retriever:
         return max(by_text, float(by_example) - nearest - levels.for_examples(english))
 
     def _small_talk(self, index: SearchIndex) -> SmallTalkReference | None:
-        key = (index.generation, id(index))
+        key = index.serial
         with self._lock:
             if self._reference is not None and self._reference[0] == key:
                 return self._reference[1]
@@ -223,7 +223,7 @@ class Retriever:
         return reference
 
     def _level(self, index: SearchIndex, principal: Principal, reference: SmallTalkReference) -> Levels:
-        key = (index.generation, id(index), principal.visibility_key, self.config.small_talk_quantile)
+        key = (index.serial, principal.visibility_key, self.config.small_talk_quantile)
         with self._lock:
             if key in self._levels:
                 self._levels.move_to_end(key)
@@ -261,7 +261,7 @@ class Retriever:
     def _words(self, index: SearchIndex) -> Vocabulary:
         from toolrag.search.reformulate import Vocabulary
 
-        key = (index.generation, id(index))
+        key = index.serial
         if self._vocabulary is None or self._vocabulary[0] != key:
             self._vocabulary = (key, Vocabulary(index))
         return self._vocabulary[1]
@@ -315,7 +315,7 @@ class Retriever:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
-        scores = self._learned(index, candidates, scores, vector, principal.tenant)
+        scores = self._learned(index, candidates, scores, vector, principal)
         named = self._named(index, query, visible)
         top = _top(candidates, scores, limit)
         coverage = self._coverage(index, tokens, lexical, visible)
@@ -405,15 +405,17 @@ class Retriever:
         candidates: IntArray,
         scores: FloatArray,
         vector: FloatArray | None,
-        tenant: str | None,
+        principal: Principal,
     ) -> FloatArray:
-        """Scores with what the usage log taught in the principal's tenant (search/feedback.py), kept in [0, 1]."""
+        """Scores with what the usage log taught in the principal's tenant, or without a tenant what its own usage
+        taught (search/feedback.py), kept in [0, 1]."""
         memory, weight = self.memory, self.config.usage_weight
         if memory is None or vector is None or weight <= 0:
             return scores
         if memory.model_id != (index.embedder or self.embedder).model_id:
             return scores  # learned with another model: its vectors do not compare
-        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight, tenant)
+        owner = learner_of(principal.tenant, principal.caller)
+        gains = memory.adjustment(index, vector, candidates, self.config.usage_min_similarity, weight, owner)
         return ((scores + gains) / (1.0 + weight)).astype(np.float32)
 
     def _blend_groups(

@@ -31,7 +31,7 @@ from toolrag.errors import (
 )
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, SearchResult, Strategy, Tool, utc_now
-from toolrag.monitor.report import HealthReport, build_report
+from toolrag.monitor.reading import Reading
 from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
@@ -46,7 +46,6 @@ from toolrag.server.guard import CALLER_KEY, FailureLimiter, RequestGuard
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.oauth import JwtVerifier, caller_authenticator
 from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
-from toolrag.store.usage import EVERYONE, Audience
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 
@@ -361,16 +360,6 @@ def create_app(
         """Admins manage every tool; any other token sees only the tools its principal may use."""
         return who.role == "admin" or who.principal.can_use(tool)
 
-    def audience_of(who: Caller) -> Audience:
-        """Admins read every tenant's usage; any other token its own tenant's, or without a tenant its own."""
-        return EVERYONE if who.role == "admin" else Audience.of(who.principal)
-
-    def report_for(who: Caller, days: int) -> HealthReport:
-        if who.role == "admin":
-            return build_report(registry.store, days)
-        usable = {t.name for t in registry.visible_tools(who.principal)}
-        return build_report(registry.store, days, audience=audience_of(who), visible=usable)
-
     @app.get("/tools", response_model=list[ToolOut], tags=["tools"])
     def list_tools(who: Reader, include_inactive: bool = False) -> list[ToolOut]:
         """Every tool for admin tokens; the tools its principal may use for any other token."""
@@ -471,7 +460,7 @@ def create_app(
     @app.get("/reports/health", tags=["reports"])
     def health_report(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> dict[str, Any]:
         """Per-tool usage, dead, unused and low-relevance tools, and the requests behind retrieval misses."""
-        return report_for(who, days).as_json()
+        return Reading.of(registry, who).report(registry, days).as_json()
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
     def prometheus(who: Admin) -> Response:
@@ -481,11 +470,12 @@ def create_app(
     @app.get("/dashboard", tags=["operations"], response_class=HTMLResponse)
     def dashboard(who: Reader, days: Annotated[int, Query(ge=1, le=3650)] = 30) -> HTMLResponse:
         """Registry health for people (the token may also come as `?token=`)."""
-        report = report_for(who, days)
+        reading = Reading.of(registry, who)  # the console's misses and audit pages read by the same rule
+        report = reading.report(registry, days)
         since = utc_now() - timedelta(days=days)
         candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
-        audience = audience_of(who)
-        offered = {name: registry.store.usage.requests_for_tool(name, since, audience=audience) for name in candidates}
+        usage = registry.store.usage
+        offered = {name: usage.requests_for_tool(name, since, audience=reading.audience) for name in candidates}
         weekly = registry.store.usage.job_reports("report", 12) if who.role == "admin" else []  # every tenant's
         return HTMLResponse(render_dashboard(report, offered, weekly))
 

@@ -25,7 +25,7 @@ consistency = "daily"
 report = "weekly"
 webhook_url = "https://hooks.slack.com/services/..."   # optional: each run's summary, Slack-compatible
 
-[rate_limits]                       # per principal, per instance; unlimited when absent
+[rate_limits]                       # per caller (identity), per instance; unlimited when absent
 search = { per_minute = 120, burst = 20 }
 call = { per_minute = 60, burst = 10 }
 """

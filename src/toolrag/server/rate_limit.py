@@ -1,5 +1,7 @@
-"""Rate limits per principal: token buckets for searches (`/search`, `find_tools`) and calls (`/execute`,
-`call_tool`). The API answers 429 with `Retry-After`; the MCP gateway a tool error saying how long to wait.
+"""Rate limits per caller: token buckets for searches (`/search`, `find_tools`) and calls (`/execute`,
+`call_tool`), keyed by the caller's identity (`Principal.caller`: a rule; an OAuth token's rule, issuer and subject),
+never by its user's name alone. The API answers 429 with `Retry-After`; the MCP gateway a tool error saying how long
+to wait.
 
 The buckets live in each server process: with several instances behind a balancer, each allows the configured
 rate, so a principal's total is the rate times the instances.
@@ -47,12 +49,12 @@ class _Bucket:
 
 
 class RateLimiter:
-    """Token buckets keyed by principal (tenant and user) and kind."""
+    """Token buckets keyed by caller (`Principal.caller`: its identity, not its user's name) and kind."""
 
     def __init__(self, limits: RateLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self.clock = clock
-        self._buckets: dict[tuple[str | None, str | None, Kind], _Bucket] = {}
+        self._buckets: dict[tuple[str, Kind], _Bucket] = {}
         self._lock = threading.Lock()
 
     def wait(self, principal: Principal, kind: Kind) -> float:
@@ -60,7 +62,7 @@ class RateLimiter:
         rate = self._rate(kind)
         if rate is None:
             return 0.0
-        key = (principal.tenant, principal.user, kind)
+        key = (principal.caller, kind)
         refill = rate.per_minute / 60.0
         with self._lock:
             now = self.clock()
@@ -82,7 +84,7 @@ class RateLimiter:
     def _forget_full(self, now: float) -> None:
         """Drop the buckets idle long enough to have refilled: a new one starts full, so nothing is lost."""
         for key, bucket in list(self._buckets.items()):
-            rate = self._rate(key[2])
+            rate = self._rate(key[1])
             if rate is None or now - bucket.at >= rate.burst * 60.0 / rate.per_minute:
                 del self._buckets[key]
 

@@ -26,11 +26,12 @@ def principal_label(user: str | None, tenant: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Audience:
-    """Whose records a reader may see: every tenant's (operators), one tenant's, or, for a user of no tenant, only
-    that user's own (callers without a tenant share no tenant: an operator's own requests have none either)."""
+    """Whose records a reader may see: every tenant's (operators), one tenant's, or, for a caller of no tenant, only
+    that caller's own (callers without a tenant share no tenant: an operator's own requests have none either), told
+    apart by identity (`Principal.caller`), never by the label the log shows."""
 
     tenant: str | None = None
-    user: str | None = None
+    caller: str | None = None
     everyone: bool = False
 
     @classmethod
@@ -39,7 +40,7 @@ class Audience:
 
     @classmethod
     def of(cls, principal: Principal) -> Audience:
-        return cls(principal.tenant, principal_label(principal.user, principal.tenant))
+        return cls(principal.tenant, principal.caller)
 
     def condition(self, table: str = "") -> tuple[str, tuple[object, ...]]:
         """An SQL condition (starting with AND) limiting rows of `table` (an alias, or none) to this audience, and its
@@ -48,15 +49,17 @@ class Audience:
         if self.everyone:
             return "", ()
         if self.tenant is None:
-            return f" AND {prefix}tenant IS NULL AND {prefix}principal = ?", (self.user or "",)
+            return f" AND {prefix}tenant IS NULL AND {prefix}caller = ?", (self.caller or "",)
         return f" AND {prefix}tenant = ?", (self.tenant,)
 
 
 EVERYONE = Audience.operators()
 
-# A retrieval `r` and a call `c` of one principal (NULL-safe in both databases: a principal may have no tenant).
+# A retrieval `r` and a call `c` of one caller (NULL-safe in both databases: a principal may have no tenant, and
+# records written before callers were logged have no caller).
 _SAME_PRINCIPAL = (
     "COALESCE(r.tenant, '') = COALESCE(c.tenant, '') AND COALESCE(r.principal, '') = COALESCE(c.principal, '')"
+    " AND COALESCE(r.caller, '') = COALESCE(c.caller, '')"
 )
 
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
@@ -76,6 +79,7 @@ class RetrievalRecord:
     tenant: str | None = None
     strategy: str = "retrieval"  # or "all": the whole catalog fit the token budget
     at: datetime = field(default_factory=utc_now)
+    caller: str | None = None  # `Principal.caller`
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,17 @@ class CallRecord:
     principal: str | None = None
     tenant: str | None = None
     at: datetime = field(default_factory=utc_now)
+    caller: str | None = None  # `Principal.caller`
+
+
+@dataclass(frozen=True)
+class UsedRequest:
+    """A request after which a tool was called successfully, in the same session of the same caller."""
+
+    tenant: str | None
+    caller: str | None  # None: logged before callers were
+    tool: str
+    request: str
 
 
 @dataclass(frozen=True)
@@ -183,7 +198,7 @@ class UsageTables:
                 row = db.execute(
                     self._sql(
                         "INSERT INTO retrievals(at, session, principal, tenant, request, request_hash, chosen, step,"
-                        " strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+                        " strategy, caller) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
                     ),
                     (
                         self._timestamp(retrieval.at),
@@ -195,6 +210,7 @@ class UsageTables:
                         len(retrieval.results),
                         retrieval.step,
                         retrieval.strategy,
+                        retrieval.caller,
                     ),
                 ).fetchone()
                 for rank, (tool, score, dense) in enumerate(retrieval.results, start=1):
@@ -208,8 +224,8 @@ class UsageTables:
             for call in calls:
                 db.execute(
                     self._sql(
-                        "INSERT INTO calls(at, session, principal, tenant, tool, outcome, latency_ms, injected)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                        "INSERT INTO calls(at, session, principal, tenant, tool, outcome, latency_ms, injected, caller)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     ),
                     (
                         self._timestamp(call.at),
@@ -220,6 +236,7 @@ class UsageTables:
                         call.outcome,
                         call.latency_ms,
                         call.injected,
+                        call.caller,
                     ),
                 )
 
@@ -321,12 +338,13 @@ class UsageTables:
             RequestSample(kind, self._parse_time(at), text, session, str(extra)) for at, text, session, extra in rows
         ]
 
-    def called_after(self, since: datetime, limit: int = 50_000) -> list[tuple[str | None, str, str]]:
-        """(tenant, tool, request) for every successful call, with the latest request before it in the same session
-        of the same principal: what users asked when a tool turned out to be the one they needed. Newest first."""
+    def called_after(self, since: datetime, limit: int = 50_000) -> list[UsedRequest]:
+        """Every successful call, with the latest request before it in the same session of the same caller: what
+        users asked when a tool turned out to be the one they needed. Newest first."""
         rows = self._query(
             self._sql(
-                "SELECT tenant, tool, request FROM (SELECT c.at AS at, c.tenant AS tenant, c.tool AS tool,"
+                "SELECT tenant, caller, tool, request FROM (SELECT c.at AS at, c.tenant AS tenant,"
+                " c.caller AS caller, c.tool AS tool,"
                 " (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
                 f" AND {_SAME_PRINCIPAL} ORDER BY r.at DESC LIMIT 1) AS request FROM calls c"
                 " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL) AS pairs"
@@ -334,7 +352,9 @@ class UsageTables:
             ),
             (self._timestamp(since), limit),
         )
-        return [(None if tenant is None else str(tenant), str(tool), str(request)) for tenant, tool, request in rows]
+        return [
+            UsedRequest(_text(tenant), _text(caller), str(tool), str(request)) for tenant, caller, tool, request in rows
+        ]
 
     def recent_requests(
         self, since: datetime, limit: int = 100, audience: Audience = EVERYONE, tool: str | None = None
@@ -380,18 +400,25 @@ class UsageTables:
         audience: Audience = EVERYONE,
         principal: str | None = None,
         tool: str | None = None,
-        outcome: str | None = None,
+        outcomes: Sequence[str] | None = None,
     ) -> list[CallRecord]:
-        """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view)."""
+        """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view; `outcomes`:
+        any of these, None: any outcome)."""
+        if outcomes is not None and not outcomes:
+            return []
         mine, tenant = audience.condition()
-        filters = [(" AND principal = ?", principal), (" AND tool = ?", tool), (" AND outcome = ?", outcome)]
+        filters = [(" AND principal = ?", principal), (" AND tool = ?", tool)]
         chosen = [(clause, value) for clause, value in filters if value]
+        clauses = "".join(clause for clause, _ in chosen)
+        wanted = tuple(outcomes or ())
+        if wanted:
+            clauses += f" AND outcome IN ({', '.join('?' for _ in wanted)})"
         rows = self._query(
             self._sql(
                 "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls WHERE at >= ?"
-                f"{mine}{''.join(clause for clause, _ in chosen)} ORDER BY at DESC LIMIT ?"
+                f"{mine}{clauses} ORDER BY at DESC LIMIT ?"
             ),
-            (self._timestamp(since), *tenant, *(value for _, value in chosen), limit),
+            (self._timestamp(since), *tenant, *(value for _, value in chosen), *wanted, limit),
         )
         return [
             CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at))
@@ -503,3 +530,7 @@ class UsageTables:
         return [
             JobReport(str(name), self._parse_time(at), str(holder), json.loads(body)) for name, at, holder, body in rows
         ]
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

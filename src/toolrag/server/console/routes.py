@@ -19,6 +19,7 @@ from toolrag.access import Caller
 from toolrag.errors import EditConflictError, ToolNotFoundError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, Principal, Tool, utc_now
+from toolrag.monitor.reading import Reading
 from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
@@ -337,18 +338,12 @@ def console_router(
         who = caller(request)
         since = utc_now() - timedelta(days=days)
         usage = registry.store.usage
-        mine = audience(who)
-        visible = None if who.role == "admin" else {t.name for t in registry.visible_tools(who.principal)}
+        reading = Reading.of(registry, who)  # what /reports/health shows this caller, and nothing more
+        mine = reading.audience
         no_tool = [e for e in usage.recent_requests(since, 200, mine) if not e.tools][:50]
-        from toolrag.monitor.report import build_report
-
-        report = build_report(registry.store, days, audience=mine, visible=visible)
-        low = [
-            (u, usage.requests_for_tool(u.tool, since, 5, mine))
-            for u in report.low_relevance
-            if visible is None or u.tool in visible
-        ]
-        unshortlisted = usage.samples("unshortlisted_call", since, 50, mine)
+        report = reading.report(registry, days)
+        low = [(u, usage.requests_for_tool(u.tool, since, 5, mine)) for u in report.low_relevance]
+        unshortlisted = reading.samples(usage.samples("unshortlisted_call", since, 50, mine))
         return page(request, "misses.html", no_tool=no_tool, low=low, unshortlisted=unshortlisted, days=days)
 
     @router.get("/upstreams")
@@ -372,7 +367,10 @@ def console_router(
     ) -> HTMLResponse:
         who = caller(request)
         since = utc_now() - timedelta(days=days)
-        calls = registry.store.usage.calls(since, 200, audience(who), principal or None, tool or None, outcome or None)
+        reading = Reading.of(registry, who)  # calls of tools it may use, answered as their callers were
+        outcomes = reading.logged_outcomes(outcome) if outcome else None
+        logged = registry.store.usage.calls(since, 200, reading.audience, principal or None, tool or None, outcomes)
+        calls = reading.calls(logged)
         changes = registry.store.audit_log(200, tool or None) if who.role == "admin" else []
         filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
         return page(request, "audit.html", calls=calls, changes=changes, filters=filters)

@@ -1,0 +1,65 @@
+"""What a caller may read of the usage log: one rule for every page and route that shows it (`/reports/health`,
+`/dashboard`, the console's misses and audit pages).
+
+Operators (admin tokens) read every record as it was logged. Any other caller reads its tenant's records (without a
+tenant, its own: `Audience`) and, of those, only what concerns tools its principal may use now: a call of a tool it
+may not use, a request sample naming one, a tool's usage row are left out. A call is shown as its caller was
+answered: a call of a tool hidden from its caller was answered `unknown_tool` and is logged `refused` for operators
+(runtime/gateway.py); shown as `refused`, it would confirm to a reader that such a tool exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from toolrag.access import Caller
+from toolrag.monitor.report import HealthReport, build_report
+from toolrag.store.usage import EVERYONE, Audience, CallRecord, RequestSample
+
+if TYPE_CHECKING:
+    from toolrag.registry import ToolRegistry
+
+# Outcomes only operators read, and what the caller was answered instead.
+ANSWERED = {"refused": "unknown_tool"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Whose records a caller reads (`audience`) and the tools whose traces it may see (`usable`; None: every
+    tool, for operators)."""
+
+    audience: Audience
+    usable: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, registry: ToolRegistry, who: Caller) -> Reading:
+        if who.may("admin"):
+            return cls(EVERYONE)
+        return cls(Audience.of(who.principal), frozenset(t.name for t in registry.visible_tools(who.principal)))
+
+    def shows(self, tool: str) -> bool:
+        return self.usable is None or tool in self.usable
+
+    def report(self, registry: ToolRegistry, days: int) -> HealthReport:
+        """The health report over the last `days`, as this caller may read it."""
+        return build_report(registry.store, days, audience=self.audience, visible=self.usable)
+
+    def calls(self, calls: Iterable[CallRecord]) -> list[CallRecord]:
+        """The calls it may read, each with the outcome its caller was answered."""
+        if self.usable is None:
+            return list(calls)
+        return [replace(c, outcome=ANSWERED.get(c.outcome, c.outcome)) for c in calls if c.tool in self.usable]
+
+    def logged_outcomes(self, shown: str) -> tuple[str, ...]:
+        """The logged outcomes a filter on the outcome `shown` matches (none: a reader never sees `refused`)."""
+        if self.usable is None:
+            return (shown,)
+        if shown in ANSWERED:
+            return ()
+        return (shown, *(logged for logged, answered in ANSWERED.items() if answered == shown))
+
+    def samples(self, samples: Iterable[RequestSample]) -> list[RequestSample]:
+        """Request samples it may read: an unshortlisted call's sample names its tool (`detail`)."""
+        return [s for s in samples if s.kind != "unshortlisted_call" or self.shows(s.detail)]
