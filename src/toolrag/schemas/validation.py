@@ -95,18 +95,24 @@ def _spend(steps: int) -> None:
         current.spend(steps)
 
 
-def check_enums(schema: dict[str, Any]) -> None:
-    """Raise UnsafeSchema unless every enum of `schema` is bounded, and all of them together (checked before the
-    draft's metaschema reads them: draft-04's asks for unique enum values, which jsonschema compares pairwise)."""
-    total = 0
+def _objects(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object of `schema` with where it is, walked without recursion; the values of data keywords (enum,
+    const, default, ...) are data, not schemas, and are not entered."""
     stack: list[tuple[str, Any]] = [("", schema)]
     while stack:
         where, node = stack.pop()
         if isinstance(node, list):
             stack.extend((f"{where}/{i}", item) for i, item in enumerate(node))
-            continue
-        if not isinstance(node, dict):
-            continue
+        elif isinstance(node, dict):
+            yield where, node
+            stack.extend((f"{where}/{key}", value) for key, value in node.items() if key not in DATA_KEYWORDS)
+
+
+def check_enums(schema: dict[str, Any]) -> None:
+    """Raise UnsafeSchema unless every enum of `schema` is bounded, and all of them together (checked before the
+    draft's metaschema reads them: draft-04's asks for unique enum values, which jsonschema compares pairwise)."""
+    total = 0
+    for where, node in _objects(schema):
         values = node.get("enum")
         if isinstance(values, list):
             if len(values) > MAX_ENUM_VALUES:
@@ -114,7 +120,6 @@ def check_enums(schema: dict[str, Any]) -> None:
                     f"{where.lstrip('/') or '(root)'}: an enum of {len(values):,} values (at most {MAX_ENUM_VALUES:,})"
                 )
             total += len(values)
-        stack.extend((f"{where}/{key}", value) for key, value in node.items() if key not in DATA_KEYWORDS)
     if total > MAX_ENUM_VALUES_IN_ALL:
         raise UnsafeSchema(f"the schema's enums hold {total:,} values in all (at most {MAX_ENUM_VALUES_IN_ALL:,})")
 
@@ -124,20 +129,12 @@ def check_safety(schema: dict[str, Any]) -> None:
     reference is local and one value costs at most MAX_STEPS_PER_VALUE steps (enums: check_enums, first)."""
     uses_unevaluated = False
     patterns: list[tuple[str, str]] = []
-    stack: list[tuple[str, Any]] = [("", schema)]
-    while stack:
-        where, node = stack.pop()
-        if isinstance(node, list):
-            stack.extend((f"{where}/{i}", item) for i, item in enumerate(node))
-            continue
-        if not isinstance(node, dict):
-            continue
+    for where, node in _objects(schema):
         if isinstance(node.get("pattern"), str):
             patterns.append((f"{where}/pattern", node["pattern"]))
         if isinstance(node.get("patternProperties"), dict):
             patterns.extend((f"{where}/patternProperties", key) for key in node["patternProperties"])
         uses_unevaluated = uses_unevaluated or "unevaluatedProperties" in node
-        stack.extend((f"{where}/{key}", value) for key, value in node.items() if key not in DATA_KEYWORDS)
     for where, pattern in patterns:
         try:
             program = compile_pattern(pattern).programsize
