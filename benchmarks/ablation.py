@@ -149,7 +149,7 @@ def run_set(name: str, benchmark: BenchmarkSet, embedder: Embedder, args: argpar
             return results
         log, rest = split_for_replay(benchmark, 0.5)
         results["usage"] = {"held-out default": measure(registry, rest, SearchConfig())}
-        results["usage"]["learned"] = replay(registry, log)
+        results["usage"]["learned"] = replay(registry, log, Principal.anonymous())  # as measure() searches
         results["usage"]["held-out default + usage learning"] = measure(registry, rest, SearchConfig(**USAGE))
     for variant in args.text_variants:
         use_variant(variant)
