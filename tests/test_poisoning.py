@@ -1,6 +1,7 @@
-"""The poisoning detector (issues 14 and 25): its figures on the corpora in tests/data (mcp_texts.jsonl, 255 attacks
-and 271 benign texts of real MCP servers, and mcp_texts_2.jsonl, 182 and 173 more, built blind from public
-write-ups and servers; sources beside them), the reasons it gives, its cost, and the scan of tool results.
+"""The poisoning detector (issues 14, 25 and 31): its figures on the corpora in tests/data (mcp_texts.jsonl, 255
+attacks and 271 benign texts of real MCP servers; mcp_texts_2.jsonl, 182 and 173 more, and mcp_texts_3.jsonl, 164
+polite attacks and 165 honest texts that handle secrets, built blind from public write-ups and servers; sources
+beside them), the reasons it gives, its cost, and the scan of tool results.
 
 Each corpus is split in halves by a hash of each row's group (benchmarks/poisoning.py): the model is fitted on the
 tuning halves (and on the older tests/data/poisoning.jsonl), the held-out halves are only measured. The held-out
@@ -45,7 +46,7 @@ def flagged(scanner: PoisoningScanner, row: dict[str, Any]) -> bool:
 def rates(scanner: PoisoningScanner, rows: list[dict[str, Any]]) -> tuple[float, float]:
     malicious = [flagged(scanner, row) for row in rows if row["label"] == "malicious"]
     benign = [flagged(scanner, row) for row in rows if row["label"] == "benign"]
-    assert len(malicious) >= 80 and len(benign) >= 75
+    assert len(malicious) >= 60 and len(benign) >= 70
     return sum(malicious) / len(malicious), sum(benign) / len(benign)
 
 
@@ -56,6 +57,8 @@ def rates(scanner: PoisoningScanner, rows: list[dict[str, Any]]) -> tuple[float,
         ("mcp_texts.jsonl", "held-out", 0.85, 0.05),
         ("mcp_texts_2.jsonl", "tune", 0.9, 0.05),
         ("mcp_texts_2.jsonl", "held-out", 0.78, 0.06),
+        ("mcp_texts_3.jsonl", "tune", 0.9, 0.05),
+        ("mcp_texts_3.jsonl", "held-out", 0.58, 0.14),
     ],
 )
 def test_the_detector_on_each_half_of_each_corpus(

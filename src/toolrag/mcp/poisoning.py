@@ -249,6 +249,8 @@ def read(texts: Iterable[tuple[str, str]]) -> Reading:
                 sentence = part.strip()
                 if len(sentence) >= MIN_SENTENCE_CHARS:
                     signs = signs_of(sentence)
+                    if where.endswith(" key"):
+                        signs -= {"imperative"}  # a name is no sentence: "output_type", "read_only" give no order
                     reading.sentences.append(Sentence(where, sentence, signs))
                     strong = bool(signs - WEAK_SIGNS)
                     # a property name that names something alarming, or is a phrase with a sign (honest names are
@@ -389,18 +391,24 @@ class PoisoningScanner:
         return list(findings)
 
     def _assess(self, reading: Reading) -> list[Finding]:
-        """Hidden characters always; then, when the model weighs the whole past its threshold, every sentence that
-        weighs past it on its own (or else the one that weighs most), with the signs it carries."""
+        """Hidden characters always; then, when the model weighs the whole past its threshold (or a sentence orders
+        the model to set its instructions aside), every sentence that weighs past it on its own (or else that order,
+        or the one that weighs most), with the signs it carries."""
         findings = [
             Finding(where, "hidden Unicode characters", ", ".join(names[:3])) for where, names in reading.hidden
         ]
         nearness = self._nearness(reading)
         model = self.model
-        if model.probability(features_of(reading, nearness)) < model.threshold:
+        # an order to set the model's instructions aside, given to the model (not quoted, not about attacks), is a
+        # finding whatever the rest weighs: the one rule the model may not outweigh
+        overrides = [
+            s for s in reading.sentences if s.signs >= _OVERRIDE and s.signs & _ADDRESSED and not s.signs & _CITED
+        ]
+        if model.probability(features_of(reading, nearness)) < model.threshold and not overrides:
             return findings
         unique = {sentence.text: sentence for sentence in reading.sentences}.values()
         weighed = sorted(((self._weight(s, reading, nearness), s) for s in unique), key=lambda pair: -pair[0])
-        flagged = [s for weight, s in weighed if weight >= model.threshold] or [s for _, s in weighed[:1]]
+        flagged = [s for weight, s in weighed if weight >= model.threshold] or overrides[:1] or [weighed[0][1]]
         for sentence in flagged:
             signs = (
                 ", ".join(DESCRIPTIONS[name] for name in NAMES if name in sentence.signs - MARKS)
@@ -462,6 +470,11 @@ class PoisoningScanner:
 
 
 _VERDICTS = 4096  # tools whose verdicts are kept
+_OVERRIDE, _ADDRESSED, _CITED = (
+    frozenset({"override"}),
+    frozenset({"imperative", "model"}),
+    frozenset({"quoted", "meta"}),
+)
 
 
 def _top3(similarities: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

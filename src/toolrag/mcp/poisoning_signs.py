@@ -13,6 +13,7 @@ Every pattern runs in linear time: alternatives of words and short bounded gaps,
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Iterable
 
@@ -433,7 +434,9 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
 ]
 # A short quotation (a phrase cited as evidence: a scanner's match, a document's example); a sentence whose alarming
 # words are all inside such quotations carries the mark "quoted"
-_QUOTED = re.compile(r"\"[^\"\n]{4,60}\"|“[^”\n]{4,60}”|„[^“”\n]{4,60}[“”]|«[^»\n]{4,60}»|「[^」\n]{4,60}」")
+_QUOTED = re.compile(
+    r"(?<!\w)'[^'\n]{4,60}'(?!\w)|\"[^\"\n]{4,60}\"|“[^”\n]{4,60}”|„[^“”\n]{4,60}[“”]|«[^»\n]{4,60}»|「[^」\n]{4,60}」"
+)
 
 # Asking to hand data over: a verb of giving (include, attach, paste, send, ...) near what is private (the
 # conversation, a secret file, a file's contents), before or after it (verbs come last in Japanese, Korean, Turkish).
@@ -481,8 +484,10 @@ MARKS = frozenset({"assurance", "own_source", "quoted"})
 WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation", "contents"}) | MARKS
 
 
+@functools.lru_cache(maxsize=2048)
 def signs_of(sentence: str) -> frozenset[str]:
-    """The signs a sentence carries."""
+    """The signs a sentence carries (kept for the sentences seen last: a hostile text repeats one sentence, and a
+    server's tools share their parameter texts)."""
     found = _signs(sentence)
     if found - WEAK_SIGNS and _QUOTED.search(sentence) and not _signs(_QUOTED.sub(" ", sentence)) - WEAK_SIGNS:
         found.add("quoted")
