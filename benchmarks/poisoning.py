@@ -35,7 +35,7 @@ import numpy as np
 
 from toolrag.mcp import poisoning
 from toolrag.mcp.poisoning import Finding, PoisoningScanner, margins
-from toolrag.mcp.poisoning_signs import WEAK_SIGNS
+from toolrag.mcp.poisoning_signs import MARKS, WEAK_SIGNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +124,7 @@ def fit(extra: list[Path], false_alarms: float, l2: float, target: Path = MODEL,
     readings = [poisoning.read(texts(row)) for row in tuning]
     embedded = [poisoning.embedded_sentences(reading) for reading in readings]
     attack_sentences = [
-        [s.text for s in reading.sentences if (s.signs - WEAK_SIGNS) or len(s.signs) >= 2]
+        [s.text for s in reading.sentences if (s.signs - WEAK_SIGNS) or len(s.signs - MARKS) >= 2]
         if row["label"] == "malicious"
         else []
         for row, reading in zip(tuning, readings, strict=True)

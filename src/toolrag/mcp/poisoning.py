@@ -41,7 +41,7 @@ import numpy as np
 from toolrag.embed.base import Embedder
 from toolrag.embed.cache import cached_vectors
 from toolrag.mcp.poisoning_bank import ATTACKS, TOOL_TEXTS
-from toolrag.mcp.poisoning_signs import DESCRIPTIONS, NAMES, WEAK_SIGNS, signs_of
+from toolrag.mcp.poisoning_signs import DESCRIPTIONS, MARKS, NAMES, WEAK_SIGNS, signs_of
 from toolrag.search.text import split_identifier
 
 # -- 1. hidden characters ----------------------------------------------------------------------------------------
@@ -146,6 +146,7 @@ FEATURES = [
     *(f"result+{name}" for name in RESULT_SIGNS),
     "key_signs",
     "data_signs",
+    "data_address",
     "instructions",
     "result",
     "near_attacks",
@@ -174,6 +175,7 @@ class Reading:
     key_signs: bool  # a property name carries signs (an instruction written as a name)
     kinds: set[str]  # "result", "instructions": where the text was met
     data_signs: bool = False  # a default, enum value or example carries a strong sign (a hidden recipient, a path)
+    data_address: bool = False  # a default sends somewhere: an e-mail address, IBAN or account, a destination's URL
 
 
 _COMMON = re.compile(r"(?i)\b(?:the|and|to|of|you|your|is|in|this|that|for|with|before|all|it|any|then|user|file)\b")
@@ -186,6 +188,25 @@ _MIXED = re.compile(r"\w*(?:[a-zA-Z][а-яА-ЯіІјЈѕЅԁһӏԛԝΑ-Ωα-ω]
 
 
 _DATA = re.compile(r"\.(?:default|enum|examples?|const)(?:\[\d+\])?$")
+# A fixed value the model sends without being told: a default's or constant's e-mail address, IBAN or account number
+# (a sender's own address aside), or a URL when the property is where something goes
+_FIXED = re.compile(r"\.([^.\[]+)\.(?:default|const)$")
+_SENDER = re.compile(r"(?i)^(?:from|sender|reply_?to|author|committer)")
+_DESTINATION = re.compile(
+    r"(?i)(?:^|_)(?:to|recipients?|bcc|cc|dest\w*|target|payee|beneficiar\w*|iban|account|conto|cuenta|konto"
+    r"|webhook|callback|forward\w*|remote|mirror|share\w*|empf\w*|destinat\w*|reviewers?|upload)(?:_|$)"
+)
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}|\b\d{10,}\b")
+_URL = re.compile(r"(?i)\bhttps?://|\bgit@")
+# Files named in words in a property name ("contents_of_the_users_dot_env_file")
+_DOT_WORD = re.compile(r"(?i)\bdot (env|ssh|aws|kube|npmrc|netrc|pypirc|docker|gnupg|git-credentials)\b")
+
+
+def _sends_somewhere(where: str, value: str) -> bool:
+    fixed = _FIXED.search(where)
+    if fixed is None or _SENDER.search(fixed.group(1)):
+        return False
+    return bool(_ADDRESS.search(value)) or (bool(_URL.search(value)) and bool(_DESTINATION.search(fixed.group(1))))
 
 
 def _common_words(text: str) -> int:
@@ -214,7 +235,8 @@ def read(texts: Iterable[tuple[str, str]]) -> Reading:
         # property name is words joined by underscores; look-alike letters of other scripts read as Latin ones
         visible = visible_text(text).replace("\\n", "\n")
         if where.endswith(" key"):
-            visible = split_identifier(visible).replace("_", " ")
+            visible = _DOT_WORD.sub(r".\1", split_identifier(visible).replace("_", " "))
+        reading.data_address = reading.data_address or _sends_somewhere(where, visible)
         variants = [visible, decoded_tags(text), *_reversed_runs(text), *_unmixed(visible)]
         for how, decoded in encoded_variants(visible):
             # rot13 and leetspeak read every text anew: kept only when that makes it read more like language
@@ -227,9 +249,14 @@ def read(texts: Iterable[tuple[str, str]]) -> Reading:
                 sentence = part.strip()
                 if len(sentence) >= MIN_SENTENCE_CHARS:
                     signs = signs_of(sentence)
+                    if where.endswith(" key"):
+                        signs -= {"imperative"}  # a name is no sentence: "output_type", "read_only" give no order
                     reading.sentences.append(Sentence(where, sentence, signs))
-                    reading.key_signs = reading.key_signs or (where.endswith(" key") and bool(signs))
                     strong = bool(signs - WEAK_SIGNS)
+                    # a property name that names something alarming, or is a phrase with a sign (honest names are
+                    # a word or two: "password", "api_key")
+                    phrase = len(sentence.split()) >= 4 and bool(signs - MARKS)
+                    reading.key_signs = reading.key_signs or (where.endswith(" key") and (strong or phrase))
                     reading.data_signs = reading.data_signs or (strong and _DATA.search(where) is not None)
     return reading
 
@@ -279,7 +306,9 @@ Nearness = dict[str, tuple[float, float, float]]
 
 def embedded_sentences(reading: Reading) -> list[str]:
     """The sentences compared by meaning: those with signs, the most signed first, at most MAX_EMBEDDED."""
-    signed = sorted({s.text: s for s in reading.sentences if s.signs}.values(), key=lambda s: -len(s.signs))
+    signed = sorted(
+        {s.text: s for s in reading.sentences if s.signs - MARKS}.values(), key=lambda s: -len(s.signs - MARKS)
+    )
     return [s.text for s in signed[:MAX_EMBEDDED]]
 
 
@@ -296,13 +325,14 @@ def features_of(reading: Reading, nearness: Nearness) -> np.ndarray[Any, Any]:
                 vector[position[f"result+{name}"]] = 1.0
     vector[position["key_signs"]] = reading.key_signs
     vector[position["data_signs"]] = reading.data_signs
+    vector[position["data_address"]] = reading.data_address
     vector[position["instructions"]] = "instructions" in reading.kinds
     vector[position["result"]] = "result" in reading.kinds
     if nearness:
         vector[position["nearest_attack"]] = max(near for near, _, _ in nearness.values())
         vector[position["near_attacks"]] = max(near3 for _, near3, _ in nearness.values())
         vector[position["attack_likeness"]] = max(likeness for _, _, likeness in nearness.values())
-    vector[position["signs"]] = max((len(s.signs) for s in reading.sentences), default=0) / 5
+    vector[position["signs"]] = max((len(s.signs - MARKS) for s in reading.sentences), default=0) / 5
     vector[position["hidden"]] = bool(reading.hidden)
     vector[position["encoded"]] = reading.encoded
     return vector
@@ -361,21 +391,28 @@ class PoisoningScanner:
         return list(findings)
 
     def _assess(self, reading: Reading) -> list[Finding]:
-        """Hidden characters always; then, when the model weighs the whole past its threshold, every sentence that
-        weighs past it on its own (or else the one that weighs most), with the signs it carries."""
+        """Hidden characters always; then, when the model weighs the whole past its threshold (or a sentence orders
+        the model to set its instructions aside), every sentence that weighs past it on its own (or else that order,
+        or the one that weighs most), with the signs it carries."""
         findings = [
             Finding(where, "hidden Unicode characters", ", ".join(names[:3])) for where, names in reading.hidden
         ]
         nearness = self._nearness(reading)
         model = self.model
-        if model.probability(features_of(reading, nearness)) < model.threshold:
+        # an order to set the model's instructions aside, given to the model (not quoted, not about attacks), is a
+        # finding whatever the rest weighs: the one rule the model may not outweigh
+        overrides = [
+            s for s in reading.sentences if s.signs >= _OVERRIDE and s.signs & _ADDRESSED and not s.signs & _CITED
+        ]
+        if model.probability(features_of(reading, nearness)) < model.threshold and not overrides:
             return findings
         unique = {sentence.text: sentence for sentence in reading.sentences}.values()
         weighed = sorted(((self._weight(s, reading, nearness), s) for s in unique), key=lambda pair: -pair[0])
-        flagged = [s for weight, s in weighed if weight >= model.threshold] or [s for _, s in weighed[:1]]
+        flagged = [s for weight, s in weighed if weight >= model.threshold] or overrides[:1] or [weighed[0][1]]
         for sentence in flagged:
             signs = (
-                ", ".join(DESCRIPTIONS[name] for name in NAMES if name in sentence.signs) or "means what attacks say"
+                ", ".join(DESCRIPTIONS[name] for name in NAMES if name in sentence.signs - MARKS)
+                or "means what attacks say"
             )
             findings.append(
                 Finding(sentence.where, f"reads as an order to the model: {signs}", _excerpt(sentence.text))
@@ -383,7 +420,7 @@ class PoisoningScanner:
         return findings or [Finding("(tool)", "reads as an order to the model", "")]
 
     def _weight(self, sentence: Sentence, reading: Reading, nearness: Nearness) -> float:
-        alone = Reading([sentence], [], False, False, reading.kinds, reading.data_signs)
+        alone = Reading([sentence], [], False, False, reading.kinds, reading.data_signs, reading.data_address)
         near = {sentence.text: nearness[sentence.text]} if sentence.text in nearness else {}
         return self.model.probability(features_of(alone, near))
 
@@ -433,6 +470,11 @@ class PoisoningScanner:
 
 
 _VERDICTS = 4096  # tools whose verdicts are kept
+_OVERRIDE, _ADDRESSED, _CITED = (
+    frozenset({"override"}),
+    frozenset({"imperative", "model"}),
+    frozenset({"quoted", "meta"}),
+)
 
 
 def _top3(similarities: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

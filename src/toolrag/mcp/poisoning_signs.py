@@ -12,6 +12,8 @@ Every pattern runs in linear time: alternatives of words and short bounded gaps,
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Iterable
 
@@ -98,6 +100,9 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"المحادثة|الدردشة|الرسائل السابقة|बातचीत|पिछले संदेश|sohbet|konuşma|önceki mesaj",
         r"cuộc trò chuyện|hội thoại|tin nhắn trước",
         r"gesprek|chatgeschiedenis|eerdere berichten|percakapan|riwayat obrolan",
+        r"\b(?:last|latest|most recent|recent) (?:\w+ )?(?:messages?|prompts?|requests?|replies)\b",
+        r"konversation\w*|\bsamtal\w*|tidigare meddelanden|senaste \w* ?meddelanden|konverzac\w*|rozhovor\w*"
+        r"|předchozí zpráv\w*",
     ),
     _sign(
         "private",
@@ -114,12 +119,21 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\.env\b|\.ssh\b|id_rsa|id_ed25519|\.aws\b|\bmcp\.json\b|\.npmrc|\.pypirc|\.netrc|\.git-credentials|\.kube",
         r"\bssh (?:id|key)|\bid (?:rsa|ed25519|dsa|ecdsa)\b|\bprivate key\b|\baws credentials\b",
         r"/etc/(?:passwd|shadow)",
-        r"\b(?:the )?user'?s (?:recent |other |saved |private |personal |own )?(?:e-?mails?|inbox|documents?|files?"
+        r"\b(?:the )?user'?s (?:\w+ ){0,2}(?:e-?mails?|inbox|documents?|files?"
         r"|messages|contacts|accounts?|bank(?:ing)? (?:login|details)|browser|downloads|photos|calendar|notes"
         r"|home (?:directory|folder)|cookies|history|location|repositories|repos)\b",
         r"\bdocuments folder\b|\bhome (?:directory|folder)\b",
         r"\bevery (?:file|document|message|email) (?:you|the user)\b",
         r"\b(?:card|account|routing|social security) numbers?\b|\bcvv\b|\bbank login\b",
+        r"\bpassports?\b|\b(?:national )?id numbers?\b|\bone-time (?:codes?|passwords?)\b|\botp codes?\b|\b2fa codes?\b"
+        r"|\bverification codes?\b|\bsecret values?\b",
+        r"\b(?:archivo|fichier|file|datei|soubor\w*|filen?|dosya\w*) \.?env\b|\benv (?:file|archivo|fichier|datei)\b",
+        r"contactos|contatti|contatos|\bkontakt\w*|контакт\w*|联系人|通讯录|連絡先|アドレス帳|연락처|\bkişiler\w*|\brehber\w*"
+        r"|danh bạ|جهات الاتصال|संपर्क",
+        r"(?:archivos?|contactos|mensajes|correos|documentos|fotos) del usuario"
+        r"|(?:fichiers|contacts|messages|courriels) de l'utilisateur|(?:file|contatti|messaggi|documenti) dell'utente",
+        r"konversation\w*|lösenord\w*|användarens (?:\w+ ){0,2}(?:meddelanden|filer|kontakter|e-post|dokument)",
+        r"konverzac\w*|hesl[oa]\w*|přihlašovací údaje|uživatel\w* (?:zpráv|soubor|kontakt)\w*",
         r"gesprächsverlauf|chatverlauf|vorherige\w* nachricht\w*|passw[oö]rt\w*|zugangsdaten|schlüssel\w*",
         r"historique (?:de (?:la )?)?(?:conversation|discussion|chat)|messages? précédent\w*|mots? de passe"
         r"|identifiants|clés? (?:api|privée)",
@@ -130,7 +144,7 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"histori\w* rozmow\w*|hasł\w*",
         r"історі\w+ (?:розмов|чату|листування)|попередні\w* повідомлен|парол\w*|облікові дані|ключ\w* api",
         r"истори\w+ (?:переписки|разговора|чата|диалога)|предыдущи\w* сообщени|учётные данные|учетные данные",
-        r"对话记录|聊天记录|对话历史|完整对话|先前的消息|系统提示|密码|凭据|密钥|令牌",
+        r"对话记录|聊天记录|对话历史|完整对话|先前的消息|系统提示|密码|凭据|密钥|私钥|令牌",
         r"会話履歴|会話の履歴|チャット履歴|システムプロンプト|パスワード|認証情報|秘密鍵|APIキー",
         r"대화 기록|대화 내역|이전 메시지|시스템 프롬프트|비밀번호|자격 증명|API 키|개인 키",
         r"سجل المحادثة|كلمة المرور|बातचीत का इतिहास|पासवर्ड|sohbet geçmişi|konuşma geçmişi|şifre",
@@ -211,6 +225,16 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"لا تخبر|مت बताओ|बताए बिना|kullanıcıya (?:söyleme|bildirme)|không (?:nói|báo) cho người dùng",
         r"vertel (?:het )?de gebruiker niet|jangan (?:beri tahu|memberi tahu) pengguna|\b(?:must not|never) be named\b",
         r"\b(?:display|show)\b[^.;\n]{0,30}\boriginal\b[^.;\n]{0,30}\bto the user\b",
+        r"\b(?:no need to|do not|don'?t|never|without|not necessary to|needn'?t) (?:mention|bring up|disclose|report"
+        r"|reference|point out|surface)\w*\b",
+        r"\bkeep (?:this|it|that|these|them)(?: \w+){0,2} (?:out of|away from|off)\b",
+        r"nämn inte|utan att (?:nämna|berätta)|non serve menzionar\w*|non (?:è necessario|c'è bisogno di) (?:menzionar"
+        r"|dir)\w*|bahsetme\w*|söylemeyin|no (?:hace falta|es necesario) (?:mencionar|decir)\w*"
+        r"|inutile de (?:le )?(?:mentionner|signaler|dire)|nicht erwähnt werden"
+        r"|(?:muss|musst|müssen) (?:das |es )?nicht erw[aä]hn\w*"
+        r"|não (?:é preciso|precisa) (?:mencionar|dizer)|не (?:нужно|надо|стоит) (?:упоминать|говорить"
+        r"|сообщать)|nezmiňuj\w*|neříkej\w*|nie (?:trzeba|musisz) (?:wspominać|mówić)|无需提及|不必提及|不用提"
+        r"|言及しない|触れないで|伝える必要はありません|언급하지|말할 필요",
     ),
     _sign(
         "fake_turn",
@@ -222,7 +246,9 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\[/?INST\]|#{2,}\s*system|<!--.{0,400}?[a-z]{3}.{0,400}?-->|\bsystem\s*(?:note|override|message|notice)\b",
         r"\b(?:this is )?an? (?:important|urgent) message (?:from|for)\b",
         r"\bmessage (?:to|for) (?:the )?(?:ai|assistant|agent|model)\b",
-        r"\b(?:to|for) (?:the|any|all) (?:ai|llm|assistant|agent)s? (?:reading|processing|that reads)\b",
+        r"\b(?:to|for) (?:the|any|all|every) (?:ai |llm )?(?:ai|llm|assistant|agent|model)s? (?:reading|processing"
+        r"|that reads|who reads)\b",
+        r"[\"“„«]\s*(?:ai|llm|assistant|agent|model|copilot|claude)\b[\w -]{0,25}:\s",
         r"(?:^|\n)\s*(?:ai|llm|assistant|agent|model|copilot|claude)\b[\w -]{0,25}:\s",
         r"mensaje importante|message important|wichtige nachricht|важливе повідомлення|важное сообщение"
         r"|messaggio importante|mensagem importante|ważna wiadomość|重要(?:消息|信息|的消息)|重要なメッセージ"
@@ -240,6 +266,20 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\bpre-?approved\b|\balready (?:approved|authori[sz]ed|consented)\b|\b(?:keep|continue) asking\b",
         r"\bby default\b[^.;\n]{0,60}\b(?:confirm|purchase|buy|pay|approve)\b",
         r"\bconfirm (?:the )?(?:purchase|payment|transfer|order) (?:immediately|automatically|right away)\b",
+        r"\bno need to (?:ask|confirm|check with)\b"
+        r"|\b(?:without|skip(?:ping)?) (?:the |any )?(?:confirmation|approval)\b"
+        r"|\bdon'?t (?:need to )?ask (?:for )?(?:confirmation|approval|permission)\b|\balready (?:allowed|permitted"
+        r"|agreed|granted)\b",
+        r"\b(?:the )?user (?:would (?:like|appreciate|want|prefer)|wants you|asked (?:you|me|us) to"
+        r"|has (?:asked|requested|approved|set up|agreed)|set (?:this|it) up"
+        r"|mentioned (?:it|this|that) (?:earlier|before))\b",
+        r"не нужно спрашивать|запрашивать не нужно|без подтверждения|уже разрешил\w*|ohne (?:Rückfrage|Bestätigung)"
+        r"|bereits (?:erlaubt|genehmigt|zugestimmt)|sans (?:demander|confirmation)|déjà (?:autorisé|approuvé|accepté)"
+        r"|sin (?:pedir|preguntar|confirmación)|ya (?:autorizó|aprobó|ha autorizado)|senza (?:chiedere|conferma)"
+        r"|ha già (?:autorizzato|approvato)|sem (?:pedir|perguntar|confirmação)|já (?:autorizou|aprovou)"
+        r"|无需确认|不需要确认|无需询问|已经授权|確認は不要|確認せずに|承認済み"
+        r"|확인할 필요|확인 없이|이미 승인|onay (?:istemeden|almadan)"
+        r"|bez (?:pytania|potwierdzenia|potvrzení|ptaní)|utan att fråga|utan bekräftelse",
     ),
     _sign(
         "risky",
@@ -263,6 +303,8 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"|never|always|make sure|remember|report|respond|reply|tell|summari[sz]e|output|print|reveal|list)\b",
         r"\byou (?:must|should|need to|have to|will|are required to|are to)\b",
         r"\b(?:do|please) (?:not )?(?:forget|fail)\b",
+        r"\b(?:kindly|please) (?:also )?(?:include|attach|append|paste|pass|send|forward|add|copy|store|save|push|use"
+        r"|call|end|put|share|provide|mirror|book|set)\b",
     ),
     _sign(
         "meta",
@@ -283,17 +325,208 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\.docker/config\.json|\bwallet\.dat\b|\.gnupg|gh/hosts\.yml|\bprintenv\b|\bLogin Data\b|authorized_keys",
         r"\.cursor/|claude_desktop_config",
     ),
+    _sign(
+        "precedence",
+        "claims precedence over the user",
+        _F,
+        r"\b(?:take|takes|taking|have|has|get|gets|given) (?:\w+ )?(?:precedence|priority|preference)\b[^.;\n]{0,40}"
+        r"\b(?:over|above|before)\b[^.;\n]{0,40}\b(?:user|system|your|you|other|previous|earlier|host|client|operator"
+        r"|conflicting)\b",
+        r"\b(?:supersedes?|overrides?|outranks?|outweighs?|trumps?|prevails? over)\b[^.;\n]{0,30}\b(?:user|system|your"
+        r"|other|previous|earlier|host|operator|conflicting)\b",
+        r"\b(?:more important|higher priority|higher authority) than\b[^.;\n]{0,30}\b(?:user|system|your|other)\b",
+        r"vorrang (?:vor|gegenüber)|vorrangig vor|priment sur|prévalen?t sur|prévaut sur|ont (?:la )?priorité sur"
+        r"|a (?:la )?priorité sur|prevalecen? sobre|tienen? (?:prioridad|precedencia) sobre|prevalgono su|prevale su"
+        r"|hanno (?:la )?(?:precedenza|priorità) su|ha (?:la )?(?:precedenza|priorità) su"
+        r"|prevalecem sobre|prevalece sobre|têm prioridade sobre|tem prioridade sobre"
+        r"|имеют (?:больший )?приоритет над|приоритетнее|превалируют"
+        r"|мають пріоритет над|mają pierwszeństwo przed|ma pierwszeństwo przed|mají přednost před|má přednost před"
+        r"|har företräde framför|önceliklidir|önceliğe sahip|优先于|凌驾于|より優先|優先されます"
+        r"|보다 우선|우선합니다|لها الأولوية على",
+    ),
+    _sign(
+        "promotion",
+        "steers the model away from other tools",
+        _F,
+        r"\buse (?:this|our) (?:tool|one|server|function|version|integration)(?: \w+){0,3} instead\b"
+        r"|\binstead,? use (?:this|our)\b|\binstead of (?:the )?(?:official|built-in|builtin|native|other|original"
+        r"|standard)\b",
+        r"\b(?:tools?|servers?|functions?|integrations?|connectors?)\b[^.;\n]{0,40}\b(?:are|is|were|was|has been"
+        r"|have been)(?: \w+){0,2} (?:broken|unreliable|buggy|compromised|insecure|unsafe|flaky|not working)\b",
+        r"\b(?:official|built-in|builtin|native|other|original|standard)\b[^.;\n]{0,40}\b(?:tools?|servers?"
+        r"|functions?|integrations?)\b[^.;\n]{0,30}\b(?:are|is|were|was|has been|have been)(?: \w+){0,2}"
+        r" (?:deprecated|disabled|retired|discontinued|unavailable)\b",
+        r"stattdessen (?:dieses|unser) (?:werkzeug|tool)|(?:cet|notre) outil à la place"
+        r"|(?:esta|nuestra) herramienta en su lugar|(?:questo|il nostro) strumento invece"
+        r"|(?:esta|nossa) ferramenta em vez|вместо (?:него|них|этого) (?:этот|наш)"
+        r"|改用(?:此|本|这个)工具|代わりにこのツール|대신 이 도구",
+    ),
+    _sign(
+        "link_exfil",
+        "hides data in a link",
+        _F,
+        r"!?\[[^\]\n]{0,100}\]\(\s*https?://[^)\s]{0,200}[?&=/](?:<|\{|%7B|\$\{|[A-Z][A-Z0-9]*_[A-Z0-9_]{2,})",
+        r"https?://\S{0,200}[?&][\w-]{1,30}=<[^>\n]{0,80}(?:url|encod|text|chat|conversation|summary|content|data)",
+    ),
+    _sign(
+        "default_target",
+        "sets a default destination",
+        _F,
+        r"(?:\bby default\b|\bdefaults? to\b|\bdefaulting to\b|по умолчанию|за замовчуванням|standardmäßig"
+        r"|par défaut|por defecto|por padrão|per impostazione predefinita|domyślnie|ve výchozím|som standard|varsayılan"
+        r"|默认|デフォルト|기본값|기본적으로)[^\n]{0,100}?"
+        r"(?:[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}|\b\d{10,}\b)",
+    ),
+    _sign(
+        "contents",
+        "asks for the contents of something",
+        _F,
+        r"\b(?:contents?|full text|entire text|whole text|raw text|body) of\b|\bverbatim\b|\bword for word\b",
+        r"\binhalt\w* (?:der|des|von)\b|\bcontenu (?:du|de|des)\b|\bcontenido\b|\bcontenuto\b|\bconteúdo\b",
+        r"содержимое|вміст|zawartoś\w*|\bobsah\w*|innehållet|içeriğ\w*|内容|全文|中身|내용|محتو[ىي]|सामग्री",
+    ),
+    # marks of an honest text (weighed by the model, never a reason on their own): what a tool does not return, a
+    # secret file as the tool's own configuration, a quotation
+    _sign(
+        "assurance",
+        "says what is kept back",
+        _F,
+        r"\b(?:are|is|were|was|will be|get|gets)\s+(?:never|not)\s+(?:\w+\s+)?(?:returned|printed|shown|displayed"
+        r"|sent to the model|read|opened|echoed|exposed|included|output|revealed|accessed)\b",
+        r"\b(?:does|do|will|can) not (?:return|read|print|expose|output|open|show|echo)\b|\bcannot (?:read|see|access"
+        r"|return|approve)\b|\b(?:masked|redacted)\b|\bnot (?:returned|printed|opened|shown)\b",
+        r"werden nicht (?:\w+ )?(?:zurückgegeben|ausgegeben|angezeigt|gelesen)|wird nicht (?:\w+ )?(?:zurückgegeben"
+        r"|ausgegeben|angezeigt|gelesen)|maskiert",
+        r"ne (?:sont|sera|seront|est) (?:jamais|pas) (?:\w+ )?(?:renvoy|retourn|affich|lu)\w*|masqué\w*",
+        r"no se (?:devuelven?|muestran?|leen?)\b|enmascarad\w*|non (?:vengono|viene|sono|è) (?:mai )?(?:restituit"
+        r"|mostrat|lett)\w*|mascherat\w*|não (?:são|é) (?:\w+ )?(?:retornad|devolvid|mostrad|lid)\w*|mascarad\w*",
+        r"не (?:возвращаются|возвращается|выводятся|выводится|читаются|читается|показываются)|маскиру\w*"
+        r"|не (?:повертаються|повертається|виводяться|читаються)",
+        r"nie (?:są|jest) (?:\w+ )?(?:zwracan|wyświetlan|odczytywan)\w*|maskowan\w*|nejsou (?:\w+ )?(?:vrácen|zobrazen"
+        r"|čten)\w*|nevrací|nečte|maskován\w*|(?:returneras|visas|läses) (?:aldrig|inte)|maskera\w*",
+        r"döndürülmez|gösterilmez|okunmaz|maskelen\w*",
+        r"不会(?:被)?(?:发送给模型|返回|输出|显示|读取)|不(?:返回|输出|显示|读取)|未读取|未打开|脱敏|掩码",
+        r"(?:出力|返却|表示|読み取り)(?:され|し)ません|返しません|読みません|マスク",
+        r"(?:반환|출력|표시|읽)(?:하지 않|되지 않)|반환하지|마스킹",
+        r"لا يتم (?:إرجاع|عرض|قراءة)|नहीं (?:लौटाया|दिखाया|पढ़ा)|(?:लौटाया|दिखाया|पढ़ा) नहीं",
+    ),
+    _sign(
+        "own_source",
+        "names its own configuration",
+        _F,
+        r"\b(?:are|is) (?:taken|read|loaded|resolved|obtained|picked up|sourced) from\b|\bcomes? from\b"
+        r"|\b(?:standard|default) (?:\w+ )?(?:credential|provider) chain\b|\bssh-agent\b|\bhosts? (?:in|from)\b"
+        r"|\buses? (?:the )?(?:\w+ ){0,3}(?:at|from|in) (?:~|\$|KUBECONFIG\b)",
+        r"(?:stammen|kommen) aus|verwendet (?:die|den|das) \w+ (?:aus|in|unter)|proviennent de|provient de"
+        r"|se (?:toman|obtienen|leen|cargan|resuelven) de|proceden de|(?:vengono|sono) (?:presi|prese|lette|caricate"
+        r"|risolte) da|provengono da|(?:são|é) (?:obtidas?|lidas?|carregadas?|resolvidas?) (?:de|a partir)|vêm de",
+        r"берутся из|берётся из|читаются из|загружаются из|беруться з|(?:pobierane|odczytywane) z|pochodzą z"
+        r"|(?:se )?(?:berou|načítají) z|pocházejí z|hämtas från|läses från|kommer från",
+        r"取自|来自|使用本机|から(?:解決|読み込|取得|読み取)|에서 (?:가져|읽|로드)",
+    ),
+    _sign(
+        "shadow",
+        "acts when other tools are used",
+        _F,
+        r"\b(?:when|whenever|each time|every time|before|after|if)\b (?:any|another|other|the other|every)\b"
+        r"[^.;\n]{0,40}\b(?:tools?|servers?|integrations?|functions?)\b",
+    ),
 ]
+# A short quotation (a phrase cited as evidence: a scanner's match, a document's example); a sentence whose alarming
+# words are all inside such quotations carries the mark "quoted"
+_QUOTED = re.compile(
+    r"(?<!\w)'[^'\n]{4,60}'(?!\w)|\"[^\"\n]{4,60}\"|“[^”\n]{4,60}”|„[^“”\n]{4,60}[“”]|«[^»\n]{4,60}»|「[^」\n]{4,60}」"
+)
 
-NAMES = [name for name, _, _ in SIGNS]
-DESCRIPTIONS = {name: description for name, description, _ in SIGNS}
-# Signs that ordinary tool texts carry all the time (a parameter, another tool, "must"): alone they tell little.
-WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation"})
+# Asking to hand data over: a verb of giving (include, attach, paste, send, ...) near what is private (the
+# conversation, a secret file, a file's contents), before or after it (verbs come last in Japanese, Korean, Turkish).
+_GIVE = re.compile(
+    "|".join(
+        [
+            r"\b(?:include|attach|append|paste|pass|put|send|forward|share|provide|supply|copy|add|upload|post|submit"
+            r"|insert|embed|enclose|mirror|store|save|push)\b",
+            r"\b(?:füge|füg|hänge|häng|sende|schicke|übermittle|kopiere|gib)\b|beifügen|mitsenden|anhängen",
+            r"\b(?:inclu(?:s|ez|re)|joi(?:ns|gnez)|ajout(?:e|ez)|coll(?:e|ez)|envoi(?:e|ez)|transmet(?:s|tez)"
+            r"|copi(?:e|ez)|fourni(?:s|ssez))\b",
+            r"\b(?:incluy[ae]|adjunt[ae]|añad[ae]|pega|envía|copia|pasa|proporciona|agrega|includi|allega|aggiungi"
+            r"|incolla|invia|inserisci|inoltra|inclua|anexe|adicione|cole|envie|copie|passe|insira|encaminhe)\b",
+            r"включи|приложи|добавь|вставь|отправь|передай|скопируй|перешли|додай|встав|надішли|dołącz|dodaj|wklej"
+            r"|wyślij|przekaż|přilož\w*|přidej\w*|vlož\w*|pošl\w*|bifoga|lägg till|klistra in|skicka|vidarebefordra"
+            r"|\bekle\w*|yapıştır\w*|gönder\w*|附上|附加|添加|粘贴|发送|传入|放入|填入|复制|转发|添付|追加|貼り付け|送信|含め"
+            r"|入れて|渡して|転送|첨부|추가|붙여|전송|포함|넣어|보내|전달|أرفق|أضف|الصق|أرسل|संलग्न|जोड़|चिपका|भेज",
+        ]
+    ),
+    re.I,
+)
+_NEGATED = re.compile(
+    r"(?:(?:\bnever|\bnot|n't|\bno|\bnothing|\bcannot)\b[^,;:.\n]{0,30}|不会|不|未|没有|勿|别)$",
+    re.I,
+)
+_NEGATED_AFTER = re.compile(r"(?:し|され|でき)?(?:ない|ません)|(?:하|되)지 ?않|\w{0,3}(?:mez|maz|meyin|mayın)\b")
+_USER_BEFORE = re.compile(
+    r"\b(?:user|nutzer|benutzer|utilisateur|usuario|utente|usuário|пользовател|користувач|użytkownik|uživatel|användar"
+    r"|kullanıcı)|用户|ユーザー|사용자|المستخدم|उपयोगकर्ता",
+    re.I,
+)
+_HANDED = ("private", "conversation", "secret_file", "contents")
+_OUTRANKED_FIRST = re.compile(r"より|보다|우선|öncelik", re.I)
+
+_PATTERNS = {name: pattern for name, _, pattern in SIGNS}
+NAMES = [*_PATTERNS, "asks_for", "quoted"]
+DESCRIPTIONS = {name: description for name, description, _ in SIGNS} | {
+    "asks_for": "asks to hand it over",
+    "quoted": "quotes its alarming words",
+}
+# Marks of an honest text: weighed by the model, but no sign of an attack (never counted or given as a reason).
+MARKS = frozenset({"assurance", "own_source", "quoted"})
+# Signs that ordinary tool texts carry all the time (a parameter, another tool, "must", a file's contents): alone
+# they tell little.
+WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation", "contents"}) | MARKS
 
 
+@functools.lru_cache(maxsize=2048)
 def signs_of(sentence: str) -> frozenset[str]:
-    """The signs a sentence carries."""
-    return frozenset(name for name, _, pattern in SIGNS if pattern.search(sentence))
+    """The signs a sentence carries (kept for the sentences seen last: a hostile text repeats one sentence, and a
+    server's tools share their parameter texts)."""
+    found = _signs(sentence)
+    if found - WEAK_SIGNS and _QUOTED.search(sentence) and not _signs(_QUOTED.sub(" ", sentence)) - WEAK_SIGNS:
+        found.add("quoted")
+    return frozenset(found)
+
+
+def _signs(sentence: str) -> set[str]:
+    found = {name for name, pattern in _PATTERNS.items() if pattern.search(sentence)}
+    if "precedence" in found and not _claims_precedence(sentence):
+        found.discard("precedence")
+    if found.intersection(_HANDED) and _asks_for(sentence):
+        found.add("asks_for")
+    return found
+
+
+def _claims_precedence(sentence: str) -> bool:
+    """A precedence claim made for the text itself: not the user's own ("the user's instructions take precedence
+    over documents") and not denied ("nothing here overrides the user")."""
+    for match in _PATTERNS["precedence"].finditer(sentence):
+        before = sentence[max(0, match.start() - 60) : match.start()]
+        # in Japanese, Korean and Turkish what is outranked comes first ("ユーザーの指示より優先"): no subject to tell
+        outranked_first = _OUTRANKED_FIRST.match(match.group(0)) is not None
+        if (outranked_first or not _USER_BEFORE.search(before)) and not _NEGATED.search(before):
+            return True
+    return False
+
+
+def _asks_for(sentence: str) -> bool:
+    """A verb of giving within a few words of private data, not negated ("never ask the user to paste keys")."""
+    private = sorted(m.start() for name in _HANDED for m in _PATTERNS[name].finditer(sentence))
+    for verb in _GIVE.finditer(sentence):
+        if _NEGATED.search(sentence[max(0, verb.start() - 40) : verb.start()]) or _NEGATED_AFTER.match(
+            sentence, verb.end()
+        ):
+            continue
+        nearest = bisect.bisect_left(private, verb.end() - 60)
+        if nearest < len(private) and private[nearest] <= verb.end() + 80:
+            return True
+    return False
 
 
 def excerpt_of(sentence: str, names: Iterable[str]) -> str:
