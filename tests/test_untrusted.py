@@ -392,3 +392,60 @@ def test_a_draft_04_enum_of_objects_registers_without_pairwise_comparisons(compa
     assert comparisons[0] <= 1_500  # before: 1,500 x 1,499 / 2
     with pytest.raises(InvalidToolError, match="properties/x/enum: the array has non-unique elements"):
         gateway_for({"$schema": draft_04, "type": "object", "properties": {"x": {"enum": [{"i": 1}, {"i": 1}]}}})
+
+
+# -- the review of issue 31's fixes: SSE line ends ------------------------------------------------------------------
+
+
+class _Chunks:
+    """An upstream's response body, delivered `size` bytes at a time."""
+
+    def __init__(self, body: bytes, size: int) -> None:
+        self.body, self.size = body, size
+
+    async def __aiter__(self) -> Any:
+        for start in range(0, len(self.body), self.size):
+            yield self.body[start : start + self.size]
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _passed_on(body: bytes, size: int = 65_536) -> bytes:
+    from toolrag.mcp.bounds import MessageBounds
+    from toolrag.mcp.upstream import _BoundedStream
+
+    async def read() -> bytes:
+        stream = _BoundedStream(_Chunks(body, size), 8_000_000, 7, True, MessageBounds(64, 1000, 1000))
+        return b"".join([chunk async for chunk in stream])
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"])
+def test_an_event_is_bounded_whatever_line_ends_it_uses(end: bytes) -> None:
+    """The SDK's SSE parser ends lines at LF, CRLF or a lone CR; the gateway split events at LF only, so a server
+    writing lone CRs passed a result of 120,000 content parts (and tool pages past the limit) unchecked."""
+    parts = [{"type": "text", "text": "x"}] * 120_000
+    message = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"content": parts}}, separators=(",", ":"))
+    event = b"event: message" + end + b"data: " + message.encode() + end + b"id: 1" + end + end
+    passed = _passed_on(event)
+    assert len(passed) < 1000 and b"120,000 content parts" in passed and b'"id": 7' in passed
+
+
+def test_a_crlf_split_between_chunks_is_one_line_end() -> None:
+    """A CR at the end of one chunk and the LF that starts the next are one line end, not an empty line (which would
+    end the event early): every split of a CRLF event passes on the same events."""
+    message = json.dumps({"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "hi"}]}})
+    event = b"event: message\r\ndata: " + message.encode() + b"\r\n\r\n"
+    expected = b"event: message\ndata: " + message.encode() + b"\n\n"
+    assert {_passed_on(event, size) for size in range(1, len(event) + 1)} == {expected}
+
+
+def test_a_message_the_gateway_cannot_parse_is_not_passed_on() -> None:
+    from toolrag.mcp.bounds import MessageBounds
+
+    bounds = MessageBounds(64, 1000, 1000)
+    broken = b'{"jsonrpc": "2.0", "id": 9, "result": {"content": [' + b"{}," * 70 + b"}"  # not JSON, not deep
+    refusal = bounds.refusal(broken)
+    assert refusal is not None and b"not one JSON-RPC message" in refusal and b'"id": 9' in refusal

@@ -50,8 +50,8 @@ class MessageBounds:
             return _answer(message, why)
         try:
             parsed = json.loads(message)
-        except ValueError:
-            return None  # not JSON: the SDK reports it as it does today
+        except ValueError:  # fail closed: what the gateway cannot read as one message is not passed on
+            return _answer(message, "is not one JSON-RPC message the gateway can check")
         too_many = self._too_many(parsed)
         if too_many is None:
             return None

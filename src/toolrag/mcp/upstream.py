@@ -390,9 +390,12 @@ class _BoundedStream(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = bytearray()
         scanned = 0  # bytes of `pending` known to hold no event boundary
+        held = b""  # a CR that ended the last chunk: with an LF after it, it is one line end
         async for chunk in self.inner:
+            if self.events:
+                chunk, held = lf_lines(held + chunk)
             pending += chunk
-            while self.events and (end := _event_end(pending, max(0, scanned - 3))) > 0:
+            while self.events and (end := _event_end(pending, max(0, scanned - 1))) > 0:
                 yield await self._bounded(bytes(pending[:end]))
                 del pending[:end]
                 scanned = 0
@@ -401,6 +404,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
                 await self.inner.aclose()
                 yield self._refusal()
                 return
+        pending += b"\n" if held else b""
         if pending:
             yield await self._bounded(bytes(pending))
 
@@ -424,16 +428,25 @@ class _BoundedStream(httpx2.AsyncByteStream):
         await self.inner.aclose()
 
 
+def lf_lines(data: bytes) -> tuple[bytes, bytes]:
+    """`data` with every SSE line end (CRLF, a lone CR, LF: the SDK's parser reads all three) written as LF, and a
+    CR that ends it held back for the next chunk. The events are then passed on in this form, so the gateway bounds
+    exactly the events the SDK will read (a server writing lone CRs hid whole events from a reader of LFs only)."""
+    held = b"\r" if data.endswith(b"\r") else b""
+    body = data[:-1] if held else data
+    return body.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), held
+
+
 def _event_end(buffer: bytearray, start: int) -> int:
-    """Where the first complete SSE event of `buffer` ends (after its blank line), looking from `start`, or 0."""
-    ends = [i + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(mark, start)) >= 0]
-    return min(ends, default=0)
+    """Where the first complete SSE event of `buffer` (LF line ends) ends, after its blank line, looking from
+    `start`, or 0."""
+    end = buffer.find(b"\n\n", start)
+    return end + 2 if end >= 0 else 0
 
 
 def _event_data(event: bytes) -> bytes:
     """The data of one SSE event (its `data:` lines joined), which is the JSON-RPC message."""
-    lines = event.replace(b"\r\n", b"\n").split(b"\n")
-    return b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
+    return b"\n".join(line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:"))
 
 
 def _request_id(request: httpx2.Request) -> Any:
