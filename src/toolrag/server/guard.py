@@ -103,9 +103,14 @@ def client_address(scope: Scope) -> str:
 
 
 class FailureLimiter:
-    """Failed authentications per client address and per credential over the last minute. A credential seen to work
-    in that time is never held back by its address's failures (a guesser's failures do not lock its owner out); any
-    other credential from an address past its limit, or one that failed too often itself, is refused unchecked."""
+    """Failed authentications per client address and per credential over the last minute.
+
+    Every credential presented is checked, whatever its address's failures: a static token has at least 16
+    characters (guessing one is hopeless at any rate) and an access token a signature, so checking costs a
+    constant-time lookup or a signature check, and a guesser sharing an address with an operator (a NAT, a proxy)
+    never locks the operator out. What the limits change is the answer to failures: past an address's limit, or a
+    credential's own, a failure is answered 429 with Retry-After instead of 401; and a credential past its own
+    limit is refused unchecked (a client retrying a revoked token costs nothing)."""
 
     WINDOW = 60.0
     MAX_KEYS = 20_000  # memory stays bounded whatever the number of addresses and credentials
@@ -114,35 +119,23 @@ class FailureLimiter:
         self.per_address, self.per_credential = limits.failed_auth_per_address, limits.failed_auth_per_credential
         self.clock = clock
         self._failures: OrderedDict[str, list[float]] = OrderedDict()
-        self._worked: OrderedDict[str, float] = OrderedDict()
 
-    def retry_after(self, address: str, credential: str) -> float:
-        """0 when the credential may be checked now; else the seconds until it may."""
-        now = self.clock()
-        key = _credential_key(credential)
-        worked = self._worked.get(key)
-        if worked is not None and now - worked < self.WINDOW:
-            return 0.0
-        waits = [
-            self._wait(name, limit, now)
-            for name, limit in ((f"a:{address}", self.per_address), (key, self.per_credential))
-        ]
-        return max(waits)
+    def retry_after(self, credential: str) -> float:
+        """0 when the credential may be checked now; else the seconds until it may (it failed too often itself)."""
+        return self._wait(_credential_key(credential), self.per_credential, self.clock())
 
-    def failed(self, address: str, credential: str) -> None:
+    def failed(self, address: str, credential: str) -> float:
+        """Count a failed check; returns 0 when it is answered as a failure (401), else the seconds to wait (429):
+        the address or the credential had used up its failures before this one."""
         now = self.clock()
-        for name in (f"a:{address}", _credential_key(credential)):
+        names = ((f"a:{address}", self.per_address), (_credential_key(credential), self.per_credential))
+        wait = max(self._wait(name, limit, now) for name, limit in names)
+        for name, _ in names:
             self._failures.setdefault(name, []).append(now)
             self._failures.move_to_end(name)
         while len(self._failures) > self.MAX_KEYS:
             self._failures.popitem(last=False)
-
-    def worked(self, credential: str) -> None:
-        key = _credential_key(credential)
-        self._worked[key] = self.clock()
-        self._worked.move_to_end(key)
-        while len(self._worked) > self.MAX_KEYS:
-            self._worked.popitem(last=False)
+        return wait
 
     def _wait(self, name: str, limit: int, now: float) -> float:
         recent = [at for at in self._failures.get(name, []) if now - at < self.WINDOW]
@@ -156,6 +149,11 @@ class FailureLimiter:
 def _credential_key(credential: str) -> str:
     """Credentials are kept as hashes only."""
     return "c:" + hashlib.sha256(credential.encode("utf-8", "replace")).hexdigest()
+
+
+async def _too_many_failures(send: Send, wait: float) -> None:
+    retry = str(max(1, round(wait))).encode()
+    await _respond(send, 429, "too many failed authentications: wait a minute", [(b"retry-after", retry)])
 
 
 @dataclass(frozen=True)
@@ -275,25 +273,23 @@ class RequestGuard:
         if token is None and page is not None and (session := cookie_value(scope, page.cookie)) is not None:
             credential, token = session, page.token_of(session)
         address = client_address(scope)
-        if credential is not None and (wait := self.failures.retry_after(address, credential)) > 0:
-            retry = str(max(1, round(wait))).encode()
-            await _respond(send, 429, "too many failed authentications: wait a minute", [(b"retry-after", retry)])
+        if credential is not None and (wait := self.failures.retry_after(credential)) > 0:
+            await _too_many_failures(send, wait)
             return
         try:
             caller = await self.authenticate(token, scope) if token else None
         except Refused as refusal:
-            if credential is not None:
-                self.failures.failed(address, credential)
+            if credential is not None and (wait := self.failures.failed(address, credential)) > 0:
+                await _too_many_failures(send, wait)
+                return
             if page is not None:  # an expired or revoked session: sign in again
                 await page.to_login(send, expire=True)
                 return
             await _respond(send, refusal.status, refusal.detail, [(b"www-authenticate", refusal.challenge.encode())])
             return
-        if credential is not None:
-            if caller is None:
-                self.failures.failed(address, credential)
-            else:
-                self.failures.worked(credential)
+        if credential is not None and caller is None and (wait := self.failures.failed(address, credential)) > 0:
+            await _too_many_failures(send, wait)
+            return
         if caller is None and page is not None:
             await page.to_login(send, expire=credential is not None)
             return

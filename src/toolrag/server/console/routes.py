@@ -109,17 +109,17 @@ def console_router(
     ) -> Response:
         sessions.check_login(request, csrf)
         token, client = token.strip(), client_address(request.scope)
-        if token and (wait := failures.retry_after(client, token)) > 0:
+        if token and (wait := failures.retry_after(token)) > 0:
             return login_form(request, 429, f"too many failed attempts: wait {max(1, round(wait))} s")
         try:
             found = await authenticate(token, request.scope) if token else None
+            refused = None if found is not None else "that is not a token of this server"
         except Refused as refusal:
-            failures.failed(client, token)
-            return login_form(request, 401, refusal.detail)
-        if found is None:
-            failures.failed(client, token)
-            return login_form(request, 401, "that is not a token of this server")
-        failures.worked(token)
+            refused = refusal.detail
+        if refused is not None:
+            if (wait := failures.failed(client, token)) > 0:
+                return login_form(request, 429, f"too many failed attempts: wait {max(1, round(wait))} s")
+            return login_form(request, 401, refused)
         response = RedirectResponse(PREFIX, status_code=303)
         sessions.sign_in(request, response, token)
         return secured(response)
