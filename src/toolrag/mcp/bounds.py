@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
 import re
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -112,12 +115,27 @@ class BoundsChecker:
         if bounds.plainly_within(message):
             return None
         if self._workers is None:
-            self._workers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._workers = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with, initargs=(os.getpid(),)
+            )
         try:
             return await asyncio.wrap_future(self._workers.submit(bounds.refusal, message))
         except BrokenProcessPool:
             self._workers = None  # the next message starts another worker; this one is refused
             return _answer(message, "could not be checked against the gateway's limits (its checker stopped); retry")
+
+
+def _exit_with(parent: int) -> None:
+    """Make the worker end when the gateway does, however it ends: a worker holds both ends of its task queue, so
+    it never reads an end of file, and an orphan kept its parent's stdout and stderr open (a caller waiting for
+    the gateway's output waited forever)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 CHECKER = BoundsChecker()
