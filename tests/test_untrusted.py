@@ -449,3 +449,44 @@ def test_a_message_the_gateway_cannot_parse_is_not_passed_on() -> None:
     broken = b'{"jsonrpc": "2.0", "id": 9, "result": {"content": [' + b"{}," * 70 + b"}"  # not JSON, not deep
     refusal = bounds.refusal(broken)
     assert refusal is not None and b"not one JSON-RPC message" in refusal and b'"id": 9' in refusal
+
+
+# -- the review of issue 31's fixes: what the cost bound did not see -----------------------------------------------
+
+
+def test_an_anchor_declared_twice_is_refused_at_registration() -> None:
+    """The validator resolves `#x` to one declaration and the cost and cycle checks read the other: a 2^22 tree
+    behind a duplicate anchor was costed at 4 steps, and an in-place cycle through one was accepted."""
+    levels = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}] * 2} for i in range(22)}
+    levels["l22"] = {"type": "string"}
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#x"}, "y": {"$anchor": "x", "type": "string"}},
+        "$defs": {"costly": {"$anchor": "x", "$ref": "#/$defs/l0"}, **levels},
+    }
+    with pytest.raises(InvalidToolError, match=r"the anchor 'x' is declared at .* too"):
+        gateway_for(schema)
+    cycle = {"type": "object", "$defs": {"a": {"$anchor": "x", "anyOf": [{"$ref": "#x"}]}, "b": {"$anchor": "x"}}}
+    with pytest.raises(InvalidToolError, match="the anchor 'x' is declared"):
+        gateway_for(cycle)
+
+
+def test_dependent_required_is_charged_for_every_name() -> None:
+    """33,000 names under one key of `dependentRequired` were charged two steps, and one check took 0.34 s where
+    the call runs: each name is now a step, so such a schema is refused at registration."""
+    names = [f"n{i}" for i in range(20_000)]
+    with pytest.raises(InvalidToolError, match=r"would take 20,0\d\d steps \(at most 10,000\)"):
+        gateway_for({"type": "object", "properties": {"x": {"dependentRequired": {"a": names}}}})
+
+
+def test_enum_sets_are_keyed_by_seeded_hashes() -> None:
+    """Python hashes integers without a seed: 5,000 integers of one hash (equal modulo 2^61 - 1) built an enum's
+    set in 0.41 s holding the interpreter. Numbers are keyed by their text, whose hash is seeded, and equal values
+    keep one key (1 and 1.0)."""
+    from toolrag.schemas.equality import canonical
+
+    colliding = [1 + n * (2**61 - 1) for n in range(5_000)]
+    assert len({hash(value) for value in colliding}) == 1
+    assert len({hash(canonical(value)) for value in colliding}) > 4_900
+    assert canonical(1) == canonical(1.0) != canonical(True) and canonical(10**20) == canonical(1e20)
+    assert canonical(0.5) != canonical(1) and canonical(2**53 + 1) != canonical(float(2**53))

@@ -24,9 +24,11 @@ _WALKING = {"properties", "required", "dependentRequired", "dependentSchemas", "
 
 
 def keyword_steps(keyword: str, value: Any) -> int:
-    """The steps one application of a keyword costs: one, plus one per entry of the list or map it walks."""
+    """The steps one application of a keyword costs: one, plus one per entry of the list or map it walks and per
+    name of the lists in that map (`dependentRequired`: 33,000 names under one key were charged 2 steps)."""
     if keyword in _WALKING and isinstance(value, list | dict):
-        return 1 + len(value)
+        names = sum(len(item) for item in value.values() if isinstance(item, list)) if isinstance(value, dict) else 0
+        return 1 + len(value) + names
     return 1
 
 

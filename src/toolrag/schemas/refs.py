@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from toolrag.schemas.drafts import DATA_KEYWORDS
+
 Path = tuple[str | int, ...]
 
 # Keywords whose value is a subschema applied to the same value (in place), or a list or map of them.
@@ -95,16 +97,21 @@ def check_references(schema: dict[str, Any]) -> SchemaGraph:
 
 
 def _anchors(schema: dict[str, Any]) -> dict[str, Path]:
-    """Where each `$anchor` (and `$dynamicAnchor`) of the document is."""
+    """Where each `$anchor` (and `$dynamicAnchor`) of the document is. A name two subschemas declare is refused:
+    the validator resolves it to one of them and the checks at registration would read the other (a 2^22 tree
+    behind a duplicate anchor was costed at 4 steps, and a cycle through one passed)."""
     found: dict[str, Path] = {}
     stack: list[tuple[Path, Any]] = [((), schema)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):
             for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    found.setdefault(node[key], path)
-            stack.extend(((*path, key), value) for key, value in node.items())
+                name = node.get(key)
+                if isinstance(name, str) and found.setdefault(name, path) != path:
+                    raise BadReference(
+                        f"{_where(path)}: the anchor {name[:80]!r} is declared at {_where(found[name])} too"
+                    )
+            stack.extend(((*path, key), value) for key, value in node.items() if key not in DATA_KEYWORDS)
         elif isinstance(node, list):
             stack.extend(((*path, i), value) for i, value in enumerate(node))
     return found
