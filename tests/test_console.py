@@ -232,6 +232,19 @@ def test_issue31_sessions_expire_and_each_has_its_own_csrf_token() -> None:
     assert sessions.get(first) is None and sessions.token_of(second) is None
 
 
+def test_one_tokens_sign_ins_end_its_own_sessions_only() -> None:
+    """The review of issue 31's fixes: the table ended its oldest session past 10,000, so 10,000 sign-ins with a
+    reader's token signed every operator out. A token's sign-ins now end its own oldest sessions."""
+    from toolrag.server.console.session import MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, ConsoleSessions
+
+    sessions = ConsoleSessions()
+    operator = sessions.open(ADMIN)
+    readers = [sessions.open(ACME_READER) for _ in range(MAX_SESSIONS)]
+    assert sessions.token_of(operator) == ADMIN
+    assert [sessions.token_of(sid) for sid in readers[-MAX_SESSIONS_PER_TOKEN:]] == [ACME_READER] * MAX_SESSIONS_PER_TOKEN
+    assert sessions.token_of(readers[-MAX_SESSIONS_PER_TOKEN - 1]) is None
+
+
 def test_issue31_csrf_tokens_differ_per_session_and_die_with_it(console: tuple[str, ToolRegistry]) -> None:
     """The CSRF token was an HMAC of the bearer token: the same for every session of a token, forever."""
     url, registry = console

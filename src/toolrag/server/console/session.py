@@ -36,6 +36,7 @@ LOGIN_COOKIE = "toolrag_console_login"  # the sign-in form's own CSRF token, bef
 SESSION_SECONDS = 12 * 3600
 LOGIN_FORM_SECONDS = 3600
 MAX_SESSIONS = 10_000  # past this, the oldest session ends
+MAX_SESSIONS_PER_TOKEN = 16  # past this, the token's own oldest session ends (not another person's)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class ConsoleSessions:
         """A new session for `token`: its id (the cookie's value)."""
         sid = secrets.token_urlsafe(32)
         with self._lock:
+            # One token's sign-ins end its own sessions, never another's: 10,000 sign-ins with a reader's token
+            # ended every operator's session (the table dropped its oldest). A linear pass: sign-ins are rare.
+            own = [key for key, session in self._open.items() if hmac.compare_digest(session.token, token)]
+            for key in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
+                del self._open[key]
             self._open[sid] = Session(token, secrets.token_urlsafe(32), self.clock() + self.seconds)
             while len(self._open) > MAX_SESSIONS:
                 self._open.popitem(last=False)
