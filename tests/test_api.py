@@ -181,6 +181,26 @@ def test_issue31_twelve_concurrent_edits_of_one_version_give_one_success(api: tu
     assert registry.get("email.send").aliases == winner["aliases"] and len(registry.history("email.send")) == 2
 
 
+def test_a_tool_posted_again_keeps_what_operators_set_that_it_leaves_out(api: tuple[str, ToolRegistry]) -> None:
+    """The review of issue 31's fixes: re-posting a tool without its tenants made a globex-only tool every tenant's
+    (aliases and examples lost too). Fields the post leaves out are kept; those it sets replace."""
+    url, registry = api
+    restricted = {"tenants": ["globex"], "aliases": ["mail out"]}
+    assert call(url, "PATCH", "/tools/email.send", ADMIN, json=restricted).status_code == 200
+    example = call(url, "POST", "/tools/email.send/examples", ADMIN, json={"text": "mail the board"})
+    assert example.status_code == 200
+    posted = {"name": "email.send", "description": "Send an email message to someone, now with attachments."}
+    assert call(url, "POST", "/tools", ADMIN, json=[posted]).json()["updated"] == ["email.send"]
+    tool = registry.get("email.send")
+    assert tool.description == posted["description"] and tool.tenants == ["globex"]
+    assert tool.aliases == ["mail out"] and [e.text for e in tool.examples] == ["mail the board"]
+    called = call(url, "POST", "/execute", AGENT, json={"name": "email.send", "arguments": {"to": "b", "body": "x"}})
+    assert called.json()["outcome"] == "unknown_tool"  # not globex's: as hidden as before the post
+    reposted = {**posted, "tenants": []}  # saying so widens it: an explicit write
+    assert call(url, "POST", "/tools", ADMIN, json=[reposted]).status_code == 200
+    assert registry.get("email.send").tenants == []
+
+
 def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegistry]) -> None:
     url, registry = api
     found = call(url, "POST", "/search", BILLING, json={"query": "refund the customer's payment", "session": "s1"})

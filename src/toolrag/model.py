@@ -205,7 +205,8 @@ class Tool(BaseModel):
             if (example.text.casefold(), example.tenant) not in seen:
                 seen.add((example.text.casefold(), example.tenant))
                 unique.append(example)
-        self.examples = unique
+        if len(unique) < len(self.examples):  # assigned only then: an assignment counts the field as given
+            self.examples = unique
         return self
 
     def seen_by(self, tenant: str | None, everything: bool = False) -> Tool:

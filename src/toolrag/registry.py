@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -231,7 +232,14 @@ class ToolRegistry:
     ) -> UpsertReport:
         from toolrag.catalog.files import load_catalog
 
-        return self.register_many(load_catalog(path, lenient=lenient), progress=progress)
+        return self.register_over(load_catalog(path, lenient=lenient), progress=progress)
+
+    def register_over(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+        """Register tools over their current versions, as a catalog or `POST /tools` does: the fields a tool was
+        given replace the current ones, and those it does not mention (an operator's tenants, scopes, examples,
+        aliases, ...) are kept; compare-and-set on the versions read (`write_merged`). Re-posting a tool without
+        its tenants made a tenant's tool every tenant's."""
+        return self.write_merged({tool.name: partial(_given_over, tool) for tool in tools}, progress)
 
     def rebuild(self, progress: ProgressCallback | None = None, batch_size: int = 256) -> int:
         """Embed every tool with this registry's model and switch the index to it; returns texts embedded.
@@ -338,7 +346,9 @@ class ToolRegistry:
         self.register_many([updated], audit=audit, expected={current.name: expected})
         return self.get(current.name)
 
-    def write_merged(self, edits: Mapping[str, Callable[[Tool | None], Tool | None]]) -> UpsertReport:
+    def write_merged(
+        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: ProgressCallback | None = None
+    ) -> UpsertReport:
         """Write the tools each edit makes of its tool's current version (None: there is none; an edit returning
         None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
         one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
@@ -349,7 +359,7 @@ class ToolRegistry:
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
             try:
-                return self.register_many(written, expected=expected) if written else UpsertReport()
+                return self.register_many(written, progress, expected=expected) if written else UpsertReport()
             except EditConflictError:
                 if attempt >= EDIT_ATTEMPTS:
                     raise
@@ -651,6 +661,15 @@ def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
         if not edited.active:
             overrides.add(DEACTIVATED_BY_OPERATOR)
     return sorted(overrides)
+
+
+def _given_over(given: Tool, current: Tool | None) -> Tool:
+    """`given`'s fields set by its writer over `current` (checked again as a whole: an example must still serve one
+    of the tool's tenants)."""
+    if current is None:
+        return given
+    kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)
+    return Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
 
 
 def _version(tool: Tool | None) -> int | None:

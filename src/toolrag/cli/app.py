@@ -102,7 +102,7 @@ def import_catalog(
     for path, tools in catalogs:
         total = guarded(lambda tools=tools: registry.texts_to_embed(tools))  # type: ignore[misc]
         with progress_bar(f"embedding {path.name}", total, not as_json) as advance:
-            report = guarded(lambda tools=tools, advance=advance: registry.register_many(tools, advance))  # type: ignore[misc]
+            report = guarded(lambda tools=tools, advance=advance: registry.register_over(tools, advance))  # type: ignore[misc]
         reports[str(path)] = {
             "added": len(report.added),
             "updated": len(report.updated),

@@ -52,7 +52,7 @@ def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> Non
             advance(count)
             embedded_at = time.perf_counter()
 
-        report = registry.register_many(tools, embedded)
+        report = registry.register_over(tools, embedded)
     seconds = time.perf_counter() - started
     embedding = embedded_at - started
     answers = []

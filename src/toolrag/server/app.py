@@ -383,9 +383,10 @@ def create_app(
 
     @app.post("/tools", response_model=UpsertOut, tags=["tools"])
     def register_tools(tools: list[ToolIn], who: Admin) -> UpsertOut:
-        """Add or update tools, all in one transaction."""
-        parsed = [Tool.parse({**t.model_dump(), "source": "api"}) for t in tools]
-        report = registry.register_many(parsed)
+        """Add or update tools, all in one transaction: the fields a tool is posted with replace the current ones,
+        those it leaves out (an operator's tenants, examples, ...) are kept; compare-and-set on the versions read."""
+        parsed = [Tool.parse({**t.model_dump(exclude_unset=True), "source": "api"}) for t in tools]
+        report = registry.register_over(parsed)
         return UpsertOut(added=report.added, updated=report.updated, unchanged=report.unchanged)
 
     @app.patch("/tools/{name}", response_model=Tool, tags=["tools"])
