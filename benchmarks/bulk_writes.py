@@ -46,7 +46,7 @@ def write(store: Store, tools: list[Tool], vectors: dict[str, np.ndarray]) -> fl
     for start in range(0, len(tools), BATCH):
         batch = tools[start : start + BATCH]
         store.upsert(batch, {key: vectors[key] for key in texts_by_hash(batch)}, MODEL)
-    return round(time.perf_counter() - started, 1)
+    return round(time.perf_counter() - started, 3)  # 600 tools into SQLite take under 0.05 s: 0.0 at one digit
 
 
 def writes_during_the_build(store: postgres.PostgresStore, vector: np.ndarray) -> dict[str, float]:
