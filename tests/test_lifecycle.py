@@ -17,6 +17,7 @@ from toolrag.embed import UniversalSentenceEncoder
 from toolrag.embed.base import Vectors
 from toolrag.errors import EditConflictError
 from toolrag.monitor.validate import validate
+from toolrag.registry import retry_on_conflict
 from toolrag.store.base import IndexModel
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
@@ -301,6 +302,27 @@ def test_issue31_a_sync_write_overtaken_by_an_operator_is_made_again_on_the_new_
     assert registry.write_merged({"email.send": deactivate}).updated == ["email.send"]
     tool = registry.get("email.send")
     assert seen == [1, 2] and not tool.active and [e.text for e in tool.examples] == ["mail the board the minutes"]
+
+
+def test_a_write_is_made_again_after_each_conflict_and_the_last_conflict_is_raised() -> None:
+    """`retry_on_conflict` (what `edit` and `write_merged` write through): a write another writer overtook is made
+    again, as many times as `attempts` allows; the conflict that ends the last attempt reaches the caller."""
+    calls: list[str] = []
+
+    def overtaken(times: int) -> Callable[[], str]:
+        def write() -> str:
+            calls.append("write")
+            if len(calls) <= times:
+                raise EditConflictError("a.tool", len(calls), len(calls) + 1, "bob", None)
+            return "written"
+
+        return write
+
+    assert retry_on_conflict(overtaken(2), attempts=3) == "written" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(EditConflictError, match="at version 4, not 3 as read"):
+        retry_on_conflict(overtaken(3), attempts=3)
+    assert len(calls) == 3
 
 
 def test_issue31_the_cli_refuses_an_edit_made_from_a_version_that_moved_on(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from toolrag.search.reformulate import Rewriter
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
+Written = TypeVar("Written")
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,20 @@ class Selection:
 # writer moved the tool: every round one writer wins, so this many writers of one tool at once all get through.
 EDIT_ATTEMPTS = 32
 FIXED_TEXTS_SUFFIX = "#fixed-texts"  # the model key of the small-talk bank's vectors (search/calibrate.py)
+
+
+def retry_on_conflict(write: Callable[[], Written], attempts: int = EDIT_ATTEMPTS) -> Written:
+    """`write` (read the tools, make the edit of them, write it compare-and-set on the versions read) made again
+    while another writer moved a tool between its read and its write (EditConflictError), `attempts` times at most:
+    each round reads anew, so the edit is made on the tool as the winner left it."""
+    attempt = 1
+    while True:
+        try:
+            return write()
+        except EditConflictError:
+            if attempt >= attempts:
+                raise
+            attempt += 1
 
 
 def open_store(location: str | Path, create: bool = True) -> Store:
@@ -322,17 +337,14 @@ class ToolRegistry:
         """A new version made by `change`, a function of the tool as it is (one more example, deactivation): when
         another writer moves the tool between the read and the write, `change` is made again on the tool as that
         writer left it, so both changes stay (a merge, not a conflict)."""
-        attempt = 1
-        while True:
+
+        def write() -> Tool:
             current = self.get(name)
             changes = change(current)
             check_changes(name, changes)
-            try:
-                return self._write_edit(current, changes, edited_by, current.version)
-            except EditConflictError:
-                if attempt >= EDIT_ATTEMPTS:
-                    raise
-                attempt += 1
+            return self._write_edit(current, changes, edited_by, current.version)
+
+        return retry_on_conflict(write)
 
     def _write_edit(self, current: Tool, changes: dict[str, Any], edited_by: str | None, expected: int) -> Tool:
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
@@ -353,17 +365,14 @@ class ToolRegistry:
         None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
         one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
         sync beside an operator's edit)."""
-        attempt = 1
-        while True:
+
+        def write() -> UpsertReport:
             current = {name: self.store.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
-            try:
-                return self.register_many(written, progress, expected=expected) if written else UpsertReport()
-            except EditConflictError:
-                if attempt >= EDIT_ATTEMPTS:
-                    raise
-                attempt += 1
+            return self.register_many(written, progress, expected=expected) if written else UpsertReport()
+
+        return retry_on_conflict(write)
 
     def add_example(
         self,
