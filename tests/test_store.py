@@ -47,6 +47,20 @@ def test_generation_grows_with_every_write_and_changes_are_listed(store_url: str
     assert [t.name for t in store.changed_since(middle)] == ["b"]
 
 
+def test_many_tools_are_read_by_name_at_once(store_url: str) -> None:
+    """`get_many`: the current version of each named tool there is, inactive ones too; more names than one SQLite
+    statement binds (_CHUNK) are all read."""
+    store = open_store(store_url)
+    tools = [make_tool(f"t{i}", f"Tool number {i}.") for i in range(1001)]
+    store.upsert(tools, {}, MODEL)
+    store.upsert([tools[0].model_copy(update={"active": False})], {}, MODEL)
+    found = store.get_many(["t0", "t1000", "missing", "t1000"])
+    assert sorted(found) == ["t0", "t1000"] and found["t1000"] == store.get("t1000")
+    assert not found["t0"].active and found["t0"].version == 2
+    assert sorted(store.get_many(t.name for t in tools)) == sorted(t.name for t in tools)
+    assert store.get_many([]) == {}
+
+
 def test_a_failed_write_leaves_nothing_behind(store_url: str) -> None:
     store = open_store(store_url)
     store.upsert([make_tool("keep", "Kept.")], {}, MODEL)

@@ -367,7 +367,8 @@ class ToolRegistry:
         sync beside an operator's edit)."""
 
         def write() -> UpsertReport:
-            current = {name: self.store.get(name) for name in edits}
+            found = self.store.get_many(edits)
+            current = {name: found.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
             return self.register_many(written, progress, expected=expected) if written else UpsertReport()

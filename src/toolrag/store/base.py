@@ -117,6 +117,11 @@ class Store(Protocol):
 
     def get(self, name: str) -> Tool | None: ...
 
+    def get_many(self, names: Iterable[str]) -> dict[str, Tool]:
+        """The current version of each named tool there is (active or not), by name, read in one query: a name
+        with no tool is left out."""
+        ...
+
     def tools(self, include_inactive: bool = False) -> list[Tool]: ...
 
     def changed_since(self, generation: int) -> list[Tool]:

@@ -404,6 +404,10 @@ class PostgresStore:
         rows = self._query("SELECT definition::text FROM tools WHERE name = %s", (name,))
         return Tool.from_store(rows[0][0]) if rows else None
 
+    def get_many(self, names: Iterable[str]) -> dict[str, Tool]:
+        rows = self._query("SELECT name, definition::text FROM tools WHERE name = ANY(%s)", (list(names),))
+        return {name: Tool.from_store(definition) for name, definition in rows}
+
     def tools(self, include_inactive: bool = False) -> list[Tool]:
         where = "" if include_inactive else " WHERE active"
         rows = self._query(f"SELECT definition::text FROM tools{where} ORDER BY name")

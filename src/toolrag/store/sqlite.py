@@ -239,9 +239,23 @@ class SQLiteStore:
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"registry {self.path}: {exc}") from exc
 
+    def _query_in(self, sql: str, params: Sequence[object], keys: Iterable[str]) -> list[tuple[object, ...]]:
+        """The rows of `sql`, which ends in `IN ({marks})`, for every one of `keys` (after `params`): one statement
+        up to _CHUNK keys, one per _CHUNK beyond (SQLite limits the parameters bound to a statement)."""
+        unique = list(dict.fromkeys(keys))
+        rows: list[tuple[object, ...]] = []
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            rows.extend(self._query(sql.format(marks=",".join("?" * len(chunk))), (*params, *chunk)))
+        return rows
+
     def get(self, name: str) -> Tool | None:
         rows = self._query("SELECT definition FROM tools WHERE name = ?", (name,))
         return Tool.from_store(str(rows[0][0])) if rows else None
+
+    def get_many(self, names: Iterable[str]) -> dict[str, Tool]:
+        rows = self._query_in("SELECT name, definition FROM tools WHERE name IN ({marks})", (), names)
+        return {str(name): Tool.from_store(str(definition)) for name, definition in rows}
 
     def tools(self, include_inactive: bool = False) -> list[Tool]:
         where = "" if include_inactive else " WHERE active = 1"
@@ -258,18 +272,9 @@ class SQLiteStore:
         return [Tool.from_store(str(row[0])) for row in rows]
 
     def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
-        keys = list(dict.fromkeys(text_hashes))
-        found: dict[str, Vector] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = self._query(
-                f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})",
-                (model_id, *chunk),
-            )
-            for key, blob in rows:
-                found[str(key)] = np.frombuffer(blob, dtype=np.float32)  # type: ignore[call-overload]
-        return found
+        sql = "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})"
+        rows = self._query_in(sql, (model_id,), text_hashes)
+        return {str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows}  # type: ignore[call-overload]
 
     def index_model(self) -> IndexModel | None:
         with self._lock:
