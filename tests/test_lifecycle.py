@@ -276,6 +276,8 @@ def test_issue31_an_edit_overtaken_by_another_writer_merges_or_is_refused(
         assert interleaved.done and final.description == described
         assert [e.text for e in final.examples] == ["mail the quarterly invoice to the accountant"]
         assert [t.version for t in registry.history("email.send")] == [1, 2, 3]  # the merge adds one version
+        # The retry reuses the vector the overtaken attempt embedded: the example's text is embedded once.
+        assert interleaved.embedded == ["mail the quarterly invoice to the accountant"]
         read = registry.get("email.send")
         other.update("email.send", aliases=["mail"], edited_by="bob")
         with pytest.raises(EditConflictError, match=r"version 4, not 3 as read: changed by bob at .*; reload"):

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
 Written = TypeVar("Written")
+EmbeddedVectors = dict[tuple[str, str], Vector]  # (model id, text hash) -> the vector a write's attempt embedded
 
 
 @dataclass(frozen=True)
@@ -207,31 +208,41 @@ class ToolRegistry:
         transaction (who changed what: the console's edits); `expected`: the versions the tools were read at,
         compared and set in that transaction (EditConflictError when one moved; `Store.upsert`).
         """
-        names = [t.name for t in tools]
-        if len(set(names)) != len(names):
-            duplicate = next(n for n in names if names.count(n) > 1)
-            raise InvalidToolError(f"tool {duplicate!r} is given more than once")
-        try:
-            return self._upsert_embedded(tools, progress, audit, expected)
-        except ModelMismatchError:
-            if not self._follows_model:
-                raise
-            # The index switched models while this import was embedding (`index rebuild` in another process):
-            # a registry that follows the index's model embeds again with the new one.
-            return self._upsert_embedded(tools, progress, audit, expected)
+        return self._register(tools, progress, audit, expected, {})
 
-    def _upsert_embedded(
+    def _register(
         self,
         tools: Sequence[Tool],
         progress: ProgressCallback | None,
         audit: Sequence[AuditEntry],
         expected: Mapping[str, int | None] | None,
+        embedded: EmbeddedVectors,
     ) -> UpsertReport:
-        model = self._index_model()
-        texts = texts_by_hash(tools)
-        missing = self._missing(texts, model.model_id)
-        vectors = embed_in_batches(self.embedder, [texts[key] for key in missing], progress=progress)
-        return self.store.upsert(tools, dict(zip(missing, vectors, strict=True)), model, audit, expected)
+        """`register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the same write
+        embedded before another writer overtook it (its transaction, their vectors with it, rolled back)."""
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            duplicate = next(n for n in names if names.count(n) > 1)
+            raise InvalidToolError(f"tool {duplicate!r} is given more than once")
+
+        def upsert() -> UpsertReport:
+            model = self._index_model()
+            texts = texts_by_hash(tools)
+            missing = self._missing(texts, model.model_id)
+            new = [key for key in missing if (model.model_id, key) not in embedded]
+            vectors = embed_in_batches(self.embedder, [texts[key] for key in new], progress=progress)
+            embedded.update(((model.model_id, key), vector) for key, vector in zip(new, vectors, strict=True))
+            reused = {key: embedded[model.model_id, key] for key in missing}
+            return self.store.upsert(tools, reused, model, audit, expected)
+
+        try:
+            return upsert()
+        except ModelMismatchError:
+            if not self._follows_model:
+                raise
+            # The index switched models while this import was embedding (`index rebuild` in another process):
+            # a registry that follows the index's model embeds again with the new one.
+            return upsert()
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
@@ -331,22 +342,26 @@ class ToolRegistry:
         check_changes(name, changes)
         current = self.get(name)
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected)
+        return self._write_edit(current, changes, edited_by, expected, {})
 
     def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
         """A new version made by `change`, a function of the tool as it is (one more example, deactivation): when
         another writer moves the tool between the read and the write, `change` is made again on the tool as that
         writer left it, so both changes stay (a merge, not a conflict)."""
 
+        embedded: EmbeddedVectors = {}
+
         def write() -> Tool:
             current = self.get(name)
             changes = change(current)
             check_changes(name, changes)
-            return self._write_edit(current, changes, edited_by, current.version)
+            return self._write_edit(current, changes, edited_by, current.version, embedded)
 
         return retry_on_conflict(write)
 
-    def _write_edit(self, current: Tool, changes: dict[str, Any], edited_by: str | None, expected: int) -> Tool:
+    def _write_edit(
+        self, current: Tool, changes: dict[str, Any], edited_by: str | None, expected: int, embedded: EmbeddedVectors
+    ) -> Tool:
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
         updated = Tool.parse(entry)
         changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
@@ -355,7 +370,7 @@ class ToolRegistry:
         audit = []
         if edited_by and changed:
             audit.append(AuditEntry("edited", ", ".join(changed), current.name, None, edited_by))
-        self.register_many([updated], audit=audit, expected={current.name: expected})
+        self._register([updated], None, audit, {current.name: expected}, embedded)
         return self.get(current.name)
 
     def write_merged(
@@ -366,12 +381,14 @@ class ToolRegistry:
         one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
         sync beside an operator's edit)."""
 
+        embedded: EmbeddedVectors = {}
+
         def write() -> UpsertReport:
             found = self.store.get_many(edits)
             current = {name: found.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
-            return self.register_many(written, progress, expected=expected) if written else UpsertReport()
+            return self._register(written, progress, (), expected, embedded) if written else UpsertReport()
 
         return retry_on_conflict(write)
 
