@@ -19,10 +19,9 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from toolrag.schemas.cost import MAX_ARGUMENT_DEPTH, expansion
-from toolrag.schemas.drafts import DATA_KEYWORDS
 from toolrag.schemas.patterns import UnsafePattern
 from toolrag.schemas.refs import BadReference, check_references
-from toolrag.schemas.validation import OverBudget, budget, safe_validator, short
+from toolrag.schemas.validation import OverBudget, budget, safe_validator, schema_objects, short
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -159,13 +158,4 @@ class ArgumentChecker:
 
 
 def _uses_unevaluated(schema: dict[str, Any]) -> bool:
-    pending: list[Any] = [schema]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            if "unevaluatedProperties" in node or "unevaluatedItems" in node:
-                return True
-            pending.extend(value for key, value in node.items() if key not in DATA_KEYWORDS)
-        elif isinstance(node, list):
-            pending.extend(node)
-    return False
+    return any("unevaluatedProperties" in node or "unevaluatedItems" in node for _, node in schema_objects(schema))

@@ -95,7 +95,7 @@ def _spend(steps: int) -> None:
         current.spend(steps)
 
 
-def _objects(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def schema_objects(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every object of `schema` with where it is, walked without recursion; the values of data keywords (enum,
     const, default, ...) are data, not schemas, and are not entered."""
     stack: list[tuple[str, Any]] = [("", schema)]
@@ -112,7 +112,7 @@ def check_enums(schema: dict[str, Any]) -> None:
     """Raise UnsafeSchema unless every enum of `schema` is bounded, and all of them together (checked before the
     draft's metaschema reads them: draft-04's asks for unique enum values, which jsonschema compares pairwise)."""
     total = 0
-    for where, node in _objects(schema):
+    for where, node in schema_objects(schema):
         values = node.get("enum")
         if isinstance(values, list):
             if len(values) > MAX_ENUM_VALUES:
@@ -129,7 +129,7 @@ def check_safety(schema: dict[str, Any]) -> None:
     reference is local and one value costs at most MAX_STEPS_PER_VALUE steps (enums: check_enums, first)."""
     uses_unevaluated = False
     patterns: list[tuple[str, str]] = []
-    for where, node in _objects(schema):
+    for where, node in schema_objects(schema):
         if isinstance(node.get("pattern"), str):
             patterns.append((f"{where}/pattern", node["pattern"]))
         if isinstance(node.get("patternProperties"), dict):
