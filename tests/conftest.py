@@ -163,17 +163,23 @@ SAMPLE_TOOLS = [
 ]
 
 
-Responder = Callable[[str, dict[str, Any], str], tuple[int, Any]]
+Responder = Callable[[str, Any, str], tuple[int, Any]]
 
 
 @contextmanager
 def json_http_server(respond: Responder) -> Iterator[str]:
-    """A real HTTP server on loopback: `respond(path, body, raw_body)` gives (status, JSON payload or text)."""
+    """A real HTTP server on loopback: `respond(path, body, raw_body)` gives (status, JSON payload or text), for a
+    POST of JSON and for a GET (body None, raw_body "")."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._answer(*respond(self.path, None, ""))
+
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
-            status, answer = respond(self.path, json.loads(raw), raw)
+            self._answer(*respond(self.path, json.loads(raw), raw))
+
+        def _answer(self, status: int, answer: Any) -> None:
             payload = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")

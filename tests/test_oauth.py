@@ -39,7 +39,7 @@ from toolrag.server.guard import Refused
 from toolrag.server.oauth import JwtVerifier, OAuthConfig
 from toolrag.server.rate_limit import Rate, RateLimits
 
-from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, json_http_server
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening
 from .test_api import serving
 
@@ -374,45 +374,36 @@ def test_issue25_finding5_a_slow_issuer_never_stalls_other_requests(issuer: Issu
     issuer every request waited. Now the fetch is awaited only by the requests that need it."""
     asked, release = threading.Event(), threading.Event()
 
-    class SlowKeys(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.set()
-            release.wait(60)
-            body = json.dumps(issuer.jwks()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def slow_keys(path: str, body: None, raw: str) -> tuple[int, dict[str, Any]]:
+        asked.set()
+        release.wait(60)
+        return 200, issuer.jwks()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    keys = ThreadingHTTPServer(("127.0.0.1", 0), SlowKeys)
-    threading.Thread(target=keys.serve_forever, daemon=True).start()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"http://127.0.0.1:{keys.server_address[1]}/k")
     static = "static-token-0123456789"
     rules = {"ops": Grant(token=static, role="admin"), "agents": Grant(claims={"scope": "mcp"})}
     registry = ToolRegistry(tmp_path / "api.db")
     registry.register_many(SAMPLE_TOOLS)
-    try:
-        with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
-            stranger = issuer.token(url, "mcp", _key=STRANGER, _kid="unknown-key")
-            waiting = threading.Thread(
-                target=lambda: httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {stranger}"}, timeout=90)
-            )
-            waiting.start()
-            assert asked.wait(30), "the server never asked the issuer for its keys"
-            # The issuer holds the fetch; a request with another token is answered meanwhile.
-            health = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {static}"}, timeout=10)
-            assert health.status_code == 200 and not release.is_set()
-            release.set()
-            waiting.join(60)
-    finally:
-        release.set()
-        keys.shutdown()
+    with json_http_server(slow_keys) as keys_url:
+        oauth = OAuthConfig(issuer=issuer.url, audience=url, jwks_url=f"{keys_url}/k")
+        try:
+            with serving(create_app(registry, ApiConfig(oauth=oauth, tokens=rules)), port=port):
+                stranger = issuer.token(url, "mcp", _key=STRANGER, _kid="unknown-key")
+                waiting = threading.Thread(
+                    target=lambda: httpx.get(
+                        f"{url}/health", headers={"Authorization": f"Bearer {stranger}"}, timeout=90
+                    )
+                )
+                waiting.start()
+                assert asked.wait(30), "the server never asked the issuer for its keys"
+                # The issuer holds the fetch; a request with another token is answered meanwhile.
+                health = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {static}"}, timeout=10)
+                assert health.status_code == 200 and not release.is_set()
+                release.set()
+                waiting.join(60)
+        finally:
+            release.set()  # the held fetch ends before the key server stops
 
 
 def test_issue25_one_policy_gives_every_entry_point_the_same_tools(issuer: Issuer, tmp_path: Path) -> None:
@@ -500,30 +491,6 @@ def test_issue25_one_policy_gives_every_entry_point_the_same_tools(issuer: Issue
     anyio.run(refused)
 
 
-@contextmanager
-def serving_keys(document: dict[str, Any]) -> Iterator[str]:
-    """An issuer's key endpoint answering `document`; its URL."""
-    body = json.dumps(document).encode()
-
-    class Keys(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    keys = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
-    threading.Thread(target=keys.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{keys.server_address[1]}/jwks.json"
-    finally:
-        keys.shutdown()
-
-
 @pytest.mark.parametrize(
     ("shape", "reason"),
     [
@@ -540,9 +507,9 @@ def test_issue31_the_issuers_keys_are_bounded_in_bytes_and_count(issuer: Issuer,
         document = {"keys": [*({**public, "kid": f"decoy-{n}"} for n in range(99)), public]}
     else:
         document = {"keys": [public], "padding": "x" * 400_000}
-    with serving_keys(document) as jwks_url:
+    with json_http_server(lambda path, body, raw: (200, document)) as keys_url:
         audience = "https://tools.example"
-        verifier = JwtVerifier(OAuthConfig(issuer=issuer.url, audience=audience, jwks_url=jwks_url))
+        verifier = JwtVerifier(OAuthConfig(issuer=issuer.url, audience=audience, jwks_url=f"{keys_url}/jwks.json"))
         token = issuer.token(audience, "mcp")
         with pytest.raises(Refused, match=re.escape(reason)):
             anyio.run(verifier.verify, token)

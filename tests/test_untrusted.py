@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from toolrag.runtime.gateway import CallResult, ToolGateway
 from toolrag.runtime.messages import ToolCall
 from toolrag.schemas.arguments import MAX_DEPTH, MAX_VALUES
 from toolrag.schemas.validation import safe_validator
+
+from .conftest import json_http_server
 
 CALLER = Principal(user="mallory", tenant="t1")
 DEADLINE = 60.0  # seconds: far beyond what any of these takes now, far below what they took before
@@ -105,25 +106,12 @@ def listener() -> Iterator[tuple[str, list[str]]]:
     """A web server that records every request: nothing may reach it."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            body = json.dumps({"type": "string", "description": "SECRET-FROM-INTERNAL-HOST"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(path: str, body: None, raw: str) -> tuple[int, dict[str, Any]]:
+        seen.append(path)
+        return 200, {"type": "string", "description": "SECRET-FROM-INTERNAL-HOST"}
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
+    with json_http_server(respond) as url:
+        yield url, seen
 
 
 def test_finding3_a_remote_ref_is_refused_at_registration_and_never_fetched(listener: tuple[str, list[str]]) -> None:
