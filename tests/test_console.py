@@ -570,3 +570,22 @@ def test_issue31_the_console_reads_the_usage_log_by_the_rule_the_reports_read_by
     assert misses.status_code == 200 and "pay.refund" not in misses.text
     report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"})
     assert "pay.refund" not in report.text  # what the report already left out
+
+
+def test_a_reader_s_audit_and_misses_are_not_crowded_out_by_calls_it_may_not_read(
+    console: tuple[str, ToolRegistry],
+) -> None:
+    """The console fetched the latest 200 calls (50 unoffered ones) of the reader's tenant and then left out those of
+    tools hidden from it: 250 newer calls of such a tool left a reader an empty audit page and no misses. The reader's
+    rule is now part of the query."""
+    url, registry = console
+    hidden = [CallRecord("pay.refund", "ok", 5.0, False, f"b{i}", "bob@acme", "acme") for i in range(250)]
+    registry.store.usage.record([], hidden)  # bob may call pay.refund; the acme reader may not
+    reader = signed_in_client(url, ACME_READER)
+    audit = reader.get("/console/audit").text
+    assert "hr.payslip" in audit and "weather.forecast" in audit and "pay.refund" not in audit
+    assert "weather.forecast" in reader.get("/console/audit?principal=ann@acme").text
+    assert "hr.payslip" in reader.get("/console/audit?outcome=denied").text
+    assert "weather.forecast" in reader.get("/console/misses").text.split('id="unshortlisted"', 1)[1]
+    report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"}).json()
+    assert [s["detail"] for s in report["misses"]["unshortlisted_call"]] == ["weather.forecast"]

@@ -343,7 +343,7 @@ def console_router(
         no_tool = [e for e in usage.recent_requests(since, 200, mine) if not e.tools][:50]
         report = reading.report(registry, days)
         low = [(u, usage.requests_for_tool(u.tool, since, 5, mine)) for u in report.low_relevance]
-        unshortlisted = reading.samples(usage.samples("unshortlisted_call", since, 50, mine))
+        unshortlisted = reading.unshortlisted(usage, since, 50)
         return page(request, "misses.html", no_tool=no_tool, low=low, unshortlisted=unshortlisted, days=days)
 
     @router.get("/upstreams")
@@ -368,9 +368,7 @@ def console_router(
         who = caller(request)
         since = utc_now() - timedelta(days=days)
         reading = Reading.of(registry, who)  # calls of tools it may use, answered as their callers were
-        outcomes = reading.logged_outcomes(outcome) if outcome else None
-        logged = registry.store.usage.calls(since, 200, reading.audience, principal or None, tool or None, outcomes)
-        calls = reading.calls(logged)
+        calls = reading.calls(registry.store.usage, since, 200, principal or None, tool or None, outcome or None)
         changes = registry.store.audit_log(200, tool or None) if who.role == "admin" else []
         filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
         return page(request, "audit.html", calls=calls, changes=changes, filters=filters)
