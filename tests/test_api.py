@@ -26,7 +26,7 @@ from toolrag.cli.api import openapi_document
 from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.guard import HttpLimits, server_config
+from toolrag.server.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 from .mcp_support import free_port
@@ -443,6 +443,31 @@ def test_issue31_idle_unauthenticated_connections_are_closed_sooner(store_url: s
             signed.sendall(b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(signed).startswith(b"HTTP/1.1 200")  # kept alive: it authenticated
     registry.close()
+
+
+def test_failed_authentications_from_one_ipv6_network_are_counted_together() -> None:
+    """Failures were counted per full address: an attacker with an IPv6 /64 (one subscriber's allocation) has 2^64
+    of them, and never met the limit. An IPv6 address counts in its /64, an IPv4-mapped one as the IPv4 address."""
+    limiter = FailureLimiter(HttpLimits(failed_auth_per_address=10, failed_auth_per_credential=5), clock=lambda: 100.0)
+    waits = [limiter.failed(f"2001:db8:7:1::{n:x}", f"guess-{n}") for n in range(1, 12)]
+    assert waits[:10] == [0.0] * 10 and waits[10] > 0  # one /64
+    assert limiter.failed("2001:db8:7:2::1", "guess-a") == 0.0  # the next /64 is another subscriber
+    for n in range(10):
+        assert limiter.failed(f"192.0.2.{n}", f"v4-{n}") == 0.0  # IPv4 counts per address
+    for n in range(9):
+        limiter.failed("198.51.100.7", f"mapped-{n}")
+    assert limiter.failed("::ffff:198.51.100.7", "mapped-9") == 0.0  # the tenth failure of 198.51.100.7
+    assert limiter.failed("::ffff:198.51.100.7", "mapped-10") > 0
+
+
+def test_connections_are_counted_per_ipv6_network_as_failures_are() -> None:
+    """The per-source connection share is keyed by the same buckets (`address_bucket`) as failed authentications."""
+    network = "2001:db8:7:1::/64"
+    assert address_bucket("2001:db8:7:1::1") == address_bucket("2001:db8:7:1:ffff:ffff:ffff:ffff") == network
+    assert address_bucket("2001:db8:7:2::1") != address_bucket("2001:db8:7:1::1")
+    assert address_bucket("::ffff:198.51.100.7") == address_bucket("198.51.100.7") == "198.51.100.7"
+    assert address_bucket("192.0.2.1") != address_bucket("192.0.2.2")
+    assert address_bucket("unknown") == "unknown"
 
 
 def read_response(connection: socket.socket) -> bytes:

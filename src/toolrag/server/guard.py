@@ -102,8 +102,24 @@ def client_address(scope: Scope) -> str:
     return str(peer[0]) if peer else "unknown"
 
 
+def address_bucket(address: str) -> str:
+    """What an address is counted as, for failed authentications and connections: an IPv4 address as itself (and an
+    IPv4-mapped IPv6 one as that IPv4 address); an IPv6 address as its /64, the smallest allocation a subscriber gets,
+    whose 2^64 addresses would otherwise be as many clients; anything else (a Unix socket, "unknown") as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip), 64), strict=False))
+    return str(ip)
+
+
 class FailureLimiter:
-    """Failed authentications per client address and per credential over the last minute.
+    """Failed authentications per client address (`address_bucket`: an IPv6 /64 is one) and per credential over the
+    last minute.
 
     Every credential presented is checked, whatever its address's failures: a static token has at least 16
     characters (guessing one is hopeless at any rate) and an access token a signature, so checking costs a
@@ -128,7 +144,8 @@ class FailureLimiter:
         """Count a failed check; returns 0 when it is answered as a failure (401), else the seconds to wait (429):
         the address or the credential had used up its failures before this one."""
         now = self.clock()
-        names = ((f"a:{address}", self.per_address), (_credential_key(credential), self.per_credential))
+        bucket = f"a:{address_bucket(address)}"
+        names = ((bucket, self.per_address), (_credential_key(credential), self.per_credential))
         wait = max(self._wait(name, limit, now) for name, limit in names)
         for name, _ in names:
             self._failures.setdefault(name, []).append(now)
@@ -399,7 +416,7 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
     `reserved_for_authenticated`: past it, the oldest idle one is closed to make room, or, with none idle, the new
     connection serves one request and is closed unless that request authenticated."""
-    per_source: Counter[str] = Counter()  # open connections by client address, for this server
+    per_source: Counter[str] = Counter()  # open connections by client address (`address_bucket`), for this server
     anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
     anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
 
@@ -411,7 +428,7 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             peer = transport.get_extra_info("peername")
-            source = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+            source = address_bucket(str(peer[0])) if isinstance(peer, tuple) and peer else "unknown"
             if (
                 per_source[source] >= limits.max_connections_per_source
                 or len(self.connections) > limits.max_connections
