@@ -470,6 +470,57 @@ def test_connections_are_counted_per_ipv6_network_as_failures_are() -> None:
     assert address_bucket("unknown") == "unknown"
 
 
+def test_behind_a_trusted_proxy_each_client_has_its_own_share_of_connections(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """Behind a trusted proxy every connection came from the proxy's address: one client's connections used up the
+    share of every client. A trusted proxy's connections now count against the client each request names; an
+    untrusted peer's X-Forwarded-For is ignored."""
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(max_connections=40, max_connections_per_source=3, trusted_proxies=["127.0.0.1"])
+
+    def request(client: str) -> bytes:
+        auth = f"Authorization: Bearer {ADMIN}\r\n"
+        return f"GET /health HTTP/1.1\r\nHost: x\r\n{auth}X-Forwarded-For: {client}\r\n\r\n".encode()
+
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        held = [socket.create_connection((host, int(port)), timeout=15) for _ in range(6)]
+        try:
+            for connection in held[:3]:  # client 198.51.100.7's share, kept alive
+                connection.sendall(request("198.51.100.7"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            held[3].sendall(request("198.51.100.7"))
+            assert read_all(held[3]).startswith(b"HTTP/1.1 503")  # past its share: answered, and closed
+            for connection in held[4:]:  # another client through the same proxy
+                connection.sendall(request("198.51.100.8"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            held[0].sendall(request("198.51.100.9"))  # the proxy reuses a connection for another client ...
+            assert read_response(held[0]).startswith(b"HTTP/1.1 200")
+            held[3] = socket.create_connection((host, int(port)), timeout=15)
+            held[3].sendall(request("198.51.100.7"))  # ... which no longer counts against the first
+            assert read_response(held[3]).startswith(b"HTTP/1.1 200")
+        finally:
+            for connection in held:
+                connection.close()
+        untrusted = [
+            socket.create_connection((host, int(port)), timeout=15, source_address=("127.0.0.2", 0)) for _ in range(5)
+        ]
+        try:
+            for n, connection in enumerate(untrusted[:3]):  # a header anyone can send: the peer is counted
+                connection.sendall(request(f"203.0.113.{n}"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            for connection in untrusted[3:]:  # closed as accepted
+                with contextlib.suppress(OSError):
+                    connection.sendall(request("203.0.113.9"))
+                assert read_all(connection) == b""
+        finally:
+            for connection in untrusted:
+                connection.close()
+    registry.close()
+
+
 def read_response(connection: socket.socket) -> bytes:
     """One whole response (its head and the Content-Length of body) from a connection that stays open."""
     data = b""
