@@ -28,7 +28,7 @@ from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.server.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 
-from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,6 +443,28 @@ def test_issue31_idle_unauthenticated_connections_are_closed_sooner(store_url: s
             signed.sendall(b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(signed).startswith(b"HTTP/1.1 200")  # kept alive: it authenticated
     registry.close()
+
+
+def test_an_operator_returns_a_replaced_description_to_the_servers(api: tuple[str, ToolRegistry]) -> None:
+    """A description an operator wrote over an MCP server's was kept by every sync, with no way back: the API drops
+    the override (admins only), a new version audited like any edit."""
+    url, registry = api
+    server_text = "Look up an order by its number: status, items and delivery date."
+    registry.register_many([make_tool("shop.lookup_order", server_text, source="mcp:shop")])
+    patched = call(url, "PATCH", "/tools/shop.lookup_order", ADMIN, json={"description": "Find a customer's order."})
+    assert patched.json()["overrides"] == ["description"]
+    body = {"fields": ["description"]}
+    assert call(url, "POST", "/tools/shop.lookup_order/overrides/remove", READER, json=body).status_code == 403
+    returned = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json=body)
+    assert returned.status_code == 200, returned.text
+    tool = returned.json()
+    assert tool["description"] == server_text and tool["overrides"] == [] and tool["source_values"] == {}
+    assert tool["version"] == patched.json()["version"] + 1
+    again = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json=body)
+    assert again.status_code == 422 and "not an operator's override" in again.json()["detail"]
+    unknown_field = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json={"fields": ["scopes"]})
+    assert unknown_field.status_code == 422
+    assert registry.store.audit_log(1, "shop.lookup_order")[0].detail == "description: the source's again"
 
 
 def test_failed_authentications_from_one_ipv6_network_are_counted_together() -> None:

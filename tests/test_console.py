@@ -437,6 +437,26 @@ def test_issue31_an_edit_overtaken_by_another_writer_shows_the_conflict(console:
     assert (tool.version, tool.aliases, tool.description) == (2, ["write to"], "Send an email to someone.")
 
 
+def test_an_operator_gives_a_replaced_description_back_to_the_server(console: tuple[str, ToolRegistry]) -> None:
+    """An operator's description over an MCP server's stayed through every sync, and the console had no way back:
+    the tool page offers to give the field back, which writes a new version with the server's text."""
+    url, registry = console
+    server_text = "Read a file from the shared drive by its path."
+    registry.register_many([Tool(name="files.read", description=server_text, source="mcp:files")])
+    registry.update("files.read", description="Open a document from the shared drive.", edited_by="ops")
+    with browser() as chromium:
+        page = signed_in(chromium, url, ADMIN)
+        page.goto(f"{url}/console/tools/files.read")
+        assert "description" in page.locator("#overrides").inner_text()
+        page.click("#overrides button[value=description]")
+        page.goto(f"{url}/console/tools/files.read")
+        assert page.locator("#description").inner_text() == server_text
+        assert page.locator("#overrides").count() == 0
+    tool = registry.get("files.read")
+    assert (tool.description, tool.overrides, tool.version) == (server_text, [], 3)
+    assert registry.store.audit_log(1, "files.read")[0].detail == "description: the source's again"
+
+
 def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str, ToolRegistry]) -> None:
     url, registry = console
     registry.add_example("shop.track_order", "globex: where is the container", tenant="globex")

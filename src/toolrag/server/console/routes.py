@@ -289,6 +289,17 @@ def console_router(
             request, who, name, change, fixing or (text if action != "remove" else ""), fixing_tenant or tenant
         )
 
+    @router.post("/tools/{name}/overrides")
+    def drop_override(
+        request: Request,
+        name: str,
+        field: Annotated[str, Form(pattern="^(description|input_schema|output_schema|annotations)$")],
+        csrf: Annotated[str | None, Form()] = None,
+    ) -> Response:
+        """Give a field an operator replaced back to the tool's MCP server (`ToolRegistry.drop_overrides`)."""
+        who = admin(request, csrf)
+        return edited(request, who, name, lambda: registry.drop_overrides(name, [field], edited_by=who.name), "", "")
+
     @router.post("/tools/{name}/active")
     def set_active(
         request: Request,
