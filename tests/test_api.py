@@ -26,9 +26,9 @@ from toolrag.cli.api import openapi_document
 from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.guard import HttpLimits, server_config
+from toolrag.server.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 
-from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -442,6 +442,104 @@ def test_issue31_idle_unauthenticated_connections_are_closed_sooner(store_url: s
             assert read_response(signed).startswith(b"HTTP/1.1 200")
             signed.sendall(b"GET /console/static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(signed).startswith(b"HTTP/1.1 200")  # kept alive: it authenticated
+    registry.close()
+
+
+def test_an_operator_returns_a_replaced_description_to_the_servers(api: tuple[str, ToolRegistry]) -> None:
+    """A description an operator wrote over an MCP server's was kept by every sync, with no way back: the API drops
+    the override (admins only), a new version audited like any edit."""
+    url, registry = api
+    server_text = "Look up an order by its number: status, items and delivery date."
+    registry.register_many([make_tool("shop.lookup_order", server_text, source="mcp:shop")])
+    patched = call(url, "PATCH", "/tools/shop.lookup_order", ADMIN, json={"description": "Find a customer's order."})
+    assert patched.json()["overrides"] == ["description"]
+    body = {"fields": ["description"]}
+    assert call(url, "POST", "/tools/shop.lookup_order/overrides/remove", READER, json=body).status_code == 403
+    returned = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json=body)
+    assert returned.status_code == 200, returned.text
+    tool = returned.json()
+    assert tool["description"] == server_text and tool["overrides"] == [] and tool["source_values"] == {}
+    assert tool["version"] == patched.json()["version"] + 1
+    again = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json=body)
+    assert again.status_code == 422 and "not an operator's override" in again.json()["detail"]
+    unknown_field = call(url, "POST", "/tools/shop.lookup_order/overrides/remove", ADMIN, json={"fields": ["scopes"]})
+    assert unknown_field.status_code == 422
+    assert registry.store.audit_log(1, "shop.lookup_order")[0].detail == "description: the source's again"
+
+
+def test_failed_authentications_from_one_ipv6_network_are_counted_together() -> None:
+    """Failures were counted per full address: an attacker with an IPv6 /64 (one subscriber's allocation) has 2^64
+    of them, and never met the limit. An IPv6 address counts in its /64, an IPv4-mapped one as the IPv4 address."""
+    limiter = FailureLimiter(HttpLimits(failed_auth_per_address=10, failed_auth_per_credential=5), clock=lambda: 100.0)
+    waits = [limiter.failed(f"2001:db8:7:1::{n:x}", f"guess-{n}") for n in range(1, 12)]
+    assert waits[:10] == [0.0] * 10 and waits[10] > 0  # one /64
+    assert limiter.failed("2001:db8:7:2::1", "guess-a") == 0.0  # the next /64 is another subscriber
+    for n in range(10):
+        assert limiter.failed(f"192.0.2.{n}", f"v4-{n}") == 0.0  # IPv4 counts per address
+    for n in range(9):
+        limiter.failed("198.51.100.7", f"mapped-{n}")
+    assert limiter.failed("::ffff:198.51.100.7", "mapped-9") == 0.0  # the tenth failure of 198.51.100.7
+    assert limiter.failed("::ffff:198.51.100.7", "mapped-10") > 0
+
+
+def test_connections_are_counted_per_ipv6_network_as_failures_are() -> None:
+    """The per-source connection share is keyed by the same buckets (`address_bucket`) as failed authentications."""
+    network = "2001:db8:7:1::/64"
+    assert address_bucket("2001:db8:7:1::1") == address_bucket("2001:db8:7:1:ffff:ffff:ffff:ffff") == network
+    assert address_bucket("2001:db8:7:2::1") != address_bucket("2001:db8:7:1::1")
+    assert address_bucket("::ffff:198.51.100.7") == address_bucket("198.51.100.7") == "198.51.100.7"
+    assert address_bucket("192.0.2.1") != address_bucket("192.0.2.2")
+    assert address_bucket("unknown") == "unknown"
+
+
+def test_behind_a_trusted_proxy_each_client_has_its_own_share_of_connections(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """Behind a trusted proxy every connection came from the proxy's address: one client's connections used up the
+    share of every client. A trusted proxy's connections now count against the client each request names; an
+    untrusted peer's X-Forwarded-For is ignored."""
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(max_connections=40, max_connections_per_source=3, trusted_proxies=["127.0.0.1"])
+
+    def request(client: str) -> bytes:
+        auth = f"Authorization: Bearer {ADMIN}\r\n"
+        return f"GET /health HTTP/1.1\r\nHost: x\r\n{auth}X-Forwarded-For: {client}\r\n\r\n".encode()
+
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        held = [socket.create_connection((host, int(port)), timeout=15) for _ in range(6)]
+        try:
+            for connection in held[:3]:  # client 198.51.100.7's share, kept alive
+                connection.sendall(request("198.51.100.7"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            held[3].sendall(request("198.51.100.7"))
+            assert read_all(held[3]).startswith(b"HTTP/1.1 503")  # past its share: answered, and closed
+            for connection in held[4:]:  # another client through the same proxy
+                connection.sendall(request("198.51.100.8"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            held[0].sendall(request("198.51.100.9"))  # the proxy reuses a connection for another client ...
+            assert read_response(held[0]).startswith(b"HTTP/1.1 200")
+            held[3] = socket.create_connection((host, int(port)), timeout=15)
+            held[3].sendall(request("198.51.100.7"))  # ... which no longer counts against the first
+            assert read_response(held[3]).startswith(b"HTTP/1.1 200")
+        finally:
+            for connection in held:
+                connection.close()
+        untrusted = [
+            socket.create_connection((host, int(port)), timeout=15, source_address=("127.0.0.2", 0)) for _ in range(5)
+        ]
+        try:
+            for n, connection in enumerate(untrusted[:3]):  # a header anyone can send: the peer is counted
+                connection.sendall(request(f"203.0.113.{n}"))
+                assert read_response(connection).startswith(b"HTTP/1.1 200")
+            for connection in untrusted[3:]:  # closed as accepted
+                with contextlib.suppress(OSError):
+                    connection.sendall(request("203.0.113.9"))
+                assert read_all(connection) == b""
+        finally:
+            for connection in untrusted:
+                connection.close()
     registry.close()
 
 

@@ -437,6 +437,26 @@ def test_issue31_an_edit_overtaken_by_another_writer_shows_the_conflict(console:
     assert (tool.version, tool.aliases, tool.description) == (2, ["write to"], "Send an email to someone.")
 
 
+def test_an_operator_gives_a_replaced_description_back_to_the_server(console: tuple[str, ToolRegistry]) -> None:
+    """An operator's description over an MCP server's stayed through every sync, and the console had no way back:
+    the tool page offers to give the field back, which writes a new version with the server's text."""
+    url, registry = console
+    server_text = "Read a file from the shared drive by its path."
+    registry.register_many([Tool(name="files.read", description=server_text, source="mcp:files")])
+    registry.update("files.read", description="Open a document from the shared drive.", edited_by="ops")
+    with browser() as chromium:
+        page = signed_in(chromium, url, ADMIN)
+        page.goto(f"{url}/console/tools/files.read")
+        assert "description" in page.locator("#overrides").inner_text()
+        page.click("#overrides button[value=description]")
+        page.goto(f"{url}/console/tools/files.read")
+        assert page.locator("#description").inner_text() == server_text
+        assert page.locator("#overrides").count() == 0
+    tool = registry.get("files.read")
+    assert (tool.description, tool.overrides, tool.version) == (server_text, [], 3)
+    assert registry.store.audit_log(1, "files.read")[0].detail == "description: the source's again"
+
+
 def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str, ToolRegistry]) -> None:
     url, registry = console
     registry.add_example("shop.track_order", "globex: where is the container", tenant="globex")
@@ -570,3 +590,22 @@ def test_issue31_the_console_reads_the_usage_log_by_the_rule_the_reports_read_by
     assert misses.status_code == 200 and "pay.refund" not in misses.text
     report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"})
     assert "pay.refund" not in report.text  # what the report already left out
+
+
+def test_a_reader_s_audit_and_misses_are_not_crowded_out_by_calls_it_may_not_read(
+    console: tuple[str, ToolRegistry],
+) -> None:
+    """The console fetched the latest 200 calls (50 unoffered ones) of the reader's tenant and then left out those of
+    tools hidden from it: 250 newer calls of such a tool left a reader an empty audit page and no misses. The reader's
+    rule is now part of the query."""
+    url, registry = console
+    hidden = [CallRecord("pay.refund", "ok", 5.0, False, f"b{i}", "bob@acme", "acme") for i in range(250)]
+    registry.store.usage.record([], hidden)  # bob may call pay.refund; the acme reader may not
+    reader = signed_in_client(url, ACME_READER)
+    audit = reader.get("/console/audit").text
+    assert "hr.payslip" in audit and "weather.forecast" in audit and "pay.refund" not in audit
+    assert "weather.forecast" in reader.get("/console/audit?principal=ann@acme").text
+    assert "hr.payslip" in reader.get("/console/audit?outcome=denied").text
+    assert "weather.forecast" in reader.get("/console/misses").text.split('id="unshortlisted"', 1)[1]
+    report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"}).json()
+    assert [s["detail"] for s in report["misses"]["unshortlisted_call"]] == ["weather.forecast"]

@@ -337,3 +337,21 @@ def test_issue31_the_cli_refuses_an_edit_made_from_a_version_that_moved_on(tmp_p
     assert stale.exit_code == 1 and "at version 2, not 1 as read: changed by cli at 20" in stale.stderr
     current = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--not-for", "x", "--if-version", "2"])
     assert current.exit_code == 0 and "now version 3" in current.stdout
+
+
+def test_the_cli_returns_a_replaced_description_to_the_servers(tmp_path: Path) -> None:
+    """`tools update --description` over an MCP server's text is an override every sync keeps; `tools
+    drop-override` gives the field back to the server, a new version in the audit log."""
+    store = str(tmp_path / "cli.db")
+    server_text = "Look up an order by its number: status, items and delivery date."
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps([{"name": "shop.lookup_order", "description": server_text, "source": "mcp:shop"}]))
+    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    edit = ["tools", "update", "shop.lookup_order", "--store", store, "--description", "Find a customer's order."]
+    assert runner.invoke(app, edit).exit_code == 0
+    dropped = runner.invoke(app, ["tools", "drop-override", "shop.lookup_order", "description", "--store", store])
+    assert dropped.exit_code == 0 and "description back to the server's, now version 3" in dropped.stdout
+    shown = json.loads(runner.invoke(app, ["show", "shop.lookup_order", "--store", store, "--json"]).stdout)
+    assert shown["description"] == server_text and shown["overrides"] == []
+    again = runner.invoke(app, ["tools", "drop-override", "shop.lookup_order", "description", "--store", store])
+    assert again.exit_code == 1 and "not an operator's override" in again.stderr

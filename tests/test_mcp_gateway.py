@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
 from toolrag.cli.app import app
+from toolrag.errors import InvalidToolError
 from toolrag.mcp.config import load_config
 from toolrag.mcp.importer import ToolImporter, upstream_hash
 from toolrag.mcp.poisoning import scan
@@ -774,6 +775,37 @@ def test_issue31_an_approved_change_keeps_the_operators_fields_and_description(
     quarantined_again = importer.apply("shop", [_order_tool()])  # back to the first text: a change again
     assert quarantined_again.quarantined == ["shop.lookup_order"]
     assert _overlay(registry.get("shop.lookup_order")) == GLOBEX_OVERLAY
+
+
+def test_an_operator_returns_an_overridden_description_to_the_servers_current_text(
+    shop_importer: tuple[ToolImporter, ToolRegistry],
+) -> None:
+    """An operator's description was kept by every sync with no way back to the server's: dropping the override
+    gives the field the text the server lists now (recorded by the syncs behind the override), as a new version
+    in the audit log, and later syncs manage it again."""
+    importer, registry = shop_importer
+    importer.apply("shop", [_order_tool()])
+    _restrict_to_globex(registry)
+    registry.update("shop.lookup_order", description="Look up one of the customer's orders.", edited_by="ops")
+    assert registry.get("shop.lookup_order").source_values == {"description": _order_tool().description}
+    newer = _order_tool().model_copy(update={"description": "Look up an order: its status, items and arrival."})
+    assert importer.apply("shop", [newer]).quarantined == ["shop.lookup_order"]
+    importer.approve(["shop.lookup_order"], "ops")
+    kept = registry.get("shop.lookup_order")
+    assert kept.description == "Look up one of the customer's orders." and kept.source_values == {
+        "description": newer.description
+    }
+    returned = registry.drop_overrides("shop.lookup_order", ["description"], edited_by="ops")
+    assert returned.description == newer.description and returned.version == kept.version + 1
+    assert returned.overrides == [] and returned.source_values == {} and _overlay(returned) == GLOBEX_OVERLAY
+    last = registry.store.audit_log(1, "shop.lookup_order")[0]
+    assert (last.action, last.detail, last.principal) == ("edited", "description: the source's again", "ops")
+    with pytest.raises(InvalidToolError, match="not an operator's override"):
+        registry.drop_overrides("shop.lookup_order", ["description"], edited_by="ops")
+    newest = newer.model_copy(update={"description": "Look up an order by number: status, items, arrival."})
+    importer.apply("shop", [newest])
+    importer.approve(["shop.lookup_order"], "ops")
+    assert registry.get("shop.lookup_order").description == newest.description  # the syncs' again
 
 
 def test_issue31_a_tool_an_operator_deactivated_stays_inactive_through_syncs(

@@ -136,3 +136,24 @@ def test_alias_suggestions_come_from_misses_and_apply_after_review(store_url: st
     updated = ToolRegistry(store_url, embedder)
     assert updated.get("shop.track_shipment").aliases == ["where is my package", missed]
     assert updated.search(missed, ADMIN)[0].name == "shop.track_shipment"  # the next user is served
+
+
+def test_calls_of_a_readers_tools_are_chosen_in_the_query_however_many_tools_it_may_use(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """A reader's usable tools are named in the query, a few hundred a query: with 1,200 of them the newest calls of
+    every chunk are merged newest first, and calls of other tools are never read."""
+    registry = monitored(store_url, embedder)
+    start = utc_now() - timedelta(hours=1)
+    names = [f"t{i:04d}" for i in range(1200)]
+    calls = [CallRecord(name, "ok", 1.0, False, at=start + timedelta(seconds=i)) for i, name in enumerate(names)]
+    hidden = [CallRecord("hidden.tool", "ok", 1.0, False, at=start + timedelta(seconds=2000 + i)) for i in range(50)]
+    registry.store.usage.record([], [*calls, *hidden])
+    since = start - timedelta(minutes=1)
+    read = registry.store.usage.calls(since, 10, tools=frozenset(names))
+    assert [c.tool for c in read] == names[::-1][:10]
+    assert [c.tool for c in registry.store.usage.calls(since, 10, tools=frozenset(names[:3]))] == names[2::-1]
+    assert registry.store.usage.calls(since, 10, tool="hidden.tool", tools=frozenset(names)) == []
+    assert registry.store.usage.calls(since, 10, tools=frozenset()) == []
+    samples = registry.store.usage.samples("unshortlisted_call", since, 5, tools=frozenset(names))
+    assert [s.detail for s in samples] == names[::-1][:5]

@@ -135,6 +135,11 @@ class Tool(BaseModel):
         description="source-owned fields an operator replaced, and `active` when an operator deactivated the tool:"
         " syncs keep them",
     )
+    source_values: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the source's own value of each field in `overrides`, kept current by syncs: what the field"
+        " returns to when an operator drops the override",
+    )
     return_direct: bool = Field(default=False, description="a successful call ends the agent loop with its result")
     active: bool = True
     version: int = 1
@@ -183,14 +188,25 @@ class Tool(BaseModel):
             raise ValueError(f"{', '.join(unknown)}: not an override (those are {', '.join(sorted(known))})")
         return sorted(set(values))
 
+    @field_validator("source_values")
+    @classmethod
+    def _of_source_fields(cls, values: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(values) - SOURCE_FIELDS)
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not a field the source owns")
+        return values
+
     def synced(self, upstream: Tool) -> Tool:
         """This tool after a sync from its source listed `upstream`: the source's fields (those an operator did not
-        override) from `upstream`, the operators' fields kept; the source's scopes are added, never taken away (a
-        sync does not widen access), and the tool is active again unless an operator deactivated it."""
+        override) from `upstream`, the operators' fields kept (and the source's value of each of them recorded in
+        `source_values`); the source's scopes are added, never taken away (a sync does not widen access), and the
+        tool is active again unless an operator deactivated it."""
         fresh = {key: getattr(upstream, key) for key in SOURCE_FIELDS - set(self.overrides)}
+        behind = {key: getattr(upstream, key) for key in SOURCE_FIELDS & set(self.overrides)}
         scopes = list(dict.fromkeys([*self.scopes, *upstream.scopes]))
         active = DEACTIVATED_BY_OPERATOR not in self.overrides
-        return self.model_copy(update={**fresh, "scopes": scopes, "source": upstream.source, "active": active})
+        update = {**fresh, "source_values": behind, "scopes": scopes, "source": upstream.source, "active": active}
+        return self.model_copy(update=update)
 
     @model_validator(mode="after")
     def _examples_of_its_tenants(self) -> Tool:
@@ -253,6 +269,7 @@ class Tool(BaseModel):
                 ("output_schema", self.output_schema),
                 ("annotations", self.annotations),
                 ("examples", [e.model_dump() for e in self.examples] or None),
+                ("source_values", self.source_values or None),
             )
             if value is not None
         }

@@ -360,16 +360,23 @@ class ToolRegistry:
         return retry_on_conflict(write)
 
     def _write_edit(
-        self, current: Tool, changes: dict[str, Any], edited_by: str | None, expected: int, embedded: EmbeddedVectors
+        self,
+        current: Tool,
+        changes: dict[str, Any],
+        edited_by: str | None,
+        expected: int,
+        embedded: EmbeddedVectors,
+        detail: str | None = None,
     ) -> Tool:
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
         updated = Tool.parse(entry)
         changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
         if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
             updated.overrides = operator_overrides(updated, changed)
+            updated.source_values = source_values(current, updated.overrides)
         audit = []
         if edited_by and changed:
-            audit.append(AuditEntry("edited", ", ".join(changed), current.name, None, edited_by))
+            audit.append(AuditEntry("edited", detail or ", ".join(changed), current.name, None, edited_by))
         self._register([updated], None, audit, {current.name: expected}, embedded)
         return self.get(current.name)
 
@@ -429,6 +436,20 @@ class ToolRegistry:
             if used.tool == name and text and key not in known:
                 found.setdefault(key, (used.tenant, text))
         return list(found.values())
+
+    def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
+        """A new version with `fields` (description, schemas, annotations an operator replaced) back at their
+        source's value, which syncs then keep current again. Made on the tool as it is at the write (`edit`)."""
+        wanted = sorted(set(fields))
+        detail = f"{', '.join(wanted)}: the source's again"
+        embedded: EmbeddedVectors = {}
+
+        def write() -> Tool:
+            current = self.get(name)
+            changes = returned_to_source(current, wanted, self.store.history(name))
+            return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+
+        return retry_on_conflict(write)
 
     def set_active(self, name: str, active: bool, edited_by: str | None = None) -> Tool:
         """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays."""
@@ -677,6 +698,47 @@ def check_changes(name: str, changes: Mapping[str, Any]) -> None:
     unknown = set(changes) - set(Tool.model_fields) - {"name"}
     if unknown or "name" in changes:
         raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+
+
+def source_values(before: Tool, overrides: Iterable[str]) -> dict[str, Any]:
+    """The source's value of each overridden field of a synced tool after an edit: as recorded, or, for a field the
+    edit overrides first, its value before the edit (the source's: no operator had replaced it)."""
+    values = {}
+    for key in sorted(SOURCE_FIELDS & set(overrides)):
+        if key in before.source_values:
+            values[key] = before.source_values[key]
+        elif key not in before.overrides:
+            values[key] = getattr(before, key)
+    return values
+
+
+def returned_to_source(tool: Tool, fields: Sequence[str], history: Sequence[Tool]) -> dict[str, Any]:
+    """The changes that give `fields` of `tool` their source's value and drop their overrides. A field overridden
+    before source values were recorded gets the value of the latest version that did not override it."""
+    if not fields:
+        raise InvalidToolError("name a field to return to its source's value")
+    kept = [field for field in fields if field not in tool.overrides or field not in SOURCE_FIELDS]
+    if kept:
+        overridden = ", ".join(sorted(SOURCE_FIELDS & set(tool.overrides))) or "none"
+        raise InvalidToolError(
+            f"{', '.join(kept)} of {tool.name!r}: not an operator's override (the overridden fields: {overridden})"
+        )
+    values = {}
+    for field in fields:
+        if field in tool.source_values:
+            values[field] = tool.source_values[field]
+            continue
+        before = next((v for v in reversed(history) if field not in v.overrides), None)
+        if before is None or not before.source.startswith(SYNCED_SOURCE_PREFIX):
+            raise InvalidToolError(
+                f"the source's {field} of {tool.name!r} is not recorded (overridden before toolrag kept it)"
+            )
+        values[field] = getattr(before, field)
+    return {
+        **values,
+        "overrides": [key for key in tool.overrides if key not in fields],
+        "source_values": {key: value for key, value in tool.source_values.items() if key not in fields},
+    }
 
 
 def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:

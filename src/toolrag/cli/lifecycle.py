@@ -79,6 +79,23 @@ def update(
     _print_tool(guarded(edit), as_json, "updated")
 
 
+@tools_app.command("drop-override")
+def drop_override(
+    name: str,
+    fields: Annotated[
+        list[str],
+        typer.Argument(help="Fields an operator replaced: description, input_schema, output_schema, annotations."),
+    ],
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Return fields of an MCP server's tool that an operator replaced (`update --description`) to the server's
+    value, which syncs keep current again: a new version, in the audit log."""
+    registry = open_registry(store)
+    edit = lambda: registry.drop_overrides(name, fields, edited_by="cli")  # noqa: E731
+    _print_tool(guarded(edit), as_json, f"{', '.join(fields)} back to the server's")
+
+
 @tools_app.command()
 def deactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""

@@ -10,13 +10,13 @@ answered: a call of a tool hidden from its caller was answered `unknown_tool` an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from toolrag.access import Caller
 from toolrag.monitor.report import HealthReport, build_report
-from toolrag.store.usage import EVERYONE, Audience, CallRecord, RequestSample
+from toolrag.store.usage import EVERYONE, Audience, CallRecord, RequestSample, UsageTables
 
 if TYPE_CHECKING:
     from toolrag.registry import ToolRegistry
@@ -39,18 +39,27 @@ class Reading:
             return cls(EVERYONE)
         return cls(Audience.of(who.principal), frozenset(t.name for t in registry.visible_tools(who.principal)))
 
-    def shows(self, tool: str) -> bool:
-        return self.usable is None or tool in self.usable
-
     def report(self, registry: ToolRegistry, days: int) -> HealthReport:
         """The health report over the last `days`, as this caller may read it."""
         return build_report(registry.store, days, audience=self.audience, visible=self.usable)
 
-    def calls(self, calls: Iterable[CallRecord]) -> list[CallRecord]:
-        """The calls it may read, each with the outcome its caller was answered."""
+    def calls(
+        self,
+        usage: UsageTables,
+        since: datetime,
+        limit: int,
+        principal: str | None = None,
+        tool: str | None = None,
+        outcome: str | None = None,
+    ) -> list[CallRecord]:
+        """The latest `limit` calls it may read (chosen in the query, not after it: calls it may not read do not crowd
+        them out), filtered by principal, tool and the outcome it is shown, each with the outcome its caller was
+        answered."""
+        outcomes = self.logged_outcomes(outcome) if outcome else None
+        calls = usage.calls(since, limit, self.audience, principal, tool, outcomes, self.usable)
         if self.usable is None:
-            return list(calls)
-        return [replace(c, outcome=ANSWERED.get(c.outcome, c.outcome)) for c in calls if c.tool in self.usable]
+            return calls
+        return [replace(c, outcome=ANSWERED.get(c.outcome, c.outcome)) for c in calls]
 
     def logged_outcomes(self, shown: str) -> tuple[str, ...]:
         """The logged outcomes a filter on the outcome `shown` matches (none: a reader never sees `refused`)."""
@@ -60,6 +69,6 @@ class Reading:
             return ()
         return (shown, *(logged for logged, answered in ANSWERED.items() if answered == shown))
 
-    def samples(self, samples: Iterable[RequestSample]) -> list[RequestSample]:
-        """Request samples it may read: an unshortlisted call's sample names its tool (`detail`)."""
-        return [s for s in samples if s.kind != "unshortlisted_call" or self.shows(s.detail)]
+    def unshortlisted(self, usage: UsageTables, since: datetime, limit: int) -> list[RequestSample]:
+        """The latest calls it may read that search did not offer (a sample names its tool: `detail`)."""
+        return usage.samples("unshortlisted_call", since, limit, self.audience, self.usable)

@@ -8,7 +8,9 @@ what precedes them (a secret's name in English, German, Ukrainian, Russian, Chin
 Italian, Polish, Dutch, Japanese, Turkish, Swedish, Korean or Czech, then a quoted value, a `user / password` pair,
 a passphrase after "is", "lautet", ":" up to the end of its clause, or one word that looks like a secret; after a
 name that only ever names a secret's value, such as "password" or "api_key", the words that follow it up to a word
-of ordinary grammar), and by entropy (long strings mixing letters and digits).
+of ordinary grammar or of the request around it, such as "with", "mit", "via" or "gets": one word when it looks like
+a key), and by entropy (long strings mixing letters and digits). A name followed by a word about how secrets are
+kept or sent ("password hashing", "verification code delivery") names no secret.
 """
 
 from __future__ import annotations
@@ -97,7 +99,30 @@ _NOT_SECRET_TEXT = """
     dimenticato dimenticata sbagliata sbagliato errata zapomniałem zapomniałam błędne błędny złe vergeten onjuist
     fout glömt glömde fel unuttum yanlış nasıl zapomněl zapomněla špatně špatné 어떻게 무엇 뭐 왜 何 どう
 """
-_NOT_SECRETS = frozenset(_NOT_SECRET_TEXT.split())
+# Words of requests about how a secret is kept or sent ("store the password hashed", "password reuse across sites",
+# "verification code delivery"): after a secret's name, one of them says the request is about it, not giving it.
+_HANDLING_TEXT = """
+    hash hashed hashing hashes salt salted salting encrypt encrypted encrypting encryption encrypts decrypt decrypted
+    store stores storing save saved saving securely secure plaintext plain reuse reused reusing generation generated
+    generate generating delivery delivered sending arrives arrived needed needs using via strength meter sync synced
+    hint hints sicher sicherer speichern gespeichert verschlüsselt verschlüsseln generieren зберігати
+    зберегти зашифрувати зашифрований хранить хранение сохранить зашифровать зашифрованный chiffré chiffrer stocker
+    cifrado cifrar guardar almacenar criptografada armazenar salvar cifrata salvare szyfrowane zaszyfrowane
+    versleuteld opslaan krypterad spara şifreli saklamak zašifrované uložit
+"""
+_NOT_SECRETS = frozenset(_NOT_SECRET_TEXT.split()) | frozenset(_HANDLING_TEXT.split())
+# Words a passphrase typed after a secret's name never goes on with: prepositions, copulas, auxiliaries and the verbs
+# of requests, in the languages of `_SECRET_NAME` ("password letmein via ssh", "Passwort Geheim123 mit bcrypt").
+# Without a separator nothing says where the secret ends, so its end is the first word of the sentence around it.
+_CLAUSE_WORDS_TEXT = """
+    using via with without within through per by on in at into onto from for to of as then is are was were be gets
+    got get opens open works worked fails failed expires expired arrives needs stops stopped isn't doesn't does
+    mit ohne für von zu zum zur bei im auf ist sind war über durch
+    з із зі в у на для від до через це є не с со от это есть через
+    avec sans pour dans sur par est en con sin para por es com sem em é senza su è
+    z ze bez dla w przez jest met zonder voor op med utan för på är s se pro v je ile için
+"""
+_CLAUSE_WORDS = frozenset(_CLAUSE_WORDS_TEXT.split())
 MAX_PASSPHRASE_WORDS = 6
 _PAIRED_NAMES = frozenset(
     {"credentials", "creds", "login", "zugangsdaten", "облікові дані", "учётные данные", "учетные данные"}
@@ -160,8 +185,11 @@ def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
         return None
     if separator is None or not separator.group(0).strip():
         if _VALUE_NAME.fullmatch(name) and text[at : at + 1].isspace():
-            # a name that only names a value, then words: they are the secret, up to a word of ordinary grammar
-            return start_of(text, start), _passphrase_end(text, first, _NOT_SECRETS | _CLAUSE_END)
+            # a name that only names a value, then words: they are the secret, up to a word of ordinary grammar; a
+            # word that looks like a key is a secret of one word, and what follows it is the request's
+            if _looks_secret(_word(first)):
+                return first.start(1), first.start(1) + len(_word(first))
+            return start_of(text, start), _passphrase_end(text, first, _NOT_SECRETS | _CLAUSE_END | _CLAUSE_WORDS)
         # no separator: only a word that looks like a secret, right after the name ("my password hunter2!")
         return (first.start(1), first.start(1) + len(_word(first))) if _looks_secret(_word(first)) else None
     explicit = any(c in _EXPLICIT for c in separator.group(0))

@@ -85,8 +85,7 @@ def build_report(
     active = {t.name for t in everything if t.active}
     seen = {u.tool for u in usage if u.injected or u.called}
     judged = [u for u in usage if u.tool in active and u.injected >= rules.min_injections]
-    misses = {kind: store.usage.samples(kind, since, samples, audience) for kind in SAMPLE_KINDS}
-    misses["unshortlisted_call"] = [s for s in misses["unshortlisted_call"] if shown(s.detail)]
+    misses = {kind: store.usage.samples(kind, since, samples, audience, visible) for kind in SAMPLE_KINDS}
     return HealthReport(
         since=since,
         until=until,

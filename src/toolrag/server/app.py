@@ -152,6 +152,14 @@ class ExampleIn(BaseModel):
     source: Literal["operator", "usage"] = "operator"
 
 
+class OverridesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fields: list[Literal["description", "input_schema", "output_schema", "annotations"]] = Field(
+        min_length=1, max_length=4, description="fields an operator replaced, to return to their source's value"
+    )
+
+
 class ExecuteIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -406,6 +414,12 @@ def create_app(
     @app.post("/tools/{name}/reactivate", response_model=Tool, tags=["tools"])
     def reactivate(name: str, who: Admin) -> Tool:
         return registry.set_active(name, True, edited_by=who.name)
+
+    @app.post("/tools/{name}/overrides/remove", response_model=Tool, tags=["tools"])
+    def remove_overrides(name: str, body: OverridesIn, who: Admin) -> Tool:
+        """Return fields of an MCP server's tool that an operator replaced (`overrides`) to the server's value (a new
+        version): syncs keep them current again. 422 for a field that is not overridden."""
+        return registry.drop_overrides(name, body.fields, edited_by=who.name)
 
     @app.post("/tools/{name}/examples", response_model=Tool, tags=["tools"])
     def add_example(name: str, body: ExampleIn, who: Admin) -> Tool:

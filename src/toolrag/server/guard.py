@@ -6,7 +6,8 @@ on every way in (bearer header, `?token=`, the console's cookie and sign-in form
 credential: past the limit, a credential not seen to work lately is refused (429) without being checked, while one
 that did (the operator's own token behind the same address) still gets in. Below the application, the
 connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
-connections beyond the limit are closed as they are accepted.
+connections beyond the limit are closed as they are accepted (per client: behind a trusted proxy, per the client each
+request names).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import h11
@@ -37,8 +38,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Who = TypeVar("Who")
 
 CALLER_KEY = "toolrag.caller"  # where the guard leaves the authenticated caller in the ASGI scope
-# The connection's callback (guarded_protocol) the guard calls once a request on it authenticated.
-CONNECTION_KEY = "toolrag.connection_authenticated"
+# The connection a request came on (`GuardedConnection`, from guarded_protocol), which the guard tells who it serves.
+CONNECTION_KEY = "toolrag.connection"
+
+
+class GuardedConnection(Protocol):
+    def admit(self, client: str) -> bool:
+        """A request of `client` (as `client_address` reads it) arrived on the connection: False when the client
+        already holds its share of connections."""
+
+    def authenticated(self) -> None:
+        """A request on the connection authenticated."""
 
 
 class HttpLimits(BaseModel):
@@ -65,8 +75,8 @@ class HttpLimits(BaseModel):
     max_connections_per_source: int = Field(
         default=256,
         ge=1,
-        description="open connections from one address at most, so one client cannot hold the whole server (behind a"
-        " reverse proxy, every client is the proxy's address: raise it to max_connections there)",
+        description="open connections from one address (an IPv6 /64) at most, so one client cannot hold the whole"
+        " server; a trusted proxy's connections count against the client of each request on them",
     )
     max_requests_per_principal: int = Field(
         default=128, ge=1, description="requests of one principal in flight at once; more get 429"
@@ -102,8 +112,24 @@ def client_address(scope: Scope) -> str:
     return str(peer[0]) if peer else "unknown"
 
 
+def address_bucket(address: str) -> str:
+    """What an address is counted as, for failed authentications and connections: an IPv4 address as itself (and an
+    IPv4-mapped IPv6 one as that IPv4 address); an IPv6 address as its /64, the smallest allocation a subscriber gets,
+    whose 2^64 addresses would otherwise be as many clients; anything else (a Unix socket, "unknown") as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip), 64), strict=False))
+    return str(ip)
+
+
 class FailureLimiter:
-    """Failed authentications per client address and per credential over the last minute.
+    """Failed authentications per client address (`address_bucket`: an IPv6 /64 is one) and per credential over the
+    last minute.
 
     Every credential presented is checked, whatever its address's failures: a static token has at least 16
     characters (guessing one is hopeless at any rate) and an access token a signature, so checking costs a
@@ -128,7 +154,8 @@ class FailureLimiter:
         """Count a failed check; returns 0 when it is answered as a failure (401), else the seconds to wait (429):
         the address or the credential had used up its failures before this one."""
         now = self.clock()
-        names = ((f"a:{address}", self.per_address), (_credential_key(credential), self.per_credential))
+        bucket = f"a:{address_bucket(address)}"
+        names = ((bucket, self.per_address), (_credential_key(credential), self.per_credential))
         wait = max(self._wait(name, limit, now) for name, limit in names)
         for name, _ in names:
             self._failures.setdefault(name, []).append(now)
@@ -264,6 +291,10 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        connection: GuardedConnection | None = scope.get(CONNECTION_KEY)
+        if connection is not None and not connection.admit(client_address(scope)):
+            await _respond(send, 503, "too many connections from this client", [(b"retry-after", b"1")])
+            return
         if scope.get("path") in self.public_paths:
             await self._pass(scope, receive, send)
             return
@@ -301,8 +332,8 @@ class RequestGuard:
             await _respond(send, 429, "too many requests in flight for this token", [(b"retry-after", b"1")])
             return
         scope[CALLER_KEY] = caller.who
-        if (authenticated := scope.get(CONNECTION_KEY)) is not None:
-            authenticated()
+        if connection is not None:
+            connection.authenticated()
         self.in_flight[caller.key] += 1
         try:
             await self._pass(scope, receive, send)
@@ -393,41 +424,75 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
     (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
     by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address) are closed as
-    they are accepted.
+    they are accepted. A trusted proxy's connection counts against the client of the request on it (the proxy opens
+    one for a client's request and may reuse it for another's); a request past its client's share is answered 503.
 
     A connection on which no request authenticated yet (a public file, a sign-in page, a guess) is kept alive for
     `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
     `reserved_for_authenticated`: past it, the oldest idle one is closed to make room, or, with none idle, the new
     connection serves one request and is closed unless that request authenticated."""
-    per_source: Counter[str] = Counter()  # open connections by client address, for this server
+    per_source: Counter[str] = Counter()  # open connections by client address (`address_bucket`), for this server
     anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
     anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
+    proxies = [ipaddress.ip_network(entry) for entry in limits.trusted_proxies]
+
+    def trusted(peer: str) -> bool:
+        """As uvicorn decides whether to read X-Forwarded-For from a peer (`server_config`)."""
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        return any(address in network for network in proxies)
+
+    def hold(source: str) -> bool:
+        """Count a connection of `source`, unless it holds its share already."""
+        if per_source[source] >= limits.max_connections_per_source:
+            return False
+        per_source[source] += 1
+        return True
+
+    def release(source: str) -> None:
+        per_source[source] -= 1
+        if per_source[source] <= 0:
+            del per_source[source]
 
     class GuardedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
-        _source: str | None = None
+        _source: str | None = None  # the address_bucket its connection counts against
+        _proxied = False  # from a trusted proxy
         _probation = False  # admitted past the anonymous share: one request, unless it authenticates
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             peer = transport.get_extra_info("peername")
-            source = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
-            if (
-                per_source[source] >= limits.max_connections_per_source
-                or len(self.connections) > limits.max_connections
-            ):
+            address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+            # A trusted proxy's connection is counted against the client of each request on it (`admit`), not
+            # the proxy: every client would share one share.
+            self._proxied = trusted(address)
+            source = address_bucket(address)
+            if len(self.connections) > limits.max_connections or (not self._proxied and not hold(source)):
                 transport.close()
                 return
-            self._source = source
-            per_source[source] += 1
+            self._source = None if self._proxied else source
             if len(anonymous) >= anonymous_cap and not _close_an_idle_one():
                 self._probation = True
             anonymous[self] = None
             self.timeout_keep_alive = limits.anonymous_keep_alive_seconds
-            self.app = _marking(self.app, self._authenticated)
+            self.app = _marking(self.app, self)
             self._await_head()
 
-        def _authenticated(self) -> None:
+        def admit(self, client: str) -> bool:
+            if not self._proxied:
+                return True  # counted by its peer when accepted: a header it sends changes nothing
+            source = address_bucket(client)
+            if source == self._source:
+                return True
+            if self._source is not None:
+                release(self._source)
+            self._source = source if hold(source) else None
+            return self._source is not None
+
+        def authenticated(self) -> None:
             if self in anonymous:  # the first authenticated request: the connection's full keep-alive from now on
                 del anonymous[self]
                 self.timeout_keep_alive = limits.keep_alive_seconds
@@ -449,9 +514,7 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
             self._cancel_head_timer()
             anonymous.pop(self, None)
             if self._source is not None:
-                per_source[self._source] -= 1
-                if per_source[self._source] <= 0:
-                    del per_source[self._source]
+                release(self._source)
                 self._source = None
             super().connection_lost(exc)
 
@@ -484,11 +547,11 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     return GuardedH11Protocol
 
 
-def _marking(app: ASGIApp, authenticated: Callable[[], None]) -> ASGIApp:
-    """The app, its requests' scopes carrying the connection's callback for the guard (`CONNECTION_KEY`)."""
+def _marking(app: ASGIApp, connection: GuardedConnection) -> ASGIApp:
+    """The app, its requests' scopes carrying their connection for the guard (`CONNECTION_KEY`)."""
 
     async def marked(scope: Scope, receive: Receive, send: Send) -> None:
-        scope[CONNECTION_KEY] = authenticated
+        scope[CONNECTION_KEY] = connection
         await app(scope, receive, send)
 
     return marked

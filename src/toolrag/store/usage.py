@@ -7,7 +7,7 @@ each store supplies how to run a query and a transaction through `UsageTables`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,6 +61,10 @@ _SAME_PRINCIPAL = (
     "COALESCE(r.tenant, '') = COALESCE(c.tenant, '') AND COALESCE(r.principal, '') = COALESCE(c.principal, '')"
     " AND COALESCE(r.caller, '') = COALESCE(c.caller, '')"
 )
+
+# Tools one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
+# psycopg 65,535), whatever the number of tools a reader may use.
+TOOLS_PER_QUERY = 500
 
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
 SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
@@ -292,8 +296,15 @@ class UsageTables:
         )
 
     def samples(
-        self, kind: SampleKind, since: datetime, limit: int = 50, audience: Audience = EVERYONE
+        self,
+        kind: SampleKind,
+        since: datetime,
+        limit: int = 50,
+        audience: Audience = EVERYONE,
+        tools: Collection[str] | None = None,
     ) -> list[RequestSample]:
+        """The latest samples of `kind`; of unshortlisted calls, only calls of `tools` (None: any tool), chosen in the
+        query so that calls of other tools do not crowd them out (the other kinds name no tool)."""
         start = self._timestamp(since)
         mine, tenant = audience.condition()
         if kind == "no_tool":
@@ -316,15 +327,18 @@ class UsageTables:
             # The call, and the latest request of its session before it: the words that should have found the tool.
             call_is_mine, call_tenant = audience.condition("c")
             request_is_mine, request_tenant = audience.condition("r")
-            rows = self._query(
-                self._sql(
-                    "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
-                    f"{request_is_mine} ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
-                    f" WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok'{call_is_mine} ORDER BY c.at DESC"
-                    " LIMIT ?"
-                ),
-                (*request_tenant, start, *call_tenant, limit),
-            )
+            rows = []
+            for only, names in _tool_clauses(tools, "c.tool"):
+                rows += self._query(
+                    self._sql(
+                        "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
+                        f"{request_is_mine} ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
+                        f" WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok'{call_is_mine}{only}"
+                        " ORDER BY c.at DESC LIMIT ?"
+                    ),
+                    (*request_tenant, start, *call_tenant, *names, limit),
+                )
+            rows = _newest(rows, 0, limit)
         else:
             rows = self._query(
                 self._sql(
@@ -401,11 +415,15 @@ class UsageTables:
         principal: str | None = None,
         tool: str | None = None,
         outcomes: Sequence[str] | None = None,
+        tools: Collection[str] | None = None,
     ) -> list[CallRecord]:
         """Calls and refusals, newest first, filtered by principal, tool and outcome (the audit view; `outcomes`:
-        any of these, None: any outcome)."""
+        any of these, None: any outcome) and to calls of `tools` (None: any tool; a reader's usable tools, chosen in
+        the query so that calls of other tools do not crowd them out of the `limit`)."""
         if outcomes is not None and not outcomes:
             return []
+        if tool and tools is not None:
+            tools = [tool] if tool in tools else []
         mine, tenant = audience.condition()
         filters = [(" AND principal = ?", principal), (" AND tool = ?", tool)]
         chosen = [(clause, value) for clause, value in filters if value]
@@ -413,16 +431,18 @@ class UsageTables:
         wanted = tuple(outcomes or ())
         if wanted:
             clauses += f" AND outcome IN ({', '.join('?' for _ in wanted)})"
-        rows = self._query(
-            self._sql(
-                "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls WHERE at >= ?"
-                f"{mine}{clauses} ORDER BY at DESC LIMIT ?"
-            ),
-            (self._timestamp(since), *tenant, *(value for _, value in chosen), *wanted, limit),
-        )
+        rows: Rows = []
+        for only, names in _tool_clauses(tools, "tool"):
+            rows += self._query(
+                self._sql(
+                    "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls"
+                    f" WHERE at >= ?{mine}{clauses}{only} ORDER BY at DESC LIMIT ?"
+                ),
+                (self._timestamp(since), *tenant, *(value for _, value in chosen), *wanted, *names, limit),
+            )
         return [
             CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at))
-            for t, o, ms, inj, s, p, tn, at in rows
+            for t, o, ms, inj, s, p, tn, at in _newest(rows, 7, limit)
         ]
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
@@ -530,6 +550,21 @@ class UsageTables:
         return [
             JobReport(str(name), self._parse_time(at), str(holder), json.loads(body)) for name, at, holder, body in rows
         ]
+
+
+def _tool_clauses(tools: Collection[str] | None, column: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Conditions (starting with AND) that together choose the rows of `tools` in `column`, each with its parameters:
+    one query a condition (none for no tools; one choosing every row for None)."""
+    if tools is None:
+        return [("", ())]
+    names = sorted(tools)
+    chunks = [tuple(names[at : at + TOOLS_PER_QUERY]) for at in range(0, len(names), TOOLS_PER_QUERY)]
+    return [(f" AND {column} IN ({', '.join('?' for _ in chunk)})", chunk) for chunk in chunks]
+
+
+def _newest(rows: Rows, at: int, limit: int) -> list[Any]:
+    """The `limit` newest of rows gathered by several queries, each newest first (`at`: the column of the time)."""
+    return sorted(rows, key=lambda row: row[at], reverse=True)[:limit]
 
 
 def _text(value: object) -> str | None:

@@ -289,6 +289,17 @@ def console_router(
             request, who, name, change, fixing or (text if action != "remove" else ""), fixing_tenant or tenant
         )
 
+    @router.post("/tools/{name}/overrides")
+    def drop_override(
+        request: Request,
+        name: str,
+        field: Annotated[str, Form(pattern="^(description|input_schema|output_schema|annotations)$")],
+        csrf: Annotated[str | None, Form()] = None,
+    ) -> Response:
+        """Give a field an operator replaced back to the tool's MCP server (`ToolRegistry.drop_overrides`)."""
+        who = admin(request, csrf)
+        return edited(request, who, name, lambda: registry.drop_overrides(name, [field], edited_by=who.name), "", "")
+
     @router.post("/tools/{name}/active")
     def set_active(
         request: Request,
@@ -343,7 +354,7 @@ def console_router(
         no_tool = [e for e in usage.recent_requests(since, 200, mine) if not e.tools][:50]
         report = reading.report(registry, days)
         low = [(u, usage.requests_for_tool(u.tool, since, 5, mine)) for u in report.low_relevance]
-        unshortlisted = reading.samples(usage.samples("unshortlisted_call", since, 50, mine))
+        unshortlisted = reading.unshortlisted(usage, since, 50)
         return page(request, "misses.html", no_tool=no_tool, low=low, unshortlisted=unshortlisted, days=days)
 
     @router.get("/upstreams")
@@ -368,9 +379,7 @@ def console_router(
         who = caller(request)
         since = utc_now() - timedelta(days=days)
         reading = Reading.of(registry, who)  # calls of tools it may use, answered as their callers were
-        outcomes = reading.logged_outcomes(outcome) if outcome else None
-        logged = registry.store.usage.calls(since, 200, reading.audience, principal or None, tool or None, outcomes)
-        calls = reading.calls(logged)
+        calls = reading.calls(registry.store.usage, since, 200, principal or None, tool or None, outcome or None)
         changes = registry.store.audit_log(200, tool or None) if who.role == "admin" else []
         filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
         return page(request, "audit.html", calls=calls, changes=changes, filters=filters)
