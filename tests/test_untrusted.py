@@ -568,3 +568,36 @@ def test_an_upstreams_costly_answers_do_not_hold_another_upstreams_check() -> No
     assert result is None  # within bounds, and checked: not refused for the flood
     assert len([answer for answer in meanwhile if answer and b"120,000" in answer]) <= 1, len(meanwhile)
     assert any(answer and b"retry" in answer for answer in answered)  # the flood's own share is small
+
+
+def test_a_caller_that_stops_waiting_gives_up_its_place_and_no_turn_is_lost() -> None:
+    """A client that disconnects while its check waits (its task cancelled) leaves the queue; a turn given to it
+    just as it was cancelled is passed on: the checker never stays taken by no one."""
+    from toolrag.turns import Crowded, Turns
+
+    turns = Turns(per_caller=1, overall=8)
+    served: list[str] = []
+
+    async def take(caller: str, hold: asyncio.Event | None = None) -> None:
+        async with turns.turn(caller):
+            served.append(caller)
+            if hold is not None:
+                await hold.wait()
+
+    async def scenario() -> None:
+        hold = asyncio.Event()
+        running = asyncio.create_task(take("a", hold))
+        while not served:
+            await asyncio.sleep(0)
+        gone, waiting = asyncio.create_task(take("b")), asyncio.create_task(take("c"))
+        await asyncio.sleep(0)  # both are waiting now
+        with pytest.raises(Crowded):
+            await take("c")  # its one waiting place is taken
+        gone.cancel()
+        hold.set()
+        await asyncio.gather(running, waiting)
+        assert gone.cancelled()
+        await asyncio.wait_for(take("d"), 10)  # the checker is free again
+
+    asyncio.run(scenario())
+    assert served == ["a", "c", "d"]
