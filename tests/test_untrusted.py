@@ -404,7 +404,7 @@ def _passed_on(body: bytes, size: int = 65_536) -> bytes:
     from toolrag.mcp.upstream import _BoundedStream
 
     async def read() -> bytes:
-        stream = _BoundedStream(_Chunks(body, size), 8_000_000, 7, True, MessageBounds(64, 1000, 1000))
+        stream = _BoundedStream(_Chunks(body, size), 8_000_000, 7, True, MessageBounds(64, 1000, 1000), "srv")
         return b"".join([chunk async for chunk in stream])
 
     return asyncio.run(read())
@@ -478,3 +478,114 @@ def test_enum_sets_are_keyed_by_seeded_hashes() -> None:
     assert len({hash(canonical(value)) for value in colliding}) > 4_900
     assert canonical(1) == canonical(1.0) != canonical(True) and canonical(10**20) == canonical(1e20)
     assert canonical(0.5) != canonical(1) and canonical(2**53 + 1) != canonical(float(2**53))
+
+
+# -- issue 31, section 1: one caller's checks do not hold everyone's -----------------------------------------------
+
+
+def test_another_callers_large_arguments_are_checked_next_however_many_one_caller_queued() -> None:
+    """Large arguments are checked in one process for the whole server: a caller who kept costly checks queued made
+    every other caller's large-argument call wait behind all of them (first come, first served) or be refused when
+    the queue was full. Now each caller gets a small share of the waiting checks and callers are served in turn:
+    another caller's check runs right after the one running, however many the flood sent."""
+    from toolrag.runtime.gateway import ExecutionPolicy
+
+    alternatives = [{"type": "string", "minLength": i} for i in range(200)]
+    costly = {"type": "object", "properties": {"xs": {"type": "array", "items": {"anyOf": alternatives}}}}
+    flood = json.dumps({"xs": ["x"] * 150_000})  # each check runs to its budget
+    policy = ExecutionPolicy(check_seconds=1.0)
+
+    def gateway(identity: str) -> ToolGateway:
+        tool = Tool.parse({"name": "t.run", "description": "Run.", "input_schema": costly})
+        principal = Principal(user=identity, tenant="t1", identity=json.dumps(["rule", identity]))
+        return ToolGateway([tool], [], principal, lambda name: lambda **a: "ran", policy=policy)
+
+    attacker, victim = gateway("mallory"), gateway("alice")
+
+    async def scenario() -> tuple[CallResult, list[str], list[str]]:
+        answered: list[str] = []
+
+        async def attack() -> None:
+            answered.append((await attacker.call(ToolCall("a", "t.run", flood), set())).message.content)
+
+        attacks = [asyncio.create_task(attack()) for _ in range(12)]
+        while not any("were not checked" in answer and "took longer" in answer for answer in answered):
+            await asyncio.sleep(0.01)  # the flood is queued once the first of its checks was answered
+        before = len(answered)
+        result = await victim.call(ToolCall("v", "t.run", json.dumps({"xs": ["x"] * 3_000})), set())
+        meanwhile = answered[before:]
+        await asyncio.gather(*attacks)
+        return result, meanwhile, answered
+
+    result, meanwhile, answered = finishes(lambda: asyncio.run(scenario()))
+    assert result.outcome == "ok", result.message.content  # before: waited behind the flood, or was refused
+    assert len([answer for answer in meanwhile if "took longer" in answer]) <= 1, meanwhile  # only the running one
+    assert any("wait for their answers" in answer for answer in answered), answered  # the flood's own share is small
+
+
+def test_an_upstreams_costly_answers_do_not_hold_another_upstreams_check() -> None:
+    """The HTTP transport's messages that are not plainly within bounds go to one checking process for the whole
+    gateway: one upstream sending costly answers without pause held every other upstream's check behind them. Each
+    upstream now waits its own turn: another's message is checked right after the one being checked."""
+    from toolrag.mcp.bounds import BoundsChecker, MessageBounds
+
+    bounds = MessageBounds(64, 1_000, 1_000)
+    parts = [{"type": "text", "text": "x"}] * 120_000
+    costly = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": parts}}).encode()
+    # brackets in its text: not plainly within bounds by a count of them, so it is checked in the worker too
+    calm = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "[" * 100}]}})
+    checker = BoundsChecker()
+
+    async def scenario() -> tuple[bytes | None, list[bytes | None], list[bytes | None]]:
+        await checker.refusal("warm-up", bounds, calm.encode())  # the worker process has started
+        answered: list[bytes | None] = []
+
+        async def attack() -> None:
+            answered.append(await checker.refusal("hostile", bounds, costly))
+
+        attacks = [asyncio.create_task(attack()) for _ in range(12)]
+        while not any(answer and b"120,000 content parts" in answer for answer in answered):
+            await asyncio.sleep(0.001)  # the flood is queued once the first of its messages was checked
+        before = len(answered)
+        result = await checker.refusal("calm", bounds, calm.encode())
+        meanwhile = answered[before:]
+        await asyncio.gather(*attacks)
+        return result, meanwhile, answered
+
+    result, meanwhile, answered = finishes(lambda: asyncio.run(scenario()))
+    assert result is None  # within bounds, and checked: not refused for the flood
+    assert len([answer for answer in meanwhile if answer and b"120,000" in answer]) <= 1, len(meanwhile)
+    assert any(answer and b"retry" in answer for answer in answered)  # the flood's own share is small
+
+
+def test_a_caller_that_stops_waiting_gives_up_its_place_and_no_turn_is_lost() -> None:
+    """A client that disconnects while its check waits (its task cancelled) leaves the queue; a turn given to it
+    just as it was cancelled is passed on: the checker never stays taken by no one."""
+    from toolrag.turns import Crowded, Turns
+
+    turns = Turns(per_caller=1, overall=8)
+    served: list[str] = []
+
+    async def take(caller: str, hold: asyncio.Event | None = None) -> None:
+        async with turns.turn(caller):
+            served.append(caller)
+            if hold is not None:
+                await hold.wait()
+
+    async def scenario() -> None:
+        hold = asyncio.Event()
+        running = asyncio.create_task(take("a", hold))
+        while not served:
+            await asyncio.sleep(0)
+        gone, waiting = asyncio.create_task(take("b")), asyncio.create_task(take("c"))
+        await asyncio.sleep(0)  # both are waiting now
+        with pytest.raises(Crowded):
+            await take("c")  # its one waiting place is taken
+        gone.cancel()
+        hold.set()
+        await asyncio.gather(running, waiting)
+        assert gone.cancelled()
+        await asyncio.wait_for(take("d"), 10)  # the checker is free again
+
+    asyncio.run(scenario())
+    assert served == ["a", "c", "d"]

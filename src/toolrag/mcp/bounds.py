@@ -3,10 +3,11 @@
 A result under the byte cap can still be costly: 120,000 content parts of one character each took the MCP SDK's
 parsing and the gateway's size check seconds of the gateway's event loop. Each message an upstream sends is checked
 here before the SDK parses it, in linear time, by the stdio relay (its own process, mcp/relay.py) or off the event
-loop (the HTTP transport, mcp/upstream.py): nesting is counted on the message's brackets outside strings; only a
-message within the nesting bound is parsed, to count the content parts of a result and the tools of a listing's
-page. A message past a bound is replaced by a JSON-RPC error answering its request, saying which bound and what to
-ask for instead. Stdlib only: the relay imports this module at every upstream's start.
+loop (the HTTP transport, mcp/upstream.py, in fair turns among upstreams: BoundsChecker): nesting is counted on the
+message's brackets outside strings; only a message within the nesting bound is parsed, to count the content parts of
+a result and the tools of a listing's page. A message past a bound is replaced by a JSON-RPC error answering its
+request, saying which bound and what to ask for instead. Stdlib only: the relay imports this module at every
+upstream's start.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from toolrag.turns import Crowded, Turns
+
+PER_UPSTREAM = 2  # messages of one upstream waiting for the checker
+MAX_WAITING = 8  # messages waiting in all
 _STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"')  # one JSON string, possessive: linear time
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 _STEP = [0] * 256
@@ -106,23 +111,36 @@ def _error(request_id: Any, why: str) -> bytes:
 
 class BoundsChecker:
     """Checks messages off the event loop and outside the interpreter serving requests: a message that is not
-    plainly within its bounds goes to a worker process (started on first use), so a costly one holds no one."""
+    plainly within its bounds goes to a worker process (started on first use), so a costly one holds no one.
+
+    One worker serves every upstream, so messages take turns fairly among upstreams (turns.py): an upstream may have
+    `PER_UPSTREAM` messages waiting (past them its next one is refused, answering its request with an error) and
+    `MAX_WAITING` wait in all; however many costly answers one upstream sends, another's is checked right after the
+    one being checked."""
 
     def __init__(self) -> None:
         self._workers: ProcessPoolExecutor | None = None
+        self._turns = Turns(PER_UPSTREAM, MAX_WAITING)
 
-    async def refusal(self, bounds: MessageBounds, message: bytes) -> bytes | None:
+    async def refusal(self, upstream: str, bounds: MessageBounds, message: bytes) -> bytes | None:
+        """`bounds.refusal(message)`, worked out in the turn of `upstream` (the name of the server that sent it)."""
         if bounds.plainly_within(message):
             return None
+        try:
+            async with self._turns.turn(upstream):
+                return await asyncio.wrap_future(self._pool().submit(bounds.refusal, message))
+        except Crowded:
+            return _answer(message, "could not be checked against the gateway's limits (too many are waiting); retry")
+        except BrokenProcessPool:
+            self._workers = None  # the next message starts another worker; this one is refused
+            return _answer(message, "could not be checked against the gateway's limits (its checker stopped); retry")
+
+    def _pool(self) -> ProcessPoolExecutor:
         if self._workers is None:
             self._workers = ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with, initargs=(os.getpid(),)
             )
-        try:
-            return await asyncio.wrap_future(self._workers.submit(bounds.refusal, message))
-        except BrokenProcessPool:
-            self._workers = None  # the next message starts another worker; this one is refused
-            return _answer(message, "could not be checked against the gateway's limits (its checker stopped); retry")
+        return self._workers
 
 
 def _exit_with(parent: int) -> None:

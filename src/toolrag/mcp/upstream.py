@@ -199,7 +199,7 @@ class Upstream:
             http = httpx2.AsyncClient(
                 headers=server.headers,
                 timeout=self.settings.call_timeout_seconds,
-                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds),
+                transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds, self.name),
             )
             target = streamable_http_client(server.url, http_client=http)
         return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
@@ -365,15 +365,18 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
     fails at once and the session stays up. A message under the cap is checked against `bounds` (mcp/bounds.py)
     before it is passed on, off the event loop."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int, bounds: MessageBounds) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, cap: int, bounds: MessageBounds, upstream: str) -> None:
         self.inner = inner
         self.cap = cap
         self.bounds = bounds
+        self.upstream = upstream  # whose turn a message takes at the checker (bounds.BoundsChecker)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
         events = response.headers.get("content-type", "").startswith("text/event-stream")
-        response.stream = _BoundedStream(response.stream, self.cap, _request_id(request), events, self.bounds)
+        response.stream = _BoundedStream(
+            response.stream, self.cap, _request_id(request), events, self.bounds, self.upstream
+        )
         return response
 
     async def aclose(self) -> None:
@@ -383,9 +386,11 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
 class _BoundedStream(httpx2.AsyncByteStream):
     """A response body passed on a whole message at a time (an SSE event, or the JSON body), none over `cap`."""
 
-    def __init__(self, inner: Any, cap: int, request_id: Any, events: bool, bounds: MessageBounds) -> None:
+    def __init__(
+        self, inner: Any, cap: int, request_id: Any, events: bool, bounds: MessageBounds, upstream: str
+    ) -> None:
         self.inner, self.cap, self.request_id, self.events = inner, cap, request_id, events
-        self.bounds = bounds
+        self.bounds, self.upstream = bounds, upstream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = bytearray()
@@ -411,7 +416,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
     async def _bounded(self, message: bytes) -> bytes:
         """The message, or the error that replaces it when it is past the bounds of one message."""
         data = _event_data(message) if self.events else message
-        refused = await CHECKER.refusal(self.bounds, data)
+        refused = await CHECKER.refusal(self.upstream, self.bounds, data)
         if refused is None:
             return message
         return b"event: message\ndata: " + refused + b"\n\n" if self.events and refused else refused

@@ -90,7 +90,8 @@ class Permitted:
         return found
 
 
-# Large arguments are checked in a process of their own (schemas/worker.py), one for the whole server.
+# Large arguments are checked in a process of their own (schemas/worker.py), one for the whole server, in turns
+# taken fairly among principals.
 _CHECKING = CheckingProcess()
 
 
@@ -205,7 +206,9 @@ class ToolGateway:
         errors = await asyncio.to_thread(checker.inline_errors, arguments, size) if small and size.small else None
         if errors is None:
             try:
-                errors = await asyncio.to_thread(_CHECKING.check, checker.schema_text, raw, self.policy.check_seconds)
+                errors = await _CHECKING.check(
+                    self.principal.caller, checker.schema_text, raw, self.policy.check_seconds
+                )
             except CheckRefused as exc:
                 raise _Refusal("invalid_arguments", f"arguments for {tool.name} were not checked: {exc}") from None
         if errors:
