@@ -10,12 +10,14 @@ from hypothesis import strategies as st
 from toolrag import CatalogError
 from toolrag.eval import evaluate, load_benchmark
 from toolrag.eval.metrics import (
+    by_needed,
     expected_calibration_error,
     mrr_at_10,
     ndcg_at_10,
     paired_difference,
     recall_at,
     reliability,
+    score_query,
 )
 
 from .conftest import CountingEmbedder
@@ -66,6 +68,23 @@ def test_metrics_follow_the_shared_definitions() -> None:
     assert ndcg_at_10(["a", "b"], gold) == pytest.approx(1.0)
     assert ndcg_at_10(["x", "a"], frozenset({"a"})) == pytest.approx(0.6309, abs=1e-4)
     assert mrr_at_10(["x"] * 10 + ["a"], gold) == 0.0
+
+
+def test_set_metrics_judge_the_whole_set() -> None:
+    gold = frozenset({"a", "b", "c"})
+    ranking = ["a", "x", "b", "y", "z", "q", "w", "e", "r", "c"]
+    scores = [
+        score_query(ranking, gold, "en", ["a", "b", "c"]),
+        score_query(ranking, gold, "en", ["a", "b"]),
+        score_query(ranking, frozenset({"a"}), "en", ["a"]),
+    ]
+    assert (scores[0].all_5, scores[0].all_10, scores[0].delivered_all) == (0.0, 1.0, 1.0)
+    assert scores[1].delivered_all == 0.0 and scores[1].delivered_recall == pytest.approx(2 / 3)
+    groups = by_needed(scores)
+    assert list(groups) == ["1", "3", "2+"]
+    assert groups["3"]["n"] == 2 and groups["3"]["delivered_all_required"] == 0.5
+    assert groups["3"]["all_required@10"] == 1.0 and groups["3"]["all_required@5"] == 0.0
+    assert groups["2+"] == groups["3"] and groups["1"]["delivered_all_required"] == 1.0
 
 
 def test_benchmark_loading_maps_ids_and_samples(tmp_path: Path) -> None:
@@ -131,6 +150,9 @@ def test_evaluate_reports_every_promised_figure(tmp_path: Path, embedder: Counti
     assert versus["by_lang"]["de"]["n"] == 1
 
 
+DELIVERED_KEYS = {"hit", "hit_interval", "recall", "all_required", "all_required_interval", "empty", "mean_returned"}
+
+
 def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
     tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
@@ -139,14 +161,17 @@ def test_evaluate_reports_what_search_delivers_and_the_false_tool_rate(
     small_talk = [NoToolRequest("n1", "thanks, have a nice evening", "en"), NoToolRequest("n2", "Danke dir!", "de")]
     report = evaluate(load_benchmark(bench(tmp_path / "b")), embedder, no_tool=small_talk).as_json()
     assert {"hit@3", "hit@5"} <= set(report) and report["hit@5"] == 1.0
-    assert set(report["delivered"]) == {"hit", "hit_interval", "recall", "empty", "mean_returned"}
+    assert set(report["delivered"]) == DELIVERED_KEYS
     low, high = report["delivered"]["hit_interval"]
     assert 0 <= low <= report["delivered"]["hit"] <= high <= 1
     assert 0 <= report["delivered"]["recall"] <= report["delivered"]["hit"] <= 1
     assert report["no_tool_rate"] == report["delivered"]["empty"]
     for figures in report["by_lang"].values():
-        assert set(figures["delivered"]) == {"hit", "hit_interval", "recall", "empty", "mean_returned"}
+        assert set(figures["delivered"]) == DELIVERED_KEYS
     assert report["no_tool"]["n"] == 2 and set(report["no_tool"]["by_lang"]) == {"de", "en"}
+    # One request needs two tools: the whole-set figures cover it apart.
+    assert report["by_needed"]["2"]["n"] == report["by_needed"]["2+"]["n"] == 1
+    assert report["by_needed"]["2"]["injected_tokens"] > 0
     assert report["no_tool"]["given_tool"] in (0.0, 0.5, 1.0)
     # The catalog is tiny, but retrieval is what is measured; the scores shown are checked against relevance.
     assert report["strategy"] == "retrieval" and report["delivered"]["mean_returned"] <= 3

@@ -19,6 +19,10 @@ from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
         ("Wie wird das Wetter morgen in Berlin und wie steht der Dollar?", 2),
         ("Яка погода в Києві і який курс долара?", 2),
         ("北京明天天气怎么样，然后告诉我美元汇率", 2),
+        ("Check the stock of blue mugs. Then order fifty more. Finally, email the supplier about it.", 3),
+        ("First, book a table for two. Next, find a taxi to the restaurant. Also, check the weather there.", 3),
+        ("Erstelle eine Rechnung für Anna. Danach schicke sie per E-Mail an sie.", 2),
+        ("Call Dr. Smith at 3.5 p.m. about the U.S. Open tickets.", 1),
         ("Find the area of a triangle with a base of 10 units and height of 5 units.", 1),
         ("Can you find me a job in a city that is close to affordable houses?", 1),
         ("and", 1),
@@ -27,6 +31,11 @@ from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 )
 def test_requests_are_split_only_at_explicit_markers(request_text: str, parts: int) -> None:
     assert len(split_intents(request_text)) == parts
+
+
+def test_a_task_of_many_steps_is_not_cut_at_three() -> None:
+    steps = ". ".join(f"Then do task number {n} of the list" for n in range(1, 7))
+    assert len(split_intents(steps)) == 6
 
 
 def test_each_intent_gets_its_tool(tmp_path, embedder: CountingEmbedder) -> None:  # type: ignore[no-untyped-def]

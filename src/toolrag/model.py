@@ -109,6 +109,31 @@ class ExampleRequest(BaseModel):
         return value
 
 
+MAX_REQUIREMENTS = 32
+
+
+class Requirement(BaseModel):
+    """Another tool this one needs: called before it, or to fill one of its parameters. Given in a catalog as the
+    other tool's name, or as `{"tool": NAME, "parameter": "location", "optional": true}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1, max_length=128, description="the name of the tool needed")
+    parameter: str | None = Field(
+        default=None, max_length=128, description="the parameter of this tool its output fills, if one"
+    )
+    optional: bool = Field(default=False, description="the tool can run without it (it helps, or only sometimes)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"tool": value} if isinstance(value, str) else value
+
+    def described(self) -> str:
+        """The requirement in a sentence's words: "for `location`", or "" when it fills no named parameter."""
+        return f"for `{self.parameter}`" if self.parameter else ""
+
+
 class Tool(BaseModel):
     """One tool of the registry: what it does, who may use it, and the full schema injected when selected."""
 
@@ -126,6 +151,11 @@ class Tool(BaseModel):
         default_factory=list,
         max_length=MAX_EXAMPLES,
         description="requests the tool serves, per tenant: extra views of it in retrieval (search/examples.py)",
+    )
+    requires: list[Requirement] = Field(
+        default_factory=list,
+        max_length=MAX_REQUIREMENTS,
+        description="tools this one needs (search/relations.py): search brings them along when it returns this one",
     )
     scopes: list[str] = Field(default_factory=list, description="scopes a principal must hold, all of them")
     tenants: list[str] = Field(default_factory=list, description="tenants that may see the tool; empty = every tenant")
@@ -209,6 +239,18 @@ class Tool(BaseModel):
         return self.model_copy(update=update)
 
     @model_validator(mode="after")
+    def _requires_others(self) -> Tool:
+        """A tool does not need itself, and each tool it needs is named once (the first mention is kept)."""
+        if any(r.tool.lower() == self.name.lower() for r in self.requires):
+            raise ValueError(f"tool {self.name!r} requires itself")
+        unique: dict[str, Requirement] = {}
+        for requirement in self.requires:
+            unique.setdefault(requirement.tool.lower(), requirement)
+        if len(unique) < len(self.requires):
+            self.requires = list(unique.values())
+        return self
+
+    @model_validator(mode="after")
     def _examples_of_its_tenants(self) -> Tool:
         """An example serves one of the tool's tenants (or all of them); the same request twice for the same
         tenant is kept once."""
@@ -270,6 +312,7 @@ class Tool(BaseModel):
                 ("annotations", self.annotations),
                 ("examples", [e.model_dump() for e in self.examples] or None),
                 ("source_values", self.source_values or None),
+                ("requires", [r.model_dump(exclude_defaults=True) for r in self.requires] or None),
             )
             if value is not None
         }
@@ -405,6 +448,10 @@ class SignalScores(BaseModel):
     reformulation: str | None = Field(
         default=None, description="the second-chance step that found the tool (expand, rewrite), if any"
     )
+    needed_by: str | None = Field(
+        default=None, description="the tool of the set that requires this one: it was added for that tool"
+    )
+    needed_for: str | None = Field(default=None, description="the parameter of `needed_by` that this tool fills")
     calibrated: bool = Field(
         default=True,
         description="False when the request's language is none of those the score was calibrated on (English,"
@@ -430,3 +477,10 @@ class SearchResult(BaseModel):
         description="`all`: the principal's whole catalog fits the token budget and was returned whole, by"
         " relevance; `retrieval`: the best tools were retrieved",
     )
+
+    def needed_as(self) -> str | None:
+        """Why the tool is in the set when another tool of it needs it: "needed by share_location for `location`"."""
+        needer, parameter = self.signals.needed_by, self.signals.needed_for
+        if needer is None:
+            return None
+        return f"needed by {needer}" + (f" for `{parameter}`" if parameter else "")

@@ -163,6 +163,8 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         )
     out.print(ranking)
     out.print(received)
+    if "2+" in data["by_needed"]:
+        _print_sets(data["by_needed"], first_mode)
     if len(data["by_lang"]) > 1:
         langs = Table(
             "language",
@@ -222,6 +224,34 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
         f"({tokens['saved_pct']:.1f}% saved)"
     )
+
+
+SETS = ("all_required@5", "all_required@10", "recall@10", "delivered_all_required", "delivered_recall")
+
+
+def _print_sets(groups: dict[str, dict[str, Any]], first_mode: str) -> None:
+    """Whether requests that need several tools got the whole set, per number of tools needed."""
+    table = Table(
+        "tools needed",
+        "n",
+        "all@5",
+        "all@10",
+        "R@10",
+        "| all delivered",
+        "recall",
+        "returned",
+        "tokens",
+        title=f"{first_mode}: whole sets (all@k: every tool needed is in the top k)",
+    )
+    for name, figures in groups.items():
+        table.add_row(
+            name,
+            str(figures["n"]),
+            *(f"{figures[key]:.3f}" for key in SETS),
+            f"{figures['mean_returned']:.2f}",
+            f"{figures['injected_tokens']:.0f}",
+        )
+    out.print(table)
 
 
 def _print_versus(first_mode: str, baseline: str, compared: dict[str, Any]) -> None:

@@ -48,6 +48,10 @@ def explain_command(
     if explanation.request_note:
         out.print(f"[dim]{escape(explanation.request_note)}[/]", highlight=False)
     out.print(f"decision: {escape(explanation.decision)}", highlight=False)
+    for number, step in enumerate(explanation.steps, 1):
+        out.print(f"step {number}: {escape(step)}", highlight=False)
+    for name, reason in explanation.needed.items():
+        out.print(f"{escape(name)}: {escape(reason)}", highlight=False)
     if not explanation.calibrated:
         out.print("[dim]probabilities: the request's language is none they were calibrated on: a rough guide[/]")
     models = list(dict.fromkeys(m for tool in explanation.ranking for m in tool.model_cosines))

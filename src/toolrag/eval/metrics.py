@@ -4,7 +4,9 @@ The ranking (no threshold, no cut): Recall@k, nDCG@10 with binary gains, MRR@10,
 tool in the top k). What a caller receives from `search()` (after the decision and the cut): delivered hit
 (at least one relevant tool returned), delivered recall, the share of requests answered with nothing, and how many
 tools came back; and whether the scores it shows are calibrated probabilities (a reliability table and the expected
-calibration error). For requests that need no tool: the share that got one anyway. And whether one mode really
+calibration error). For requests that need several tools, whether the whole set is there: all-required@k (every
+relevant tool in the top k), set recall@10, and delivered all-required, overall and per number of tools needed. For
+requests that need no tool: the share that got one anyway. And whether one mode really
 ranks better than another on a set: the paired difference of their nDCG@10 with a bootstrap interval (a slice of 20
 requests moves by 0.05 when one request does).
 """
@@ -33,10 +35,20 @@ class QueryScores:
     delivered_recall: float
     empty: float
     returned: int
+    needed: int = 1  # relevant tools
+    all_5: float = 0.0  # every relevant tool in the top 5
+    all_10: float = 0.0
+    recall_10: float = 0.0
+    delivered_all: float = 0.0  # every relevant tool returned
+    injected_tokens: int = 0  # the prompt tokens of the returned tools' schemas
 
 
 def recall_at(ranking: Sequence[str], gold: frozenset[str], k: int) -> float:
     return len(gold.intersection(ranking[:k])) / len(gold)
+
+
+def all_at(ranking: Sequence[str], gold: frozenset[str], k: int) -> float:
+    return 1.0 if gold <= set(ranking[:k]) else 0.0
 
 
 def hit_at(ranking: Sequence[str], gold: frozenset[str], k: int) -> float:
@@ -69,6 +81,11 @@ def score_query(ranking: Sequence[str], gold: frozenset[str], lang: str, deliver
         len(found) / len(gold),
         0.0 if delivered else 1.0,
         len(delivered),
+        len(gold),
+        all_at(ranking, gold, 5),
+        all_at(ranking, gold, 10),
+        recall_at(ranking, gold, 10),
+        1.0 if found == gold else 0.0,
     )
 
 
@@ -87,6 +104,9 @@ def summarize(scores: Sequence[QueryScores]) -> dict[str, float]:
         "mrr@10": _mean([s.mrr_10 for s in scores]),
         "hit@3": _mean([s.hit_3 for s in scores]),
         "hit@5": _mean([s.hit_5 for s in scores]),
+        "all_required@5": _mean([s.all_5 for s in scores]),
+        "all_required@10": _mean([s.all_10 for s in scores]),
+        "recall@10": _mean([s.recall_10 for s in scores]),
     }
 
 
@@ -96,8 +116,39 @@ def delivered(scores: Sequence[QueryScores]) -> dict[str, Any]:
         "hit": _mean([s.delivered_hit for s in scores]),
         "hit_interval": interval([s.delivered_hit for s in scores]),
         "recall": _mean([s.delivered_recall for s in scores]),
+        "all_required": _mean([s.delivered_all for s in scores]),
+        "all_required_interval": interval([s.delivered_all for s in scores]),
         "empty": _mean([s.empty for s in scores]),
         "mean_returned": _mean([float(s.returned) for s in scores]),
+    }
+
+
+def needed_group(needed: int) -> str:
+    """Requests grouped by how many tools they need: "1", "2", "3", "4", "5+"."""
+    return str(needed) if needed < 5 else "5+"
+
+
+def by_needed(scores: Sequence[QueryScores]) -> dict[str, dict[str, Any]]:
+    """The set figures per number of tools needed, and for all requests that need more than one ("2+")."""
+    groups: dict[str, list[QueryScores]] = {}
+    for item in sorted(scores, key=lambda s: s.needed):
+        groups.setdefault(needed_group(item.needed), []).append(item)
+    several = [s for s in scores if s.needed > 1]
+    if several:
+        groups["2+"] = several
+    return {name: _set_figures(items) for name, items in groups.items()}
+
+
+def _set_figures(scores: Sequence[QueryScores]) -> dict[str, Any]:
+    return {
+        "n": len(scores),
+        "all_required@5": _mean([s.all_5 for s in scores]),
+        "all_required@10": _mean([s.all_10 for s in scores]),
+        "recall@10": _mean([s.recall_10 for s in scores]),
+        "delivered_all_required": _mean([s.delivered_all for s in scores]),
+        "delivered_recall": _mean([s.delivered_recall for s in scores]),
+        "mean_returned": _mean([float(s.returned) for s in scores]),
+        "injected_tokens": _mean([float(s.injected_tokens) for s in scores]),
     }
 
 

@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from toolrag.eval.dataset import BenchmarkSet, NoToolRequest, Query
 from toolrag.eval.metrics import (
     QueryScores,
     ReliabilityBin,
+    by_needed,
     delivered,
     expected_calibration_error,
     interval,
@@ -64,6 +65,7 @@ class ModeReport:
         return {
             **self.summary,
             "delivered": self.delivered,
+            "by_needed": by_needed(self.queries),
             "by_lang": self.by_lang,
             "no_tool_rate": self.empty,
             "calibration": self.calibration_json(),
@@ -119,6 +121,7 @@ class EvalReport:
             "strategy": "retrieval",  # measured with retrieval in force, whatever the catalog's size
             **first.summary,
             "delivered": first.delivered,
+            "by_needed": by_needed(first.queries),
             "by_lang": first.by_lang,
             "no_tool_rate": first.empty,
             "calibration": first.calibration_json(),
@@ -261,7 +264,8 @@ def _run_mode(
         ranking = [r.name for r in registry.rank(query.text, principal, limit=10, mode=mode)]
         latencies.append((time.perf_counter() - started) * 1000)
         selection = registry.select(query.text, principal)
-        scores.append(score_query(ranking, query.relevant, query.lang, [r.name for r in selection.results]))
+        scored = score_query(ranking, query.relevant, query.lang, [r.name for r in selection.results])
+        scores.append(replace(scored, injected_tokens=selection.injected_tokens))
         shown.extend((r.score, r.name in query.relevant) for r in selection.results)
         injected.append(selection.injected_tokens)
         if progress and (number % 200 == 0 or number == len(benchmark.queries)):

@@ -31,7 +31,7 @@ from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
-from toolrag.model import Principal
+from toolrag.model import Principal, SearchResult
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
@@ -45,6 +45,7 @@ from toolrag.store.base import AuditEntry
 
 log = logging.getLogger("toolrag.mcp")
 SCORE_META_KEY = "toolrag/score"
+NEEDED_META_KEY = "toolrag/needed"
 
 FIND_TOOLS = types.Tool(
     name="find_tools",
@@ -170,9 +171,9 @@ class McpGateway:
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
         waiting = self.not_ready_for(principal)
         answer: dict[str, Any] = {
-            "tools": [as_mcp_tool(definitions[r.name], r.score) for r in results],
+            "tools": [as_mcp_tool(definitions[r.name], r.score, r.needed_as()) for r in results],
             "strategy": results[0].strategy if results else "retrieval",
-            "next": "run one with call_tool(name, arguments)" if results else "no tool fits: try other words",
+            "next": _next_step(results),
         }
         if waiting:
             answer["not_ready"] = [_status_json(status) for status in waiting]
@@ -405,11 +406,20 @@ class McpGateway:
         return dict(self.reports)
 
 
-def as_mcp_tool(definition: dict[str, Any], score: float) -> dict[str, Any]:
+def as_mcp_tool(definition: dict[str, Any], score: float, needed_as: str | None = None) -> dict[str, Any]:
     """A found tool as an MCP `Tool` (what a client can hand its model unchanged), with the estimated probability
-    that it is relevant in its `_meta`."""
-    tool = types.Tool.model_validate({**definition, "_meta": {SCORE_META_KEY: round(score, 3)}})
+    that it is relevant in its `_meta`, and when another found tool needs it, which and for what."""
+    meta: dict[str, Any] = {SCORE_META_KEY: round(score, 3)} | ({NEEDED_META_KEY: needed_as} if needed_as else {})
+    tool = types.Tool.model_validate({**definition, "_meta": meta})
     return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _next_step(results: list[SearchResult]) -> str:
+    if not results:
+        return "no tool fits: try other words"
+    if any(r.signals.needed_by for r in results):
+        return "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"
+    return "run one with call_tool(name, arguments)"
 
 
 def _status_json(status: UpstreamStatus) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.limits import MAX_K, MAX_REQUEST_CHARS
+from toolrag.limits import MAX_K, MAX_REQUEST_CHARS, MAX_SET_TOOLS
 
 Mode = Literal["hybrid", "dense", "lexical"]
 ReformulationStep = Literal["expand", "rewrite"]
@@ -83,6 +83,18 @@ class SearchConfig(BaseModel):
     )
     multi_intent: bool = Field(
         default=True, description="split requests with several intents and merge each intent's best tools in"
+    )
+    max_set_tools: int = Field(
+        default=8,
+        ge=1,
+        le=MAX_SET_TOOLS,
+        description="tools a request of several steps gets at most, every step's likeliest first (search/steps.py)",
+    )
+    step_min_confidence: float = Field(
+        default=0.2,  # chosen on seal-tools' tuning half: most whole sets for at most 1.5x the tools needed
+        ge=0.0,
+        le=1.0,
+        description="in a request of several steps, a step's tools after its likeliest need this probability",
     )
     intent_min_similarity: float = Field(
         default=0.3, ge=-1.0, le=1.0, description="each intent's best tool needs this cosine for a split to count"

@@ -71,6 +71,12 @@ class Explanation(BaseModel):
         default=True, description="False: the request's language is none the probabilities were calibrated on"
     )
     delivered: list[str]
+    steps: list[str] = Field(
+        default_factory=list, description="the steps of a request of several, each searched as a request of its own"
+    )
+    needed: dict[str, str] = Field(
+        default_factory=dict, description="delivered tools that another delivered tool requires, and why"
+    )
     ranking: list[RankedTool]
     hidden: list[HiddenTool] = Field(default_factory=list)
     injected_tokens: int = 0
@@ -127,6 +133,8 @@ def explain(
         decision=_decision(found.needs_tool, found.evidence, delivered),
         calibrated=fitted_for(searched.text),
         delivered=[result.name for result in delivered],
+        steps=retriever.steps(query, principal),
+        needed={result.name: why for result in delivered if (why := result.needed_as())},
         ranking=ranking,
         hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],
     )

@@ -1,16 +1,18 @@
 """Requests with several intents: "what is the weather in Kyiv and the dollar exchange rate?" needs two tools from
-two domains, and one embedding of the whole request lands between them.
+two domains, and one embedding of the whole request lands between them; "Check the stock. Then order more. Finally,
+email the supplier." is a task of three steps, each with its own tool.
 
 A request is split only at explicit markers (in several languages): a conjunction that starts a new clause (the
-next word asks or commands), "then", a semicolon, or a sentence boundary between two requests that each ask for
-something. Parts shorter than three words are merged back: they are rarely an intent of their own.
+next word asks or commands), "then", a semicolon, or a sentence boundary. Parts shorter than three words are merged
+back: they are rarely an intent of their own. Whether the parts really ask for different tools is for retrieval to
+tell (search/steps.py): a request phrased in several sentences about one thing is searched whole.
 """
 
 from __future__ import annotations
 
 import re
 
-MAX_INTENTS = 3
+MAX_INTENTS = 8  # steps searched at most: each costs one query embedding more
 
 # Words that open a clause asking for something, per language (lower case).
 _CLAUSE_OPENERS = (
@@ -37,7 +39,13 @@ _SPLITTERS = [
     # Chinese and Japanese sequencing and enumeration
     re.compile(r"[，,；;]?\s*(?:然后|并且|另外|还有|同时|再)\s*"),
 ]
-_SENTENCE_END = re.compile(r"(?<=[?？!！])\s*")
+# A sentence ends at ? or ! (or their CJK forms and 。), or at a full stop before a capital letter, unless the full
+# stop closes an abbreviation ("e.g.", "Dr.", "U.S.") or a single letter.
+_SENTENCE_END = re.compile(
+    r"(?<=[?？!！。])\s*"
+    r"|(?<![A-Z])(?<!\b[a-zA-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bSt)(?<!\bvs)(?<!\bNo)"
+    r"\.\s+(?=[\"'“«(]?[A-ZÀ-ÖØ-ÞА-ЯЄІЇҐ])"
+)
 
 
 def split_intents(request: str) -> list[str]:

@@ -13,7 +13,6 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,8 +35,10 @@ from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+from toolrag.search.relations import Prerequisite, with_prerequisites
 from toolrag.search.request import searched_text
 from toolrag.search.route import CategoryRouter
+from toolrag.search.steps import Step, merge_rankings, tools_of_steps, trusted_steps
 from toolrag.search.text import tokenize
 
 if TYPE_CHECKING:
@@ -89,6 +90,21 @@ def _lead(dense: FloatArray, candidates: IntArray) -> tuple[int, float]:
     return int(candidates[first]), float(scores[first] - scores[second])
 
 
+def _in_set(
+    index: SearchIndex, retrieved: SearchResult | None, position: int, why: Prerequisite | None, likelihood: float
+) -> SearchResult:
+    """A tool of a set: as retrieved, or needed by another tool of the set (then at least as likely to be needed as
+    that tool; if optionally, half as), saying which tool needs it and for what."""
+    if why is None and retrieved is not None:
+        return retrieved
+    needed = {"needed_by": index.names[why.needed_by], "needed_for": why.requirement.parameter} if why else {}
+    if retrieved is not None:
+        signals = retrieved.signals.model_copy(update=needed)
+        return retrieved.model_copy(update={"signals": signals, "score": round(likelihood, 4)})
+    tool = index.tools[position]
+    return SearchResult(name=tool.name, score=round(likelihood, 4), signals=SignalScores(**needed), card=tool.card())
+
+
 class Retriever:
     """Searches the latest snapshot that `snapshot()` provides; thread-safe."""
 
@@ -130,7 +146,7 @@ class Retriever:
         if self.serves_all(principal):
             results = self._whole_catalog(index, query, principal)
         else:
-            results = self._retrieve(index, query, principal, k)
+            results = self._with_prerequisites(index, self._retrieve(index, query, principal, k), principal)
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         results = _flagged(query, results)
         self.cache.put(key, results)
@@ -157,6 +173,17 @@ class Retriever:
         index = self._snapshot()
         return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
 
+    def steps(self, query: str, principal: Principal) -> list[str]:
+        """The steps a request of several is searched in, each as a request of its own (none: it is one step)."""
+        query = self.searched(query)
+        parts = self._intents(query)
+        if len(parts) < 2:
+            return []
+        index = self._snapshot()
+        return [
+            step.text for step in self._rank_intents(index, query, parts, principal, SPREAD_OVER, self.config.mode)[2]
+        ]
+
     def probabilities(self, candidates: Candidates) -> list[float]:
         """The candidates' probabilities of being relevant; in lexical mode, with no cosines to read, their fused
         scores instead."""
@@ -170,13 +197,51 @@ class Retriever:
 
     def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
         parts = self._intents(query)
-        found = self._candidates(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
-        # Each intent may bring its tool: the bound grows by one per extra intent, up to MAX_K.
+        found, steps = self._candidates_and_steps(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
+        if steps and found.needs_tool:
+            return self._set_of_steps(index, steps, principal, found)
+        # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
         if chosen:
             return [self._result(index, c, found.evidence) for c in chosen]
         return self._reformulate(index, query, principal, bound)
+
+    def _set_of_steps(
+        self, index: SearchIndex, steps: list[Step], principal: Principal, whole: Candidates
+    ) -> list[SearchResult]:
+        """A request of several steps (it needs a tool, decided on the whole request): each step's likeliest tools
+        as if it were a request of its own, in the order of the steps, within `SearchConfig.max_set_tools`."""
+        chosen_per_step = []
+        for step in steps:
+            found = Candidates(
+                step.items, self._evidence(index, principal, step.items, step.vector, whole.english), whole.english
+            )
+            chosen = choose(found.items, self.probabilities(found), True, self.config, self.config.k)
+            floor = self.config.step_min_confidence
+            chosen_per_step.append([c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor])
+        chosen = tools_of_steps(chosen_per_step, self.config.max_set_tools)
+        return [self._result(index, c, whole.evidence) for c in chosen]
+
+    def _with_prerequisites(
+        self, index: SearchIndex, results: list[SearchResult], principal: Principal
+    ) -> list[SearchResult]:
+        """The results with the tools they require (search/relations.py), each before the tool that needs it."""
+        positions = [index.position_of(result.name) for result in results]
+        if not any(p is not None and index.tools[p].requires for p in positions):
+            return results
+        by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
+        usable = _usable(index, self.visibility.mask(index, principal))
+        budget = max(self.config.max_set_tools, len(results))
+        entries = with_prerequisites(index, list(by_position), usable, budget)
+        likelihood = {p: r.score for p, r in by_position.items()}
+        for position, why in entries[::-1]:  # a tool comes before what needs it: walk back to give it its needer's
+            if why is not None:
+                needed = likelihood.get(why.needed_by, 0.0) / (2 if why.requirement.optional else 1)
+                likelihood[position] = max(likelihood.get(position, 0.0), needed)
+        return [
+            _in_set(index, by_position.get(position), position, why, likelihood[position]) for position, why in entries
+        ]
 
     def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
         """Every tool the principal may use, likeliest first (the `all` strategy)."""
@@ -190,9 +255,14 @@ class Retriever:
     def _candidates(
         self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
     ) -> Candidates:
-        items, vector = self._rank_intents(index, query, parts, principal, limit, mode)
+        return self._candidates_and_steps(index, query, parts, principal, limit, mode)[0]
+
+    def _candidates_and_steps(
+        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
+    ) -> tuple[Candidates, list[Step]]:
+        items, vector, steps = self._rank_intents(index, query, parts, principal, limit, mode)
         english = looks_english(query)
-        return Candidates(items, self._evidence(index, principal, items, vector, english), english)
+        return Candidates(items, self._evidence(index, principal, items, vector, english), english), steps
 
     def _evidence(
         self, index: SearchIndex, principal: Principal, items: list[Ranked], vector: FloatArray | None, english: bool
@@ -271,28 +341,20 @@ class Retriever:
 
     def _rank_intents(
         self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
-    ) -> tuple[list[Ranked], FloatArray | None]:
-        """The whole request's ranking, with each intent's best tools merged in fairly (one query embedding more
-        per intent): the whole request's best tool, then each intent's best, then the rest alternately; and the
-        whole request's vector."""
+    ) -> tuple[list[Ranked], FloatArray | None, list[Step]]:
+        """The whole request's ranking, with each step's best tools merged in fairly (one query embedding more
+        per step): the whole request's best tool, then each step's best, then the rest alternately; the whole
+        request's vector; and the steps (none when the request is one step)."""
         whole, vector = self._rank(index, query, principal, limit, mode)
         if len(parts) < 2:
-            return whole, vector
-        rankings = [whole, *(self._rank(index, part, principal, limit, mode)[0] for part in parts)]
-        tops = [ranking[0] for ranking in rankings[1:] if ranking]
-        # A split is trusted only when its parts point, with evidence, at different tools; otherwise it was one
-        # request phrased in several clauses, and the whole request's ranking is the better one.
-        floor = self.config.intent_min_similarity
-        if len({top.position for top in tops}) < 2 or any(top.dense < floor for top in tops):
-            return whole, vector
-        merged: dict[int, Ranked] = {}
-        for item in [*whole[:1], *(ranking[0] for ranking in rankings[1:] if ranking)]:
-            merged.setdefault(item.position, item)
-        for items in zip_longest(*(ranking[1:] for ranking in rankings)):
-            for item in items:
-                if item is not None:
-                    merged.setdefault(item.position, item)
-        return list(merged.values())[:limit], vector
+            return whole, vector, []
+        steps = trusted_steps(
+            [Step(part, *self._rank(index, part, principal, limit, mode)) for part in parts],
+            self.config.intent_min_similarity,
+        )
+        if not steps:
+            return whole, vector, []
+        return merge_rankings([whole, *(step.items for step in steps)], limit), vector, steps
 
     def _rank(
         self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str

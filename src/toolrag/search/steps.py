@@ -1,0 +1,64 @@
+"""Requests of several steps: each step is searched as a request of its own, and the tools of all the steps form
+the set an agent needs to finish the task.
+
+A split (search/intents.py) is trusted only as far as its parts point, with evidence, at different tools: a part
+whose best tool is weak (a sentence of context: "I am planning a trip") or the same as an earlier part's (a step
+told in two sentences) is not a step of its own. A request left with fewer than two steps is searched whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+
+from toolrag.search.cut import Chosen, Ranked
+from toolrag.search.lexical import FloatArray
+
+
+@dataclass(frozen=True)
+class Step:
+    """One part of a request and its own ranking."""
+
+    text: str
+    items: list[Ranked]
+    vector: FloatArray | None
+
+
+def trusted_steps(parts: Sequence[Step], min_similarity: float) -> list[Step]:
+    """The parts that are steps of their own: their best tool has at least `min_similarity` cosine with them and
+    is no earlier step's best; none when fewer than two remain."""
+    steps: list[Step] = []
+    tops: set[int] = set()
+    for part in parts:
+        if not part.items:
+            continue
+        top = part.items[0]
+        if top.position in tops or (top.dense < min_similarity and not top.name_match):
+            continue
+        tops.add(top.position)
+        steps.append(part)
+    return steps if len(steps) > 1 else []
+
+
+def merge_rankings(rankings: Sequence[list[Ranked]], limit: int) -> list[Ranked]:
+    """One ranking from several, fairly: the first ranking's best, each other's best, then the rest alternately."""
+    merged: dict[int, Ranked] = {}
+    for item in [*rankings[0][:1], *(ranking[0] for ranking in rankings[1:] if ranking)]:
+        merged.setdefault(item.position, item)
+    for items in zip_longest(*(ranking[1:] for ranking in rankings)):
+        for item in items:
+            if item is not None:
+                merged.setdefault(item.position, item)
+    return list(merged.values())[:limit]
+
+
+def tools_of_steps(chosen_per_step: Sequence[list[Chosen]], budget: int) -> list[Chosen]:
+    """Each step's chosen tools, at most `budget` in all (every step's likeliest is kept before any step's second),
+    in the order of the steps: the order an agent calls them in. A tool two steps chose comes once, with the first."""
+    kept: dict[int, tuple[int, int, Chosen]] = {}
+    for rank in range(max((len(chosen) for chosen in chosen_per_step), default=0)):
+        for step, chosen in enumerate(chosen_per_step):
+            if rank < len(chosen) and len(kept) < budget and chosen[rank].item.position not in kept:
+                kept[chosen[rank].item.position] = (step, rank, chosen[rank])
+    return [chosen for _, _, chosen in sorted(kept.values(), key=lambda entry: entry[:2])]

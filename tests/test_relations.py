@@ -1,0 +1,187 @@
+"""Tools that require other tools: declared in catalogs and the decorator, kept and versioned by the registry, and
+brought along by search before the tool that needs them, never past what the principal may use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolrag import Principal, SearchConfig, Tool, ToolRegistry, tool
+from toolrag.catalog.files import load_catalog
+from toolrag.errors import InvalidToolError
+from toolrag.eval.dataset import load_benchmark
+
+from . import relations_catalog
+from .conftest import RETRIEVAL, CountingEmbedder
+
+ANYONE = Principal(scopes=frozenset({"*"}))
+
+
+def test_requirements_are_read_from_every_way_in(tmp_path: Path) -> None:
+    catalog = tmp_path / "tools.json"
+    entry = {
+        "name": "share_location_via_email",
+        "description": "Send where I am to an e-mail address.",
+        "requires": ["validate_email", {"tool": "get_current_location", "parameter": "location", "optional": True}],
+    }
+    catalog.write_text(json.dumps([entry]))
+    (loaded,) = load_catalog(catalog)
+    assert [(r.tool, r.parameter, r.optional) for r in loaded.requires] == [
+        ("validate_email", None, False),
+        ("get_current_location", "location", True),
+    ]
+
+    @tool(requires=["validate_email"])
+    def send_invite(address: str) -> str:
+        """Invite someone by e-mail."""
+        return address
+
+    assert [r.tool for r in send_invite.__toolrag_tool__.requires] == ["validate_email"]
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    rows = [
+        {"id": "a", "name": "a", "description": "Tool a.", "requires": ["b"]},
+        {"id": "b", "name": "b", "description": "Tool b."},
+    ]
+    (bench / "tools.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (bench / "queries.jsonl").write_text(json.dumps({"id": "q", "query": "use a", "relevant": ["a", "b"]}))
+    assert [r.tool for r in load_benchmark(bench).tools[0].requires] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("requires", "problem"),
+    [
+        (["me"], "requires itself"),
+        ([{"tool": "b", "argument": "x"}], "argument"),
+        ([{"tool": ""}], "requires.0.tool"),
+        ([f"t{n}" for n in range(33)], "requires"),
+    ],
+)
+def test_a_bad_requirement_is_refused_with_its_reason(requires: list[object], problem: str) -> None:
+    with pytest.raises(InvalidToolError, match=problem):
+        Tool.parse({"name": "me", "description": "A tool.", "requires": requires})
+
+
+def test_requirements_are_versioned_with_the_tool(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    registry.register(Tool(name="a", description="Send a report."))
+    before = registry.get("a")
+    registry.register(Tool(name="a", description="Send a report.", requires=["b"]))
+    after = registry.get("a")
+    assert after.version == before.version + 1 and [r.tool for r in after.requires] == ["b"]
+    assert before.content_hash != after.content_hash
+    # A tool that needs none keeps the hash it had before requirements existed.
+    assert "requires" not in before.definition()
+
+
+@pytest.fixture(scope="module")
+def record_registry(tmp_path_factory: pytest.TempPathFactory, real_embedder: object) -> ToolRegistry:
+    from toolrag.embed.base import Embedder
+
+    assert isinstance(real_embedder, Embedder)
+    registry = ToolRegistry(tmp_path_factory.mktemp("relations") / "r.db", real_embedder, RETRIEVAL)
+    registry.register_many(relations_catalog.tools())
+    return registry
+
+
+def test_search_brings_the_whole_declared_closure(record_registry: ToolRegistry) -> None:
+    requests = relations_catalog.requests()
+    whole = [set(r.closure) <= {x.name for x in record_registry.search(r.text, ANYONE)} for r in requests]
+    assert sum(whole) / len(requests) >= 0.95, [r.text for r, ok in zip(requests, whole, strict=True) if not ok]
+
+
+def test_prerequisites_come_before_the_tool_that_needs_them_and_say_why(record_registry: ToolRegistry) -> None:
+    results = record_registry.search("send the invoice about the spring offsite to dana@example.com", ANYONE)
+    names = [r.name for r in results]
+    assert names.index("find_invoices") < names.index("get_invoice") < names.index("share_invoice_by_email")
+    assert names.index("validate_email") < names.index("share_invoice_by_email")
+    why = {r.name: (r.signals.needed_by, r.signals.needed_for) for r in results}
+    assert why["get_invoice"] == ("share_invoice_by_email", "record")
+    assert why["find_invoices"] == ("get_invoice", "invoice_id")
+    assert why["validate_email"] == ("share_invoice_by_email", "to")
+    share = next(r for r in results if r.name == "share_invoice_by_email")
+    assert share.signals.needed_by is None
+    assert next(r for r in results if r.name == "find_invoices").score == share.score
+
+
+def test_the_budget_bounds_the_set(record_registry: ToolRegistry) -> None:
+    small = ToolRegistry(record_registry.store, record_registry.embedder, RETRIEVAL.model_copy(update={"k": 1}))
+    small.config = small.config.model_copy(update={"max_set_tools": 2})
+    small.retriever.config = small.config
+    names = [r.name for r in small.search("send the invoice about the spring offsite to dana@example.com", ANYONE)]
+    assert len(names) == 2 and names[-1] == "share_invoice_by_email"
+
+
+def test_a_tool_the_principal_may_not_use_is_never_added_nor_reached_through(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    registry = ToolRegistry(tmp_path / "h.db", embedder, RETRIEVAL)
+    registry.register_many(
+        [
+            Tool(
+                name="share_location_via_email",
+                description="Send my current location to an e-mail address.",
+                requires=["get_current_location", "validate_email"],
+            ),
+            Tool(
+                name="get_current_location",
+                description="The device's current GPS position.",
+                tenants=["globex"],
+                requires=["location_service_status"],
+            ),
+            Tool(name="location_service_status", description="Whether location services are switched on."),
+            Tool(name="validate_email", description="Check that an e-mail address is well formed."),
+        ]
+    )
+    request = "send my current location to john@example.com"
+    acme = Principal(tenant="acme")
+    names = [r.name for r in registry.search(request, acme)]
+    assert names == ["validate_email", "share_location_via_email"]
+    assert all("get_current_location" not in r.model_dump_json() for r in registry.search(request, acme))
+    globex = [r.name for r in registry.search(request, Principal(tenant="globex"))]
+    assert globex[-1] == "share_location_via_email"
+    assert {"get_current_location", "location_service_status", "validate_email"} <= set(globex)
+    assert globex.index("location_service_status") < globex.index("get_current_location")
+
+
+def test_cycles_and_missing_tools_end_the_walk(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "c.db", embedder, SearchConfig(inject_all_below_tokens=0, k=1))
+    registry.register_many(
+        [
+            Tool(name="pay_invoice", description="Pay an invoice from the company account.", requires=["approve"]),
+            Tool(name="approve", description="Approve a payment.", requires=["pay_invoice", "not_registered"]),
+        ]
+    )
+    assert [r.name for r in registry.search("pay the invoice from the company account", ANYONE)] == [
+        "approve",
+        "pay_invoice",
+    ]
+
+
+def test_find_tools_gives_the_set_in_order_with_reasons(record_registry: ToolRegistry) -> None:
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import NEEDED_META_KEY, McpGateway
+
+    gateway = McpGateway(GatewayConfig(), record_registry)
+    found = gateway.find_tools("export the contract named Q3 review as a PDF", ANYONE)
+    names = [t["name"] for t in found["tools"]]
+    assert names.index("find_contracts") < names.index("get_contract") < names.index("export_contract_pdf")
+    needed = {t["name"]: t["_meta"].get(NEEDED_META_KEY) for t in found["tools"]}
+    assert needed["get_contract"] == "needed by export_contract_pdf for `record`"
+    assert needed["export_contract_pdf"] is None
+    assert "in the order given" in found["next"]
+
+
+def test_explain_names_the_steps_and_why_each_tool_is_in_the_set(record_registry: ToolRegistry) -> None:
+    share = "send the invoice about the spring offsite to dana@example.com"
+    explanation = record_registry.explain(share, ANYONE, 3)
+    assert explanation.needed["validate_email"] == "needed by share_invoice_by_email for `to`"
+    assert explanation.steps == []
+    request = "Export the contract named Q3 review as a PDF. Then change the owner of the budget called Atlas to Priya."
+    explanation = record_registry.explain(request, ANYONE, 3)
+    assert len(explanation.steps) == 2
+    assert explanation.steps[0].startswith("Export the contract") and "the budget called Atlas" in explanation.steps[1]
+    assert {"export_contract_pdf", "update_budget"} <= set(explanation.delivered)
