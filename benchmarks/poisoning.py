@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def half(row: dict[str, Any]) -> str:
-    """`tune` or `held-out`: the same for every row of a group, about half the groups each (the older corpus,
-    tests/data/poisoning.jsonl, says its own: dev is tuning, test held out)."""
+    """`tune` or `held-out`: the same for every row of a group, about half the groups each (a row with a `split`
+    says its own: dev is tuning, test held out; the older tests/data/poisoning.jsonl has both, the hand-written
+    tests/data/mcp_texts_4.jsonl is all tuning)."""
     if "split" in row:
         return "tune" if row["split"] == "dev" else "held-out"
     return "tune" if int(hashlib.sha256(row["group"].encode()).hexdigest(), 16) % 2 == 0 else "held-out"
@@ -72,6 +73,8 @@ def measure(rows: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [(row, found) for row, found, _ in results if half(row) == name]
         malicious = [bool(found) for row, found in mine if row["label"] == "malicious"]
         benign = [bool(found) for row, found in mine if row["label"] == "benign"]
+        if not malicious or not benign:
+            continue  # a corpus that is all tuning side (tests/data/mcp_texts_4.jsonl) has no held-out half
         report["halves"][name] = {
             "malicious": len(malicious),
             "benign": len(benign),

@@ -19,6 +19,9 @@ How, in order:
    attacks by a margin is flagged, with a lower margin when it also carries the marks of an order to the model
    (words like "always", "first", "instead"; private data such as the conversation, passwords or files; a flow
    into a parameter; another tool). This catches instructions without trigger words and in other languages.
+   Where a text sits is weighed too: a property name written as a phrase, or one that asks for private data
+   ("aws_credentials_file_contents"), a default that sends somewhere. An order to set the model's instructions aside,
+   or a precedence claim over the user made for the tool's own text, is a finding whatever the rest weighs.
 """
 
 from __future__ import annotations
@@ -41,7 +44,14 @@ import numpy as np
 from toolrag.embed.base import Embedder
 from toolrag.embed.cache import cached_vectors
 from toolrag.mcp.poisoning_bank import ATTACKS, TOOL_TEXTS
-from toolrag.mcp.poisoning_signs import DESCRIPTIONS, MARKS, NAMES, WEAK_SIGNS, signs_of
+from toolrag.mcp.poisoning_signs import (
+    DESCRIPTIONS,
+    MARKS,
+    NAMES,
+    WEAK_SIGNS,
+    claims_precedence_for_itself,
+    signs_of,
+)
 from toolrag.search.text import split_identifier
 
 # -- 1. hidden characters ----------------------------------------------------------------------------------------
@@ -145,6 +155,7 @@ FEATURES = [
     *NAMES,
     *(f"result+{name}" for name in RESULT_SIGNS),
     "key_signs",
+    "key_asks",
     "data_signs",
     "data_address",
     "instructions",
@@ -176,6 +187,7 @@ class Reading:
     kinds: set[str]  # "result", "instructions": where the text was met
     data_signs: bool = False  # a default, enum value or example carries a strong sign (a hidden recipient, a path)
     data_address: bool = False  # a default sends somewhere: an e-mail address, IBAN or account, a destination's URL
+    key_asks: bool = False  # a property name is a phrase asking for private data ("aws_credentials_file_contents")
 
 
 _COMMON = re.compile(r"(?i)\b(?:the|and|to|of|you|your|is|in|this|that|for|with|before|all|it|any|then|user|file)\b")
@@ -198,6 +210,31 @@ _DESTINATION = re.compile(
 )
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}|\b\d{10,}\b")
 _URL = re.compile(r"(?i)\bhttps?://|\bgit@")
+# What a property name asks to be given: private data, the conversation, a secret file or its contents, in a name of
+# three words or more (or a long name in a script without spaces); a name that ends in a reference to the thing (its
+# path, name, id) asks for no contents ("ssh_key_path", "env_file_name")
+_ASKED = frozenset({"private", "conversation", "secret_file", "contents", "asks_for"})
+_REFERENCE = re.compile(
+    r"(?i)(?:path|paths|file ?name|name|names|id|ids|dir|directory|folder|url|uri|location|ref|profile|alias|count"
+    r"|length|size|format|type|mode|enabled|flag|ruta|chemin|pfad|percorso|caminho|путь|шлях|路径|パス|경로)$"
+)
+
+
+def _name_signs(name: str, signs: frozenset[str]) -> frozenset[str]:
+    """A property name's signs: no imperative (a name is no sentence: "output_type", "read_only" give no order); a
+    name of four words or more (or a long one in a script without spaces) is a phrase, weighed and compared by meaning
+    even without an alarming word ("everything_the_user_told_you_so_far")."""
+    signs -= {"imperative"}
+    if len(name.split()) >= 4 or (not name.isascii() and len(name) >= 8 and " " not in name):
+        signs |= {"phrase_name"}
+    return signs
+
+
+def _asks_in_a_name(name: str, signs: frozenset[str]) -> bool:
+    long_enough = len(name.split()) >= 3 or (not name.isascii() and len(name) >= 8 and " " not in name)
+    return long_enough and bool(signs & _ASKED) and _REFERENCE.search(name.strip()) is None
+
+
 # Files named in words in a property name ("contents_of_the_users_dot_env_file")
 _DOT_WORD = re.compile(r"(?i)\bdot (env|ssh|aws|kube|npmrc|netrc|pypirc|docker|gnupg|git-credentials)\b")
 
@@ -250,14 +287,19 @@ def read(texts: Iterable[tuple[str, str]]) -> Reading:
                 if len(sentence) >= MIN_SENTENCE_CHARS:
                     signs = signs_of(sentence)
                     if where.endswith(" key"):
-                        signs -= {"imperative"}  # a name is no sentence: "output_type", "read_only" give no order
+                        signs = _name_signs(sentence, signs)
                     reading.sentences.append(Sentence(where, sentence, signs))
-                    strong = bool(signs - WEAK_SIGNS)
+                    # a name that points outside ("webhook_url", "callback") is a field like any other
+                    strong = bool(signs - WEAK_SIGNS - ({"outside"} if where.endswith(" key") else set()))
                     # a property name that names something alarming, or is a phrase with a sign (honest names are
                     # a word or two: "password", "api_key")
                     phrase = len(sentence.split()) >= 4 and bool(signs - MARKS)
                     reading.key_signs = reading.key_signs or (where.endswith(" key") and (strong or phrase))
-                    reading.data_signs = reading.data_signs or (strong and _DATA.search(where) is not None)
+                    reading.key_asks = reading.key_asks or (where.endswith(" key") and _asks_in_a_name(sentence, signs))
+                    # a fixed value's URL is no sign by itself (a `base_url` defaults to the service's own API):
+                    # data_address weighs where a default sends
+                    data = signs - WEAK_SIGNS - ({"outside"} if _FIXED.search(where) else set())
+                    reading.data_signs = reading.data_signs or (bool(data) and _DATA.search(where) is not None)
     return reading
 
 
@@ -324,6 +366,7 @@ def features_of(reading: Reading, nearness: Nearness) -> np.ndarray[Any, Any]:
             if result and name in RESULT_SIGNS:
                 vector[position[f"result+{name}"]] = 1.0
     vector[position["key_signs"]] = reading.key_signs
+    vector[position["key_asks"]] = reading.key_asks
     vector[position["data_signs"]] = reading.data_signs
     vector[position["data_address"]] = reading.data_address
     vector[position["instructions"]] = "instructions" in reading.kinds
@@ -392,17 +435,22 @@ class PoisoningScanner:
 
     def _assess(self, reading: Reading) -> list[Finding]:
         """Hidden characters always; then, when the model weighs the whole past its threshold (or a sentence orders
-        the model to set its instructions aside), every sentence that weighs past it on its own (or else that order,
-        or the one that weighs most), with the signs it carries."""
+        the model to set its instructions aside, or claims precedence over the user for this text), every sentence
+        that weighs past it on its own (or else that order, or the one that weighs most), with the signs it
+        carries."""
         findings = [
             Finding(where, "hidden Unicode characters", ", ".join(names[:3])) for where, names in reading.hidden
         ]
         nearness = self._nearness(reading)
         model = self.model
-        # an order to set the model's instructions aside, given to the model (not quoted, not about attacks), is a
-        # finding whatever the rest weighs: the one rule the model may not outweigh
+        # an order to set the model's instructions aside, given to the model, or a claim that this text outranks the
+        # user (neither quoted nor about attacks), is a finding whatever the rest weighs: the rules the model may not
+        # outweigh
         overrides = [
-            s for s in reading.sentences if s.signs >= _OVERRIDE and s.signs & _ADDRESSED and not s.signs & _CITED
+            s
+            for s in reading.sentences
+            if ((s.signs >= _OVERRIDE and s.signs & _ADDRESSED) or claims_precedence_for_itself(s.text, s.signs))
+            and not s.signs & _CITED
         ]
         if model.probability(features_of(reading, nearness)) < model.threshold and not overrides:
             return findings
@@ -420,7 +468,9 @@ class PoisoningScanner:
         return findings or [Finding("(tool)", "reads as an order to the model", "")]
 
     def _weight(self, sentence: Sentence, reading: Reading, nearness: Nearness) -> float:
-        alone = Reading([sentence], [], False, False, reading.kinds, reading.data_signs, reading.data_address)
+        alone = Reading(
+            [sentence], [], False, False, reading.kinds, reading.data_signs, reading.data_address, reading.key_asks
+        )
         near = {sentence.text: nearness[sentence.text]} if sentence.text in nearness else {}
         return self.model.probability(features_of(alone, near))
 

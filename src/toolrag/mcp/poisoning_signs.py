@@ -101,6 +101,8 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"cuộc trò chuyện|hội thoại|tin nhắn trước",
         r"gesprek|chatgeschiedenis|eerdere berichten|percakapan|riwayat obrolan",
         r"\b(?:last|latest|most recent|recent) (?:\w+ )?(?:messages?|prompts?|requests?|replies)\b",
+        r"\b(?:everything|all|whatever) (?:the user|they) (?:has |have )?(?:told|said|wrote|written|shared|typed)\b"
+        r"|\bwhat the user (?:has )?(?:told you|said|wrote|typed)\b",
         r"konversation\w*|\bsamtal\w*|tidigare meddelanden|senaste \w* ?meddelanden|konverzac\w*|rozhovor\w*"
         r"|předchozí zpráv\w*",
     ),
@@ -128,10 +130,14 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\bpassports?\b|\b(?:national )?id numbers?\b|\bone-time (?:codes?|passwords?)\b|\botp codes?\b|\b2fa codes?\b"
         r"|\bverification codes?\b|\bsecret values?\b",
         r"\b(?:archivo|fichier|file|datei|soubor\w*|filen?|dosya\w*) \.?env\b|\benv (?:file|archivo|fichier|datei)\b",
+        r"\bclaves? (?:ssh|privadas?)\b|\bclés? ssh\b|ssh-schlüssel|\bschluessel\w*|\bpasswoert\w*|\bkubeconfig\b",
+        r"adressbuch|carnet d'adresses|libreta de direcciones|agenda de contactos|\brubrica\b|adresboek"
+        r"|książk\w* adresow\w*|адресн\w* книг\w*|adresář|adressbok|lista de contatos",
         r"contactos|contatti|contatos|\bkontakt\w*|контакт\w*|联系人|通讯录|連絡先|アドレス帳|연락처|\bkişiler\w*|\brehber\w*"
         r"|danh bạ|جهات الاتصال|संपर्क",
         r"(?:archivos?|contactos|mensajes|correos|documentos|fotos) del usuario"
-        r"|(?:fichiers|contacts|messages|courriels) de l'utilisateur|(?:file|contatti|messaggi|documenti) dell'utente",
+        r"|(?:fichiers|contacts|messages|courriels) de l'utilisateur"
+        r"|(?:file|contatti|messaggi|documenti) dell'? ?utente",
         r"konversation\w*|lösenord\w*|användarens (?:\w+ ){0,2}(?:meddelanden|filer|kontakter|e-post|dokument)",
         r"konverzac\w*|hesl[oa]\w*|přihlašovací údaje|uživatel\w* (?:zpráv|soubor|kontakt)\w*",
         r"gesprächsverlauf|chatverlauf|vorherige\w* nachricht\w*|passw[oö]rt\w*|zugangsdaten|schlüssel\w*",
@@ -183,6 +189,7 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\b(?:werkzeug\w*|outil\w*|herramienta\w*|strumento|ferrament\w*|narzędzi\w*|інструмент\w*|инструмент\w*)\b",
         r"工具|ツール|도구|أداة|उपकरण|\baraç\b",
         r"\*\*[a-z][\w.-]{2,60}\*\*",
+        r"\b(?:rufe|ruf|nutze|verwende|appelle[zr]?|llama|chiama)\b[^.;\n]{0,30}\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b",
     ),
     _sign(
         "outside",
@@ -209,7 +216,11 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\bwithout (?:telling|informing|notifying|alerting|asking|showing)\b",
         r"\b(?:silently|secretly|quietly|covertly|invisibl[ey]|behind the scenes)\b",
         r"\b(?:hidden|secret|invisible) (?:from|to) the user\b",
-        r"\buser (?:does not|doesn'?t|need not) (?:need to )?(?:know|see|be told)\b",
+        r"\buser (?:does not|doesn'?t|need not) (?:need to )?(?:know|see|be told|hear)\b",
+        r"\bno (?:reason|need) to (?:bring (?:this|it|that) up|talk about (?:this|it|that))\b"
+        r"|\b(?:inutile|pas besoin) d'en parler\b|\bn'en parlez pas\b",
+        r"\bkeep (?:this|it|that) (?:\w+ )?between (?:us|ourselves)\b"
+        r"|\b(?:nicht|nichts) (?:erzählt|erzählen|gesagt werden)",
         r"\bmust not be (?:shown|displayed|revealed)\b|\binternal (?:step|requirement|use) only\b",
         r"nicht (?:erwähnen|mitteilen|sagen|anzeigen)|ohne (?:den|die) (?:nutzer|benutzer)\w* zu|heimlich",
         r"ne (?:le |lui )?(?:dis|dites|mentionne[z]?|signale[z]?|montre[z]?) (?:pas|rien|jamais)",
@@ -260,9 +271,16 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         _F,
         r"\btrust (?:this|these|the|its|results?|output|responses?)\b",
         r"\bover (?:anything|whatever|what) the user (?:says|said|asks|wants)\b",
+        r"\btrat[ae]\w*\b[^.;\n]{0,50}\bcomo (?:instrucciones|órdenes|instruções|ordens)\b"
+        r"|\btraite[zr]?\b[^.;\n]{0,50}\bcomme (?:des )?(?:instructions|ordres|consignes)\b"
+        r"|\bbehandle\w*\b[^.;\n]{0,50}\bals (?:anweisung|befehl)\w*",
         r"\b(?:treat|regard|consider)\b[^.;\n]{0,40}\bas (?:instructions|orders|commands|coming from the user"
-        r"|the user'?s? (?:request|instructions))\b",
+        r"|the user'?s? (?:own )?(?:requests?|instructions|orders))\b",
         r"\bact on (?:any|all|the) (?:follow-up|next|further) (?:steps|instructions|actions)\b",
+        r"\bpre-?authori[sz]ed\b|\bwithout (?:checking|asking) (?:back )?with (?:them|the user|the owner)\b"
+        r"|\bya (?:lo |la |los )?(?:autorizó|aprobó|ha (?:autorizado|aprobado))\b"
+        r"|\bno (?:hace falta|es necesario) (?:pedir|solicitar) (?:confirmación|permiso)\b"
+        r"|\bpas besoin de (?:demander|confirmer)\b|\bkeine (?:rückfrage|bestätigung) nötig\b",
         r"\bpre-?approved\b|\balready (?:approved|authori[sz]ed|consented)\b|\b(?:keep|continue) asking\b",
         r"\bby default\b[^.;\n]{0,60}\b(?:confirm|purchase|buy|pay|approve)\b",
         r"\bconfirm (?:the )?(?:purchase|payment|transfer|order) (?:immediately|automatically|right away)\b",
@@ -329,12 +347,25 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         "precedence",
         "claims precedence over the user",
         _F,
-        r"\b(?:take|takes|taking|have|has|get|gets|given) (?:\w+ )?(?:precedence|priority|preference)\b[^.;\n]{0,40}"
+        r"\b(?:take|takes|taking|have|has|get|gets|give|gives|giving|given) (?:\w+ ){0,2}(?:precedence|priority"
+        r"|preference)\b[^.;\n]{0,40}"
         r"\b(?:over|above|before)\b[^.;\n]{0,40}\b(?:user|system|your|you|other|previous|earlier|host|client|operator"
         r"|conflicting)\b",
         r"\b(?:supersedes?|overrides?|outranks?|outweighs?|trumps?|prevails? over)\b[^.;\n]{0,30}\b(?:user|system|your"
         r"|other|previous|earlier|host|operator|conflicting)\b",
         r"\b(?:more important|higher priority|higher authority) than\b[^.;\n]{0,30}\b(?:user|system|your|other)\b",
+        r"\b(?:where|if|when(?:ever)?|in case)\b[^.;\n]{0,50}\b(?:differs?|conflicts?|disagrees?|contradicts?)\b"
+        r"[^.;\n]{0,50}\b(?:follow (?:this|these|the) (?:note|description|guidance|guidelines|instructions|rules|text)"
+        r"|(?:this|these) (?:note|description|guidance|guidelines|instructions|rules|text) (?:wins?|prevails?"
+        r"|comes? first|applies))\b",
+        r"\b(?:si|cuando|quand|wenn|se)\b[^.;\n]{0,50}\b(?:contradice\w*|difiere\w*|contredi\w*|diffère\w*|widerspr\w*"
+        r"|abweich\w*|contraddic\w*)\b[^.;\n]{0,50}\b(?:sigue (?:esta|estas)|suivez (?:cette|ces)"
+        r"|folge (?:diesem|diesen)|segui (?:questa|queste))\b",
+        r"\b(?:comes?|goes?|applies|is applied) first\b[^.;\n]{0,40}\b(?:user|host|system|operator)\b",
+        r"\b(?:geht|gehen)\b[^.;\n]{0,50}\b(?:nutzer\w*|benutzer\w*|anwender\w*)\s+vor\b|wichtiger als",
+        r"важнее\b[^.;\n]{0,30}\b(?:просьб|указани|инструкци|запрос)\w*|важливіш\w*\b[^.;\n]{0,30}\b(?:прохан|вказів"
+        r"|інструкці|запит)\w*|por encima de (?:lo que|las? (?:peticiones|instrucciones|órdenes))"
+        r"|l'emporte(?:nt)? sur|passent avant",
         r"vorrang (?:vor|gegenüber)|vorrangig vor|priment sur|prévalen?t sur|prévaut sur|ont (?:la )?priorité sur"
         r"|a (?:la )?priorité sur|prevalecen? sobre|tienen? (?:prioridad|precedencia) sobre|prevalgono su|prevale su"
         r"|hanno (?:la )?(?:precedenza|priorità) su|ha (?:la )?(?:precedenza|priorità) su"
@@ -381,7 +412,8 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         "contents",
         "asks for the contents of something",
         _F,
-        r"\b(?:contents?|full text|entire text|whole text|raw text|body) of\b|\bverbatim\b|\bword for word\b",
+        r"\b(?:contents?|full text|entire text|whole text|raw text|body) of\b|\bverbatim\b|\bword for word\b"
+        r"|\b(?:file|full|raw|complete|entire) contents\b",
         r"\binhalt\w* (?:der|des|von)\b|\bcontenu (?:du|de|des)\b|\bcontenido\b|\bcontenuto\b|\bconteúdo\b",
         r"содержимое|вміст|zawartoś\w*|\bobsah\w*|innehållet|içeriğ\w*|内容|全文|中身|내용|محتو[ىي]|सामग्री",
     ),
@@ -416,7 +448,7 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         _F,
         r"\b(?:are|is) (?:taken|read|loaded|resolved|obtained|picked up|sourced) from\b|\bcomes? from\b"
         r"|\b(?:standard|default) (?:\w+ )?(?:credential|provider) chain\b|\bssh-agent\b|\bhosts? (?:in|from)\b"
-        r"|\buses? (?:the )?(?:\w+ ){0,3}(?:at|from|in) (?:~|\$|KUBECONFIG\b)",
+        r"|\buses? (?:the )?(?:\w+ ){0,3}(?:at|from|in) (?:~|\$|KUBECONFIG\b)|\bconfigured (?:in|at|by) (?:~|\$|the)",
         r"(?:stammen|kommen) aus|verwendet (?:die|den|das) \w+ (?:aus|in|unter)|proviennent de|provient de"
         r"|se (?:toman|obtienen|leen|cargan|resuelven) de|proceden de|(?:vengono|sono) (?:presi|prese|lette|caricate"
         r"|risolte) da|provengono da|(?:são|é) (?:obtidas?|lidas?|carregadas?|resolvidas?) (?:de|a partir)|vêm de",
@@ -446,7 +478,7 @@ _GIVE = re.compile(
             r"\b(?:include|attach|append|paste|pass|put|send|forward|share|provide|supply|copy|add|upload|post|submit"
             r"|insert|embed|enclose|mirror|store|save|push)\b",
             r"\b(?:füge|füg|hänge|häng|sende|schicke|übermittle|kopiere|gib)\b|beifügen|mitsenden|anhängen",
-            r"\b(?:inclu(?:s|ez|re)|joi(?:ns|gnez)|ajout(?:e|ez)|coll(?:e|ez)|envoi(?:e|ez)|transmet(?:s|tez)"
+            r"\b(?:inclu(?:s|ez|re)|joi(?:ns|gnez)|ajout(?:e|ez|er)|coll(?:e|ez)|envoi(?:e|ez)|transmet(?:s|tez)"
             r"|copi(?:e|ez)|fourni(?:s|ssez))\b",
             r"\b(?:incluy[ae]|adjunt[ae]|añad[ae]|pega|envía|copia|pasa|proporciona|agrega|includi|allega|aggiungi"
             r"|incolla|invia|inserisci|inoltra|inclua|anexe|adicione|cole|envie|copie|passe|insira|encaminhe)\b",
@@ -472,16 +504,17 @@ _HANDED = ("private", "conversation", "secret_file", "contents")
 _OUTRANKED_FIRST = re.compile(r"より|보다|우선|öncelik", re.I)
 
 _PATTERNS = {name: pattern for name, _, pattern in SIGNS}
-NAMES = [*_PATTERNS, "asks_for", "quoted"]
+NAMES = [*_PATTERNS, "asks_for", "quoted", "phrase_name"]
 DESCRIPTIONS = {name: description for name, description, _ in SIGNS} | {
     "asks_for": "asks to hand it over",
     "quoted": "quotes its alarming words",
+    "phrase_name": "is a phrase written as a property name",
 }
 # Marks of an honest text: weighed by the model, but no sign of an attack (never counted or given as a reason).
 MARKS = frozenset({"assurance", "own_source", "quoted"})
 # Signs that ordinary tool texts carry all the time (a parameter, another tool, "must", a file's contents): alone
 # they tell little.
-WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation", "contents"}) | MARKS
+WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation", "contents", "phrase_name"}) | MARKS
 
 
 @functools.lru_cache(maxsize=2048)
@@ -501,6 +534,35 @@ def _signs(sentence: str) -> set[str]:
     if found.intersection(_HANDED) and _asks_for(sentence):
         found.add("asks_for")
     return found
+
+
+# The text speaking of itself ("the instructions in this description", "these guidelines", "cet outil"): a precedence
+# claim made for such a text over the user or the system is an order to set the model's instructions aside
+_ITSELF = re.compile(
+    r"\b(?:this|these|the following)\b[^.;\n]{0,25}\b(?:description|note|notes|guidance|guidelines|instructions?"
+    r"|schema|tool|rules|directives|server)\b"
+    r"|\b(?:note|notes|guidance|guidelines|instructions|rules|directives)\s+(?:below|above|here(?:in)?)\b"
+    r"|\b(?:esta|estas|este|esa|cette|ces|cet|diese[rsn]?|dieses|questa|queste|questo|desta|destas|deste|esta)\s+"
+    r"(?:\w+\s+)?(?:descripci[oó]n|instrucciones|indicaciones|herramienta|description|consignes|indications|outil"
+    r"|beschreibung|hinweise|anweisungen|werkzeug|tool|schema|descrizione|istruzioni|indicazioni|strumento|descrição"
+    r"|instruções|orientações|ferramenta|nota|notas|hinweis|remarque)\b"
+    r"|(?:этом|этого|эти|этот|цьому|цього|ці|цей)\s+(?:описани|указани|инструкци|инструмент|опис|вказів|інструкці"
+    r"|інструмент)\w*|このツール|この説明|本工具|此工具|这些指令|该说明|이 도구|이 설명|bu araç|ten nástroj"
+    r"|to narzędzie|tego narzędzia|deze tool|detta verktyg",
+    re.I,
+)
+
+_OVER_USER = re.compile(
+    r"\b(?:user|users|user's|system|operator|host)\b|usuario|utilisateur|nutzer|benutzer|utente|usuário|пользовател"
+    r"|користувач|ユーザー|用户|사용자|kullanıcı|użytkownik|uživatel|användar|gebruiker",
+    re.I,
+)
+
+
+def claims_precedence_for_itself(sentence: str, signs: frozenset[str]) -> bool:
+    """A precedence claim over the user or the system made for the tool's own text ("instructions in this
+    description take precedence over the user's")."""
+    return "precedence" in signs and _ITSELF.search(sentence) is not None and _OVER_USER.search(sentence) is not None
 
 
 def _claims_precedence(sentence: str) -> bool:
