@@ -496,6 +496,30 @@ def test_an_unreachable_upstream_is_reported_and_the_rest_still_syncs(tmp_path: 
     assert states["clock"]["state"] == "up" and len(states["clock"]["imported"]) == 2
 
 
+def test_a_server_that_failed_reads_down_while_it_retries(tmp_path: Path) -> None:
+    from toolrag.mcp.config import load_config
+    from toolrag.mcp.upstream import UpstreamPool
+
+    config = load_config(write_config(tmp_path, {"gone": {"command": str(tmp_path / "no-such-server")}}, {}))
+    states: list[str] = []
+
+    async def retried_twice() -> None:
+        async def ignore(server: str, tools: list[Any], instructions: str | None) -> None:
+            raise AssertionError("a server that cannot start lists no tools")
+
+        pool = UpstreamPool(config, ignore)
+        upstream = pool.upstreams["gone"]
+        async with anyio.create_task_group() as group:
+            await pool.run(group)
+            while upstream.reconnects < 3:  # each retry ends in a failure again; look between and during them
+                states.append(upstream.status().state)
+                await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+
+    anyio.run(retried_twice)
+    assert "down" in states and "connecting" not in states[states.index("down") :]
+
+
 @pytest.mark.parametrize(
     "text",
     [

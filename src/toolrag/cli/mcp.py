@@ -303,7 +303,7 @@ def probe_upstreams(settings: GatewayConfig) -> GatewayHealth:
         async def record(name: str) -> None:
             upstream = pool.upstreams[name]
             await upstream.attempted.wait()
-            # Taken as the attempt ends: a failed server retries after a backoff and would read "connecting".
+            # Taken as the first attempt ends: a later retry may have succeeded by the deadline.
             seen[name] = upstream.status()
 
         async with anyio.create_task_group() as group:

@@ -132,12 +132,15 @@ class Upstream:
                 await self._connected_session()
             except Exception as exc:
                 self._mark_down(_describe(exc))
+            else:
+                self._mark_down("the connection ended")
             if time.monotonic() - started > 30:
                 backoff = 0.5  # the connection had been healthy: retry quickly
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff_seconds)
             self.reconnects += 1
-            self._enter("connecting")
+            # A server that failed stays "down" while it retries (with its last error): "connecting" is the first
+            # attempt only, so a status taken at any moment says what the last attempt found.
 
     def _enter(self, state: State) -> None:
         if state != self.state:
