@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         ToolNotFoundError,
         ToolragError,
     )
-    from toolrag.model import CapabilityCard, Principal, SearchResult, SignalScores, Tool
+    from toolrag.model import CapabilityCard, Principal, Requirement, SearchResult, SignalScores, Tool
     from toolrag.registry import Selection, ToolRegistry, open_store
     from toolrag.search.config import SearchConfig
 
@@ -40,6 +40,7 @@ _WHERE = {
     "ToolragError": "toolrag.errors",
     "CapabilityCard": "toolrag.model",
     "Principal": "toolrag.model",
+    "Requirement": "toolrag.model",
     "SearchResult": "toolrag.model",
     "SignalScores": "toolrag.model",
     "Tool": "toolrag.model",
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidToolError",
     "ModelMismatchError",
     "Principal",
+    "Requirement",
     "SearchConfig",
     "SearchResult",
     "Selection",

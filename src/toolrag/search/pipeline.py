@@ -198,8 +198,11 @@ class Retriever:
     def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
         parts = self._intents(query)
         found, steps = self._candidates_and_steps(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
-        if steps and found.needs_tool:
-            return self._set_of_steps(index, steps, principal, found)
+        chosen_per_step = self._chosen_per_step(index, steps, principal, found) if found.needs_tool else []
+        if chosen_per_step:
+            whole = choose(found.items, self.probabilities(found), True, self.config, 1)
+            chosen = tools_of_steps([whole, *chosen_per_step], self.config.max_set_tools)
+            return [self._result(index, c, found.evidence) for c in chosen]
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
@@ -207,21 +210,23 @@ class Retriever:
             return [self._result(index, c, found.evidence) for c in chosen]
         return self._reformulate(index, query, principal, bound)
 
-    def _set_of_steps(
+    def _chosen_per_step(
         self, index: SearchIndex, steps: list[Step], principal: Principal, whole: Candidates
-    ) -> list[SearchResult]:
-        """A request of several steps (it needs a tool, decided on the whole request): each step's likeliest tools
-        as if it were a request of its own, in the order of the steps, within `SearchConfig.max_set_tools`."""
+    ) -> list[list[Chosen]]:
+        """What each step of a request of several would get as a request of its own: its likeliest tool, and its
+        next ones that reach `step_min_confidence`. A step that reads as small talk by itself ("Can you help me with
+        that?") is no step; none when fewer than two steps remain."""
         chosen_per_step = []
         for step in steps:
             found = Candidates(
                 step.items, self._evidence(index, principal, step.items, step.vector, whole.english), whole.english
             )
+            if not found.needs_tool:
+                continue
             chosen = choose(found.items, self.probabilities(found), True, self.config, self.config.k)
             floor = self.config.step_min_confidence
             chosen_per_step.append([c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor])
-        chosen = tools_of_steps(chosen_per_step, self.config.max_set_tools)
-        return [self._result(index, c, whole.evidence) for c in chosen]
+        return chosen_per_step if len(chosen_per_step) > 1 else []
 
     def _with_prerequisites(
         self, index: SearchIndex, results: list[SearchResult], principal: Principal
