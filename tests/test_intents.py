@@ -46,3 +46,17 @@ def test_each_intent_gets_its_tool(tmp_path, embedder: CountingEmbedder) -> None
     assert {"weather.forecast", "finance.exchange_rate"} <= {r.name for r in registry.search(request, anyone, k=2)}
     single = ToolRegistry(registry.store, embedder, SearchConfig(multi_intent=False, inject_all_below_tokens=0))
     assert len(single.search(request, anyone, k=2)) <= 2  # without the split, k bounds the whole request
+
+
+def test_a_set_follows_the_steps_and_keeps_every_steps_best_first() -> None:
+    from toolrag.search.cut import Chosen, Ranked
+    from toolrag.search.steps import tools_of_steps
+
+    def chosen(*positions: int) -> list[Chosen]:
+        return [Chosen(Ranked(p, 1.0, 0.5, 0.5), 0.9) for p in positions]
+
+    whole, first, second = chosen(7, 1), chosen(1, 2), chosen(3, 4)
+    assert [c.item.position for c in tools_of_steps(whole, [first, second], 8)] == [7, 1, 2, 3, 4]
+    # Short of room, every step keeps its likeliest before any keeps its second.
+    assert [c.item.position for c in tools_of_steps(whole, [first, second], 3)] == [7, 1, 3]
+    assert [c.item.position for c in tools_of_steps(chosen(3), [first, second], 8)] == [1, 2, 3, 4]

@@ -201,7 +201,7 @@ class Retriever:
         chosen_per_step = self._chosen_per_step(index, steps, principal, found) if found.needs_tool else []
         if chosen_per_step:
             whole = choose(found.items, self.probabilities(found), True, self.config, 1)
-            chosen = tools_of_steps([whole, *chosen_per_step], self.config.max_set_tools)
+            chosen = tools_of_steps(whole, chosen_per_step, self.config.max_set_tools)
             return [self._result(index, c, found.evidence) for c in chosen]
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)

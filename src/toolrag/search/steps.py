@@ -55,12 +55,18 @@ def merge_rankings(rankings: Sequence[list[Ranked]], limit: int) -> list[Ranked]
     return list(merged.values())[:limit]
 
 
-def tools_of_steps(chosen_per_step: Sequence[list[Chosen]], budget: int) -> list[Chosen]:
-    """Each step's chosen tools, at most `budget` in all (every step's likeliest is kept before any step's second),
-    in the order of the steps: the order an agent calls them in. A tool two steps chose comes once, with the first."""
-    kept: dict[int, tuple[int, int, Chosen]] = {}
-    for rank in range(max((len(chosen) for chosen in chosen_per_step), default=0)):
-        for step, chosen in enumerate(chosen_per_step):
-            if rank < len(chosen) and len(kept) < budget and chosen[rank].item.position not in kept:
-                kept[chosen[rank].item.position] = (step, rank, chosen[rank])
-    return [chosen for _, _, chosen in sorted(kept.values(), key=lambda entry: entry[:2])]
+def tools_of_steps(whole: list[Chosen], chosen_per_step: Sequence[list[Chosen]], budget: int) -> list[Chosen]:
+    """The whole request's chosen tools and each step's, at most `budget` in all (every one's likeliest is kept
+    before any one's second), in the order of the steps: the order an agent calls them in. A tool several steps
+    chose comes once, at the first; one only the whole request chose comes first."""
+    ranked = [whole, *chosen_per_step]
+    kept: dict[int, Chosen] = {}
+    for rank in range(max((len(chosen) for chosen in ranked), default=0)):
+        for chosen in ranked:
+            if rank < len(chosen) and len(kept) < budget:
+                kept.setdefault(chosen[rank].item.position, chosen[rank])
+    place: dict[int, tuple[int, int]] = {}
+    for step, chosen in enumerate(chosen_per_step):
+        for rank, one in enumerate(chosen):
+            place.setdefault(one.item.position, (step, rank))
+    return sorted(kept.values(), key=lambda one: place.get(one.item.position, (-1, 0)))
