@@ -201,6 +201,21 @@ def test_a_tool_posted_again_keeps_what_operators_set_that_it_leaves_out(api: tu
     assert registry.get("email.send").tenants == []
 
 
+def test_requirements_are_posted_patched_and_refused_when_bad(api: tuple[str, ToolRegistry]) -> None:
+    url, registry = api
+    posted = {"name": "reports.mail_summary", "description": "Mail a summary report.", "requires": ["email.send"]}
+    assert call(url, "POST", "/tools", ADMIN, json=[posted]).status_code == 200
+    assert [r.tool for r in registry.get("reports.mail_summary").requires] == ["email.send"]
+    patch = {"requires": [{"tool": "email.send", "parameter": "to", "optional": True}]}
+    patched = call(url, "PATCH", "/tools/reports.mail_summary", ADMIN, json=patch)
+    assert patched.status_code == 200 and patched.json()["requires"] == [patch["requires"][0]]
+    itself = call(url, "PATCH", "/tools/reports.mail_summary", ADMIN, json={"requires": ["reports.mail_summary"]})
+    assert itself.status_code == 422 and "requires itself" in itself.text
+    assert registry.get("reports.mail_summary").requires[0].optional  # nothing half-written
+    # Operators' wiring: a reader's view leaves it out (it may name tools the reader may not use).
+    assert call(url, "GET", "/tools/reports.mail_summary", READER).json()["requires"] == []
+
+
 def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegistry]) -> None:
     url, registry = api
     found = call(url, "POST", "/search", BILLING, json={"query": "refund the customer's payment", "session": "s1"})

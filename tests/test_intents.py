@@ -60,3 +60,25 @@ def test_a_set_follows_the_steps_and_keeps_every_steps_best_first() -> None:
     # Short of room, every step keeps its likeliest before any keeps its second.
     assert [c.item.position for c in tools_of_steps(whole, [first, second], 3)] == [7, 1, 3]
     assert [c.item.position for c in tools_of_steps(chosen(3), [first, second], 8)] == [1, 2, 3, 4]
+
+
+def test_every_step_brings_its_tool_and_the_cache_tells_cases_apart(tmp_path, embedder: CountingEmbedder) -> None:  # type: ignore[no-untyped-def]
+    """The review of issue 32's sets: a step whose best cosine is weak lost its tool, and the cache key lowercased
+    the request while steps are told apart by capitals after full stops."""
+    from toolrag import Tool
+
+    registry = ToolRegistry(tmp_path / "s.db", embedder, RETRIEVAL)
+    registry.register_many(
+        [
+            Tool(name="check_stock", description="How many units of a product are in stock."),
+            Tool(name="order_product", description="Place a purchase order for a product with a supplier."),
+            Tool(name="email_supplier", description="Send an e-mail to a supplier."),
+            Tool(name="weather", description="Weather forecast for a city."),
+        ]
+    )
+    anyone = Principal()
+    request = "Check the stock of blue mugs. Order fifty more mugs. Email the supplier about the delivery."
+    lower = [r.name for r in registry.search(request.lower(), anyone)]
+    steps = [r.name for r in registry.search(request, anyone)]
+    assert steps == ["check_stock", "order_product", "email_supplier"]
+    assert [r.name for r in registry.search(request.lower(), anyone)] == lower

@@ -118,9 +118,10 @@ class Requirement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tool: str = Field(min_length=1, max_length=128, description="the name of the tool needed")
+    tool: str = Field(pattern=TOOL_NAME_PATTERN.pattern, description="the name of the tool needed")
+    # An identifier, never prose: it reaches the model in `needed_as()` ("needed by X for `location`").
     parameter: str | None = Field(
-        default=None, max_length=128, description="the parameter of this tool its output fills, if one"
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$", description="the parameter its output fills, if one"
     )
     optional: bool = Field(default=False, description="the tool can run without it (it helps, or only sometimes)")
 
@@ -269,10 +270,12 @@ class Tool(BaseModel):
 
     def seen_by(self, tenant: str | None, everything: bool = False) -> Tool:
         """The tool as one tenant's principals may read it: without other tenants' example requests (their users'
-        words). `everything`: an operator's view, whole."""
-        if everything or all(e.tenant is None or e.tenant == tenant for e in self.examples):
+        words), the tools it requires (names of tools the reader may not use among them) and an MCP server's text
+        an operator replaced. `everything`: an operator's view, whole."""
+        if everything:
             return self
-        return self.model_copy(update={"examples": [e for e in self.examples if e.tenant in (None, tenant)]})
+        examples = [e for e in self.examples if e.tenant in (None, tenant)]
+        return self.model_copy(update={"examples": examples, "requires": [], "source_values": {}})
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Tool:

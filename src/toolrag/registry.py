@@ -508,7 +508,9 @@ class ToolRegistry:
     def search(
         self, query: str, principal: Principal | None = None, k: int | None = None, session: str | None = None
     ) -> list[SearchResult]:
-        """The tools for a request: at most k (default 3), possibly none when nothing is relevant.
+        """The tools for a request: at most k (default 3) for each step it asks for, with the tools they require,
+        at most `SearchConfig.max_set_tools` in all (search/steps.py, search/relations.py); possibly none when
+        nothing is relevant.
 
         `session` groups the searches and calls of one conversation in the usage log."""
         principal = principal or Principal.anonymous()

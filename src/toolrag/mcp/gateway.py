@@ -62,7 +62,12 @@ FIND_TOOLS = types.Tool(
                 "description": "what you want to do, in a sentence",
                 "maxLength": MAX_MESSAGE_CHARS,
             },
-            "k": {"type": "integer", "minimum": 1, "maximum": 5, "description": "how many tools at most"},
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 5,
+                "description": "how many tools at most for each step of the task",
+            },
         },
         "required": ["query"],
     },

@@ -59,7 +59,13 @@ class SearchConfig(BaseModel):
         le=100_000,
         description="search reads a request's first this many characters, data blobs left out (search/request.py)",
     )
-    k: int = Field(default=3, ge=1, le=MAX_K, description="tools returned at most (the adaptive cut may return fewer)")
+    k: int = Field(
+        default=3,
+        ge=1,
+        le=MAX_K,
+        description="tools returned at most for one step (the adaptive cut may return fewer); a request"
+        " of several steps, and the tools they require, get up to max_set_tools",
+    )
     mode: Mode = "hybrid"
     dense_weight: float = Field(default=0.8, ge=0.0, le=1.0)
     small_talk_quantile: float = Field(

@@ -139,7 +139,8 @@ class Retriever:
         query = self.searched(query)
         k = self.config.k if k is None else k
         index = self._snapshot()
-        key = (normalize_query(query), principal.visibility_key, index.serial, k)
+        # Case kept: steps are told apart by capitals after full stops ("... stock. Order ...").
+        key = (_SPACES.sub(" ", query).strip(), principal.visibility_key, index.serial, k)
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
@@ -174,15 +175,14 @@ class Retriever:
         return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
 
     def steps(self, query: str, principal: Principal) -> list[str]:
-        """The steps a request of several is searched in, each as a request of its own (none: it is one step)."""
+        """The steps search() delivers a request of several in, each as a request of its own (none: one step)."""
         query = self.searched(query)
-        parts = self._intents(query)
-        if len(parts) < 2:
-            return []
         index = self._snapshot()
-        return [
-            step.text for step in self._rank_intents(index, query, parts, principal, SPREAD_OVER, self.config.mode)[2]
-        ]
+        found, steps = self._candidates_and_steps(
+            index, query, self._intents(query), principal, SPREAD_OVER, self.config.mode
+        )
+        delivered = self._chosen_per_step(index, steps, principal, found, self.config.k) if found.needs_tool else []
+        return [step.text for step, _ in delivered]
 
     def probabilities(self, candidates: Candidates) -> list[float]:
         """The candidates' probabilities of being relevant; in lexical mode, with no cosines to read, their fused
@@ -198,10 +198,10 @@ class Retriever:
     def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
         parts = self._intents(query)
         found, steps = self._candidates_and_steps(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
-        chosen_per_step = self._chosen_per_step(index, steps, principal, found) if found.needs_tool else []
-        if chosen_per_step:
+        delivered = self._chosen_per_step(index, steps, principal, found, k) if found.needs_tool else []
+        if delivered:
             whole = choose(found.items, self.probabilities(found), True, self.config, 1)
-            chosen = tools_of_steps(whole, chosen_per_step, self.config.max_set_tools)
+            chosen = tools_of_steps(whole, [chosen for _, chosen in delivered], self.config.max_set_tools)
             return [self._result(index, c, found.evidence) for c in chosen]
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
@@ -211,22 +211,22 @@ class Retriever:
         return self._reformulate(index, query, principal, bound)
 
     def _chosen_per_step(
-        self, index: SearchIndex, steps: list[Step], principal: Principal, whole: Candidates
-    ) -> list[list[Chosen]]:
-        """What each step of a request of several would get as a request of its own: its likeliest tool, and its
-        next ones that reach `step_min_confidence`. A step that reads as small talk by itself ("Can you help me with
-        that?") is no step; none when fewer than two steps remain."""
-        chosen_per_step = []
+        self, index: SearchIndex, steps: list[Step], principal: Principal, whole: Candidates, k: int
+    ) -> list[tuple[Step, list[Chosen]]]:
+        """What each step of a request of several would get as a request of its own: its likeliest tool, and up to
+        `k` with those that reach `step_min_confidence`. A step that reads as small talk by itself ("Can you help me
+        with that?") is no step; none when fewer than two steps remain."""
+        delivered = []
         for step in steps:
             found = Candidates(
                 step.items, self._evidence(index, principal, step.items, step.vector, whole.english), whole.english
             )
             if not found.needs_tool:
                 continue
-            chosen = choose(found.items, self.probabilities(found), True, self.config, self.config.k)
+            chosen = choose(found.items, self.probabilities(found), True, self.config, k)
             floor = self.config.step_min_confidence
-            chosen_per_step.append([c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor])
-        return chosen_per_step if len(chosen_per_step) > 1 else []
+            delivered.append((step, [c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor]))
+        return delivered if len(delivered) > 1 else []
 
     def _with_prerequisites(
         self, index: SearchIndex, results: list[SearchResult], principal: Principal
@@ -238,14 +238,16 @@ class Retriever:
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
         usable = _usable(index, self.visibility.mask(index, principal))
         budget = max(self.config.max_set_tools, len(results))
-        entries = with_prerequisites(index, list(by_position), usable, budget)
+        plan = with_prerequisites(index, list(by_position), usable, budget)
         likelihood = {p: r.score for p, r in by_position.items()}
-        for position, why in entries[::-1]:  # a tool comes before what needs it: walk back to give it its needer's
-            if why is not None:
-                needed = likelihood.get(why.needed_by, 0.0) / (2 if why.requirement.optional else 1)
-                likelihood[position] = max(likelihood.get(position, 0.0), needed)
+        for position, _ in plan.entries[::-1]:  # needers come after what they need: each gets its needers' best
+            for edge in plan.edges:
+                if edge.needed_by == position and edge.position != position:
+                    needed = likelihood.get(position, 0.0) / (2 if edge.requirement.optional else 1)
+                    likelihood[edge.position] = max(likelihood.get(edge.position, 0.0), needed)
         return [
-            _in_set(index, by_position.get(position), position, why, likelihood[position]) for position, why in entries
+            _in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
+            for position, why in plan.entries
         ]
 
     def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
@@ -349,17 +351,18 @@ class Retriever:
     ) -> tuple[list[Ranked], FloatArray | None, list[Step]]:
         """The whole request's ranking, with each step's best tools merged in fairly (one query embedding more
         per step): the whole request's best tool, then each step's best, then the rest alternately; the whole
-        request's vector; and the steps (none when the request is one step)."""
+        request's vector; and the parts whose best tool is their own (none when the request is one step)."""
         whole, vector = self._rank(index, query, principal, limit, mode)
         if len(parts) < 2:
             return whole, vector, []
-        steps = trusted_steps(
-            [Step(part, *self._rank(index, part, principal, limit, mode)) for part in parts],
-            self.config.intent_min_similarity,
-        )
-        if not steps:
-            return whole, vector, []
-        return merge_rankings([whole, *(step.items for step in steps)], limit), vector, steps
+        ranked = [Step(part, *self._rank(index, part, principal, limit, mode)) for part in parts]
+        # The ranking merges in the parts that point at their tool with evidence; search() delivers every part
+        # with a tool of its own that passes the small-talk decision by itself (`_chosen_per_step`).
+        merged = trusted_steps(ranked, self.config.intent_min_similarity)
+        steps = trusted_steps(ranked, -1.0)
+        if not merged:
+            return whole, vector, steps
+        return merge_rankings([whole, *(step.items for step in merged)], limit), vector, steps
 
     def _rank(
         self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str

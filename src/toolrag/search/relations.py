@@ -21,57 +21,63 @@ MAX_DEPTH = 3  # prerequisites of prerequisites of prerequisites
 
 @dataclass(frozen=True)
 class Prerequisite:
-    """A tool added to a set because another one in it needs it."""
+    """One tool of a set needing another: `needed_by` requires `position`."""
 
     position: int
-    needed_by: int  # the position of the tool that needs it
+    needed_by: int
     requirement: Requirement
 
 
-def with_prerequisites(
-    index: SearchIndex, targets: Sequence[int], usable: BoolArray | None, budget: int
-) -> list[tuple[int, Prerequisite | None]]:
-    """`targets` (positions, in order) with the tools they require placed before each, at most `budget` tools in
-    all; the targets are kept whatever the budget. Optional requirements are added only when every required one
-    fits. Each entry: a position and why it is there (None: a target no tool of the set needs)."""
-    required = _walk(index, targets, usable, budget, set(targets), optional=False)
-    chosen = set(targets) | {p.position for p in required}
-    optional = _walk(index, targets, usable, budget, chosen, optional=True)
-    return _ordered(targets, [*required, *optional])
+@dataclass(frozen=True)
+class SetPlan:
+    """A set in the order to call it: each position with the requirement that placed it (None: retrieved), and
+    every requirement between two tools of the set."""
+
+    entries: list[tuple[int, Prerequisite | None]]
+    edges: list[Prerequisite]
 
 
-def _walk(
+def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolArray | None, budget: int) -> SetPlan:
+    """`targets` (positions, in order) with what they require, at most `budget` tools in all (the targets are kept
+    whatever the budget): first the required tools, then, room left, the optional ones with what they require;
+    each level breadth first, taking the targets' requirements in turn, so one long list does not use up the
+    budget."""
+    chosen = dict.fromkeys(targets)
+    for with_optional in (False, True):
+        frontier = list(chosen)
+        for _ in range(MAX_DEPTH):
+            frontier = _next_level(index, frontier, usable, budget, chosen, with_optional)
+    edges = [
+        Prerequisite(needed, position, requirement)
+        for position in chosen
+        for requirement in index.tools[position].requires
+        if (needed := _usable_position(index, requirement.tool, usable)) is not None and needed in chosen
+    ]
+    return SetPlan(_ordered(targets, edges), edges)
+
+
+def _next_level(
     index: SearchIndex,
-    targets: Sequence[int],
+    frontier: list[int],
     usable: BoolArray | None,
     budget: int,
-    chosen: set[int],
-    optional: bool,
-) -> list[Prerequisite]:
-    """What the set's tools need, breadth first so that a budget keeps the nearest: the required requirements, or
-    with `optional` the optional ones. A tool already in `chosen` (which grows) is an edge; a new one is added only
-    while the set is under `budget`."""
-    found: list[Prerequisite] = []
-    frontier, walked = list(targets), set(targets)
-    for _ in range(MAX_DEPTH):
-        following = []
-        for position in frontier:
-            for requirement in index.tools[position].requires:
-                needed = _usable_position(index, requirement.tool, usable)
-                # The required walk also keeps an optional edge to a tool already in the set: it orders the set.
-                kept = requirement.optional == optional or (not optional and needed in chosen)
-                if needed is None or not kept:
-                    continue
-                if needed not in chosen:
-                    if len(chosen) >= budget:
-                        continue
-                    chosen.add(needed)
-                found.append(Prerequisite(needed, position, requirement))
-                if needed not in walked:
-                    walked.add(needed)
-                    following.append(needed)
-        frontier = following
-    return found
+    chosen: dict[int, None],
+    with_optional: bool,
+) -> list[int]:
+    """The tools the frontier's requirements add to `chosen` (in place), taken in turn across the frontier."""
+    added: list[int] = []
+    lists = [index.tools[position].requires for position in frontier]
+    for rank in range(max((len(requires) for requires in lists), default=0)):
+        for requires in lists:
+            if rank >= len(requires) or len(chosen) >= budget:
+                continue
+            requirement = requires[rank]
+            needed = _usable_position(index, requirement.tool, usable)
+            if needed is None or needed in chosen or (requirement.optional and not with_optional):
+                continue
+            chosen[needed] = None
+            added.append(needed)
+    return added
 
 
 def _usable_position(index: SearchIndex, name: str, usable: BoolArray | None) -> int | None:
@@ -85,23 +91,21 @@ def _usable_position(index: SearchIndex, name: str, usable: BoolArray | None) ->
 
 def _ordered(targets: Sequence[int], edges: list[Prerequisite]) -> list[tuple[int, Prerequisite | None]]:
     """Each tool after the tools it needs, deepest first; a tool comes once, where it is first needed, with the
-    first edge that reached it."""
+    requirement that placed it there. In a cycle the tool met again is not placed twice, nor said to be needed."""
     needs: dict[int, list[Prerequisite]] = {}
-    reason: dict[int, Prerequisite] = {}
     for edge in edges:
         needs.setdefault(edge.needed_by, []).append(edge)
-        reason.setdefault(edge.position, edge)
     placed: set[int] = set()
     ordered: list[tuple[int, Prerequisite | None]] = []
 
-    def place(position: int) -> None:
+    def place(position: int, via: Prerequisite | None) -> None:
         placed.add(position)
         for edge in needs.get(position, []):
             if edge.position not in placed:
-                place(edge.position)
-        ordered.append((position, reason.get(position)))
+                place(edge.position, edge)
+        ordered.append((position, via))
 
     for target in targets:
         if target not in placed:
-            place(target)
+            place(target, None)
     return ordered

@@ -30,7 +30,16 @@ from toolrag.errors import (
     ToolragError,
 )
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, SearchResult, Strategy, Tool, utc_now
+from toolrag.model import (
+    MAX_EXAMPLE_CHARS,
+    ExampleRequest,
+    Principal,
+    Requirement,
+    SearchResult,
+    Strategy,
+    Tool,
+    utc_now,
+)
 from toolrag.monitor.reading import Reading
 from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
@@ -63,6 +72,7 @@ class ToolIn(BaseModel):
     not_for: str | None = None
     scopes: list[str] = Field(default_factory=list)
     tenants: list[str] = Field(default_factory=list)
+    requires: list[Requirement] = Field(default_factory=list, description="tools this one needs")
     return_direct: bool = False
 
 
@@ -79,6 +89,7 @@ class ToolPatch(BaseModel):
     examples: list[ExampleRequest] | None = None
     scopes: list[str] | None = None
     tenants: list[str] | None = None
+    requires: list[Requirement] | None = None
     active: bool | None = None
     version: int | None = Field(
         default=None,
