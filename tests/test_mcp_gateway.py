@@ -1013,3 +1013,60 @@ def test_issue31_text_that_changes_at_every_listing_is_imported_with_back_off_an
     # per tool: imported, then quarantined once; every later sync: one row for all of them
     assert len(rows) <= 2 * churning + counts["imports"], (len(rows), counts)
     assert any("20 quarantined tools changed again" in row.detail for row in rows), rows[:3]
+
+
+SHOP = [
+    ("shop.lookup_order", "Look up an order by its number: status, items, delivery date.", []),
+    ("shop.list_products", "List the products in the catalog with their prices.", []),
+    ("shop.cancel_order", "Cancel an order that has not shipped yet.", []),
+    ("shop.refund_payment", "Refund a customer's payment, in full or in part.", ["shop:refund"]),
+    ("weather.forecast", "The weather forecast for a city, for the next days.", []),
+]
+
+
+@pytest.fixture
+def shop_gateway(tmp_path: Path, embedder: Any) -> Iterator[Any]:
+    """A gateway over a registry of shop tools, one of them (`shop.refund_payment`) for scope shop:refund only."""
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import McpGateway
+    from toolrag.model import Tool
+
+    with ToolRegistry(tmp_path / "shop.db", embedder) as registry:
+        registry.register_many(
+            [Tool.parse({"name": n, "description": d, "scopes": s, "input_schema": {}}) for n, d, s in SHOP]
+        )
+        yield McpGateway(GatewayConfig(), registry)
+
+
+CLERK, CASHIER = Principal(user="clerk"), Principal(user="cashier", scopes=frozenset({"shop:refund"}))
+
+
+@pytest.mark.parametrize("query", ["shop.cancel_order", "SHOP.Cancel_Order", "`shop.cancel_order`"])
+def test_issue33_find_tools_returns_a_tool_named_exactly_at_once(shop_gateway: Any, query: str) -> None:
+    found = shop_gateway.find_tools(query, CLERK)
+    assert [t["name"] for t in found["tools"]] == ["shop.cancel_order"] and found["strategy"] == "name"
+    assert found["tools"][0]["inputSchema"] is not None and "call_tool" in found["next"]
+
+
+def test_issue33_find_tools_lists_a_prefix_in_name_order_bounded(shop_gateway: Any) -> None:
+    found = shop_gateway.find_tools("shop.*", CASHIER, k=5)
+    names = ["shop.cancel_order", "shop.list_products", "shop.lookup_order", "shop.refund_payment"]
+    assert [t["name"] for t in found["tools"]] == names and found["strategy"] == "name"
+    found = shop_gateway.find_tools("shop.*", CASHIER, k=2)
+    assert [t["name"] for t in found["tools"]] == names[:2]
+    assert "4 tools match 'shop.*'" in found["next"] and "longer prefix" in found["next"]
+    assert [t["name"] for t in shop_gateway.find_tools("shop.l*", CASHIER)["tools"]] == names[1:3]
+
+
+def test_issue33_a_name_or_prefix_tells_nothing_of_hidden_tools(shop_gateway: Any) -> None:
+    """The clerk may not refund: neither the exact name nor a prefix brings the tool, and the prefix's count is of
+    usable tools only."""
+    allowed = shop_gateway.find_tools("shop.refund_payment", CASHIER)
+    assert [t["name"] for t in allowed["tools"]] == ["shop.refund_payment"]
+    exact = shop_gateway.find_tools("shop.refund_payment", CLERK)
+    assert "shop.refund_payment" not in json.dumps(exact) and exact["strategy"] != "name"
+    for prefix, k in [("shop.*", 5), ("shop.r*", 3), ("shop.refund_payment*", 3)]:
+        found = shop_gateway.find_tools(prefix, CLERK, k=k)
+        assert "refund_payment" not in json.dumps(found), prefix
+    bounded = shop_gateway.find_tools("shop.*", CLERK, k=1)
+    assert "3 tools match" in bounded["next"]

@@ -524,6 +524,17 @@ class ToolRegistry:
             self.usage.record_retrieval(query, principal, results, session, step)
         return results
 
+    def named(
+        self, query: str, principal: Principal | None = None, limit: int = 3, session: str | None = None
+    ) -> tuple[list[SearchResult], int]:
+        """The usable tools a request names outright: its whole text is a tool's name, or a prefix ending in `*`
+        (`shop.*`); at most `limit` in name order, and how many matched (search/pipeline.py `Retriever.named`)."""
+        principal = principal or Principal.anonymous()
+        results, matched = self.retriever.named(query, principal, limit)
+        if results and self.usage is not None:
+            self.usage.record_retrieval(query, principal, results, session)
+        return results, matched
+
     def rank(
         self, query: str, principal: Principal | None = None, limit: int = 10, mode: str | None = None
     ) -> list[SearchResult]:

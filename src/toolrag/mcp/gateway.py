@@ -52,14 +52,14 @@ FIND_TOOLS = types.Tool(
     description=(
         "Search the tools available to you by what you want to do. Returns the best matching tools as MCP tool "
         "definitions (name, description, inputSchema); then run one with call_tool. Search again with other words "
-        "if none fits."
+        "if none fits. A tool's exact name, or a name prefix ending in * (server.*), returns those tools directly."
     ),
     input_schema={
         "type": "object",
         "properties": {
             "query": {
                 "type": "string",
-                "description": "what you want to do, in a sentence",
+                "description": "what you want to do, in a sentence; or a tool's name, or a prefix such as `shop.*`",
                 "maxLength": MAX_MESSAGE_CHARS,
             },
             "k": {
@@ -168,7 +168,9 @@ class McpGateway:
     def find_tools(
         self, query: str, principal: Principal, k: int | None = None, session: str | None = None
     ) -> dict[str, Any]:
-        results = self.registry.search(query, principal, k or self.settings.find_k, session)
+        limit = k or self.settings.find_k
+        named, matched = self.registry.named(query, principal, limit, session)
+        results = named or self.registry.search(query, principal, limit, session)
         if session is not None:  # what the model was shown, so the usage log knows whether a call was offered
             if len(self._found) > 10_000:
                 self._found.clear()
@@ -177,8 +179,8 @@ class McpGateway:
         waiting = self.not_ready_for(principal)
         answer: dict[str, Any] = {
             "tools": [as_mcp_tool(definitions[r.name], r.score, r.needed_as()) for r in results],
-            "strategy": results[0].strategy if results else "retrieval",
-            "next": _next_step(results),
+            "strategy": "name" if named else results[0].strategy if results else "retrieval",
+            "next": _named_step(query, named, matched) if named else _next_step(results),
         }
         if waiting:
             answer["not_ready"] = [_status_json(status) for status in waiting]
@@ -425,6 +427,15 @@ def _next_step(results: list[SearchResult]) -> str:
     if any(r.signals.needed_by for r in results):
         return "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"
     return "run one with call_tool(name, arguments)"
+
+
+def _named_step(query: str, named: list[SearchResult], matched: int) -> str:
+    if matched <= len(named):
+        return "run one with call_tool(name, arguments)"
+    return (
+        f"{matched} tools match {query.strip()!r}; these are the first {len(named)} by name: run one with"
+        " call_tool(name, arguments), or name a longer prefix for the others"
+    )
 
 
 def _status_json(status: UpstreamStatus) -> dict[str, Any]:

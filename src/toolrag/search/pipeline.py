@@ -55,6 +55,11 @@ def normalize_query(query: str) -> str:
     return _SPACES.sub(" ", query).strip().lower()
 
 
+def _whole_name(query: str) -> str:
+    """The request read as one tool name: lowercased, without quotes and a closing full stop."""
+    return normalize_query(query).strip(_QUOTES + ".")
+
+
 def _top(candidates: IntArray, scores: FloatArray, limit: int) -> list[int]:
     """Positions of the `limit` best candidates, best first (ties broken later by name)."""
     if len(candidates) > limit * 4:
@@ -155,6 +160,30 @@ class Retriever:
 
     def snapshot(self) -> SearchIndex:
         return self._snapshot()
+
+    def named(self, query: str, principal: Principal, limit: int) -> tuple[list[SearchResult], int]:
+        """The tools a request names outright, in name order: the whole request is a tool's name (any case), or a
+        name prefix ending in `*` (`shop.*`); at most `limit` of them, and how many matched. Only the tools the
+        principal may use are looked at, so neither a name nor a prefix tells anything of hidden tools."""
+        index = self._snapshot()
+        usable = _usable(index, self.visibility.mask(index, principal))
+        whole = _whole_name(query)
+        if whole.endswith("*"):
+            prefix = whole[:-1]
+            if not prefix or any(c in prefix for c in "* "):
+                return [], 0
+            searched = range(index.size) if usable is None else np.flatnonzero(usable).tolist()
+            positions = [p for p in searched if index.names[p].lower().startswith(prefix)]
+        else:
+            position = index.by_name.get(whole, -1)
+            exact = position >= 0 and index.names[position].lower() == whole
+            positions = [position] if exact and (usable is None or usable[position]) else []
+        positions.sort(key=lambda p: index.names[p])
+        found = [
+            SearchResult(name=tool.name, score=1.0, signals=SignalScores(name_match=True), card=tool.card())
+            for tool in (index.tools[p] for p in positions[:limit])
+        ]
+        return found, len(positions)
 
     def serves_all(self, principal: Principal) -> bool:
         """Whether the principal's whole catalog fits `SearchConfig.inject_all_below_tokens`."""
@@ -517,7 +546,7 @@ class Retriever:
     def _named(index: SearchIndex, query: str, visible: BoolArray | None) -> set[int]:
         """Tools the request names: the whole request is a tool name, or a word of it is an identifier-like name."""
         names = set()
-        whole = normalize_query(query).strip(_QUOTES + ".")
+        whole = _whole_name(query)
         if whole in index.by_name:
             names.add(index.by_name[whole])
         for word in query.split():
