@@ -1030,8 +1030,10 @@ def shop_gateway(tmp_path: Path, embedder: Any) -> Iterator[Any]:
     from toolrag.mcp.config import GatewayConfig
     from toolrag.mcp.gateway import McpGateway
     from toolrag.model import Tool
+    from toolrag.search.config import SearchConfig
 
-    with ToolRegistry(tmp_path / "shop.db", embedder) as registry:
+    # Without the `all` strategy: five tools would all come back for every request.
+    with ToolRegistry(tmp_path / "shop.db", embedder, SearchConfig(inject_all_below_tokens=0)) as registry:
         registry.register_many(
             [Tool.parse({"name": n, "description": d, "scopes": s, "input_schema": {}}) for n, d, s in SHOP]
         )
@@ -1070,3 +1072,18 @@ def test_issue33_a_name_or_prefix_tells_nothing_of_hidden_tools(shop_gateway: An
         assert "refund_payment" not in json.dumps(found), prefix
     bounded = shop_gateway.find_tools("shop.*", CLERK, k=1)
     assert "3 tools match" in bounded["next"]
+
+
+def test_issue33_a_tool_offered_in_this_conversation_is_said_to_be_available(shop_gateway: Any) -> None:
+    """Asked again (the same tool, or a follow-up below the cut), find_tools says to call the tool it offered,
+    not "no tool fits"; another conversation, and small talk, get the usual answers. (The follow-up reads as small
+    talk by 0.10, "thanks!" by 0.35: margins that other CPUs' kernels do not cross.)"""
+    first = shop_gateway.find_tools("what's the weather in Paris tomorrow", CLERK, session="s1")
+    assert [t["name"] for t in first["tools"]] == ["weather.forecast"] and "already" not in first["next"]
+    again = shop_gateway.find_tools("the weather forecast", CLERK, session="s1")
+    assert again["next"].startswith("already available: call weather.forecast directly")
+    follow_up = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s1")
+    assert follow_up["tools"] == [] and follow_up["next"].startswith("already available: call weather.forecast")
+    elsewhere = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s2")
+    assert elsewhere["next"] == "no tool fits: try other words"
+    assert shop_gateway.find_tools("thanks!", CLERK, session="s1")["next"] == "no tool fits: try other words"

@@ -171,6 +171,8 @@ class McpGateway:
         limit = k or self.settings.find_k
         named, matched = self.registry.named(query, principal, limit, session)
         results = named or self.registry.search(query, principal, limit, session)
+        offered = self._found.get(session, set()) if session is not None else set()
+        again = _offered_again(results, offered) or self._best_offered(query, principal, results, offered)
         if session is not None:  # what the model was shown, so the usage log knows whether a call was offered
             if len(self._found) > 10_000:
                 self._found.clear()
@@ -182,12 +184,28 @@ class McpGateway:
             "strategy": "name" if named else results[0].strategy if results else "retrieval",
             "next": _named_step(query, named, matched) if named else _next_step(results),
         }
+        if again:  # weaker models loop on "no tool fits" or on a list they already have
+            answer["next"] = (
+                f"already available: call {' or '.join(again)} directly with call_tool(name, arguments) (find_tools"
+                f" offered {'it' if len(again) == 1 else 'them'} earlier in this conversation); search again with"
+                " other words for another tool"
+            )
         if waiting:
             answer["not_ready"] = [_status_json(status) for status in waiting]
-            if not results:
+            if not results and not again:
                 answer["next"] = f"no tool fits yet: {_waiting_text(waiting)}; search again in a moment"
         note = searched_text(query, self.registry.config.max_request_chars).note
         return answer | ({"note": note} if note else {})
+
+    def _best_offered(
+        self, query: str, principal: Principal, results: list[SearchResult], offered: set[str]
+    ) -> list[str]:
+        """When the search found nothing, the usable tool that ranks first for the request if it was offered in
+        this conversation already (a rephrased request for it falls below the cut)."""
+        if results or not offered:
+            return []
+        ranked = self.registry.rank(query, principal, limit=1)
+        return [ranked[0].name] if ranked and ranked[0].name in offered else []
 
     def health(self, caller: Caller) -> dict[str, Any]:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
@@ -427,6 +445,12 @@ def _next_step(results: list[SearchResult]) -> str:
     if any(r.signals.needed_by for r in results):
         return "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"
     return "run one with call_tool(name, arguments)"
+
+
+def _offered_again(results: list[SearchResult], offered: set[str]) -> list[str]:
+    """The results' names when every one of them was offered in this conversation already (at most three)."""
+    found = [r.name for r in results if not r.signals.always_included]
+    return found[:3] if found and offered.issuperset(found) else []
 
 
 def _named_step(query: str, named: list[SearchResult], matched: int) -> str:
