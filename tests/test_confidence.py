@@ -239,3 +239,34 @@ def test_the_strategy_reaches_the_usage_log_and_the_command_line(tmp_path: Path,
     assert json.loads(found.stdout)["strategy"] == "all" and len(json.loads(found.stdout)["results"]) == len(GARDEN)
     shown = runner.invoke(app, ["search", "lock the door", "--store", str(store)])
     assert "strategy: all" in shown.stdout and "door.lock" in shown.stdout
+
+
+def test_issue33_an_explicit_k_wins_over_the_whole_catalog(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Without k a small catalog comes back whole; with k, in the library, the CLI, the HTTP API and find_tools, at
+    most k tools by retrieval."""
+    from fastapi.testclient import TestClient
+
+    from toolrag.access import Grant
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import McpGateway
+    from toolrag.server.app import create_app
+    from toolrag.server.config import ApiConfig
+
+    store = tmp_path / "garden.db"
+    registry = ToolRegistry(store, embedder)
+    registry.register_many(GARDEN)
+    request = "lock the front door please"
+    assert registry.select(request).strategy == "all"
+    for results in (registry.search(request, k=1), registry.select(request, k=1).results):
+        assert [(r.name, r.strategy) for r in results] == [("door.lock", "retrieval")]
+    assert registry.explain(request, k=1).delivered == ["door.lock"]
+    found = json.loads(CliRunner().invoke(app, ["search", request, "--store", str(store), "--json", "-k", "1"]).stdout)
+    assert found["strategy"] == "retrieval" and [r["name"] for r in found["results"]] == ["door.lock"]
+    token = Grant(token="tok-" + "x" * 20, role="agent")
+    client = TestClient(create_app(registry, ApiConfig(tokens={"bot": token})))
+    headers = {"Authorization": f"Bearer {token.token}"}
+    answer = client.post("/search", json={"query": request, "k": 1}, headers=headers).json()
+    assert answer["strategy"] == "retrieval" and len(answer["results"]) == 1
+    gateway = McpGateway(GatewayConfig(), registry)
+    assert gateway.find_tools(request, Principal.anonymous())["strategy"] == "all"
+    assert [t["name"] for t in gateway.find_tools(request, Principal.anonymous(), k=1)["tools"]] == ["door.lock"]

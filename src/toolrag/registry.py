@@ -510,7 +510,8 @@ class ToolRegistry:
     ) -> list[SearchResult]:
         """The tools for a request: at most k (default 3) for each step it asks for, with the tools they require,
         at most `SearchConfig.max_set_tools` in all (search/steps.py, search/relations.py); possibly none when
-        nothing is relevant.
+        nothing is relevant. Without k, all of them when the principal's whole catalog fits
+        `inject_all_below_tokens` (an explicit k wins).
 
         `session` groups the searches and calls of one conversation in the usage log."""
         principal = principal or Principal.anonymous()
@@ -571,8 +572,8 @@ class ToolRegistry:
         from toolrag.search.explain import explain
 
         principal = principal or Principal.anonymous()
-        k = self.config.k if k is None else k
         results = self.retriever.search(query, principal, k)
+        k = self.config.k if k is None else k
         index = self._snapshot()
         injected = tools_tokens(render([index.tools[index.by_name[r.name.lower()]] for r in results], fmt))
         catalog = self.catalog_tokens(principal, fmt)

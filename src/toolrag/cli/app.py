@@ -227,7 +227,15 @@ def search(
     user: Annotated[str | None, typer.Option(help="User the request is made for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
     scopes: ScopesOption = None,
-    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools at most.")] = 3,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            min=1,
+            max=MAX_K,
+            help="Tools at most (default 3; given, it wins over returning a small catalog whole).",
+        ),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="Injection format for the token count.")] = "openai",
     as_json: JsonOption = False,
 ) -> None:

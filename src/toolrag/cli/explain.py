@@ -31,7 +31,15 @@ def explain_command(
     user: Annotated[str | None, typer.Option(help="User the request is made for.")] = None,
     tenant: Annotated[str | None, typer.Option(help="The user's tenant.")] = None,
     scopes: ScopesOption = None,
-    k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools at most.")] = 3,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            min=1,
+            max=MAX_K,
+            help="Tools at most (default 3; given, it wins over returning a small catalog whole).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Why search() delivers what it does for a request: the ranking with every signal, why each ranked tool was

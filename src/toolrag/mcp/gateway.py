@@ -168,9 +168,10 @@ class McpGateway:
     def find_tools(
         self, query: str, principal: Principal, k: int | None = None, session: str | None = None
     ) -> dict[str, Any]:
-        limit = k or self.settings.find_k
-        named, matched = self.registry.named(query, principal, limit, session)
-        results = named or self.registry.search(query, principal, limit, session)
+        named, matched = self.registry.named(query, principal, k or self.settings.find_k, session)
+        # The client's k wins; without it, the whole catalog when it fits the budget, else find_k.
+        searched_k = k or (None if self.registry.retriever.serves_all(principal) else self.settings.find_k)
+        results = named or self.registry.search(query, principal, searched_k, session)
         offered = self._found.get(session, set()) if session is not None else set()
         again = _offered_again(results, offered) or self._best_offered(query, principal, results, offered)
         if session is not None:  # what the model was shown, so the usage log knows whether a call was offered

@@ -33,10 +33,10 @@ def find(
     try:
         parsed = loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
         query = str(parsed["query"])
-        k = int(parsed.get("k", 3))
+        k = None if parsed.get("k") is None else int(parsed["k"])
     except (ValueError, KeyError, TypeError):
         raise ToolragError('a tool search takes {"query": "...", "k": 3}') from None
-    return registry.search(query, principal, max(1, min(k, MAX_FOUND)), session=session)
+    return registry.search(query, principal, None if k is None else max(1, min(k, MAX_FOUND)), session=session)
 
 
 class Toolbox:

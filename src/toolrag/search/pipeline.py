@@ -141,18 +141,20 @@ class Retriever:
         self._lock = threading.Lock()
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
+        """At most `k` tools (None: `SearchConfig.k`, or the whole catalog when it fits the budget: an explicit k
+        wins over the `all` strategy)."""
         query = self.searched(query)
-        k = self.config.k if k is None else k
         index = self._snapshot()
         # Case kept: steps are told apart by capitals after full stops ("... stock. Order ...").
         key = (_SPACES.sub(" ", query).strip(), principal.visibility_key, index.serial, k)
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
-        if self.serves_all(principal):
+        if k is None and self.serves_all(principal):
             results = self._whole_catalog(index, query, principal)
         else:
-            results = self._with_prerequisites(index, self._retrieve(index, query, principal, k), principal)
+            limit = self.config.k if k is None else k
+            results = self._with_prerequisites(index, self._retrieve(index, query, principal, limit), principal)
         results.extend(self._always_included(index, principal, {r.name for r in results}))
         results = _flagged(query, results)
         self.cache.put(key, results)
