@@ -301,9 +301,10 @@ def fixture_config(tmp_path: Path) -> tuple[Path, Path]:
     return config, description
 
 
-def sync(config: Path) -> dict[str, Any]:
+def sync(config: Path, exit_code: int = 0) -> dict[str, Any]:
+    """The first upstream's row of `mcp sync --json` (exit code 2: it was not synced)."""
     result = runner.invoke(app, ["mcp", "sync", "--config", str(config), "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return dict(json.loads(result.stdout)[0])
 
 
@@ -488,12 +489,29 @@ def test_an_unreachable_upstream_is_reported_and_the_rest_still_syncs(tmp_path: 
         "clock": python_server("mcp_server_time", "--local-timezone", "UTC"),
     }
     config = write_config(tmp_path, servers, {}, connect_timeout_seconds=10)
-    states = {
-        row["server"]: row
-        for row in json.loads(runner.invoke(app, ["mcp", "sync", "-c", str(config), "--json"]).stdout)
-    }
-    assert states["gone"]["state"] == "down" and states["gone"]["error"]
+    synced = runner.invoke(app, ["mcp", "sync", "-c", str(config), "--json"])
+    states = {row["server"]: row for row in json.loads(synced.stdout)}
+    gone = states["gone"]
+    assert (gone["state"], gone["error"]) == ("down", f"command not found: {tmp_path}/no-such-server")
     assert states["clock"]["state"] == "up" and len(states["clock"]["imported"]) == 2
+    assert synced.exit_code == 2 and "1 of 2 upstreams not synced: gone (down: command not found" in synced.stderr
+
+
+def test_issue33_a_mistyped_command_is_named_in_one_line_and_sync_fails(tmp_path: Path) -> None:
+    """The only upstream's command does not exist: no traceback, no "Connection closed", and exit code 2."""
+    config = write_config(tmp_path, {"typo": {"command": "no-such-mcp-server"}}, {}, connect_timeout_seconds=10)
+    synced = runner.invoke(app, ["mcp", "sync", "-c", str(config)])
+    assert synced.exit_code == 2
+    assert "typo (down: command not found: no-such-mcp-server)" in synced.stderr
+    assert "Traceback" not in synced.output and "Connection closed" not in synced.output
+
+
+def test_issue33_the_relay_says_in_one_line_that_a_command_is_missing() -> None:
+    """The relay behind every stdio upstream, given a command that cannot start (found gone after the gateway's
+    check): one line on stderr, as a shell says it, and exit code 127."""
+    relayed = [sys.executable, "-m", "toolrag.mcp.relay", "--max-bytes", "100", "--", "no-such-mcp-server"]
+    result = subprocess.run(relayed, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (result.returncode, result.stderr, result.stdout) == (127, "command not found: no-such-mcp-server\n", "")
 
 
 def test_a_server_that_failed_reads_down_while_it_retries(tmp_path: Path) -> None:
@@ -910,7 +928,7 @@ def test_issue31_a_tool_list_is_bounded_in_bytes_time_and_tools_while_it_is_read
     ones are imported and the one read beyond them is refused."""
     servers = {"endless": hostile_server("pages")}
     config = write_config(tmp_path, servers, {"me": {"scopes": ["*"]}}, start_deadline_seconds=30, **limits)
-    row = sync(config)
+    row = sync(config, 2 if state == "down" else 0)
     assert row["state"] == state and reason in row["error"], row
     if state == "up":
         assert len(row["imported"]) == 30 and len(row["refused"]) == 1, row

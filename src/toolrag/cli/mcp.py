@@ -20,6 +20,8 @@ from toolrag.errors import ToolragError
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
     from toolrag.mcp.config import GatewayConfig
     from toolrag.mcp.gateway import McpGateway
+    from toolrag.mcp.importer import SyncReport
+    from toolrag.mcp.upstream import UpstreamStatus
 
 mcp_app = typer.Typer(help="Many MCP servers behind one small, permission-aware tool surface.", no_args_is_help=True)
 ConfigOption = Annotated[
@@ -71,7 +73,8 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
 
 @mcp_app.command()
 def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False) -> None:
-    """Connect to every upstream once and import its tools (new, changed, removed, flagged)."""
+    """Connect to every upstream once and import its tools (new, changed, removed, flagged). Exit code 2 when an
+    upstream was not synced (down, or not up by the start deadline): the others' tools are imported all the same."""
     import anyio
 
     from toolrag.mcp.importer import SyncReport
@@ -97,7 +100,12 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
                 for status, report in pairs
             ]
         )
-        return
+    else:
+        _print_sync(pairs)
+    _exit_unless_synced([status for status, _ in pairs])
+
+
+def _print_sync(pairs: list[tuple[UpstreamStatus, SyncReport]]) -> None:
     table = Table("server", "state", "imported", "unchanged", "quarantined", "deactivated", "refused")
     for status, report in pairs:
         state = f"{status.state}: {status.last_error}" if status.last_error else status.state
@@ -106,6 +114,16 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
     out.print(table)
     if any(report.quarantined for _, report in pairs):
         out.print("review with `toolrag mcp approve --list`, then `toolrag mcp approve NAME ...`")
+
+
+def _exit_unless_synced(statuses: list[UpstreamStatus]) -> None:
+    """Exit code 2, as `mcp status` has, with one line on stderr, when an upstream was not synced."""
+    failed = [status for status in statuses if status.state != "up"]
+    if not failed:
+        return
+    named = "; ".join(f"{s.name} ({s.state}" + (f": {s.last_error})" if s.last_error else ")") for s in failed)
+    err.print(f"{len(failed)} of {len(statuses)} upstreams not synced: {escape(named)}", highlight=False)
+    raise typer.Exit(2)
 
 
 @mcp_app.command()
@@ -289,7 +307,7 @@ def probe_upstreams(settings: GatewayConfig) -> GatewayHealth:
     own readiness), at most the configuration's `start_deadline_seconds`."""
     import anyio
 
-    from toolrag.mcp.upstream import UpstreamPool, UpstreamStatus
+    from toolrag.mcp.upstream import UpstreamPool
 
     counts: dict[str, int] = {}
 

@@ -26,7 +26,12 @@ _CHUNK = 65536
 
 def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | None = None) -> int:
     """Run `command`, copying its stdout to the file descriptor `out` with lines bounded; its exit status."""
-    server = subprocess.Popen(command, stdout=subprocess.PIPE)
+    try:
+        server = subprocess.Popen(command, stdout=subprocess.PIPE)
+    except OSError as exc:  # one line on the server's stderr, as a shell says it, not the relay's traceback
+        found = isinstance(exc, FileNotFoundError)
+        print(f"command not found: {command[0]}" if found else f"{command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127 if found else 126
     assert server.stdout is not None
     line = _Line()
     while chunk := os.read(server.stdout.fileno(), _CHUNK):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -191,6 +193,9 @@ class Upstream:
         cap = message_cap(settings.max_result_bytes)
         bounds = MessageBounds(settings.max_result_depth, settings.max_result_parts, settings.max_tools_per_server)
         if server.command is not None:
+            missing = _missing_command(server.command, server.env, server.cwd)
+            if missing is not None:  # said before a relay is started for it: the relay would only see it exit
+                raise UpstreamUnavailable(missing)
             limits = ["--max-bytes", str(cap), "--max-depth", str(bounds.max_depth)]
             limits += ["--max-parts", str(bounds.max_parts), "--max-tools", str(bounds.max_tools)]
             relayed = ["-m", "toolrag.mcp.relay", *limits, "--", server.command, *server.args]
@@ -350,9 +355,23 @@ class UpstreamPool:
         return [upstream.status() for upstream in self.upstreams.values()]
 
 
+def _missing_command(command: str, env: dict[str, str] | None, cwd: str | None) -> str | None:
+    """Why a stdio server's command cannot be run (not found, or not executable), or None when it can be: looked
+    up on the PATH the server is started with, or as a path from its working directory."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = os.path.join(cwd or os.getcwd(), command)  # an absolute command stays itself
+        if not os.path.isfile(path):
+            return f"command not found: {command}"
+        return None if os.access(path, os.X_OK) else f"command is not executable: {command}"
+    search_path = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return None if shutil.which(command, path=search_path) else f"command not found: {command}"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _describe(exc.exceptions[0])
+    if isinstance(exc, UpstreamUnavailable) and str(exc).strip():
+        return str(exc).strip().splitlines()[0]  # toolrag's own reason is a sentence already
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
