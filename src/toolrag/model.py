@@ -130,10 +130,6 @@ class Requirement(BaseModel):
     def _from_name(cls, value: Any) -> Any:
         return {"tool": value} if isinstance(value, str) else value
 
-    def described(self) -> str:
-        """The requirement in a sentence's words: "for `location`", or "" when it fills no named parameter."""
-        return f"for `{self.parameter}`" if self.parameter else ""
-
 
 class Tool(BaseModel):
     """One tool of the registry: what it does, who may use it, and the full schema injected when selected."""

@@ -95,7 +95,7 @@ def explain(
     """`delivered`: what search() returned for this request and principal (with k at most `k`)."""
     searched = searched_text(query, retriever.config.max_request_chars)
     index = retriever.snapshot()
-    found = retriever.candidates(query, principal, RANKED)
+    found, steps = retriever.candidates_and_steps(query, principal, RANKED)
     probabilities = retriever.probabilities(found)
     returned = {result.name for result in delivered}
     embedder = index.embedder or retriever.embedder
@@ -133,7 +133,7 @@ def explain(
         decision=_decision(found.needs_tool, found.evidence, delivered),
         calibrated=fitted_for(searched.text),
         delivered=[result.name for result in delivered],
-        steps=retriever.steps(query, principal),
+        steps=steps,
         needed={result.name: why for result in delivered if (why := result.needed_as())},
         ranking=ranking,
         hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],

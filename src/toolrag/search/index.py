@@ -327,6 +327,13 @@ class SearchIndex:
         """Whether a live tool's lexical text holds `term`."""
         return self.lexical.knows(term, self.live)
 
+    def position_named(self, name: str) -> int | None:
+        """The live position of the tool named `name` in any case (names are unique regardless of case)."""
+        position = self.by_name.get(name.lower())
+        if position is None or self.names[position].lower() != name.lower():
+            return None
+        return position
+
     def position_of(self, name: str) -> int | None:
         """The live position of the tool named exactly `name`."""
         position = self.by_name.get(name.lower())

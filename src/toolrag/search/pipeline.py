@@ -177,9 +177,8 @@ class Retriever:
             searched = range(index.size) if usable is None else np.flatnonzero(usable).tolist()
             positions = [p for p in searched if index.names[p].lower().startswith(prefix)]
         else:
-            position = index.by_name.get(whole, -1)
-            exact = position >= 0 and index.names[position].lower() == whole
-            positions = [position] if exact and (usable is None or usable[position]) else []
+            position = index.position_named(whole)
+            positions = [position] if position is not None and (usable is None or usable[position]) else []
         positions.sort(key=lambda p: index.names[p])
         found = [
             SearchResult(name=tool.name, score=1.0, signals=SignalScores(name_match=True), card=tool.card())
@@ -205,15 +204,16 @@ class Retriever:
         index = self._snapshot()
         return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
 
-    def steps(self, query: str, principal: Principal) -> list[str]:
-        """The steps search() delivers a request of several in, each as a request of its own (none: one step)."""
+    def candidates_and_steps(self, query: str, principal: Principal, limit: int) -> tuple[Candidates, list[str]]:
+        """`candidates()`, and the steps search() delivers a request of several in, each searched as a request of
+        its own (none: one step): one ranking for both (explain)."""
         query = self.searched(query)
         index = self._snapshot()
         found, steps = self._candidates_and_steps(
-            index, query, self._intents(query), principal, SPREAD_OVER, self.config.mode
+            index, query, self._intents(query), principal, limit, self.config.mode
         )
         delivered = self._chosen_per_step(index, steps, principal, found, self.config.k) if found.needs_tool else []
-        return [step.text for step, _ in delivered]
+        return found, [step.text for step, _ in delivered]
 
     def probabilities(self, candidates: Candidates) -> list[float]:
         """The candidates' probabilities of being relevant; in lexical mode, with no cosines to read, their fused

@@ -81,12 +81,8 @@ def _next_level(
 
 
 def _usable_position(index: SearchIndex, name: str, usable: BoolArray | None) -> int | None:
-    position = index.by_name.get(name.lower())
-    if position is None or index.names[position].lower() != name.lower():
-        return None
-    if usable is not None and not usable[position]:
-        return None
-    return position
+    position = index.position_named(name)
+    return None if position is None or (usable is not None and not usable[position]) else position
 
 
 def _ordered(targets: Sequence[int], edges: list[Prerequisite]) -> list[tuple[int, Prerequisite | None]]:
