@@ -82,8 +82,7 @@ class Remembered(DelegatingEmbedder):
 
 
 def measure(registry: ToolRegistry, benchmark: BenchmarkSet, config: SearchConfig) -> dict[str, Any]:
-    registry.retriever.config = config
-    registry.retriever.cache.clear()
+    registry.retriever.use_config(config)
     anyone = Principal.anonymous()
     scores, empty = [], 0
     for query in benchmark.queries:

@@ -108,10 +108,10 @@ def collect(args: argparse.Namespace) -> None:
         for number, (request_id, text, lang, relevant) in enumerate(asked):
             needs_tool = {}
             for quantile in QUANTILES:
-                registry.retriever.config = config.model_copy(update={"small_talk_quantile": quantile})
+                registry.retriever.use_config(config.model_copy(update={"small_talk_quantile": quantile}))
                 found = registry.retriever.candidates(text, anyone)
                 needs_tool[str(quantile)] = found.needs_tool
-            registry.retriever.config = config
+            registry.retriever.use_config(config)
             found = registry.retriever.candidates(text, anyone)
             requests.append(
                 {

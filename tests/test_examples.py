@@ -60,8 +60,7 @@ def test_an_example_of_every_tenant_serves_all_and_can_be_turned_off(registry: T
     registry.add_example("weather.forecast", REQUEST)
     assert registry.search(REQUEST, GLOBEX)[0].name == "weather.forecast"
     assert registry.search(REQUEST, Principal.anonymous())[0].name == "weather.forecast"
-    registry.retriever.config = registry.config.model_copy(update={"example_views": False})
-    registry.retriever.cache.clear()
+    registry.retriever.use_config(registry.config.model_copy(update={"example_views": False}))
     assert registry.search(REQUEST, GLOBEX) == []
 
 

@@ -90,8 +90,7 @@ def test_a_memory_learned_with_another_model_is_ignored(used: ToolRegistry, embe
     learning.learn_from_usage()
     memory = learning.retriever.memory
     assert memory is not None
-    learning.retriever.memory = UsageMemory("another-model", memory.vectors, memory.tools, memory.learners)
-    learning.retriever.cache.clear()
+    learning.retriever.use_memory(UsageMemory("another-model", memory.vectors, memory.tools, memory.learners))
     assert _gap(learning) == gap
 
 

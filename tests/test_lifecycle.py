@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolNotFoundError, ToolRegistry, open_store
+from toolrag.catalog.edits import retry_on_conflict
 from toolrag.cli.app import app
 from toolrag.embed import UniversalSentenceEncoder
 from toolrag.embed.base import Vectors
 from toolrag.errors import EditConflictError
 from toolrag.monitor.validate import validate
-from toolrag.registry import retry_on_conflict
 from toolrag.store.base import IndexModel
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool

@@ -118,7 +118,7 @@ def test_prerequisites_come_before_the_tool_that_needs_them_and_say_why(record_r
 def test_the_budget_bounds_the_set(record_registry: ToolRegistry) -> None:
     small = ToolRegistry(record_registry.store, record_registry.embedder, RETRIEVAL.model_copy(update={"k": 1}))
     small.config = small.config.model_copy(update={"max_set_tools": 2})
-    small.retriever.config = small.config
+    small.retriever.use_config(small.config)
     names = [r.name for r in small.search("send the invoice about the spring offsite to dana@example.com", ANYONE)]
     assert len(names) == 2 and names[-1] == "share_invoice_by_email"
 

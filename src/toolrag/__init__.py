@@ -22,8 +22,9 @@ if TYPE_CHECKING:
         ToolNotFoundError,
         ToolragError,
     )
+    from toolrag.inject.budget import Selection
     from toolrag.model import CapabilityCard, Principal, Requirement, SearchResult, SignalScores, Tool
-    from toolrag.registry import Selection, ToolRegistry, open_store
+    from toolrag.registry import ToolRegistry, open_store
     from toolrag.search.config import SearchConfig
 
 _WHERE = {
@@ -44,7 +45,7 @@ _WHERE = {
     "SearchResult": "toolrag.model",
     "SignalScores": "toolrag.model",
     "Tool": "toolrag.model",
-    "Selection": "toolrag.registry",
+    "Selection": "toolrag.inject.budget",
     "ToolRegistry": "toolrag.registry",
     "open_store": "toolrag.registry",
     "SearchConfig": "toolrag.search.config",

@@ -253,8 +253,7 @@ def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -
 def _run_mode(
     registry: ToolRegistry, benchmark: BenchmarkSet, mode: str, principal: Principal, progress: Progress | None
 ) -> tuple[ModeReport, list[float]]:
-    registry.retriever.config = registry.config.model_copy(update={"mode": mode})
-    registry.retriever.cache.clear()
+    registry.retriever.use_config(registry.config.model_copy(update={"mode": mode}))
     scores: list[QueryScores] = []
     latencies: list[float] = []
     injected: list[int] = []

@@ -15,14 +15,19 @@ a person approved each one. Measured: docs/benchmarks.md "Example requests".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from toolrag.model import ExampleRequest
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from toolrag.store.usage import UsedRequest
 
 _CHUNK_ROWS = 4096
 
@@ -122,3 +127,18 @@ class ExampleViews:
         cosines = self.vectors[[rows[n] for n in mine]] @ vector
         best = int(np.argmax(cosines))
         return mine[best], float(cosines[best])
+
+
+def promotable_requests(
+    name: str, examples: Sequence[ExampleRequest], used: Iterable[UsedRequest]
+) -> list[tuple[str | None, str]]:
+    """(tenant, request) of the logged requests in `used` after which the tool `name` was called successfully,
+    in their order (newest first), without those already among its `examples`: the candidates to promote."""
+    known = {(e.text.casefold(), e.tenant) for e in examples}
+    found: dict[tuple[str, str | None], tuple[str | None, str]] = {}
+    for request in used:
+        text = " ".join(request.request.split())
+        key = (text.casefold(), request.tenant)
+        if request.tool == name and text and key not in known:
+            found.setdefault(key, (request.tenant, text))
+    return list(found.values())

@@ -20,6 +20,7 @@ from toolrag.model import Principal, SearchResult, Tool
 from toolrag.search.confidence import fitted_for
 from toolrag.search.cut import Ranked
 from toolrag.search.dense import dense_scores
+from toolrag.search.filter import visibility_mask
 from toolrag.search.groups import group_of
 from toolrag.search.index import SearchIndex
 from toolrag.search.request import searched_text
@@ -193,7 +194,7 @@ def _unstemmed(words: set[str], tool: Tool) -> set[str]:
 def _hidden(retriever: Retriever, index: SearchIndex, vector: np.ndarray, principal: Principal) -> list[HiddenTool]:
     """The tools nearest the request by cosine that the principal may not use, with the rule that hides each."""
     cosines = dense_scores(index, vector, index.live)
-    visible = retriever.visibility.mask(index, principal)
+    visible = visibility_mask(index, principal)
     hidden: list[HiddenTool] = []
     for position in np.argsort(-cosines).tolist():
         if len(hidden) == HIDDEN or not np.isfinite(cosines[position]):

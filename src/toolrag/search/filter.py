@@ -6,47 +6,45 @@ ranks or counts a tool outside the mask.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
-from toolrag.model import Principal
+from toolrag.model import Principal, Tool
+from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
 
-_MAX_CACHED_PRINCIPALS = 256
+# Per snapshot, by the principal's visibility key: principals that share tenant and scopes share a mask.
+MASKS: Slot[BoolArray | None] = Slot("visibility masks")
+# The latest mask of each visibility key in this lineage, with the size it was computed at: a snapshot that follows
+# a change of the one before extends that mask, checking only the appended positions.
+LATEST_MASKS: Slot[tuple[int, BoolArray | None]] = Slot("latest visibility masks", carried=True)
 
 
-class VisibilityFilter:
-    """Masks per (snapshot, tenant, scopes), cached: principals that share tenant and scopes share a mask. A
-    snapshot that follows a change of the one before (same lineage) extends that one's mask: only the appended
-    positions are checked."""
+def visibility_mask(index: SearchIndex, principal: Principal) -> BoolArray | None:
+    """The positions of `index` the principal may see (None: all), computed once per snapshot and visibility key."""
+    key = principal.visibility_key
+    return index.derived.get(MASKS, key, lambda: _mask(index, principal))
 
-    def __init__(self) -> None:
-        self._cache: OrderedDict[tuple[object, ...], BoolArray | None] = OrderedDict()
-        self._latest: OrderedDict[tuple[object, ...], tuple[int, int, BoolArray | None]] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def mask(self, index: SearchIndex, principal: Principal) -> BoolArray | None:
-        key = (index.serial, principal.visibility_key)
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-            latest = self._latest.get(principal.visibility_key)
-        if latest is not None and latest[0] == index.lineage and latest[1] <= index.size:
-            mask = extended_mask(index, principal, latest[2], latest[1])
-        else:
-            mask = compute_mask(index, principal)
-        with self._lock:
-            self._cache[key] = mask
-            self._latest[principal.visibility_key] = (index.lineage, index.size, mask)
-            self._latest.move_to_end(principal.visibility_key)
-            for cache in (self._cache, self._latest):
-                while len(cache) > _MAX_CACHED_PRINCIPALS:
-                    cache.popitem(last=False)
-        return mask
+def partition(index: SearchIndex, principal: Principal) -> tuple[list[Tool], list[Tool]]:
+    """(the live tools of `index` the principal may use, the live tools it may not)."""
+    mask = visibility_mask(index, principal)
+    if mask is None:
+        return list(index.tools), []
+    hidden = ~mask if index.live is None else ~mask & index.live
+    return [index.tools[i] for i in np.flatnonzero(mask).tolist()], [
+        index.tools[i] for i in np.flatnonzero(hidden).tolist()
+    ]
+
+
+def _mask(index: SearchIndex, principal: Principal) -> BoolArray | None:
+    found, latest = index.derived.peek(LATEST_MASKS, principal.visibility_key)
+    if found and latest[0] <= index.size:
+        mask = extended_mask(index, principal, latest[1], latest[0])
+    else:
+        mask = compute_mask(index, principal)
+    index.derived.replace(LATEST_MASKS, principal.visibility_key, (index.size, mask))
+    return mask
 
 
 def compute_mask(index: SearchIndex, principal: Principal) -> BoolArray | None:

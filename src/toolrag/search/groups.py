@@ -8,8 +8,11 @@ none, keeps its own score, so registries without groups rank exactly as before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from toolrag.errors import ConfigError
 from toolrag.model import Tool
 from toolrag.search.lexical import FloatArray, IntArray
 from toolrag.search.text import split_identifier
@@ -26,6 +29,14 @@ def group_of(tool: Tool) -> str | None:
 def group_text(name: str, description: str) -> str:
     """What the embedding model reads for a group's description vector."""
     return f"{split_identifier(name)}: {description}"
+
+
+def checked_descriptions(descriptions: Mapping[str, str | None]) -> Mapping[str, str | None]:
+    """Group descriptions to write (None forgets one); a blank one is refused."""
+    for name, text in descriptions.items():
+        if text is not None and not text.strip():
+            raise ConfigError(f"group {name!r}: the description is blank (use None to remove it)")
+    return descriptions
 
 
 def blend_groups(group_ids: IntArray, fused: FloatArray, descriptions: FloatArray, weight: float) -> FloatArray:

@@ -24,6 +24,7 @@ from toolrag.embed.base import Embedder
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.ann import GraphSlot
+from toolrag.search.derived import Derived
 from toolrag.search.examples import ExampleViews
 from toolrag.search.groups import group_of
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray, LexicalIndex
@@ -275,10 +276,12 @@ class SearchIndex:
     # Snapshots derived from one another by `changed` share a lineage: their positions mean the same tools.
     lineage: int = field(default_factory=lambda: next(_LINEAGES))
     graph: GraphSlot = field(default_factory=GraphSlot)  # the base rows' approximate index, once built
-    # Unique to this object in this process, copies by `replace` included: what is derived from a snapshot is kept
-    # under its serial. Neither the generation (a snapshot opened anew keeps it) nor `id()` (a freed snapshot's
-    # address is given to the next) tells two snapshots apart.
+    # Unique to this object in this process, copies by `replace` included: the query cache's keys hold it. Neither
+    # the generation (a snapshot opened anew keeps it) nor `id()` (a freed snapshot's address is given to the next)
+    # tells two snapshots apart.
     serial: int = field(init=False, default_factory=lambda: next(_SERIALS), compare=False, repr=False)
+    # What is derived from this snapshot (search/derived.py): created with it, fresh in a copy by `replace`.
+    derived: Derived = field(init=False, default_factory=Derived, compare=False, repr=False)
 
     @classmethod
     def build(

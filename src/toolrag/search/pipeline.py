@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,14 +27,15 @@ from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import dense_scores
+from toolrag.search.derived import Slot
 from toolrag.search.feedback import UsageMemory, learner_of
-from toolrag.search.filter import VisibilityFilter
+from toolrag.search.filter import visibility_mask
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
-from toolrag.search.relations import Prerequisite, with_prerequisites
+from toolrag.search.relations import Prerequisite, requirements, with_prerequisites
 from toolrag.search.request import searched_text
 from toolrag.search.route import CategoryRouter
 from toolrag.search.steps import Step, merge_rankings, tools_of_steps, trusted_steps
@@ -46,9 +46,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolrag.search")
 GROUPED_HEAD = 256  # candidates that take part in group ranking
-_MAX_LEVELS = 256  # sets of visible tools whose small-talk levels are kept
 _QUOTES = "\"'`()[]{}<>,;:!?"
 _SPACES = re.compile(r"\s+")
+# Derived from a snapshot and kept in it (search/derived.py): once per snapshot, levels per visibility and quantile.
+SMALL_TALK_REFERENCE: Slot[SmallTalkReference | None] = Slot("small-talk reference")
+SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
+VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
 
 
 def normalize_query(query: str) -> str:
@@ -110,8 +113,56 @@ def _in_set(
     return SearchResult(name=tool.name, score=round(likelihood, 4), signals=SignalScores(**needed), card=tool.card())
 
 
+@dataclass(frozen=True)
+class _Scored:
+    """A request's scores over the snapshot's positions, from which its ranking's items are read."""
+
+    fused: FloatArray
+    dense: FloatArray  # cosines with the tools' texts and the principal's examples
+    text_dense: FloatArray  # cosines with the tools' own texts
+    coverage: FloatArray
+    matched_terms: IntArray
+
+    def ranked(
+        self, index: SearchIndex, position: int, named: bool, routed: set[str], lead: float, tokens: list[str]
+    ) -> Ranked:
+        category = index.categories[position]
+        return Ranked(
+            position=position,
+            score=1.0 if named else round(float(self.fused[position]), 6),
+            dense=max(0.0, float(self.dense[position])),
+            lexical=float(self.coverage[position]),
+            name_match=named,
+            routed_category=category if category in routed else None,
+            dense_lead=lead,
+            matched_terms=int(self.matched_terms[position]),
+            request_terms=len(set(tokens)),
+            text_dense=max(0.0, float(self.text_dense[position])),
+        )
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """One request as the ranking reads it, built once by search(), rank() and their kin: the snapshot searched,
+    what is searched for (the request, one of its steps, a rephrasing), who asks and what they may see and use."""
+
+    index: SearchIndex
+    text: str
+    principal: Principal
+    visible: BoolArray | None  # positions the principal may see (None: all)
+    usable: BoolArray | None  # ... and that are live
+    english: bool  # the request's language (the whole request's for its steps): its small-talk level
+    mode: str  # hybrid, dense or lexical
+    limit: int  # candidates ranked
+
+    def about(self, text: str) -> RequestContext:
+        """The same request, ranking `text`: one of its steps."""
+        return replace(self, text=text)
+
+
 class Retriever:
-    """Searches the latest snapshot that `snapshot()` provides; thread-safe."""
+    """Searches the latest snapshot that `snapshot()` provides; thread-safe. What is derived from a snapshot is kept
+    in it (search/derived.py); the query cache, by snapshot serial, is the retriever's own."""
 
     def __init__(
         self,
@@ -128,17 +179,31 @@ class Retriever:
         self._fixed_vectors = fixed_vectors
         self._catalog_fits = catalog_fits
         self.rewriter = rewriter
-        self.memory: UsageMemory | None = None  # set by ToolRegistry.learn_from_usage
+        self.memory: UsageMemory | None = None  # `use_memory`: what ToolRegistry.learn_from_usage learned
         self.embedder = embedder
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
-        self.visibility = VisibilityFilter()
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
-        self._reference: tuple[int, SmallTalkReference | None] | None = None
-        self._levels: OrderedDict[tuple[object, ...], Levels] = OrderedDict()
-        self._vocabulary: tuple[int, Vocabulary] | None = None
         self._warned_generation = -1
-        self._lock = threading.Lock()
+
+    # -- what the retriever searches with -------------------------------------------------------------------------
+
+    def use_config(self, config: SearchConfig) -> None:
+        """Search with `config` from now on (an evaluation of each mode, an ablation); cached results are dropped."""
+        self.config = config
+        self.router = CategoryRouter.from_config(config.routes)
+        self.cache.clear()
+
+    def use_memory(self, memory: UsageMemory | None) -> None:
+        """Adjust scores with what the usage log taught (search/feedback.py); cached results are dropped."""
+        self.memory = memory
+        self.cache.clear()
+
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Embed requests with `embedder` where a snapshot names no model of its own (the index switched models)."""
+        self.embedder = embedder
+
+    # -- searching ------------------------------------------------------------------------------------------------
 
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         """At most `k` tools (None: `SearchConfig.k`, or the whole catalog when it fits the budget: an explicit k
@@ -151,11 +216,13 @@ class Retriever:
         if cached is not None:
             return list(cached)
         if k is None and self.serves_all(principal):
-            results = self._whole_catalog(index, query, principal)
+            request = self._request(index, query, principal, index.size, self.config.mode)
+            results = self._whole_catalog(request)
         else:
             limit = self.config.k if k is None else k
-            results = self._with_prerequisites(index, self._retrieve(index, query, principal, limit), principal)
-        results.extend(self._always_included(index, principal, {r.name for r in results}))
+            request = self._request(index, query, principal, max(limit, SPREAD_OVER), self.config.mode)
+            results = self._with_prerequisites(request, self._retrieve(request, limit))
+        results.extend(self._always_included(request, {r.name for r in results}))
         results = _flagged(query, results)
         self.cache.put(key, results)
         return list(results)
@@ -168,7 +235,7 @@ class Retriever:
         name prefix ending in `*` (`shop.*`); at most `limit` of them, and how many matched. Only the tools the
         principal may use are looked at, so neither a name nor a prefix tells anything of hidden tools."""
         index = self._snapshot()
-        usable = _usable(index, self.visibility.mask(index, principal))
+        usable = _usable(index, visibility_mask(index, principal))
         whole = _whole_name(query)
         if whole.endswith("*"):
             prefix = whole[:-1]
@@ -194,25 +261,23 @@ class Retriever:
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
         """The top `limit` visible tools by fused score, with no decision or cut."""
         query = self.searched(query)
-        index = self._snapshot()
-        found = self._candidates(index, query, self._intents(query), principal, limit, mode or self.config.mode)
-        return _flagged(query, [self._result(index, chosen, found.evidence) for chosen in self._scored(found)])
+        request = self._request(self._snapshot(), query, principal, limit, mode or self.config.mode)
+        found = self._candidates(request, self._intents(query))
+        return _flagged(query, [self._result(request.index, chosen, found.evidence) for chosen in self._scored(found)])
 
     def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:
         """The best candidates of the configured mode and what the relevance model reads (search/confidence.py)."""
         query = self.searched(query)
-        index = self._snapshot()
-        return self._candidates(index, query, self._intents(query), principal, limit, self.config.mode)
+        request = self._request(self._snapshot(), query, principal, limit, self.config.mode)
+        return self._candidates(request, self._intents(query))
 
     def candidates_and_steps(self, query: str, principal: Principal, limit: int) -> tuple[Candidates, list[str]]:
         """`candidates()`, and the steps search() delivers a request of several in, each searched as a request of
         its own (none: one step): one ranking for both (explain)."""
         query = self.searched(query)
-        index = self._snapshot()
-        found, steps = self._candidates_and_steps(
-            index, query, self._intents(query), principal, limit, self.config.mode
-        )
-        delivered = self._chosen_per_step(index, steps, principal, found, self.config.k) if found.needs_tool else []
+        request = self._request(self._snapshot(), query, principal, limit, self.config.mode)
+        found, steps = self._candidates_and_steps(request, self._intents(query))
+        delivered = self._chosen_per_step(request, steps, found, self.config.k) if found.needs_tool else []
         return found, [step.text for step, _ in delivered]
 
     def probabilities(self, candidates: Candidates) -> list[float]:
@@ -226,10 +291,16 @@ class Retriever:
         """What search reads of a request (search/request.py): without data blobs, cut to `max_request_chars`."""
         return searched_text(query, self.config.max_request_chars).text
 
-    def _retrieve(self, index: SearchIndex, query: str, principal: Principal, k: int) -> list[SearchResult]:
-        parts = self._intents(query)
-        found, steps = self._candidates_and_steps(index, query, parts, principal, max(k, SPREAD_OVER), self.config.mode)
-        delivered = self._chosen_per_step(index, steps, principal, found, k) if found.needs_tool else []
+    @staticmethod
+    def _request(index: SearchIndex, text: str, principal: Principal, limit: int, mode: str) -> RequestContext:
+        visible = visibility_mask(index, principal)
+        usable = _usable(index, visible)
+        return RequestContext(index, text, principal, visible, usable, looks_english(text), mode, limit)
+
+    def _retrieve(self, request: RequestContext, k: int) -> list[SearchResult]:
+        index, parts = request.index, self._intents(request.text)
+        found, steps = self._candidates_and_steps(request, parts)
+        delivered = self._chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
             whole = choose(found.items, self.probabilities(found), True, self.config, 1)
             chosen = tools_of_steps(whole, [chosen for _, chosen in delivered], self.config.max_set_tools)
@@ -239,19 +310,17 @@ class Retriever:
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
         if chosen:
             return [self._result(index, c, found.evidence) for c in chosen]
-        return self._reformulate(index, query, principal, bound)
+        return self._reformulate(request, bound)
 
     def _chosen_per_step(
-        self, index: SearchIndex, steps: list[Step], principal: Principal, whole: Candidates, k: int
+        self, request: RequestContext, steps: list[Step], whole: Candidates, k: int
     ) -> list[tuple[Step, list[Chosen]]]:
         """What each step of a request of several would get as a request of its own: its likeliest tool, and up to
         `k` with those that reach `step_min_confidence`. A step that reads as small talk by itself ("Can you help me
         with that?") is no step; none when fewer than two steps remain."""
         delivered = []
         for step in steps:
-            found = Candidates(
-                step.items, self._evidence(index, principal, step.items, step.vector, whole.english), whole.english
-            )
+            found = Candidates(step.items, self._evidence(request, step.items, step.vector), whole.english)
             if not found.needs_tool:
                 continue
             chosen = choose(found.items, self.probabilities(found), True, self.config, k)
@@ -259,17 +328,15 @@ class Retriever:
             delivered.append((step, [c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor]))
         return delivered if len(delivered) > 1 else []
 
-    def _with_prerequisites(
-        self, index: SearchIndex, results: list[SearchResult], principal: Principal
-    ) -> list[SearchResult]:
+    def _with_prerequisites(self, request: RequestContext, results: list[SearchResult]) -> list[SearchResult]:
         """The results with the tools they require (search/relations.py), each before the tool that needs it."""
+        index = request.index
         positions = [index.position_of(result.name) for result in results]
-        if not any(p is not None and index.tools[p].requires for p in positions):
+        if not any(p is not None and requirements(index, p) for p in positions):
             return results
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
-        usable = _usable(index, self.visibility.mask(index, principal))
         budget = max(self.config.max_set_tools, len(results))
-        plan = with_prerequisites(index, list(by_position), usable, budget)
+        plan = with_prerequisites(index, list(by_position), request.usable, budget)
         likelihood = {p: r.score for p, r in by_position.items()}
         for position, _ in plan.entries[::-1]:  # needers come after what they need: each gets its needers' best
             for edge in plan.edges:
@@ -281,83 +348,68 @@ class Retriever:
             for position, why in plan.entries
         ]
 
-    def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
+    def _whole_catalog(self, request: RequestContext) -> list[SearchResult]:
         """Every tool the principal may use, likeliest first (the `all` strategy)."""
-        found = self._candidates(index, query, [query], principal, index.size, self.config.mode)
+        found = self._candidates(request, [request.text])
         ordered = sorted(self._scored(found), key=lambda chosen: -chosen.probability)
-        return [self._result(index, chosen, found.evidence, strategy="all") for chosen in ordered]
+        return [self._result(request.index, chosen, found.evidence, strategy="all") for chosen in ordered]
 
     def _scored(self, found: Candidates) -> list[Chosen]:
         return [Chosen(item, p) for item, p in zip(found.items, self.probabilities(found), strict=True)]
 
-    def _candidates(
-        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
-    ) -> Candidates:
-        return self._candidates_and_steps(index, query, parts, principal, limit, mode)[0]
+    def _candidates(self, request: RequestContext, parts: list[str]) -> Candidates:
+        return self._candidates_and_steps(request, parts)[0]
 
-    def _candidates_and_steps(
-        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
-    ) -> tuple[Candidates, list[Step]]:
-        items, vector, steps = self._rank_intents(index, query, parts, principal, limit, mode)
-        english = looks_english(query)
-        return Candidates(items, self._evidence(index, principal, items, vector, english), english), steps
+    def _candidates_and_steps(self, request: RequestContext, parts: list[str]) -> tuple[Candidates, list[Step]]:
+        items, vector, steps = self._rank_intents(request, parts)
+        return Candidates(items, self._evidence(request, items, vector), request.english), steps
 
-    def _evidence(
-        self, index: SearchIndex, principal: Principal, items: list[Ranked], vector: FloatArray | None, english: bool
-    ) -> float:
+    def _evidence(self, request: RequestContext, items: list[Ranked], vector: FloatArray | None) -> float:
         """The request's margin over small talk beyond the registry's level (search/calibrate.py); in lexical
         mode, 0 when the best tool matches two words of the request and half its word weight, else -1."""
         if not items:
             return -1.0
-        reference = self._small_talk(index)
+        reference = self._small_talk(request.index)
         if vector is None or reference is None:
             top = items[0]
             return 0.0 if top.matched_terms >= min(2, top.request_terms) and top.lexical >= 0.5 else -1.0
         nearest = reference.nearest(vector)
-        levels = self._level(index, principal, reference)
-        by_text = max(item.text_dense for item in items) - nearest - levels.for_request(english)
+        levels = self._level(request, reference)
+        by_text = max(item.text_dense for item in items) - nearest - levels.for_request(request.english)
         by_example = max((item.dense for item in items if item.dense > item.text_dense), default=-np.inf)
-        return max(by_text, float(by_example) - nearest - levels.for_examples(english))
+        return max(by_text, float(by_example) - nearest - levels.for_examples(request.english))
 
     def _small_talk(self, index: SearchIndex) -> SmallTalkReference | None:
-        key = index.serial
-        with self._lock:
-            if self._reference is not None and self._reference[0] == key:
-                return self._reference[1]
-        reference = small_talk_reference(index, index.embedder or self.embedder, self._fixed_vectors)
-        with self._lock:
-            self._reference = (key, reference)
-            self._levels.clear()
-        return reference
+        """The small-talk bank as this snapshot sees it, measured once per snapshot."""
+        embedder = index.embedder or self.embedder
+        return index.derived.get(
+            SMALL_TALK_REFERENCE, None, lambda: small_talk_reference(index, embedder, self._fixed_vectors)
+        )
 
-    def _level(self, index: SearchIndex, principal: Principal, reference: SmallTalkReference) -> Levels:
-        key = (index.serial, principal.visibility_key, self.config.small_talk_quantile)
-        with self._lock:
-            if key in self._levels:
-                self._levels.move_to_end(key)
-                return self._levels[key]
-        visible = self.visibility.mask(index, principal)
-        examples = self._example_rows(index, principal.tenant, visible)
-        levels = reference.levels(index, visible, self.config.small_talk_quantile, examples)
-        with self._lock:
-            self._levels[key] = levels
-            while len(self._levels) > _MAX_LEVELS:
-                self._levels.popitem(last=False)
-        return levels
+    def _level(self, request: RequestContext, reference: SmallTalkReference) -> Levels:
+        """The small-talk levels of what the principal may see, once per snapshot, visibility and quantile."""
+        index, quantile = request.index, self.config.small_talk_quantile
 
-    def _reformulate(self, index: SearchIndex, query: str, principal: Principal, bound: int) -> list[SearchResult]:
+        def measure() -> Levels:
+            examples = self._example_rows(index, request.principal.tenant, request.usable)
+            return reference.levels(index, request.visible, quantile, examples)
+
+        return index.derived.get(SMALL_TALK_LEVELS, (request.principal.visibility_key, quantile), measure)
+
+    def _reformulate(self, request: RequestContext, bound: int) -> list[SearchResult]:
         """What the first second-chance step that finds tools finds (search/reformulate.py)."""
         for step in self.config.reformulate:
             best: dict[int, tuple[Chosen, float]] = {}
-            for phrasing in self._phrasings(step, index, query):
-                found = self._candidates(index, phrasing, [phrasing], principal, SPREAD_OVER, self.config.mode)
+            for phrasing in self._phrasings(step, request.index, request.text):
+                rephrased = replace(request, text=phrasing, english=looks_english(phrasing), limit=SPREAD_OVER)
+                found = self._candidates(rephrased, [phrasing])
                 for chosen in choose(found.items, self.probabilities(found), found.needs_tool, self.config, MAX_K):
                     position = chosen.item.position
                     if position not in best or best[position][0].probability < chosen.probability:
                         best[position] = (chosen, found.evidence)
             if best:
                 ordered = sorted(best.values(), key=lambda pair: -pair[0].probability)[:bound]
-                return [self._result(index, chosen, evidence, step) for chosen, evidence in ordered]
+                return [self._result(request.index, chosen, evidence, step) for chosen, evidence in ordered]
         return []
 
     def _phrasings(self, step: str, index: SearchIndex, query: str) -> list[str]:
@@ -366,40 +418,36 @@ class Retriever:
             return [f"{query} {' '.join(words)}"] if words else []
         return self.rewriter.rewrite(query) if self.rewriter is not None else []
 
-    def _words(self, index: SearchIndex) -> Vocabulary:
+    @staticmethod
+    def _words(index: SearchIndex) -> Vocabulary:
         from toolrag.search.reformulate import Vocabulary
 
-        key = index.serial
-        if self._vocabulary is None or self._vocabulary[0] != key:
-            self._vocabulary = (key, Vocabulary(index))
-        return self._vocabulary[1]
+        return index.derived.get(VOCABULARY, None, lambda: Vocabulary(index))
 
     def _intents(self, query: str) -> list[str]:
         return split_intents(query) if self.config.multi_intent else [query]
 
     def _rank_intents(
-        self, index: SearchIndex, query: str, parts: list[str], principal: Principal, limit: int, mode: str
+        self, request: RequestContext, parts: list[str]
     ) -> tuple[list[Ranked], FloatArray | None, list[Step]]:
         """The whole request's ranking, with each step's best tools merged in fairly (one query embedding more
         per step): the whole request's best tool, then each step's best, then the rest alternately; the whole
         request's vector; and the parts whose best tool is their own (none when the request is one step)."""
-        whole, vector = self._rank(index, query, principal, limit, mode)
+        whole, vector = self._rank(request)
         if len(parts) < 2:
             return whole, vector, []
-        ranked = [Step(part, *self._rank(index, part, principal, limit, mode)) for part in parts]
+        ranked = [Step(part, *self._rank(request.about(part))) for part in parts]
         # The ranking merges in the parts that point at their tool with evidence; search() delivers every part
         # with a tool of its own that passes the small-talk decision by itself (`_chosen_per_step`).
         merged = trusted_steps(ranked, self.config.intent_min_similarity)
         steps = trusted_steps(ranked, -1.0)
         if not merged:
             return whole, vector, steps
-        return merge_rankings([whole, *(step.items for step in merged)], limit), vector, steps
+        return merge_rankings([whole, *(step.items for step in merged)], request.limit), vector, steps
 
-    def _rank(
-        self, index: SearchIndex, query: str, principal: Principal, limit: int, mode: str
-    ) -> tuple[list[Ranked], FloatArray | None]:
+    def _rank(self, request: RequestContext) -> tuple[list[Ranked], FloatArray | None]:
         """The top candidates by fused score, and the request's vector (None when nothing was embedded)."""
-        visible = self.visibility.mask(index, principal)
+        index, query, visible, mode = request.index, request.text, request.visible, request.mode
         candidates = np.flatnonzero(visible) if visible is not None else np.arange(index.size)
         if len(candidates) == 0 or not query.strip():
             return [], None
@@ -409,39 +457,25 @@ class Retriever:
             lexical, matched_terms = self._lexical(index, tokens, visible, mode)
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             text_dense, vector = self._dense(index, query, visible, mode)
-            dense = self._with_examples(index, text_dense, vector, principal.tenant, visible)
+            dense = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable)
         if mode == "hybrid":
             scores = fuse(dense, lexical, candidates, self.config.dense_weight)
         else:
             scores = min_max((dense if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
-        scores = self._learned(index, candidates, scores, vector, principal)
-        named = self._named(index, query, visible)
-        top = _top(candidates, scores, limit)
-        coverage = self._coverage(index, tokens, lexical, visible)
+        scores = self._learned(index, candidates, scores, vector, request.principal)
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
+        scored = _Scored(fused, dense, text_dense, self._coverage(index, tokens, lexical, visible), matched_terms)
         leader, lead = _lead(dense, candidates) if mode != "lexical" else (-1, 0.0)
-        items = []
-        for position in list(dict.fromkeys([*named, *top])):
-            category = index.categories[position]
-            items.append(
-                Ranked(
-                    position,
-                    1.0 if position in named else round(float(fused[position]), 6),
-                    max(0.0, float(dense[position])),
-                    float(coverage[position]),
-                    position in named,
-                    category if category in routed else None,
-                    lead if position == leader else 0.0,
-                    int(matched_terms[position]),
-                    len(set(tokens)),
-                    max(0.0, float(text_dense[position])),
-                )
-            )
+        named = self._named(index, query, visible)
+        items = [
+            scored.ranked(index, position, position in named, routed, lead if position == leader else 0.0, tokens)
+            for position in dict.fromkeys([*named, *_top(candidates, scores, request.limit)])
+        ]
         items.sort(key=lambda item: (not item.name_match, -item.score, index.names[item.position]))
-        return items[:limit], vector
+        return items[: request.limit], vector
 
     def _boost_routed(
         self, index: SearchIndex, candidates: IntArray, scores: FloatArray, routed: set[str]
@@ -485,20 +519,20 @@ class Retriever:
         dense: FloatArray,
         vector: FloatArray | None,
         tenant: str | None,
-        visible: BoolArray | None,
+        usable: BoolArray | None,
     ) -> FloatArray:
         """Cosines raised by the example requests of the principal's tenant (search/examples.py)."""
         views = index.examples
         if views is None or not views.count or vector is None or not self.config.example_views:
             return dense
-        return views.pooled(dense, vector, tenant, _usable(index, visible))
+        return views.pooled(dense, vector, tenant, usable)
 
-    def _example_rows(self, index: SearchIndex, tenant: str | None, visible: BoolArray | None) -> IntArray | None:
-        """The example requests a principal of `tenant` who sees `visible` searches with (None: none)."""
+    def _example_rows(self, index: SearchIndex, tenant: str | None, usable: BoolArray | None) -> IntArray | None:
+        """The example requests a principal of `tenant` who may use `usable` searches with (None: none)."""
         views = index.examples
         if views is None or not views.count or not self.config.example_views:
             return None
-        return views.rows(tenant, _usable(index, visible))
+        return views.rows(tenant, usable)
 
     def _learned(
         self,
@@ -559,9 +593,9 @@ class Retriever:
                     names.add(position)
         return {p for p in names if visible is None or visible[p]}
 
-    def _always_included(self, index: SearchIndex, principal: Principal, chosen: set[str]) -> list[SearchResult]:
+    def _always_included(self, request: RequestContext, chosen: set[str]) -> list[SearchResult]:
         extra = []
-        visible = self.visibility.mask(index, principal)
+        index, visible = request.index, request.visible
         self._warn_unknown_always_included(index)
         for name in self.config.always_include:
             position = index.by_name.get(name.lower())

@@ -5,6 +5,9 @@ Prerequisites are walked depth first from each target, within a depth and a numb
 tool that needs them: the order an agent calls them in. Only tools the principal may use are walked, added or
 named: a requirement on a tool hidden from the principal is passed over as if it were not declared, and the tools
 it requires in turn are not reached through it. Required tools come before optional ones when the budget is short.
+
+What a tool's requirements name is resolved to positions once per snapshot (`requirements`, kept in the snapshot's
+derived state, search/derived.py); which of them a principal may use is checked per search.
 """
 
 from __future__ import annotations
@@ -13,10 +16,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolrag.model import Requirement
+from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
 
 MAX_DEPTH = 3  # prerequisites of prerequisites of prerequisites
+
+Resolved = tuple[tuple[int | None, Requirement], ...]  # each requirement with its tool's live position (None: none)
+# Per snapshot and position of the tool that requires; as many as the snapshot has tools that were asked about.
+REQUIREMENTS: Slot[Resolved] = Slot("declared requirements by position", max_keys=None)
+
+
+def requirements(index: SearchIndex, position: int) -> Resolved:
+    """The requirements the tool at `position` declares (`Tool.requires`), each with the live position of the tool
+    it names, resolved once per snapshot."""
+
+    def resolve() -> Resolved:
+        return tuple((index.position_named(r.tool), r) for r in index.tools[position].requires)
+
+    return index.derived.get(REQUIREMENTS, position, resolve)
 
 
 @dataclass(frozen=True)
@@ -50,8 +68,8 @@ def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolA
     edges = [
         Prerequisite(needed, position, requirement)
         for position in chosen
-        for requirement in index.tools[position].requires
-        if (needed := _usable_position(index, requirement.tool, usable)) is not None and needed in chosen
+        for named, requirement in requirements(index, position)
+        if (needed := _usable(named, usable)) is not None and needed in chosen
     ]
     return SetPlan(_ordered(targets, edges), edges)
 
@@ -66,13 +84,13 @@ def _next_level(
 ) -> list[int]:
     """The tools the frontier's requirements add to `chosen` (in place), taken in turn across the frontier."""
     added: list[int] = []
-    lists = [index.tools[position].requires for position in frontier]
+    lists = [requirements(index, position) for position in frontier]
     for rank in range(max((len(requires) for requires in lists), default=0)):
         for requires in lists:
             if rank >= len(requires) or len(chosen) >= budget:
                 continue
-            requirement = requires[rank]
-            needed = _usable_position(index, requirement.tool, usable)
+            named, requirement = requires[rank]
+            needed = _usable(named, usable)
             if needed is None or needed in chosen or (requirement.optional and not with_optional):
                 continue
             chosen[needed] = None
@@ -80,8 +98,7 @@ def _next_level(
     return added
 
 
-def _usable_position(index: SearchIndex, name: str, usable: BoolArray | None) -> int | None:
-    position = index.position_named(name)
+def _usable(position: int | None, usable: BoolArray | None) -> int | None:
     return None if position is None or (usable is not None and not usable[position]) else position
 
 

@@ -26,9 +26,12 @@ from toolrag.embed.base import Embedder
 from toolrag.model import Tool
 from toolrag.search.ann import GRAPH_FILE, VectorGraph
 from toolrag.search.calibrate import nearest_tools, updated_neighbours
+from toolrag.search.config import SearchConfig
 from toolrag.search.index import PreparedTool, SearchIndex, prepare, texts_by_hash
 from toolrag.search.lexical import FloatArray
 from toolrag.snapshot import files
+from toolrag.snapshot.embedding import IndexEmbeddings
+from toolrag.snapshot.fixed import GroupDescriptionVectors, stored_bank_requests
 from toolrag.store.base import IndexModel, Store, Vector
 
 log = logging.getLogger("toolrag.snapshot")
@@ -70,6 +73,14 @@ class Snapshots:
         self._index: SearchIndex | None = None
         self._model_id: str | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, embeddings: IndexEmbeddings, config: SearchConfig) -> Snapshots:
+        """The snapshots of a registry searched with `config`, on the index and model of `embeddings`."""
+        store = embeddings.store
+        bank = stored_bank_requests(store) if config.mode != "lexical" else None
+        groups = GroupDescriptionVectors(store, lambda: embeddings.embedder)
+        return cls(store, embeddings.snapshot_model, groups, bank, config.save_snapshots_from, config.ann_min_tools)
 
     def current(self) -> SearchIndex:
         """The index of the store's current generation."""
@@ -162,6 +173,7 @@ class Snapshots:
             bank = self._bank(embedder)
             neighbours = updated_neighbours(index.neighbours, updated, gone, index.size, bank)
             updated = replace(updated, neighbours=neighbours)
+        updated.derived.follow(index.derived)  # same lineage: what carries over to the following snapshot
         if self._needs_compaction(updated):
             updated = updated.compacted()
             self._grow_graph(updated, self._save(updated, model))

@@ -1,0 +1,296 @@
+"""Writing tools: registration (embedding only texts the store has no vector for) and edits of the tools as they are.
+
+Every write is a compare-and-set on the versions read (`Store.upsert`); an edit made on the tool as it is
+(`ToolWriter.edit`, `write_merged`) is made again when another writer moved the tool in between, so concurrent edits
+merge instead of conflicting. A synced tool (an MCP server's) keeps an operator's overrides of the fields its source
+owns, with the source's values recorded to return to (`drop_overrides`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Any, Literal, TypeVar
+
+from toolrag.embed.base import ProgressCallback, embed_in_batches
+from toolrag.errors import EditConflictError, InvalidToolError, ModelMismatchError, ToolNotFoundError
+from toolrag.model import DEACTIVATED_BY_OPERATOR, SOURCE_FIELDS, SYNCED_SOURCE_PREFIX, Tool
+from toolrag.search.index import texts_by_hash
+from toolrag.snapshot.embedding import IndexEmbeddings
+from toolrag.store.base import AuditEntry, UpsertReport, Vector
+
+Written = TypeVar("Written")
+ToolLike = Tool | Callable[..., Any] | dict[str, Any]
+EmbeddedVectors = dict[tuple[str, str], Vector]  # (model id, text hash) -> the vector a write's attempt embedded
+
+# How many times an edit made on the tool as it is (`ToolWriter.edit`, `write_merged`) is made again after another
+# writer moved the tool: every round one writer wins, so this many writers of one tool at once all get through.
+EDIT_ATTEMPTS = 32
+
+
+def retry_on_conflict(write: Callable[[], Written], attempts: int = EDIT_ATTEMPTS) -> Written:
+    """`write` (read the tools, make the edit of them, write it compare-and-set on the versions read) made again
+    while another writer moved a tool between its read and its write (EditConflictError), `attempts` times at most:
+    each round reads anew, so the edit is made on the tool as the winner left it."""
+    attempt = 1
+    while True:
+        try:
+            return write()
+        except EditConflictError:
+            if attempt >= attempts:
+                raise
+            attempt += 1
+
+
+def as_tool(item: ToolLike) -> Tool:
+    """A tool given as a Tool, a catalog entry (dict), or a (`@tool`-decorated or plain) function."""
+    from toolrag.catalog.decorator import tool_from_callable
+    from toolrag.catalog.files import tool_from_entry
+
+    if isinstance(item, Tool):
+        return item
+    if isinstance(item, dict):
+        return tool_from_entry(item, source="python")
+    if callable(item):
+        return getattr(item, "__toolrag_tool__", None) or tool_from_callable(item)
+    raise InvalidToolError(f"cannot register {item!r}: expected a Tool, a dict or a function")
+
+
+class ToolWriter:
+    """The writes of one registry's tools (`ToolRegistry` delegates to it; its methods say more)."""
+
+    def __init__(self, embeddings: IndexEmbeddings) -> None:
+        self._embeddings = embeddings
+        self.store = embeddings.store
+
+    def get(self, name: str) -> Tool:
+        tool = self.store.get(name)
+        if tool is None:
+            raise ToolNotFoundError(f"no tool named {name!r}")
+        return tool
+
+    def register(
+        self,
+        tools: Sequence[Tool],
+        progress: ProgressCallback | None,
+        audit: Sequence[AuditEntry],
+        expected: Mapping[str, int | None] | None,
+        embedded: EmbeddedVectors,
+    ) -> UpsertReport:
+        """`ToolRegistry.register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the
+        same write embedded before another writer overtook it (its transaction, their vectors with it, rolled
+        back)."""
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            duplicate = next(n for n in names if names.count(n) > 1)
+            raise InvalidToolError(f"tool {duplicate!r} is given more than once")
+        embeddings = self._embeddings
+
+        def upsert() -> UpsertReport:
+            model = embeddings.index_model()
+            texts = texts_by_hash(tools)
+            missing = embeddings.missing(texts, model.model_id)
+            new = [key for key in missing if (model.model_id, key) not in embedded]
+            vectors = embed_in_batches(embeddings.embedder, [texts[key] for key in new], progress=progress)
+            embedded.update(((model.model_id, key), vector) for key, vector in zip(new, vectors, strict=True))
+            reused = {key: embedded[model.model_id, key] for key in missing}
+            return self.store.upsert(tools, reused, model, audit, expected)
+
+        try:
+            return upsert()
+        except ModelMismatchError:
+            if not embeddings.follows_model:
+                raise
+            # The index switched models while this import was embedding (`index rebuild` in another process):
+            # a registry that follows the index's model embeds again with the new one.
+            return upsert()
+
+    def register_over(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+        """Register tools over their current versions, as a catalog or `POST /tools` does: the fields a tool was
+        given replace the current ones, and those it does not mention (an operator's tenants, scopes, examples,
+        aliases, ...) are kept; compare-and-set on the versions read (`write_merged`). Re-posting a tool without
+        its tenants made a tenant's tool every tenant's."""
+        return self.write_merged({tool.name: partial(given_over, tool) for tool in tools}, progress)
+
+    def update(self, name: str, edited_by: str | None, expected_version: int | None, changes: dict[str, Any]) -> Tool:
+        """A new version of a tool with some fields changed (description, aliases, not_for, examples, ...).
+
+        Only texts that changed are embedded again. `edited_by`: who made the change, written to the audit log in
+        the same transaction (the fields changed; an unchanged tool writes nothing). The write is a compare-and-set
+        on `expected_version` (the version the caller's edit was made from), else on the version read here:
+        EditConflictError, with nothing written, when another writer moved the tool in between."""
+        check_changes(name, changes)
+        current = self.get(name)
+        expected = current.version if expected_version is None else expected_version
+        return self._write_edit(current, changes, edited_by, expected, {})
+
+    def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
+        """A new version made by `change`, a function of the tool as it is (one more example, deactivation): when
+        another writer moves the tool between the read and the write, `change` is made again on the tool as that
+        writer left it, so both changes stay (a merge, not a conflict)."""
+        embedded: EmbeddedVectors = {}
+
+        def write() -> Tool:
+            current = self.get(name)
+            changes = change(current)
+            check_changes(name, changes)
+            return self._write_edit(current, changes, edited_by, current.version, embedded)
+
+        return retry_on_conflict(write)
+
+    def _write_edit(
+        self,
+        current: Tool,
+        changes: dict[str, Any],
+        edited_by: str | None,
+        expected: int,
+        embedded: EmbeddedVectors,
+        detail: str | None = None,
+    ) -> Tool:
+        entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
+        updated = Tool.parse(entry)
+        changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
+        if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
+            updated.overrides = operator_overrides(updated, changed)
+            updated.source_values = source_values(current, updated.overrides)
+        audit = []
+        if edited_by and changed:
+            audit.append(AuditEntry("edited", detail or ", ".join(changed), current.name, None, edited_by))
+        self.register([updated], None, audit, {current.name: expected}, embedded)
+        return self.get(current.name)
+
+    def write_merged(
+        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: ProgressCallback | None = None
+    ) -> UpsertReport:
+        """Write the tools each edit makes of its tool's current version (None: there is none; an edit returning
+        None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
+        one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
+        sync beside an operator's edit)."""
+        embedded: EmbeddedVectors = {}
+
+        def write() -> UpsertReport:
+            found = self.store.get_many(edits)
+            current = {name: found.get(name) for name in edits}
+            written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
+            expected = {tool.name: _version(current[tool.name]) for tool in written}
+            return self.register(written, progress, (), expected, embedded) if written else UpsertReport()
+
+        return retry_on_conflict(write)
+
+    def add_example(
+        self, name: str, text: str, tenant: str | None, source: Literal["operator", "usage"], edited_by: str | None
+    ) -> Tool:
+        example = {"text": text, "tenant": tenant, "source": source}
+        return self.edit(name, lambda current: {"examples": [*current.examples, example]}, edited_by)
+
+    def remove_example(self, name: str, text: str, tenant: str | None, edited_by: str | None) -> Tool:
+        wanted = (" ".join(text.split()).casefold(), tenant)
+
+        def without(current: Tool) -> dict[str, Any]:
+            kept = [e for e in current.examples if (e.text.casefold(), e.tenant) != wanted]
+            if len(kept) == len(current.examples):
+                whose = f"tenant {tenant!r}" if tenant else "every tenant"
+                raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")
+            return {"examples": kept}
+
+        return self.edit(name, without, edited_by)
+
+    def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
+        """A new version with `fields` (description, schemas, annotations an operator replaced) back at their
+        source's value, which syncs then keep current again. Made on the tool as it is at the write (`edit`)."""
+        wanted = sorted(set(fields))
+        detail = f"{', '.join(wanted)}: the source's again"
+        embedded: EmbeddedVectors = {}
+
+        def write() -> Tool:
+            current = self.get(name)
+            changes = returned_to_source(current, wanted, self.store.history(name))
+            return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+
+        return retry_on_conflict(write)
+
+    def history(self, name: str) -> list[Tool]:
+        versions = self.store.history(name)
+        if not versions:
+            raise ToolNotFoundError(f"no tool named {name!r}")
+        return versions
+
+    def rollback(self, name: str, version: int) -> Tool:
+        earlier = next((t for t in self.history(name) if t.version == version), None)
+        if earlier is None:
+            known = ", ".join(str(t.version) for t in self.history(name))
+            raise ToolNotFoundError(f"{name!r} has no version {version} (versions: {known})")
+        changes = earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"})
+        return self.update(name, None, None, changes)
+
+
+def check_changes(name: str, changes: Mapping[str, Any]) -> None:
+    """Refuse an edit of fields a tool does not have, or of its name."""
+    unknown = set(changes) - set(Tool.model_fields) - {"name"}
+    if unknown or "name" in changes:
+        raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+
+
+def source_values(before: Tool, overrides: Iterable[str]) -> dict[str, Any]:
+    """The source's value of each overridden field of a synced tool after an edit: as recorded, or, for a field the
+    edit overrides first, its value before the edit (the source's: no operator had replaced it)."""
+    values = {}
+    for key in sorted(SOURCE_FIELDS & set(overrides)):
+        if key in before.source_values:
+            values[key] = before.source_values[key]
+        elif key not in before.overrides:
+            values[key] = getattr(before, key)
+    return values
+
+
+def returned_to_source(tool: Tool, fields: Sequence[str], history: Sequence[Tool]) -> dict[str, Any]:
+    """The changes that give `fields` of `tool` their source's value and drop their overrides. A field overridden
+    before source values were recorded gets the value of the latest version that did not override it."""
+    if not fields:
+        raise InvalidToolError("name a field to return to its source's value")
+    kept = [field for field in fields if field not in tool.overrides or field not in SOURCE_FIELDS]
+    if kept:
+        overridden = ", ".join(sorted(SOURCE_FIELDS & set(tool.overrides))) or "none"
+        raise InvalidToolError(
+            f"{', '.join(kept)} of {tool.name!r}: not an operator's override (the overridden fields: {overridden})"
+        )
+    values = {}
+    for field in fields:
+        if field in tool.source_values:
+            values[field] = tool.source_values[field]
+            continue
+        before = next((v for v in reversed(history) if field not in v.overrides), None)
+        if before is None or not before.source.startswith(SYNCED_SOURCE_PREFIX):
+            raise InvalidToolError(
+                f"the source's {field} of {tool.name!r} is not recorded (overridden before toolrag kept it)"
+            )
+        values[field] = getattr(before, field)
+    return {
+        **values,
+        "overrides": [key for key in tool.overrides if key not in fields],
+        "source_values": {key: value for key, value in tool.source_values.items() if key not in fields},
+    }
+
+
+def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
+    """The overrides of a synced tool after an operator changed `changed`: its own text for a field the source owns,
+    and its deactivation (a reactivation hands `active` back to the syncs), are kept by later syncs."""
+    overrides = set(edited.overrides) | (SOURCE_FIELDS & set(changed))
+    if "active" in changed:
+        overrides.discard(DEACTIVATED_BY_OPERATOR)
+        if not edited.active:
+            overrides.add(DEACTIVATED_BY_OPERATOR)
+    return sorted(overrides)
+
+
+def given_over(given: Tool, current: Tool | None) -> Tool:
+    """`given`'s fields set by its writer over `current` (checked again as a whole: an example must still serve one
+    of the tool's tenants)."""
+    if current is None:
+        return given
+    kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)
+    return Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
+
+
+def _version(tool: Tool | None) -> int | None:
+    return None if tool is None else tool.version
