@@ -1105,3 +1105,71 @@ def test_issue33_a_tool_offered_in_this_conversation_is_said_to_be_available(sho
     elsewhere = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s2")
     assert elsewhere["next"] == "no tool fits: try other words"
     assert shop_gateway.find_tools("thanks!", CLERK, session="s1")["next"] == "no tool fits: try other words"
+
+
+# -- MCP 2026-07-28 (issue 33, section 1) ---------------------------------------------------------------------------
+
+
+@contextmanager
+def client_at(transport: str, config: Path, mode: str, headers: dict[str, str] | None = None) -> Iterator[Any]:
+    """An async context of the SDK client on the gateway over `transport`, speaking `mode` (auto: 2026-07-28)."""
+    if transport == "stdio":
+        yield stdio_gateway(config, mode)
+        return
+    with http_gateway(config) as url:
+        yield http_client(url, "alice-token-0123456789", mode=mode, headers=headers)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_issue33_clients_of_both_revisions_find_and_call_over_both_transports(
+    tmp_path: Path, transport: str, mode: str
+) -> None:
+    """The SDK's client at 2026-07-28 (no initialize, no session) and at 2025-11-25 finds and calls; the tool list is
+    private to the caller with a ttl, in one order; what find_tools offered is remembered without a session."""
+    principals = {"me": {"scopes": ["*"]}, "alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(
+        tmp_path, {"shop": python_server("tests.mcp_fixture_server")}, principals, local_principal="me"
+    )
+
+    async def session(opened: Any) -> None:
+        async with opened as client:
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            listed = await client.list_tools()
+            assert [t.name for t in listed.tools] == ["find_tools", "call_tool"]
+            if mode == "auto":  # the fields exist on the 2026-07-28 wire only
+                assert listed.cache_scope == "private" and listed.ttl_ms == 60_000
+            first = await client.call_tool("find_tools", {"query": "look up the status of my order"})
+            assert "shop.lookup_order" in [t["name"] for t in first.structured_content["tools"]]
+            assert first.structured_content["cacheScope"] == "private" and first.structured_content["ttlMs"] == 60_000
+            again = await client.call_tool("find_tools", {"query": "look up the status of my order"})
+            assert again.structured_content["next"].startswith("already available: call shop.lookup_order")
+            order = await call(client, "shop.lookup_order", {"order_id": "7"})
+            assert not order.is_error and "order 7: shipped" in tool_text(order)
+
+    with client_at(transport, config, mode) as opened:
+        anyio.run(session, opened)
+
+
+def test_issue33_server_discover_answers_at_2026_and_lists_change_on_listen(tmp_path: Path) -> None:
+    """`server/discover` (a MUST at 2026-07-28) names the revision and `tools.listChanged`; a client listening with
+    `toolsListChanged` hears when a tool it may use arrives (here: an upstream adds one and says so)."""
+    server = {**python_server("tests.mcp_fixture_server"), "approve_new_tools": "always"}
+    config = write_config(tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me")
+
+    async def session() -> None:
+        async with stdio_gateway(config) as client:
+            assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
+            discovered = await client.session.discover()
+            assert "2026-07-28" in discovered.supported_versions
+            assert "shop.lookup_order" in await found(client, "look up my order")  # the first import is done
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed
+                added = await call(client, "shop.add_tool", {"name": "gift_wrap", "description": "Gift-wrap an order."})
+                assert not added.is_error
+                with anyio.fail_after(60):
+                    async for _event in subscription:
+                        break
+            assert "shop.gift_wrap" in await found(client, "gift-wrap my order")
+
+    anyio.run(session)
