@@ -304,7 +304,8 @@ class McpGateway:
 
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         server, tool = split_name(name)
-        transport = "pipe" if self.settings.servers[server].transport == "stdio" else "tcp"
+        upstream = self.settings.servers.get(server)
+        transport = None if upstream is None else "pipe" if upstream.transport == "stdio" else "tcp"
         conventions = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "network.transport": transport}
         with tracing.span(f"tools/call {tool}", kind="client", server=server, tool=tool, **conventions):
             result = await self.pool.call(server, tool, arguments)
