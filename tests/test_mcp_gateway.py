@@ -1154,14 +1154,16 @@ def test_issue33_clients_of_both_revisions_find_and_call_over_both_transports(
         anyio.run(session, opened)
 
 
-def test_issue33_server_discover_answers_at_2026_and_lists_change_on_listen(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_issue33_server_discover_answers_at_2026_and_lists_change_on_listen(tmp_path: Path, transport: str) -> None:
     """`server/discover` (a MUST at 2026-07-28) names the revision and `tools.listChanged`; a client listening with
     `toolsListChanged` hears when a tool it may use arrives (here: an upstream adds one and says so)."""
     server = {**python_server("tests.mcp_fixture_server"), "approve_new_tools": "always"}
-    config = write_config(tmp_path, {"shop": server}, {"me": {"scopes": ["*"]}}, local_principal="me")
+    principals = {"me": {"scopes": ["*"]}, "alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(tmp_path, {"shop": server}, principals, local_principal="me")
 
-    async def session() -> None:
-        async with stdio_gateway(config) as client:
+    async def session(opened: Any) -> None:
+        async with opened as client:
             assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
             discovered = await client.session.discover()
             assert "2026-07-28" in discovered.supported_versions
@@ -1175,7 +1177,8 @@ def test_issue33_server_discover_answers_at_2026_and_lists_change_on_listen(tmp_
                         break
             assert "shop.gift_wrap" in await found(client, "gift-wrap my order")
 
-    anyio.run(session)
+    with client_at(transport, config, "auto") as opened:
+        anyio.run(session, opened)
 
 
 ANN = Caller("ann", "agent", Principal(user="ann", tenant="acme", identity='["rule","ann"]'), key='["rule","ann"]')
