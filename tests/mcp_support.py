@@ -76,9 +76,10 @@ def python_server(module: str, *args: str, **env: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def stdio_gateway(config: Path) -> AsyncIterator[Client]:
+async def stdio_gateway(config: Path, mode: str = "auto") -> AsyncIterator[Client]:
+    """The SDK's client on `toolrag mcp serve` over stdio; `mode`: auto speaks 2026-07-28, legacy 2025-11-25."""
     params = StdioServerParameters(command=TOOLRAG, args=["mcp", "serve", "--config", str(config)])
-    async with Client(params) as client:
+    async with Client(params, mode=mode) as client:
         yield client
 
 
@@ -110,10 +111,12 @@ def wait_until_listening(url: str, process: subprocess.Popen[bytes] | None = Non
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str | None, timeout: float = 30) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=timeout))
-    async with Client(transport) as client:
+async def http_client(
+    url: str, token: str | None, timeout: float = 30, mode: str = "auto", headers: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    sent = ({"Authorization": f"Bearer {token}"} if token else {}) | (headers or {})
+    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=sent, timeout=timeout))
+    async with Client(transport, mode=mode) as client:
         yield client
 
 

@@ -18,12 +18,15 @@ import httpx
 import mcp.types
 import psutil
 import pytest
+from mcp import Client
 from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
+from toolrag.access import Caller
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError
 from toolrag.mcp.config import load_config
+from toolrag.mcp.conversations import CONVERSATION_META_KEY
 from toolrag.mcp.importer import ToolImporter, upstream_hash
 from toolrag.mcp.poisoning import scan
 from toolrag.store.base import Pin
@@ -1105,3 +1108,188 @@ def test_issue33_a_tool_offered_in_this_conversation_is_said_to_be_available(sho
     elsewhere = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s2")
     assert elsewhere["next"] == "no tool fits: try other words"
     assert shop_gateway.find_tools("thanks!", CLERK, session="s1")["next"] == "no tool fits: try other words"
+
+
+# -- MCP 2026-07-28 (issue 33, section 1) ---------------------------------------------------------------------------
+
+
+@contextmanager
+def client_at(transport: str, config: Path, mode: str, headers: dict[str, str] | None = None) -> Iterator[Any]:
+    """An async context of the SDK client on the gateway over `transport`, speaking `mode` (auto: 2026-07-28)."""
+    if transport == "stdio":
+        yield stdio_gateway(config, mode)
+        return
+    with http_gateway(config) as url:
+        yield http_client(url, "alice-token-0123456789", mode=mode, headers=headers)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_issue33_clients_of_both_revisions_find_and_call_over_both_transports(
+    tmp_path: Path, transport: str, mode: str
+) -> None:
+    """The SDK's client at 2026-07-28 (no initialize, no session) and at 2025-11-25 finds and calls; the tool list is
+    private to the caller with a ttl, in one order; what find_tools offered is remembered without a session."""
+    principals = {"me": {"scopes": ["*"]}, "alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(
+        tmp_path, {"shop": python_server("tests.mcp_fixture_server")}, principals, local_principal="me"
+    )
+
+    async def session(opened: Any) -> None:
+        async with opened as client:
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            listed = await client.list_tools()
+            assert [t.name for t in listed.tools] == ["find_tools", "call_tool"]
+            if mode == "auto":  # the fields exist on the 2026-07-28 wire only
+                assert listed.cache_scope == "private" and listed.ttl_ms == 60_000
+            first = await client.call_tool("find_tools", {"query": "look up the status of my order"})
+            assert "shop.lookup_order" in [t["name"] for t in first.structured_content["tools"]]
+            assert first.structured_content["cacheScope"] == "private" and first.structured_content["ttlMs"] == 60_000
+            again = await client.call_tool("find_tools", {"query": "look up the status of my order"})
+            assert again.structured_content["next"].startswith("already available: call shop.lookup_order")
+            order = await call(client, "shop.lookup_order", {"order_id": "7"})
+            assert not order.is_error and "order 7: shipped" in tool_text(order)
+
+    with client_at(transport, config, mode) as opened:
+        anyio.run(session, opened)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_issue33_server_discover_answers_at_2026_and_lists_change_on_listen(tmp_path: Path, transport: str) -> None:
+    """`server/discover` (a MUST at 2026-07-28) names the revision and `tools.listChanged`; a client listening with
+    `toolsListChanged` hears when a tool it may use arrives (here: an upstream adds one and says so)."""
+    server = {**python_server("tests.mcp_fixture_server"), "approve_new_tools": "always"}
+    principals = {"me": {"scopes": ["*"]}, "alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(tmp_path, {"shop": server}, principals, local_principal="me")
+
+    async def session(opened: Any) -> None:
+        async with opened as client:
+            assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
+            discovered = await client.session.discover()
+            assert "2026-07-28" in discovered.supported_versions
+            assert "shop.lookup_order" in await found(client, "look up my order")  # the first import is done
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed
+                added = await call(client, "shop.add_tool", {"name": "gift_wrap", "description": "Gift-wrap an order."})
+                assert not added.is_error
+                with anyio.fail_after(60):
+                    async for _event in subscription:
+                        break
+            assert "shop.gift_wrap" in await found(client, "gift-wrap my order")
+
+    with client_at(transport, config, "auto") as opened:
+        anyio.run(session, opened)
+
+
+ANN = Caller("ann", "agent", Principal(user="ann", tenant="acme", identity='["rule","ann"]'), key='["rule","ann"]')
+BOB = Caller("bob", "agent", Principal(user="bob", tenant="globex", identity='["rule","bob"]'), key='["rule","bob"]')
+
+
+async def find_as(client: Any, query: str, conversation: str | None = None) -> dict[str, Any]:
+    meta = {CONVERSATION_META_KEY: conversation} if conversation is not None else None
+    result = await client.call_tool("find_tools", {"query": query}, meta=meta)
+    assert not result.is_error, tool_text(result)
+    return dict(result.structured_content)
+
+
+def test_issue33_a_conversation_id_guessed_by_another_tenant_reveals_nothing(shop_gateway: Any) -> None:
+    """Ann's conversation "c-1" offered the weather tool; Bob naming "c-1" gets his own, empty conversation: no
+    "already available: call weather.forecast", and his call of it is logged as not offered."""
+
+    async def session() -> None:
+        async with (
+            Client(shop_gateway.mcp_server(lambda request: ANN)) as ann,
+            Client(shop_gateway.mcp_server(lambda request: BOB)) as bob,
+        ):
+            first = await find_as(ann, "what's the weather in Paris tomorrow", "c-1")
+            assert [t["name"] for t in first["tools"]] == ["weather.forecast"]
+            assert (await find_as(ann, "ok, and tomorrow?", "c-1"))["next"].startswith("already available")
+            guessed = await find_as(bob, "ok, and tomorrow?", "c-1")
+            assert guessed["next"] == "no tool fits: try other words" and "weather" not in json.dumps(guessed)
+            assert (await find_as(bob, "ok, and tomorrow?"))["next"] == "no tool fits: try other words"
+
+    anyio.run(session)
+    ann_id, bob_id = ANN.session("c-1"), BOB.session("c-1")
+    assert ann_id != bob_id
+    assert shop_gateway.conversations.offered(ANN.principal.caller, ann_id) == {"weather.forecast"}
+    assert shop_gateway.conversations.offered(BOB.principal.caller, bob_id) == set()
+    assert shop_gateway.conversations.offered(BOB.principal.caller, ann_id) == set()  # even the bound id: not his
+
+
+def test_issue33_ten_thousand_sessionless_requests_leave_memory_bounded(shop_gateway: Any) -> None:
+    """Each 2026-07-28 request is its own session: the old map of offered tools per session grew with every
+    request. Conversations are bounded per caller, in callers and in names, whatever the requests name."""
+    callers = [
+        Caller(f"u{i}", "agent", Principal(user=f"u{i}", identity=f'["rule","u{i}"]'), key=f'["rule","u{i}"]')
+        for i in range(1_200)
+    ]
+    turn = iter(range(10_000_000))
+
+    def caller_of(request: Any) -> Caller:
+        return callers[next(turn) % len(callers)]
+
+    async def session() -> None:
+        async with Client(shop_gateway.mcp_server(caller_of)) as client:
+            for i in range(10_000):  # a new conversation id every request, or none
+                await find_as(client, "shop.lookup_order", f"conversation-{i}" if i % 2 else None)
+
+    anyio.run(session)
+    callers_held, conversations_held, names_held = shop_gateway.conversations.sizes()
+    settings = shop_gateway.settings
+    assert callers_held <= settings.max_conversation_callers == 1000
+    assert conversations_held <= callers_held * settings.max_conversations_per_principal
+    assert names_held <= conversations_held  # one tool offered per conversation here
+    assert not hasattr(shop_gateway, "_found")
+
+    one = Caller("one", "agent", Principal(user="one", identity='["rule","one"]'), key='["rule","one"]')
+
+    async def one_caller() -> None:
+        async with Client(shop_gateway.mcp_server(lambda request: one)) as client:
+            for i in range(300):
+                await find_as(client, "shop.lookup_order", f"c-{i}")
+
+    anyio.run(one_caller)
+    own = shop_gateway.conversations._callers[one.principal.caller]
+    assert len(own.by_id) == settings.max_conversations_per_principal == 64
+
+
+def test_issue33_tools_list_changed_reaches_only_callers_whose_tools_changed(shop_gateway: Any) -> None:
+    """A tool only Ann may use arrives: Ann's listen stream hears `toolsListChanged`, Bob's does not."""
+    from toolrag.model import Tool
+
+    async def session() -> None:
+        async with (
+            Client(shop_gateway.mcp_server(lambda request: ANN)) as ann,
+            Client(shop_gateway.mcp_server(lambda request: BOB)) as bob,
+            ann.listen(tools_list_changed=True) as heard_by_ann,
+            bob.listen(tools_list_changed=True),
+        ):
+            assert shop_gateway.list_changes.open == 2
+            tool = Tool.parse(
+                {"name": "acme.invoice", "description": "Send an invoice.", "tenants": ["acme"], "input_schema": {}}
+            )
+            await anyio.to_thread.run_sync(shop_gateway.registry.register_many, [tool])
+            assert await shop_gateway.list_changes.check() == 1  # one stream told: Ann's
+            with anyio.fail_after(30):
+                async for _event in heard_by_ann:
+                    break
+            assert await shop_gateway.list_changes.check() == 0  # nothing new since
+
+    anyio.run(session)
+
+
+def test_issue33_an_http_client_names_its_conversation_in_a_header(tmp_path: Path) -> None:
+    """Over HTTP a conversation may be named by `X-Conversation-Id`: a new one has been offered nothing yet."""
+    principals = {"alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(tmp_path, {"shop": python_server("tests.mcp_fixture_server")}, principals)
+    query = {"query": "look up the status of my order"}
+
+    async def session(url: str) -> None:
+        async with http_client(url, "alice-token-0123456789", headers={"X-Conversation-Id": "ticket-1"}) as client:
+            assert "already" not in (await client.call_tool("find_tools", query)).structured_content["next"]
+            assert (await client.call_tool("find_tools", query)).structured_content["next"].startswith("already")
+        async with http_client(url, "alice-token-0123456789", headers={"X-Conversation-Id": "ticket-2"}) as client:
+            assert "already" not in (await client.call_tool("find_tools", query)).structured_content["next"]
+
+    with http_gateway(config) as url:
+        anyio.run(session, url)

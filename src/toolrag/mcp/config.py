@@ -107,6 +107,22 @@ class GatewayConfig(BaseModel):
     session_idle_timeout_seconds: float = Field(default=300.0, gt=0, description="an idle HTTP session ends then")
     max_sessions: int = Field(default=10_000, ge=1, description="HTTP sessions open at once, all principals")
     max_sessions_per_principal: int = Field(default=32, ge=1, description="HTTP sessions one principal may hold")
+    list_ttl_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="how long a client may cache a tool list or a find_tools answer (`ttlMs`, always private to the"
+        " caller); a change to what the caller sees is announced at once to clients that listen (toolsListChanged)",
+    )
+    conversation_idle_seconds: float = Field(
+        default=1800.0, gt=0, description="what find_tools offered in a conversation is forgotten this long after it"
+    )
+    max_conversations_per_principal: int = Field(
+        default=64, ge=1, description="conversations remembered per caller; past this its least recent one goes"
+    )
+    max_conversation_callers: int = Field(
+        default=1000, ge=1, description="callers whose conversations are remembered; past this the least active go"
+    )
+    max_listen_streams: int = Field(default=1024, ge=1, description="subscriptions/listen streams open at once")
     http: HttpLimits = Field(default_factory=HttpLimits)
     startup: StartupConfig = Field(default_factory=StartupConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)

@@ -4,6 +4,11 @@ Clients (Claude Desktop, IDEs, agents on any MCP SDK) connect over stdio or stre
 the registry for the caller's principal and returns capability cards with full input schemas; `call_tool` goes
 through the runtime's execution gateway (authorization, name resolution, schema validation, timeout) and is
 forwarded to the upstream that owns the tool. Over HTTP every request needs a configured bearer token.
+
+Clients of MCP 2026-07-28 (no `initialize`, no sessions: each request carries its version and capabilities in
+`_meta`) and of 2025-11-25 are served alike. What `find_tools` offered is remembered per conversation, not per
+protocol session (mcp/conversations.py); tool lists are private to the caller (`cacheScope`, `ttlMs`), in a fixed
+order, and a caller listening for `toolsListChanged` hears when what it sees changes (mcp/listen.py).
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import json
 import logging
 import socket
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,14 +25,17 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from toolrag import tracing
 from toolrag.access import Caller
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
+from toolrag.mcp.conversations import Conversations, given_conversation
 from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
+from toolrag.mcp.listen import ListChanges
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
 from toolrag.model import Principal, SearchResult
@@ -111,7 +118,13 @@ class McpGateway:
         self.importer = ToolImporter(self.registry, self.settings)
         self.pool = UpstreamPool(self.settings, self._on_tools)
         self._gateways: dict[tuple[object, ...], ToolGateway] = {}
-        self._found: dict[str, set[str]] = {}
+        settings = self.settings
+        self.conversations = Conversations(
+            settings.conversation_idle_seconds,
+            settings.max_conversations_per_principal,
+            settings.max_conversation_callers,
+        )
+        self.list_changes = ListChanges(self.registry.visible_tools, settings.max_listen_streams)
         self.startup: StartupCheck | None = None  # what the check before serving found
         # The scheduled jobs of [schedule] (monitor/schedule.py), run while serving.
         servers = set(self.settings.enabled_servers)
@@ -132,6 +145,7 @@ class McpGateway:
         self.reports[server] = self.reports[server].merged(report) if server in self.reports else report
         if report.unscanned or report.deferred:  # a budget ran out: the next listing imports (and scans) again
             self.pool.upstreams[server].import_again()
+        await self._tell_listeners()
         log.info(
             "%s: %d imported, %d unchanged, %d quarantined, %d deactivated, %d refused, %d left for the next sync",
             server,
@@ -157,6 +171,23 @@ class McpGateway:
         await self.pool.wait_attempted(self.settings.start_deadline_seconds)
         self.ready.set()
 
+    async def _tell_listeners(self) -> None:
+        if self.list_changes.open:
+            await self.list_changes.check()
+
+    async def watch_visible(self) -> None:
+        """While serving: changes made by other processes (`toolrag mcp approve`, the console) reach listening
+        clients too, checked every `ping_interval_seconds` while anyone listens."""
+        seen = None
+        while True:
+            await anyio.sleep(self.settings.ping_interval_seconds)
+            if not self.list_changes.open:
+                continue
+            generation = await anyio.to_thread.run_sync(lambda: self.registry.generation)
+            if generation != seen:
+                seen = generation
+                await self.list_changes.check()
+
     async def _until_ready(self) -> None:
         """Searches and calls wait for the first imports: an agent's first question after the gateway starts (the
         usual case for desktop clients, which start it per session) gets the tools, not "no tool fits"."""
@@ -172,18 +203,19 @@ class McpGateway:
         # The client's k wins; without it, the whole catalog when it fits the budget, else find_k.
         searched_k = k or (None if self.registry.retriever.serves_all(principal) else self.settings.find_k)
         results = named or self.registry.search(query, principal, searched_k, session)
-        offered = self._found.get(session, set()) if session is not None else set()
+        offered = self.conversations.offered(principal.caller, session) if session is not None else set()
         again = _offered_again(results, offered) or self._best_offered(query, principal, results, offered)
         if session is not None:  # what the model was shown, so the usage log knows whether a call was offered
-            if len(self._found) > 10_000:
-                self._found.clear()
-            self._found.setdefault(session, set()).update(r.name for r in results)
+            self.conversations.offer(principal.caller, session, [r.name for r in results])
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
         waiting = self.not_ready_for(principal)
         answer: dict[str, Any] = {
             "tools": [as_mcp_tool(definitions[r.name], r.score, r.needed_as()) for r in results],
             "strategy": "name" if named else results[0].strategy if results else "retrieval",
             "next": _named_step(query, named, matched) if named else _next_step(results),
+            # What a client may cache, and for whom (SEP-2549's fields, as on tool lists): this caller only.
+            "ttlMs": self.list_ttl_ms,
+            "cacheScope": "private",
         }
         if again:  # weaker models loop on "no tool fits" or on a list they already have
             answer["next"] = (
@@ -197,6 +229,10 @@ class McpGateway:
                 answer["next"] = f"no tool fits yet: {_waiting_text(waiting)}; search again in a moment"
         note = searched_text(query, self.registry.config.max_request_chars).note
         return answer | ({"note": note} if note else {})
+
+    @property
+    def list_ttl_ms(self) -> int:
+        return round(self.settings.list_ttl_seconds * 1000)
 
     def _best_offered(
         self, query: str, principal: Principal, results: list[SearchResult], offered: set[str]
@@ -231,7 +267,7 @@ class McpGateway:
     ) -> types.CallToolResult:
         gateway = self._gateway_for(principal)
         call = ToolCall(id=uuid.uuid4().hex, name=name, arguments=json.dumps(arguments))
-        offered = self._found.get(session or "", set())
+        offered = self.conversations.offered(principal.caller, session) if session is not None else set()
         result = await gateway.call(call, offered, session)
         if result.outcome == "ok" and isinstance(result.value, types.CallToolResult):
             return result.value
@@ -268,7 +304,10 @@ class McpGateway:
 
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         server, tool = split_name(name)
-        with tracing.span("toolrag.upstream.call", server=server, tool=tool):
+        upstream = self.settings.servers.get(server)
+        transport = None if upstream is None else "pipe" if upstream.transport == "stdio" else "tcp"
+        conventions = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "network.transport": transport}
+        with tracing.span(f"tools/call {tool}", kind="client", server=server, tool=tool, **conventions):
             result = await self.pool.call(server, tool, arguments)
         # Serializing for the size check and scanning are work in proportion to the result: not on the loop.
         return await anyio.to_thread.run_sync(self._inspected, name, result)
@@ -316,28 +355,42 @@ class McpGateway:
 
     def mcp_server(self, caller_of: Callable[[Any], Caller]) -> Server[Any]:
         """The downstream MCP server; `caller_of(request)` names the caller (request is None over stdio)."""
-        session_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-
-        def session_of(ctx: Any, caller: Caller) -> str:
-            """The MCP session's id in the usage log, bound to its caller (ids of Python objects are reused)."""
-            given = session_ids.setdefault(ctx.session, uuid.uuid4().hex)
-            return caller.session(given) or given
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             caller = caller_of(ctx.request)
             if self.settings.expose:
                 await self._until_ready()  # the exposed tools are listed once they are imported
             exposed = self._exposed(caller.principal) if caller.may("agent") else []
-            return types.ListToolsResult(tools=[FIND_TOOLS, CALL_TOOL, *exposed])
+            # The list depends on who asks: no cache may hand it to another caller (SEP-2549).
+            tools = [FIND_TOOLS, CALL_TOOL, *exposed]
+            return types.ListToolsResult(tools=tools, ttl_ms=self.list_ttl_ms, cache_scope="private")
+
+        async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+            caller = caller_of(ctx.request)
+            if not caller.granted:
+                raise MCPError(types.INVALID_REQUEST, _refusal(caller, "search") or "not granted")
+            return await self.list_changes.listen(ctx, params, caller.principal)
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             request_id = tracing.REQUEST_ID.set(uuid.uuid4().hex)
             try:
                 caller = caller_of(ctx.request)
-                session = session_of(ctx, caller)
-                attributes = {"tool": params.name[:128], "session": session, "user": caller.principal.user}
-                with tracing.span("toolrag.mcp.tool", **attributes):
-                    return await answer(params, caller, session)
+                conversation = self._conversation_of(ctx, caller)
+                executed, arguments = _executed(params)
+                attributes = {
+                    "gen_ai.tool.call.id": None if ctx.request_id is None else str(ctx.request_id),
+                    "gen_ai.conversation.id": conversation,
+                    "mcp.method.name": "tools/call",
+                    "tool": params.name[:128],
+                    "user": caller.principal.user,
+                }
+                with (
+                    tracing.continued(ctx.meta),
+                    tracing.execute_tool(self._span_tool(executed), arguments, **attributes) as span,
+                ):
+                    result = await answer(params, caller, conversation)
+                    _record_outcome(span, params.name, result)
+                    return result
             finally:
                 tracing.REQUEST_ID.reset(request_id)
 
@@ -366,7 +419,23 @@ class McpGateway:
                 return await self.call_tool(params.name, arguments, principal, session)
             return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
 
-        return Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        server = Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen)
+        return server
+
+    def _conversation_of(self, ctx: Any, caller: Caller) -> str:
+        """The conversation a request belongs to, bound to its caller: the one it names (`_meta`, or the HTTP
+        header), else the caller's default conversation. Never the protocol session: 2026-07-28 has none."""
+        given = given_conversation(ctx.meta, getattr(ctx.request, "headers", None))
+        if given is None:
+            return self.conversations.default_id(caller.principal.caller)
+        return caller.session(given) or given
+
+    def _span_tool(self, name: str) -> str:
+        """The tool a span is named after: span names must stay few, so a name no tool has reads `call_tool`."""
+        if name in (FIND_TOOLS.name, CALL_TOOL.name) or self.registry.snapshot().position_of(name) is not None:
+            return name
+        return CALL_TOOL.name
 
     async def _answer_find(self, arguments: dict[str, Any], principal: Principal, session: str) -> types.CallToolResult:
         query = arguments.get("query")
@@ -400,6 +469,7 @@ class McpGateway:
         async with anyio.create_task_group() as group:
             group.start_soon(self.scheduler.run)
             group.start_soon(self.start, group)  # clients connect at once; their searches wait for readiness
+            group.start_soon(self.watch_visible)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
             group.cancel_scope.cancel()
@@ -414,6 +484,7 @@ class McpGateway:
         async with anyio.create_task_group() as group:
             group.start_soon(self.scheduler.run)
             group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
+            group.start_soon(self.watch_visible)
             await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve([sock] if sock else None)
             group.cancel_scope.cancel()
 
@@ -438,6 +509,30 @@ def as_mcp_tool(definition: dict[str, Any], score: float, needed_as: str | None 
     meta: dict[str, Any] = {SCORE_META_KEY: round(score, 3)} | ({NEEDED_META_KEY: needed_as} if needed_as else {})
     tool = types.Tool.model_validate({**definition, "_meta": meta})
     return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _executed(params: types.CallToolRequestParams) -> tuple[str, dict[str, Any] | None]:
+    """The tool a call runs and its arguments: for `call_tool`, the tool it names."""
+    arguments = dict(params.arguments or {})
+    if params.name == CALL_TOOL.name and isinstance(arguments.get("name"), str):
+        inner = arguments.get("arguments")
+        return arguments["name"], inner if isinstance(inner, dict) else None
+    return params.name, arguments
+
+
+def _record_outcome(span: Any, name: str, result: types.CallToolResult) -> None:
+    """The outcome on the call's span; for `find_tools`, toolrag's own attributes of the search too."""
+    if span is None:
+        return
+    found = result.structured_content
+    if name == FIND_TOOLS.name and isinstance(found, dict) and not result.is_error:
+        tools = found.get("tools", [])
+        span.set_attribute("toolrag.candidates", len(tools))
+        span.set_attribute("toolrag.strategy", found.get("strategy", "retrieval"))
+        if tools:
+            span.set_attribute("toolrag.confidence", tools[0].get("_meta", {}).get(SCORE_META_KEY, 0.0))
+    text = " ".join(part.text for part in result.content if isinstance(part, types.TextContent))
+    tracing.tool_outcome(span, found if found is not None else text, bool(result.is_error))
 
 
 def _next_step(results: list[SearchResult]) -> str:

@@ -3,9 +3,11 @@
 Every request needs a configured principal's bearer token or, with `[oauth]`, an access token of the configured
 issuer that one of the principals' rules matches (access/policy.py, server/oauth.py), checked before its body is
 read (`server/guard.py`).
-Each principal may hold a bounded number of MCP sessions, so one token cannot use up the server's session table and
-lock every other client out; idle sessions end after a few minutes. A session can only be used with the token
-that opened it (the SDK compares the authenticated user of each request with the session's owner).
+Clients of MCP 2025-11-25 open sessions: each principal may hold a bounded number, so one token cannot use up the
+server's session table and lock every other client out; idle sessions end after a few minutes. A session can only
+be used with the token that opened it (the SDK compares the authenticated user of each request with the session's
+owner). Requests of 2026-07-28 open no session (the SDK answers each on its own); the gateway keeps what a caller's
+conversation needs itself (mcp/conversations.py), keyed by the caller, never by a session.
 """
 
 from __future__ import annotations
