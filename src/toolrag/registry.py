@@ -41,7 +41,6 @@ from toolrag.model import (
     Tool,
     utc_now,
 )
-from toolrag.monitor.config import MonitorConfig
 from toolrag.search.calibrate import bank_requests, embed_fixed
 from toolrag.search.config import SearchConfig
 from toolrag.search.feedback import UsageMemory
@@ -53,9 +52,10 @@ from toolrag.search.text import embedded_texts
 from toolrag.snapshot import Snapshots
 from toolrag.store.base import AuditEntry, IndexModel, Store, UpsertReport, Vector, model_mismatch_message
 from toolrag.store.sqlite import SQLiteStore
+from toolrag.usagelog.config import MonitorConfig
+from toolrag.usagelog.recorder import UsageRecorder
 
 if TYPE_CHECKING:
-    from toolrag.monitor.recorder import UsageRecorder
     from toolrag.search.explain import Explanation
     from toolrag.search.reformulate import Rewriter
 
@@ -165,8 +165,6 @@ class ToolRegistry:
         self._group_cache: dict[str, Vector] = {}
         self.usage: UsageRecorder | None = None
         if monitor:
-            from toolrag.monitor.recorder import UsageRecorder  # the recorder knows runtime events: import late
-
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
         self._catalog_totals: dict[tuple[object, ...], int] = {}
         self._catalog_fit: dict[tuple[object, ...], bool] = {}
