@@ -38,7 +38,7 @@ TOKEN = "load-agent-token-0123456789"
 TIME_TOOL = "time.get_current_time"
 CALL_ARGUMENTS = {"timezone": "Europe/Kyiv"}
 REQUESTS = synthetic_requests(2000)
-# Every simulated client uses the one token: lift the per-token limit on requests in flight (server/guard.py).
+# Every simulated client uses the one token: lift the per-token limit on requests in flight (access/guard.py).
 ONE_TOKEN_FOR_ALL_CLIENTS = "[http]\nmax_requests_per_principal = 10000\n"
 
 

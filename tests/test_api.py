@@ -22,11 +22,11 @@ import uvicorn
 
 from toolrag import SearchConfig, ToolRegistry
 from toolrag.access import Grant
+from toolrag.access.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 from toolrag.cli.api import openapi_document
-from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.guard import FailureLimiter, HttpLimits, address_bucket, server_config
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 from .mcp_support import free_port

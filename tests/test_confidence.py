@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.eval import example_no_tool_requests, load_no_tool
-from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.report import build_report
 from toolrag.search.calibrate import NEAREST_TOOLS, nearest_tools
 from toolrag.search.index import SearchIndex, ToolTable, VectorRows
 from toolrag.search.lexical import LexicalIndex
 from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import BENCH, RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 

@@ -16,11 +16,11 @@ import pytest
 from toolrag import ToolRegistry
 from toolrag.access import Grant
 from toolrag.model import Tool
-from toolrag.monitor import MonitorConfig
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.store.base import AuditEntry, Pin
 from toolrag.store.usage import CallRecord, RetrievalRecord
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import RETRIEVAL, CountingEmbedder, make_tool
 from .test_api import serving

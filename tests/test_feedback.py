@@ -11,9 +11,9 @@ from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.eval import evaluate, load_benchmark
 from toolrag.eval.dataset import BenchmarkSet
 from toolrag.eval.runner import split_for_replay
-from toolrag.monitor.config import MonitorConfig
 from toolrag.search.feedback import UsageMemory
 from toolrag.store.usage import UsedRequest
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder
 from .test_eval import bench

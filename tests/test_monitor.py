@@ -11,10 +11,11 @@ from typer.testing import CliRunner
 from toolrag import Principal, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.model import utc_now
-from toolrag.monitor import MonitorConfig, build_report
-from toolrag.monitor.redact import redact
+from toolrag.monitor import build_report
 from toolrag.runtime import Agent, Message, ScriptedModel, ToolCall
 from toolrag.store.usage import CallRecord, RetrievalRecord
+from toolrag.usagelog import MonitorConfig
+from toolrag.usagelog.redact import redact
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
 

@@ -32,12 +32,12 @@ from typer.testing import CliRunner
 
 from toolrag import ToolRegistry, tool
 from toolrag.access import Grant
-from toolrag.monitor import MonitorConfig
+from toolrag.access.guard import Refused
+from toolrag.access.oauth import JwtVerifier, OAuthConfig
+from toolrag.access.rate_limit import Rate, RateLimits
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
-from toolrag.server.guard import Refused
-from toolrag.server.oauth import JwtVerifier, OAuthConfig
-from toolrag.server.rate_limit import Rate, RateLimits
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, json_http_server
 from .mcp_support import TOOLRAG, free_port, python_server, stop_tree, wait_until_listening

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Caller, Grant
+from toolrag.access.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.cli.app import app
 from toolrag.errors import StoreError
 from toolrag.mcp.config import GatewayConfig
@@ -30,7 +31,6 @@ from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupRefused
 from toolrag.server.config import ApiConfig, load_api_config
 from toolrag.server.metrics import ApiMetrics
-from toolrag.server.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
 from toolrag.store.usage import JobReport, UsageTables

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolrag.monitor.redact import redact
+from toolrag.usagelog.redact import redact
 
 # (text, the parts that must not survive)
 MASKED = [

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from toolrag import Principal, SearchConfig, ToolRegistry
-from toolrag.monitor.config import MonitorConfig
 from toolrag.runtime.chat import ScriptedModel
 from toolrag.runtime.messages import Message
 from toolrag.runtime.rewrite import ChatRewriter
 from toolrag.search.reformulate import Vocabulary
 from toolrag.search.text import tokenize
+from toolrag.usagelog import MonitorConfig
 
 from .conftest import SAMPLE_TOOLS, CountingEmbedder
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from toolrag import ToolRegistry
+from toolrag.events import ListSink, SecurityEvent, ToolCallEvent
 from toolrag.limits import MAX_MESSAGE_CHARS, MAX_REQUEST_CHARS
 from toolrag.model import Principal, Tool
-from toolrag.monitor.redact import redact
-from toolrag.runtime.events import ListSink, SecurityEvent, ToolCallEvent
 from toolrag.runtime.gateway import CallResult, ToolGateway
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.search.request import searched_text
+from toolrag.usagelog.redact import redact
 
 CALLER = Principal(user="mallory", tenant="t1")
 
@@ -187,8 +187,8 @@ def test_redaction_takes_linear_time_on_hostile_text(tmp_path: Path) -> None:
 import resource
 resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
 from toolrag.model import Principal
-from toolrag.monitor.config import MonitorConfig
-from toolrag.monitor.recorder import UsageRecorder
+from toolrag.usagelog import MonitorConfig
+from toolrag.usagelog.recorder import UsageRecorder
 from toolrag.store.sqlite import SQLiteStore
 recorder = UsageRecorder(SQLiteStore({str(tmp_path / "log.db")!r}), MonitorConfig(requests="redacted"))
 for text in [{", ".join(ADVERSARIAL_TEXTS)}]:

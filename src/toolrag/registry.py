@@ -22,7 +22,6 @@ from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
 from toolrag.model import Principal, SearchResult, Tool, utc_now
-from toolrag.monitor.config import MonitorConfig
 from toolrag.search.config import SearchConfig
 from toolrag.search.examples import promotable_requests
 from toolrag.search.feedback import UsageMemory
@@ -36,9 +35,10 @@ from toolrag.snapshot.embedding import IndexEmbeddings
 from toolrag.snapshot.fixed import stored_fixed_vectors
 from toolrag.store.base import AuditEntry, Store, UpsertReport
 from toolrag.store.sqlite import SQLiteStore
+from toolrag.usagelog.config import MonitorConfig
+from toolrag.usagelog.recorder import UsageRecorder
 
 if TYPE_CHECKING:
-    from toolrag.monitor.recorder import UsageRecorder
     from toolrag.search.explain import Explanation
     from toolrag.search.reformulate import Rewriter
 
@@ -87,8 +87,6 @@ class ToolRegistry:
         self._snapshots = Snapshots.of(self._embeddings, self.config)
         self.usage: UsageRecorder | None = None
         if monitor:
-            from toolrag.monitor.recorder import UsageRecorder  # the recorder knows runtime events: import late
-
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
 
     @property

@@ -38,8 +38,8 @@ def serve(
 
     configure_logging(logging.INFO, json_lines=log_format == "json")
 
+    from toolrag.access.guard import listening_socket, server_config
     from toolrag.server.config import load_api_config
-    from toolrag.server.guard import listening_socket, server_config
     from toolrag.server.serve import build_api
 
     settings = guarded(lambda: load_api_config(config))

@@ -180,7 +180,7 @@ def serve(
     settings = _load(config)
     sock = None
     if transport == "http":  # the port is taken before the registry is opened: in use, nothing starts
-        from toolrag.server.guard import listening_socket
+        from toolrag.access.guard import listening_socket
 
         guarded(settings.check_http_tokens)
         sock = guarded(lambda: listening_socket(host, port))

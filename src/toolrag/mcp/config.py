@@ -32,13 +32,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolrag.access import AccessPolicy, Grant, check_grants
+from toolrag.access.guard import HttpLimits
+from toolrag.access.oauth import OAuthConfig, access_policy
+from toolrag.access.rate_limit import RateLimits
 from toolrag.config_files import beside, read_toml
 from toolrag.errors import ConfigError
-from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
-from toolrag.server.config import access_policy
-from toolrag.server.guard import HttpLimits
-from toolrag.server.oauth import OAuthConfig
-from toolrag.server.rate_limit import RateLimits
+from toolrag.monitor.config import ScheduleConfig, StartupConfig
+from toolrag.usagelog.config import MonitorConfig
 
 ApprovalPolicy = Literal["after-first-sync", "always", "never"]
 

@@ -29,6 +29,9 @@ from mcp.shared.exceptions import MCPError
 
 from toolrag import tracing
 from toolrag.access import Caller
+from toolrag.access.guard import CALLER_KEY, server_config
+from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
+from toolrag.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
@@ -42,12 +45,9 @@ from toolrag.model import Principal, SearchResult
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
-from toolrag.runtime.events import Event, EventSink, FanoutSink, SecurityEvent
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
 from toolrag.search.request import searched_text
-from toolrag.server.guard import CALLER_KEY, server_config
-from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.store.base import AuditEntry
 
 log = logging.getLogger("toolrag.mcp")
@@ -475,7 +475,7 @@ class McpGateway:
             group.cancel_scope.cancel()
 
     async def serve_http(self, host: str, port: int, sock: socket.socket | None = None) -> None:
-        """`sock`: already bound to host and port (toolrag.server.guard.listening_socket), else uvicorn binds."""
+        """`sock`: already bound to host and port (toolrag.access.guard.listening_socket), else uvicorn binds."""
         import uvicorn
 
         if self.startup is None:

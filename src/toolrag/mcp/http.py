@@ -1,8 +1,8 @@
 """The gateway over streamable HTTP: the official SDK's session manager behind toolrag's request guard.
 
 Every request needs a configured principal's bearer token or, with `[oauth]`, an access token of the configured
-issuer that one of the principals' rules matches (access/policy.py, server/oauth.py), checked before its body is
-read (`server/guard.py`).
+issuer that one of the principals' rules matches (access/policy.py, access/oauth.py), checked before its body is
+read (`access/guard.py`).
 Clients of MCP 2025-11-25 open sessions: each principal may hold a bounded number, so one token cannot use up the
 server's session table and lock every other client out; idle sessions end after a few minutes. A session can only
 be used with the token that opened it (the SDK compares the authenticated user of each request with the session's
@@ -28,9 +28,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolrag.access import Caller
+from toolrag.access.guard import CALLER_KEY, Authenticated, RequestGuard, Scope
+from toolrag.access.oauth import JwtVerifier, caller_authenticator
 from toolrag.mcp.config import GatewayConfig
-from toolrag.server.guard import CALLER_KEY, Authenticated, RequestGuard, Scope
-from toolrag.server.oauth import JwtVerifier, caller_authenticator
 
 MCP_PATH = "/mcp"
 

@@ -1,6 +1,6 @@
-"""Usage monitoring and registry health: the usage log recorder, the health report, validation, metrics."""
+"""Usage monitoring and registry health, reading what usagelog/ wrote: the health report, validation, the
+console's readings, scheduled jobs, the startup check."""
 
-from toolrag.monitor.config import MonitorConfig
 from toolrag.monitor.report import HealthReport, ReportRules, build_report
 
-__all__ = ["HealthReport", "MonitorConfig", "ReportRules", "build_report"]
+__all__ = ["HealthReport", "ReportRules", "build_report"]

@@ -1,4 +1,4 @@
-"""How usage is logged (what is kept of request texts, for how long), and what servers check at startup."""
+"""What servers check at startup, and the jobs they run on a schedule (the usage log's own settings: usagelog/)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,6 @@ from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-
-class MonitorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    requests: Literal["full", "redacted", "hash"] = Field(
-        default="full",
-        description="keep request texts as they are, with e-mail addresses and numbers masked, or only a hash",
-    )
-    retention_days: int = Field(default=90, ge=1, description="log entries older than this are deleted")
-    flush_seconds: float = Field(default=1.0, gt=0, description="how long entries wait to be written in a batch")
 
 
 class StartupConfig(BaseModel):

@@ -26,12 +26,12 @@ from typing import Literal, cast
 
 from toolrag.catalog.decorator import ToolContext
 from toolrag.errors import ToolragError
+from toolrag.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.inject.deferred import SEARCH_TOOL
 from toolrag.inject.formats import provider_name
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
-from toolrag.runtime.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import Conversation, Message, ToolCall
 from toolrag.runtime.providers.base import ProviderModel

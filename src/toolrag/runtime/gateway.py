@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from toolrag.catalog.decorator import ToolContext, context_parameter
+from toolrag.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.inject.formats import provider_name
 from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
-from toolrag.runtime.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
 from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure

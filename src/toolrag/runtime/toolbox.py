@@ -16,10 +16,10 @@ from typing import Any
 
 from toolrag.catalog.decorator import ToolContext
 from toolrag.errors import ToolragError
+from toolrag.events import EventSink, FanoutSink, NullSink
 from toolrag.jsontext import loads
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.registry import ToolRegistry
-from toolrag.runtime.events import EventSink, FanoutSink, NullSink
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
 

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolrag import tracing
 from toolrag.access import Caller, Role
+from toolrag.access.guard import CALLER_KEY, FailureLimiter, RequestGuard
+from toolrag.access.oauth import JwtVerifier, caller_authenticator
+from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.errors import (
     CatalogError,
     EditConflictError,
@@ -51,10 +54,7 @@ from toolrag.server.config import ApiConfig
 from toolrag.server.console import PREFIX as CONSOLE_PREFIX
 from toolrag.server.console import ConsoleSessions, console_router
 from toolrag.server.dashboard import render_dashboard
-from toolrag.server.guard import CALLER_KEY, FailureLimiter, RequestGuard
 from toolrag.server.metrics import ApiMetrics
-from toolrag.server.oauth import JwtVerifier, caller_authenticator
-from toolrag.server.rate_limit import Kind, RateLimiter, retry_after
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 

@@ -36,12 +36,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.access import AccessPolicy, Grant, Role, check_grants
+from toolrag.access import AccessPolicy, Grant, check_grants
+from toolrag.access.guard import HttpLimits
+from toolrag.access.oauth import OAuthConfig, access_policy
+from toolrag.access.rate_limit import RateLimits
 from toolrag.config_files import beside, read_toml
-from toolrag.monitor.config import MonitorConfig, ScheduleConfig, StartupConfig
-from toolrag.server.guard import HttpLimits
-from toolrag.server.oauth import OAuthConfig
-from toolrag.server.rate_limit import RateLimits
+from toolrag.monitor.config import ScheduleConfig, StartupConfig
+from toolrag.usagelog.config import MonitorConfig
 
 
 class ApiConfig(BaseModel):
@@ -78,15 +79,6 @@ class ApiConfig(BaseModel):
     def policy(self) -> AccessPolicy:
         """Every token and OAuth rule of this configuration; a rule without a role grants reader."""
         return access_policy(self.tokens, "reader", None, self.oauth)
-
-
-def access_policy(
-    grants: dict[str, Grant], default_role: Role, local: str | None, oauth: OAuthConfig | None
-) -> AccessPolicy:
-    """The policy of a server's rules, reading OAuth claims as its `[oauth]` section says."""
-    if oauth is None:
-        return AccessPolicy(grants, default_role, local)
-    return AccessPolicy(grants, default_role, local, oauth.scopes_claim, oauth.user_claim, oauth.tenant_claim)
 
 
 def load_api_config(path: str | Path) -> ApiConfig:

@@ -16,6 +16,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from toolrag.access import Caller
+from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter, Refused, client_address
 from toolrag.errors import EditConflictError, ToolNotFoundError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, Principal, Tool, utc_now
@@ -24,7 +25,6 @@ from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX, ConsoleSessions, new_form_token
-from toolrag.server.guard import CALLER_KEY, Authenticator, FailureLimiter, Refused, client_address
 from toolrag.store.usage import EVERYONE, Audience
 
 HERE = Path(__file__).parent

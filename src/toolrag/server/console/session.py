@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
 
-from toolrag.server.guard import ConsoleCookie, Scope, cookie_value
+from toolrag.access.guard import ConsoleCookie, Scope, cookie_value
 
 PREFIX = "/console/"
 LOGIN = f"{PREFIX}login"

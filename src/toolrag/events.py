@@ -1,7 +1,8 @@
-"""One event interface for everything the runtime does, for monitoring, audits and tracing.
+"""One event interface for everything the runtime and the MCP gateway do, for monitoring, audits and tracing.
 
 Sinks receive plain dataclasses. `ListSink` keeps them (tests, small tools); `OpenTelemetrySink` turns them into
-spans when `opentelemetry-api` is installed; the monitoring store persists them.
+spans when `opentelemetry-api` is installed; the usage log persists them (usagelog/recorder.py). Below both users,
+so neither the runtime nor the log's writer has to import the other.
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from toolrag.events import Event, ToolCallEvent
 from toolrag.model import Principal, SearchResult, caller_key, utc_now
-from toolrag.monitor.config import MonitorConfig
-from toolrag.monitor.redact import redact
-from toolrag.runtime.events import Event, ToolCallEvent
 from toolrag.store.base import Store
 from toolrag.store.usage import CallRecord, RetrievalRecord, principal_label
+from toolrag.usagelog.config import MonitorConfig
+from toolrag.usagelog.redact import redact
 
 log = logging.getLogger("toolrag.monitor")
 

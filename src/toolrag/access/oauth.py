@@ -32,8 +32,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from toolrag.access import AccessPolicy, Caller
-from toolrag.server.guard import Authenticated, Authenticator, Refused, Scope
+from toolrag.access import AccessPolicy, Caller, Grant, Role
+from toolrag.access.guard import Authenticated, Authenticator, Refused, Scope
 
 REFETCH_SECONDS = 60.0
 FETCH_TIMEOUT_SECONDS = 5.0
@@ -104,6 +104,15 @@ class OAuthConfig(BaseModel):
         if description:
             parts.append('error_description="{}"'.format(description.replace('"', "'")))
         return ", ".join(parts)
+
+
+def access_policy(
+    grants: dict[str, Grant], default_role: Role, local: str | None, oauth: OAuthConfig | None
+) -> AccessPolicy:
+    """The policy of a server's rules, reading OAuth claims as its `[oauth]` section says."""
+    if oauth is None:
+        return AccessPolicy(grants, default_role, local)
+    return AccessPolicy(grants, default_role, local, oauth.scopes_claim, oauth.user_claim, oauth.tenant_claim)
 
 
 class JwtVerifier:

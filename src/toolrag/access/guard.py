@@ -431,120 +431,139 @@ def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
     `reserved_for_authenticated`: past it, the oldest idle one is closed to make room, or, with none idle, the new
     connection serves one request and is closed unless that request authenticated."""
-    per_source: Counter[str] = Counter()  # open connections by client address (`address_bucket`), for this server
-    anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
-    anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
-    proxies = [ipaddress.ip_network(entry) for entry in limits.trusted_proxies]
+    book = _ConnectionBook(limits)
 
-    def trusted(peer: str) -> bool:
+    class ThisServersProtocol(GuardedH11Protocol):
+        _book = book
+
+    return ThisServersProtocol
+
+
+class _ConnectionBook:
+    """What one server knows of its open connections: how many each client address holds, and which are not
+    authenticated yet."""
+
+    def __init__(self, limits: HttpLimits) -> None:
+        self.limits = limits
+        self.per_source: Counter[str] = Counter()  # open connections by client address (`address_bucket`)
+        self.anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
+        self.anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
+        self._proxies = [ipaddress.ip_network(entry) for entry in limits.trusted_proxies]
+
+    def trusted(self, peer: str) -> bool:
         """As uvicorn decides whether to read X-Forwarded-For from a peer (`server_config`)."""
         try:
             address = ipaddress.ip_address(peer)
         except ValueError:
             return False
-        return any(address in network for network in proxies)
+        return any(address in network for network in self._proxies)
 
-    def hold(source: str) -> bool:
+    def hold(self, source: str) -> bool:
         """Count a connection of `source`, unless it holds its share already."""
-        if per_source[source] >= limits.max_connections_per_source:
+        if self.per_source[source] >= self.limits.max_connections_per_source:
             return False
-        per_source[source] += 1
+        self.per_source[source] += 1
         return True
 
-    def release(source: str) -> None:
-        per_source[source] -= 1
-        if per_source[source] <= 0:
-            del per_source[source]
+    def release(self, source: str) -> None:
+        self.per_source[source] -= 1
+        if self.per_source[source] <= 0:
+            del self.per_source[source]
 
-    class GuardedH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-        _source: str | None = None  # the address_bucket its connection counts against
-        _proxied = False  # from a trusted proxy
-        _probation = False  # admitted past the anonymous share: one request, unless it authenticates
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            peer = transport.get_extra_info("peername")
-            address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
-            # A trusted proxy's connection is counted against the client of each request on it (`admit`), not
-            # the proxy: every client would share one share.
-            self._proxied = trusted(address)
-            source = address_bucket(address)
-            if len(self.connections) > limits.max_connections or (not self._proxied and not hold(source)):
-                transport.close()
-                return
-            self._source = None if self._proxied else source
-            if len(anonymous) >= anonymous_cap and not _close_an_idle_one():
-                self._probation = True
-            anonymous[self] = None
-            self.timeout_keep_alive = limits.anonymous_keep_alive_seconds
-            self.app = _marking(self.app, self)
-            self._await_head()
-
-        def admit(self, client: str) -> bool:
-            if not self._proxied:
-                return True  # counted by its peer when accepted: a header it sends changes nothing
-            source = address_bucket(client)
-            if source == self._source:
-                return True
-            if self._source is not None:
-                release(self._source)
-            self._source = source if hold(source) else None
-            return self._source is not None
-
-        def authenticated(self) -> None:
-            if self in anonymous:  # the first authenticated request: the connection's full keep-alive from now on
-                del anonymous[self]
-                self.timeout_keep_alive = limits.keep_alive_seconds
-                self._probation = False
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self._probation and not self.transport.is_closing():
-                self.transport.close()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._cancel_head_timer()  # the head arrived: the body has its own timeout
-            elif self._head_timer is None and not self.transport.is_closing():
-                self._await_head()  # part of the next head on a kept-alive connection
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._cancel_head_timer()
-            anonymous.pop(self, None)
-            if self._source is not None:
-                release(self._source)
-                self._source = None
-            super().connection_lost(exc)
-
-        def idle(self) -> bool:
-            """Between requests on a kept-alive connection (uvicorn's keep-alive timer runs)."""
-            return self.timeout_keep_alive_task is not None and not self.transport.is_closing()
-
-        def _await_head(self) -> None:
-            self._cancel_head_timer()
-            self._head_timer = self.loop.call_later(limits.header_timeout_seconds, self._head_timed_out)
-
-        def _cancel_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.close()
-
-    def _close_an_idle_one() -> bool:
+    def close_an_idle_one(self) -> bool:
         """Close the oldest idle unauthenticated connection, if there is one."""
-        oldest = next((connection for connection in anonymous if connection.idle()), None)
+        oldest = next((connection for connection in self.anonymous if connection.idle()), None)
         if oldest is None:
             return False
-        anonymous.pop(oldest, None)
+        self.anonymous.pop(oldest, None)
         oldest.timeout_keep_alive_handler()
         return True
 
-    return GuardedH11Protocol
+
+class GuardedH11Protocol(H11Protocol):
+    """The bounded protocol of `guarded_protocol`, keeping its count in the `_ConnectionBook` of its server."""
+
+    _book: _ConnectionBook  # set by guarded_protocol, one per server
+    _head_timer: asyncio.TimerHandle | None = None
+    _source: str | None = None  # the address_bucket its connection counts against
+    _proxied = False  # from a trusted proxy
+    _probation = False  # admitted past the anonymous share: one request, unless it authenticates
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        book = self._book
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+        # A trusted proxy's connection is counted against the client of each request on it (`admit`), not
+        # the proxy: every client would share one share.
+        self._proxied = book.trusted(address)
+        source = address_bucket(address)
+        if len(self.connections) > book.limits.max_connections or (not self._proxied and not book.hold(source)):
+            transport.close()
+            return
+        self._source = None if self._proxied else source
+        if len(book.anonymous) >= book.anonymous_cap and not book.close_an_idle_one():
+            self._probation = True
+        book.anonymous[self] = None
+        self.timeout_keep_alive = book.limits.anonymous_keep_alive_seconds
+        self.app = _marking(self.app, self)
+        self._await_head()
+
+    def admit(self, client: str) -> bool:
+        if not self._proxied:
+            return True  # counted by its peer when accepted: a header it sends changes nothing
+        source = address_bucket(client)
+        if source == self._source:
+            return True
+        if self._source is not None:
+            self._book.release(self._source)
+        self._source = source if self._book.hold(source) else None
+        return self._source is not None
+
+    def authenticated(self) -> None:
+        if (
+            self in self._book.anonymous
+        ):  # the first authenticated request: the connection's full keep-alive from now on
+            del self._book.anonymous[self]
+            self.timeout_keep_alive = self._book.limits.keep_alive_seconds
+            self._probation = False
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._probation and not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_head_timer()  # the head arrived: the body has its own timeout
+        elif self._head_timer is None and not self.transport.is_closing():
+            self._await_head()  # part of the next head on a kept-alive connection
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        self._book.anonymous.pop(self, None)
+        if self._source is not None:
+            self._book.release(self._source)
+            self._source = None
+        super().connection_lost(exc)
+
+    def idle(self) -> bool:
+        """Between requests on a kept-alive connection (uvicorn's keep-alive timer runs)."""
+        return self.timeout_keep_alive_task is not None and not self.transport.is_closing()
+
+    def _await_head(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self._book.limits.header_timeout_seconds, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
 
 
 def _marking(app: ASGIApp, connection: GuardedConnection) -> ASGIApp:
