@@ -12,6 +12,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from toolrag.errors import StoreError
 
+TOOLRAG_PARAMETERS = ("schema", "vector_index")
+
 
 @dataclass
 class FoundRegistry:
@@ -22,13 +24,20 @@ class FoundRegistry:
     model_id: str | None  # what its vectors were made with (None before the first import)
 
 
-def split_schema(url: str) -> tuple[str, str]:
-    """The connection URL without toolrag's `schema=NAME` parameter, and the schema (default `toolrag`)."""
+def split_parameters(url: str) -> tuple[str, dict[str, str]]:
+    """The connection URL without toolrag's own query parameters (`schema`, `vector_index`: libpq knows neither),
+    and their values (the last one given of each)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    rest = urlencode([(key, value) for key, value in query if key != "schema"], safe="/")
-    return urlunsplit(parts._replace(query=rest)), (schemas[-1] if schemas else "toolrag")
+    found = {key: value for key, value in query if key in TOOLRAG_PARAMETERS}
+    rest = urlencode([(key, value) for key, value in query if key not in TOOLRAG_PARAMETERS], safe="/")
+    return urlunsplit(parts._replace(query=rest)), found
+
+
+def split_schema(url: str) -> tuple[str, str]:
+    """The connection URL without toolrag's parameters, and the schema it names (default `toolrag`)."""
+    plain, found = split_parameters(url)
+    return plain, found.get("schema", "toolrag")
 
 
 def inspect_sqlite(path: Path) -> FoundRegistry | None:

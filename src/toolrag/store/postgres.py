@@ -3,6 +3,10 @@
 Tables live in their own schema (`toolrag` by default). Writers serialize on a transaction-level advisory lock, so
 the generation counter orders every change and no update is lost; readers notice other processes' writes by the
 counter. Migrations run under a session-level advisory lock, so instances starting together do not race.
+
+A per-model HNSW index on the vectors is opt-in (`vector_index=hnsw` in the URL): no search reads it (the in-memory
+snapshot, and past `SearchConfig.ann_min_tools` search/ann.py's graph, answer every search), while growing it slows
+every write; only `PostgresStore.nearest`, a query of the database itself, can use it.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from toolrag.store.base import (
     sql_statements,
 )
 from toolrag.store.dialect import POSTGRES
-from toolrag.store.inspect import split_schema
+from toolrag.store.inspect import split_parameters
 from toolrag.store.tables import (
     REPLACE_CURRENT,
     Database,
@@ -69,14 +73,16 @@ _NEAREST_EF_SEARCH = 200
 class PostgresStore(PreviousNames):
     """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
 
-    def __init__(self, url: str, schema: str = "toolrag", create: bool = True) -> None:
-        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name)."""
+    def __init__(self, url: str, schema: str = "toolrag", create: bool = True, vector_index: bool = False) -> None:
+        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name); `vector_index` keeps
+        an HNSW index of the model's vectors for `nearest` (module docstring)."""
         self.url = url
         self.schema = schema
         self.create = create
+        self.vector_index = vector_index
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self._index_builder = IndexBuilder(self._build_connection, schema)
+        self._index_builder = IndexBuilder(self._build_connection, schema, wanted=vector_index)
         self._generations = GenerationListener(self._build_connection, _channel_of(schema))
         with self._lock:
             self._rebuild_a_missing_index(self._connection())
@@ -86,9 +92,13 @@ class PostgresStore(PreviousNames):
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:
-        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`)."""
-        plain, schema = split_schema(url)
-        return cls(plain, schema=schema, create=create)
+        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`),
+        `vector_index=hnsw` keeps an HNSW index of the vectors (default `none`)."""
+        plain, found = split_parameters(url)
+        index = found.get("vector_index", "none")
+        if index not in ("none", "hnsw"):
+            raise StoreError(f"vector_index={index} in the store URL: expected none or hnsw")
+        return cls(plain, schema=found.get("schema", "toolrag"), create=create, vector_index=index == "hnsw")
 
     def __repr__(self) -> str:
         return f"PostgresStore({redacted_url(self.url)!r}, schema={self.schema!r})"
@@ -133,9 +143,9 @@ class PostgresStore(PreviousNames):
 
     def _rebuild_a_missing_index(self, conn: psycopg.Connection[Any]) -> None:
         """A bulk import whose process ended before the index build leaves no index, and a build cancelled halfway
-        an invalid one: the next opener builds it."""
+        an invalid one (and migration 10 dropped every index): the next opener that keeps one builds it."""
         model = read_model(conn)
-        if model is not None and not _index_is_valid(conn, self.schema, model):
+        if self.vector_index and model is not None and not _index_is_valid(conn, self.schema, model):
             self._index_builder.after_bulk_write(model)
 
     def _build_connection(self) -> psycopg.Connection[Any]:
@@ -320,14 +330,14 @@ class PostgresStore(PreviousNames):
                     "INSERT INTO embeddings(model, text_hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
                 )
 
-    @staticmethod
-    def _write_model(db: psycopg.Connection[Any], model: IndexModel) -> None:
+    def _write_model(self, db: psycopg.Connection[Any], model: IndexModel) -> None:
         with db.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 [("model_id", model.model_id), ("dimension", str(model.dimension))],
             )
-        db.execute(hnsw_index(model))
+        if self.vector_index:
+            db.execute(hnsw_index(model))
 
     def _bump_generation(self, db: psycopg.Connection[Any]) -> int:
         row = db.execute(
@@ -475,7 +485,8 @@ def _index_build_lock(schema: str) -> tuple[int, int]:
 
 
 class IndexBuilder:
-    """Builds a model's HNSW index once bulk writes have stopped for `quiet_seconds`.
+    """Builds a model's HNSW index once bulk writes have stopped for `quiet_seconds` (when the store keeps one:
+    `wanted`; either way a write that drops the index stops other processes' builds first).
 
     Growing an HNSW index vector by vector made 100k tools take 262 s to write; a bulk write drops it instead and
     asks for a build, which waits for the writes to go quiet, so a 100k import builds it once, not once per batch.
@@ -487,8 +498,15 @@ class IndexBuilder:
     leaves it to the next store that opens the registry.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, quiet_seconds: float = 2.0) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        schema: str,
+        quiet_seconds: float = 2.0,
+        wanted: bool = True,
+    ) -> None:
         self.connect = connect
+        self.wanted = wanted
         self.schema = schema
         self.lock = _index_build_lock(schema)
         self.quiet_seconds = quiet_seconds
@@ -499,6 +517,8 @@ class IndexBuilder:
         self._busy = False
 
     def after_bulk_write(self, model: IndexModel) -> None:
+        if not self.wanted:
+            return
         with self._condition:
             self._wanted, self._last_write = model, time.monotonic()
             if self._thread is None or not self._thread.is_alive():
