@@ -225,9 +225,9 @@ class PostgresStore(PreviousNames):
         expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
-        model's HNSW index to be built once, after the writes stop (`IndexBuilder`). The versions `expected` are
-        compared under the write lock every instance on the database takes, with the rows locked: two instances
-        cannot both write over the version they read."""
+        model's HNSW index, when the store keeps one, to be built once, after the writes stop (`IndexBuilder`). The
+        versions `expected` are compared under the write lock every instance on the database takes, with the rows
+        locked: two instances cannot both write over the version they read."""
         report = UpsertReport()
         with self._transaction() as db:
             check_or_set_model(db, model, self._write_model)
