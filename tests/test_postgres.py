@@ -24,6 +24,11 @@ from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, in_schema, make
 MODEL = IndexModel("test-model", 4)
 
 
+def indexed(url: str) -> str:
+    """The store URL of a store that keeps an HNSW index of its vectors (opt-in: no search reads it)."""
+    return f"{url}&vector_index=hnsw"
+
+
 def test_an_unreachable_database_is_named_without_its_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(StoreError, match=r"cannot connect to PostgreSQL at postgresql://bob@/db\?host=") as caught:
         open_store(f"postgresql://bob:hunter2@/db?host={tmp_path}")
@@ -85,7 +90,7 @@ def test_a_newer_schema_is_refused(postgres_url: str) -> None:
 
 
 def test_nearest_uses_the_models_hnsw_index(postgres_url: str) -> None:
-    store = PostgresStore.from_url(in_schema(postgres_url, "nearest"))
+    store = PostgresStore.from_url(indexed(in_schema(postgres_url, "nearest")))
     rng = np.random.default_rng(7)
     vectors = {f"h{i}": v / np.linalg.norm(v) for i, v in enumerate(rng.normal(size=(300, 4)).astype(np.float32))}
     store.upsert([make_tool("a", "A.")], vectors, MODEL)
@@ -104,6 +109,48 @@ def test_nearest_uses_the_models_hnsw_index(postgres_url: str) -> None:
             " ORDER BY vector::vector(4) <=> '[1,0,0,0]'::vector(4) LIMIT 5"
         ).fetchall()
     assert "embeddings_hnsw_" in " ".join(row[0] for row in plan)
+
+
+def _hnsw_indexes(postgres_url: str, schema: str) -> int:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        count = "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'embeddings_hnsw_%%'"
+        return int(conn.execute(count, (schema,)).fetchone()[0])  # type: ignore[index]
+
+
+def test_issue34_no_vector_index_unless_asked_and_nearest_still_answers(postgres_url: str) -> None:
+    """No search reads the database's HNSW index, and growing it slows every write: a store keeps none unless its
+    URL says `vector_index=hnsw`, small writes and bulk ones alike; `nearest` then scans, with the same answer."""
+    store = PostgresStore.from_url(in_schema(postgres_url, f"plain_{uuid.uuid4().hex[:8]}"))
+    assert not store.vector_index
+    tools, vectors = _catalog(1200)
+    store.upsert(tools[:1], {"h0": vectors["h0"]}, MODEL)
+    store.upsert(tools, vectors, MODEL)  # past BULK_ROWS: COPY, and no build asked for
+    assert store.wait_for_vector_index(1) and _hnsw_indexes(postgres_url, store.schema) == 0
+    query = vectors["h42"]
+    exact = sorted(vectors, key=lambda key: -float(vectors[key] @ query))[:5]
+    assert list(store.nearest("test-model", query, 5)) == exact
+    with pytest.raises(StoreError, match="vector_index=ivfflat"):
+        PostgresStore.from_url(f"{in_schema(postgres_url, store.schema)}&vector_index=ivfflat")
+    store.close()
+
+
+def test_issue34_migration_10_drops_the_indexes_an_opted_in_store_builds_again(postgres_url: str) -> None:
+    """Registries written before kept an index per model: migration 10 drops them; a store that asks for one builds
+    its model's again when it opens the registry."""
+    schema = f"older_{uuid.uuid4().hex[:8]}"
+    url = in_schema(postgres_url, schema)
+    store = PostgresStore.from_url(indexed(url))
+    store.upsert([make_tool("a", "A.")], {"h": np.array([1, 0, 0, 0], dtype=np.float32)}, MODEL)
+    store.close()
+    assert _hnsw_indexes(postgres_url, schema) == 1
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as a registry of schema version 9 is
+        conn.execute(sql.SQL("DELETE FROM {}.schema_version WHERE version = 10").format(sql.Identifier(schema)))
+    PostgresStore.from_url(url).close()
+    assert _hnsw_indexes(postgres_url, schema) == 0
+    opener = PostgresStore.from_url(indexed(url))
+    assert opener.wait_for_vector_index(60) and _hnsw_indexes(postgres_url, schema) == 1
+    assert opener.get("a") is not None
+    opener.close()
 
 
 def test_a_dropped_connection_fails_clearly_then_recovers(postgres_url: str) -> None:
@@ -160,7 +207,8 @@ def test_bulk_writes_hold_what_row_by_row_writes_hold(postgres_url: str, monkeyp
     for path in ("bulk", "rows"):
         if path == "rows":
             monkeypatch.setattr(postgres, "BULK_ROWS", 10**9)
-        store = stores[path] = PostgresStore.from_url(in_schema(postgres_url, f"{path}_{uuid.uuid4().hex[:8]}"))
+        url = indexed(in_schema(postgres_url, f"{path}_{uuid.uuid4().hex[:8]}"))
+        store = stores[path] = PostgresStore.from_url(url)
         reports[path] = [
             store.upsert(first, vectors, MODEL),
             store.upsert(changed[:600] + first[600:], changed_vectors, MODEL),
@@ -205,14 +253,14 @@ def test_the_small_talk_bank_never_meets_a_nearest_neighbour_query(
 def test_an_index_left_unbuilt_is_built_by_the_next_opener(postgres_url: str) -> None:
     """A process that ends between a bulk import and its index build leaves no HNSW index; the next store to open
     the registry builds it."""
-    url = in_schema(postgres_url, f"unbuilt_{uuid.uuid4().hex[:8]}")
+    url = indexed(in_schema(postgres_url, f"unbuilt_{uuid.uuid4().hex[:8]}"))
     importer = PostgresStore.from_url(url)
     importer._index_builder.quiet_seconds = 3600  # the process "ends" before writes go quiet
     tools, vectors = _catalog(1200)
     importer.upsert(tools, vectors, MODEL)
     importer.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        schema = url.rsplit("=", 1)[1]
+        schema = importer.schema
         count = "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'embeddings_hnsw_%%'"
         assert conn.execute(count, (schema,)).fetchone() == (0,)
         opener = PostgresStore.from_url(url)
@@ -243,7 +291,7 @@ def test_writes_go_on_while_the_vector_index_is_built(postgres_url: str) -> None
     """After a bulk import the HNSW index took 11-15 minutes to build at 100k tools, under the write lock: every
     registry write waited for it. A build now runs concurrently with writes."""
     schema = f"building_{uuid.uuid4().hex[:8]}"
-    store = PostgresStore.from_url(in_schema(postgres_url, schema))
+    store = PostgresStore.from_url(indexed(in_schema(postgres_url, schema)))
     store._index_builder.quiet_seconds = 1.0
     tools, vectors = _catalog(1200)
     with psycopg.connect(postgres_url) as blocker:
@@ -276,7 +324,7 @@ def test_a_bulk_write_cancels_a_running_index_build_which_is_built_again(
     """A bulk write drops the index: a build in flight gives way (it would wait for the write, and the write for
     it), and the index is built again, valid, once the writes stop; an opener finds an invalid one and rebuilds it."""
     schema = f"cancel_{uuid.uuid4().hex[:8]}"
-    url = in_schema(postgres_url, schema)
+    url = indexed(in_schema(postgres_url, schema))
     store = PostgresStore.from_url(url)
     store._index_builder.quiet_seconds = 1.0
     tools, vectors = _catalog(1200)

@@ -199,3 +199,48 @@ def test_issue31_a_write_over_a_moved_version_is_refused_whole(store_url: str) -
     with pytest.raises(EditConflictError, match="created meanwhile"):  # None: the writer saw no such tool
         store.upsert([make_tool("a.tool", "Another first text.")], {}, MODEL, expected={"a.tool": None})
     assert store.upsert([stale], {}, MODEL, expected={"a.tool": 2}).updated == ["a.tool"]
+
+
+# Each sub-object's write is one transaction too: a failure half-way leaves nothing of it (issue 34).
+
+
+def test_a_failed_pin_save_leaves_no_pin_and_no_audit_entry(store_url: str) -> None:
+    store = open_store(store_url)
+    broken = AuditEntry(None, "no action")  # type: ignore[arg-type]  # NOT NULL: fails after the pins are written
+    with pytest.raises(StoreError):
+        store.pinning.save([Pin("srv.read", "srv", "h1")], [AuditEntry("pinned", "first", "srv.read", "srv"), broken])
+    assert store.pinning.read() == [] and store.trail.newest() == []
+
+
+def test_a_failed_audit_append_leaves_no_entry(store_url: str) -> None:
+    store = open_store(store_url)
+    with pytest.raises(StoreError):
+        store.trail.append([AuditEntry("refused", "first"), AuditEntry(None, "second")])  # type: ignore[arg-type]
+    assert store.trail.newest() == []
+
+
+def test_a_failed_group_description_leaves_the_groups_and_generation_as_they_were(store_url: str) -> None:
+    store = open_store(store_url)
+    store.groups.describe({"kept": "Kept."})
+    before = store.generation()
+    with pytest.raises(StoreError):  # the second value cannot be stored: the first must not stay either
+        store.groups.describe({"a": "A.", "b": object(), "kept": None})  # type: ignore[dict-item]
+    assert store.groups.descriptions() == {"kept": "Kept."} and store.generation() == before
+
+
+def test_a_failed_restore_leaves_the_store_empty(store_url: str, tmp_path: Path) -> None:
+    source = SQLiteStore(tmp_path / "source.db")
+    source.upsert([make_tool("a.tool", "A.")], {"h1": vec(1, 0, 0, 0)}, MODEL)
+    source.groups.describe({"a": "Group A."})
+    dump = source.backup.dump()
+    dump.vectors["h1"] = vec(1, 0)  # damaged: written after the tools, the versions and the model
+    target = open_store(store_url)
+    before = target.generation()
+    with pytest.raises(StoreError, match="dimension 4"):
+        target.backup.restore(dump)
+    assert target.tools(include_inactive=True) == [] and target.versions.history("a.tool") == []
+    assert target.index_model() is None and target.groups.descriptions() == {}
+    assert target.generation() == before
+    dump.vectors["h1"] = vec(1, 0, 0, 0)
+    target.backup.restore(dump)  # nothing half-written stands in the way
+    assert [t.name for t in target.tools()] == ["a.tool"] and target.groups.descriptions() == {"a": "Group A."}

@@ -1,7 +1,7 @@
 """`toolrag doctor`: is this installation fit to run? One line per check (ok, warn, fail) with what to do about it.
 
-Every check only reads: the registry is inspected without being opened as a store (opening one creates or
-migrates it), and upstream MCP servers are connected to without importing anything (`toolrag mcp status`).
+Every check only reads: the registry is inspected without being opened as a store (store/inspect.py: opening one
+creates or migrates it), and upstream MCP servers are connected to without importing anything (`toolrag mcp status`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
     from toolrag.mcp.config import GatewayConfig
+    from toolrag.store.inspect import FoundRegistry
 
 Status = Literal["ok", "warn", "fail"]
 PROBE_TEXT = "where is my parcel?"
@@ -146,14 +147,16 @@ def _embedding_check(name: str, embed: Callable[[], Any]) -> Check:
 def store_check(location: str) -> Check:
     """Whether the registry at `location` exists, answers, and has the schema this toolrag writes. Read-only: a
     registry that does not exist is not created, an older schema is not migrated."""
+    from toolrag.store.inspect import inspect_postgres, inspect_sqlite
+
     name = f"registry {_shown(location)}"
     try:
         if location.startswith(("postgresql://", "postgres://")):
-            found = _postgres_registry(location)
+            found = inspect_postgres(location)
         elif "://" in location and not location.startswith("sqlite:///"):
             return Check(name, "fail", "unsupported store URL", "use a file path, sqlite:///PATH or postgresql://...")
         else:
-            found = _sqlite_registry(Path(location.removeprefix("sqlite:///")))
+            found = inspect_sqlite(Path(location.removeprefix("sqlite:///")))
     except ImportError:
         from toolrag.errors import install_hint
 
@@ -167,16 +170,8 @@ def store_check(location: str) -> Check:
     return _registry_verdict(name, found)
 
 
-@dataclass
-class FoundRegistry:
-    dialect: Literal["sqlite", "postgres"]
-    version: int  # of its schema: the number of the last migration applied
-    tools: int
-    active: int
-    model_id: str | None  # what its vectors were made with (None before the first import)
-
-
 def _registry_verdict(name: str, found: FoundRegistry) -> Check:
+    """Whether a registry found by store/inspect.py is one this toolrag can use as it is."""
     from toolrag.embed import embedder_name_for
     from toolrag.store.base import migrations
 
@@ -193,66 +188,6 @@ def _registry_verdict(name: str, found: FoundRegistry) -> Check:
     if found.version < newest:
         return Check(name, "warn", contents, "not migrated yet: the next toolrag command that opens it migrates it")
     return Check(name, "ok", contents, None if found.tools else "add tools with `toolrag import CATALOG`")
-
-
-def _sqlite_registry(path: Path) -> FoundRegistry | None:
-    import sqlite3
-
-    if not path.exists():
-        return None
-    if path.is_dir():
-        raise ToolragError(f"{path} is a directory, expected a database file")
-    try:  # read-only: SQLiteStore would migrate the file as it opens it
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            if version == 0:
-                return None  # an empty file: the first command that writes makes it a registry
-            tools, active = db.execute("SELECT count(*), coalesce(sum(active), 0) FROM tools").fetchone()
-            model = db.execute("SELECT value FROM meta WHERE key = 'model_id'").fetchone()
-    except sqlite3.Error as exc:
-        raise ToolragError(f"cannot read {path}: {exc}") from None
-    return FoundRegistry("sqlite", version, int(tools), int(active), model[0] if model else None)
-
-
-def _postgres_registry(url: str) -> FoundRegistry | None:
-    import psycopg
-
-    from toolrag.store.postgres import failure_reason, redacted_url
-
-    plain, schema = _split_schema(url)
-    try:
-        with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
-            return _read_postgres_registry(conn, schema)
-    except psycopg.Error as exc:
-        raise ToolragError(f"cannot read the registry at {redacted_url(plain)}: {failure_reason(exc)}") from None
-
-
-def _read_postgres_registry(conn: Any, schema: str) -> FoundRegistry | None:
-    from psycopg import sql
-
-    holds = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'schema_version'"
-    if conn.execute(holds, (schema,)).fetchone() is None:
-        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is None:
-            raise ToolragError("this PostgreSQL has no pgvector extension: install pgvector before the first import")
-        return None
-    table = sql.Identifier
-    version = conn.execute(sql.SQL("SELECT max(version) FROM {}.schema_version").format(table(schema))).fetchone()[0]
-    counts = "SELECT count(*), count(*) FILTER (WHERE active) FROM {}.tools"
-    tools, active = conn.execute(sql.SQL(counts).format(table(schema))).fetchone()
-    meta = "SELECT value FROM {}.meta WHERE key = 'model_id'"
-    model = conn.execute(sql.SQL(meta).format(table(schema))).fetchone()
-    return FoundRegistry("postgres", int(version or 0), int(tools), int(active), model[0] if model else None)
-
-
-def _split_schema(url: str) -> tuple[str, str]:
-    """The connection URL without toolrag's `schema=NAME` parameter, and the schema (as PostgresStore.from_url)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    rest = urlencode([(key, value) for key, value in query if key != "schema"], safe="/")
-    return urlunsplit(parts._replace(query=rest)), (schemas[-1] if schemas else "toolrag")
 
 
 def _shown(location: str) -> str:

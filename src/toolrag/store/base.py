@@ -1,4 +1,5 @@
-"""The `Store` protocol: durable tools, their history and their vectors. Only `store/` speaks SQL."""
+"""The `Store` protocol: durable tools and their vectors (`ToolStore`), with the tables beside them as sub-objects.
+Only `store/` speaks SQL."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -14,6 +15,9 @@ import numpy.typing as npt
 from toolrag.errors import EditConflictError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
+
+if TYPE_CHECKING:
+    from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
 Vector = npt.NDArray[np.float32]
 
@@ -82,10 +86,9 @@ class AuditEntry:
     at: datetime = field(default_factory=utc_now)
 
 
-class Store(Protocol):
-    """Durable registry state. Every write method is one transaction: it happens whole or not at all."""
-
-    usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
+class ToolStore(Protocol):
+    """What the registry's snapshot (snapshot/) and search read and write: the current tools, their vectors and
+    the generation. Every write method is one transaction: it happens whole or not at all."""
 
     def upsert(
         self,
@@ -128,8 +131,6 @@ class Store(Protocol):
         """Tools (active or not) written after `generation`."""
         ...
 
-    def history(self, name: str) -> list[Tool]: ...
-
     def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]: ...
 
     def index_model(self) -> IndexModel | None: ...
@@ -143,33 +144,57 @@ class Store(Protocol):
         a copy of a registry file that diverged from it reaches the same generation with another token."""
         ...
 
+    def close(self) -> None: ...
+
+
+class PreviousNames(Protocol):
+    """The sub-objects' methods under the names the store had before it had sub-objects (issue 34), for the
+    callers not moved to them yet; each only passes the call on. Stores inherit these bodies."""
+
+    trail: AuditTrail
+    pinning: PinTables
+    groups: GroupTables
+    versions: VersionTables
+    backup: BackupTables
+
+    def history(self, name: str) -> list[Tool]:
+        return self.versions.history(name)
+
     def group_descriptions(self) -> dict[str, str]:
-        """What each described group of tools (an MCP server, a category) is for."""
-        ...
+        return self.groups.descriptions()
 
     def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        """Set (or, with None, remove) group descriptions; moves the generation when anything changed."""
-        ...
+        self.groups.describe(descriptions)
 
-    def pins(self, server: str | None = None) -> list[Pin]: ...
+    def pins(self, server: str | None = None) -> list[Pin]:
+        return self.pinning.read(server)
 
     def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
-        """Insert or replace pins and append audit entries, in one transaction."""
-        ...
+        self.pinning.save(pins, audit)
 
-    def audit(self, entries: Sequence[AuditEntry]) -> None: ...
+    def audit(self, entries: Sequence[AuditEntry]) -> None:
+        self.trail.append(entries)
 
     def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
-        """The newest entries first."""
-        ...
+        return self.trail.newest(limit, tool)
 
-    def dump(self) -> RegistryDump: ...
+    def dump(self) -> RegistryDump:
+        return self.backup.dump()
 
     def restore(self, dump: RegistryDump) -> None:
-        """Load a dump into this store, which must be empty, in one transaction."""
-        ...
+        self.backup.restore(dump)
 
-    def close(self) -> None: ...
+
+class Store(ToolStore, PreviousNames, Protocol):
+    """Durable registry state: the tools (`ToolStore`) and the tables beside them, each a sub-object whose SQL is
+    written once for both databases (store/tables.py, store/usage.py)."""
+
+    usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
+    trail: AuditTrail  # the audit log
+    pinning: PinTables  # approved content of MCP tools, and quarantined changes
+    groups: GroupTables  # what each group of tools is for
+    versions: VersionTables  # every version of every tool
+    backup: BackupTables  # the whole registry, dumped and restored
 
 
 @dataclass(frozen=True)
@@ -223,9 +248,32 @@ def migrations(dialect: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def pending_migrations(dialect: str, current: int, described: str) -> list[tuple[int, str]]:
+    """The bundled migrations a database at schema version `current` has not had yet, in order; StoreError when it
+    is newer than this toolrag (`described`, e.g. "schema 'x' has version", starts the message)."""
+    bundled = migrations(dialect)
+    newest = bundled[-1][0]
+    if current > newest:
+        raise StoreError(f"{described} {current}, newer than this toolrag knows ({newest}): upgrade toolrag")
+    return [(number, script) for number, script in bundled if number > current]
+
+
 def sql_statements(script: str) -> list[str]:
-    """The statements of a migration script (one per `;` at a line end)."""
-    return [statement for statement in script.split(";\n") if statement.strip()]
+    """The statements of a migration script: one per `;` at a line end, except inside a `$$`-quoted body (a
+    PostgreSQL DO block)."""
+    statements: list[str] = []
+    current = ""
+    for number, part in enumerate(script.split("$$")):
+        if number % 2:  # between a pair of $$: one statement's body
+            current += f"$${part}$$"
+            continue
+        first, *rest = part.split(";\n")
+        current += first
+        for piece in rest:
+            statements.append(current)
+            current = piece
+    statements.append(current)
+    return [statement for statement in statements if statement.strip()]
 
 
 def checked_vector(vector: Vector, dimension: int) -> Vector:

@@ -3,12 +3,15 @@
 Tables live in their own schema (`toolrag` by default). Writers serialize on a transaction-level advisory lock, so
 the generation counter orders every change and no update is lost; readers notice other processes' writes by the
 counter. Migrations run under a session-level advisory lock, so instances starting together do not race.
+
+A per-model HNSW index on the vectors is opt-in (`vector_index=hnsw` in the URL): no search reads it (the in-memory
+snapshot, and past `SearchConfig.ann_min_tools` search/ann.py's graph, answer every search), while growing it slows
+every write; only `PostgresStore.nearest`, a query of the database itself, can use it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import threading
@@ -17,31 +20,39 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from toolrag import tracing
-from toolrag.errors import MissingExtraError, ModelMismatchError, StoreError
-from toolrag.model import Tool, utc_now
+from toolrag.errors import MissingExtraError, StoreError
+from toolrag.model import Tool
 from toolrag.store.base import (
     GENERATIONS_LOGGED,
     AuditEntry,
     IndexModel,
-    Pin,
-    RegistryDump,
+    PreviousNames,
     StoredRow,
     UpsertReport,
     Vector,
     check_expected,
     checked_vector,
-    group_changes,
-    migrations,
-    model_mismatch_message,
     next_version,
+    pending_migrations,
     sql_statements,
 )
-from toolrag.store.usage import UsageTables
+from toolrag.store.dialect import POSTGRES
+from toolrag.store.inspect import split_parameters
+from toolrag.store.tables import (
+    REPLACE_CURRENT,
+    Database,
+    VectorAccess,
+    check_or_set_model,
+    read_model,
+    tables_over,
+    write_current,
+    write_version,
+)
 
 log = logging.getLogger("toolrag.store")
 
@@ -55,48 +66,39 @@ except ImportError as exc:  # tests/test_cli.py runs a command with psycopg hidd
 _MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
 _WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
 _INDEX_BUILD_LOCK = 0x746F6F6C  # with a digest of the schema: held by the one connection building its vector index
-# A tool's current row, replaced by its new version (row by row and from the bulk staging table alike).
-_REPLACE_CURRENT = (
-    "ON CONFLICT(name) DO UPDATE SET definition = excluded.definition, content_hash = excluded.content_hash,"
-    " version = excluded.version, active = excluded.active, source = excluded.source,"
-    " updated_at = excluded.updated_at, seq = excluded.seq"
-)
 BULK_ROWS = 1000  # tools + vectors in one write from which COPY and one later index build beat row-by-row inserts
 _NEAREST_EF_SEARCH = 200
 
 
-class PostgresStore:
+class PostgresStore(PreviousNames):
     """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
 
-    def __init__(self, url: str, schema: str = "toolrag", create: bool = True) -> None:
-        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name)."""
+    def __init__(self, url: str, schema: str = "toolrag", create: bool = True, vector_index: bool = False) -> None:
+        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name); `vector_index` keeps
+        an HNSW index of the model's vectors for `nearest` (module docstring)."""
         self.url = url
         self.schema = schema
         self.create = create
+        self.vector_index = vector_index
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self._index_builder = IndexBuilder(self._build_connection, schema)
+        self._index_builder = IndexBuilder(self._build_connection, schema, wanted=vector_index)
         self._generations = GenerationListener(self._build_connection, _channel_of(schema))
         with self._lock:
             self._rebuild_a_missing_index(self._connection())
-        self.usage = UsageTables(
-            self._query,
-            self._transaction,
-            placeholder="%s",
-            timestamp=lambda moment: moment,
-            parse_time=lambda value: value,
-            day="to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-        )
+        database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
+        vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables_over(database, vectors)
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:
-        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`)."""
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = [value for key, value in query if key == "schema"]
-        rest = urlencode([(key, value) for key, value in query if key != "schema"], safe="/")
-        plain = urlunsplit(parts._replace(query=rest))
-        return cls(plain, schema=schemas[-1], create=create) if schemas else cls(plain, create=create)
+        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`),
+        `vector_index=hnsw` keeps an HNSW index of the vectors (default `none`)."""
+        plain, found = split_parameters(url)
+        index = found.get("vector_index", "none")
+        if index not in ("none", "hnsw"):
+            raise StoreError(f"vector_index={index} in the store URL: expected none or hnsw")
+        return cls(plain, schema=found.get("schema", "toolrag"), create=create, vector_index=index == "hnsw")
 
     def __repr__(self) -> str:
         return f"PostgresStore({redacted_url(self.url)!r}, schema={self.schema!r})"
@@ -141,9 +143,9 @@ class PostgresStore:
 
     def _rebuild_a_missing_index(self, conn: psycopg.Connection[Any]) -> None:
         """A bulk import whose process ended before the index build leaves no index, and a build cancelled halfway
-        an invalid one: the next opener builds it."""
-        model = self._read_model(conn)
-        if model is not None and not _index_is_valid(conn, self.schema, model):
+        an invalid one (and migration 10 dropped every index): the next opener that keeps one builds it."""
+        model = read_model(conn)
+        if self.vector_index and model is not None and not _index_is_valid(conn, self.schema, model):
             self._index_builder.after_bulk_write(model)
 
     def _build_connection(self) -> psycopg.Connection[Any]:
@@ -168,19 +170,11 @@ class PostgresStore:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
         current = int(row[0]) if row and row[0] is not None else 0
-        bundled = migrations("postgres")
-        newest = bundled[-1][0]
-        if current > newest:
-            raise StoreError(
-                f"schema {self.schema!r} has version {current}, newer than this toolrag knows ({newest}): "
-                "upgrade toolrag"
-            )
-        for number, script in bundled:
-            if number > current:
-                with conn.transaction():
-                    for statement in sql_statements(script):
-                        conn.execute(statement.encode())
-                    conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (number,))
+        for number, script in pending_migrations("postgres", current, f"schema {self.schema!r} has version"):
+            with conn.transaction():
+                for statement in sql_statements(script):
+                    conn.execute(statement.encode())
+                conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (number,))
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection[Any]]:
@@ -195,6 +189,13 @@ class PostgresStore:
                 raise StoreError(f"PostgreSQL at {redacted_url(self.url)} failed: {failure_reason(exc)}") from exc
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}") from exc
+
+    @contextmanager
+    def _consistent_read(self) -> Iterator[psycopg.Connection[Any]]:
+        """One read transaction that sees one state of the registry, whatever other processes commit meanwhile."""
+        with self._session() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield conn
 
     @contextmanager
     def _transaction(self, wait_seconds: float | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -224,16 +225,18 @@ class PostgresStore:
         expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
-        model's HNSW index to be built once, after the writes stop (`IndexBuilder`). The versions `expected` are
-        compared under the write lock every instance on the database takes, with the rows locked: two instances
-        cannot both write over the version they read."""
+        model's HNSW index, when the store keeps one, to be built once, after the writes stop (`IndexBuilder`). The
+        versions `expected` are compared under the write lock every instance on the database takes, with the rows
+        locked: two instances cannot both write over the version they read."""
         report = UpsertReport()
         with self._transaction() as db:
-            self._check_or_set_model(db, model)
+            check_or_set_model(db, model, self._write_model)
             generation = self._bump_generation(db)
             current = self._current_rows(db, [t.name for t in tools])
             for tool in tools:
-                check_expected(tool.name, expected, current.get(tool.name), lambda name: self._last_change(db, name))
+                check_expected(
+                    tool.name, expected, current.get(tool.name), lambda name: self.trail.last_change(db, name)
+                )
             stored = [s for tool in tools if (s := next_version(tool, current.get(tool.name), report)) is not None]
             bulk = len(stored) + len(vectors) >= BULK_ROWS
             if bulk:
@@ -241,10 +244,10 @@ class PostgresStore:
                 self._copy_vectors(db, model, vectors)
             else:
                 for tool in stored:
-                    self._write_current(db, tool, generation)
-                    self._write_version(db, tool)
+                    write_current(db, POSTGRES, tool, generation)
+                    write_version(db, POSTGRES, tool)
                 self._insert_vectors(db, model, vectors)
-            self._append_audit(db, audit)
+            self.trail.write(db, audit)
         if bulk:
             self._index_builder.after_bulk_write(model)
         return report
@@ -272,7 +275,7 @@ class PostgresStore:
                 row = (tool.name, tool.model_dump_json(), tool.content_hash, tool.version, tool.active, tool.source)
                 copy.write_row((*row, tool.created_at, tool.updated_at))
         db.execute(
-            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools {_REPLACE_CURRENT}",
+            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools {REPLACE_CURRENT}",
             (generation,),
         )
         db.execute(
@@ -300,7 +303,7 @@ class PostgresStore:
             row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
             if if_generation is not None and row is not None and int(row[0]) != if_generation:
                 return False
-            previous = self._read_model(db)
+            previous = read_model(db)
             self._index_builder.stop_builds(db)
             self._write_model(db, model)
             db.execute("DELETE FROM embeddings WHERE model <> %s", (model.model_id,))
@@ -319,41 +322,6 @@ class PostgresStore:
         return {row[0]: StoredRow(row[1], row[2], row[3], row[4]) for row in rows}
 
     @staticmethod
-    def _last_change(db: psycopg.Connection[Any], name: str) -> AuditEntry | None:
-        row = db.execute(
-            "SELECT action, detail, tool, server, principal, at FROM audit_log WHERE tool = %s"
-            " ORDER BY id DESC LIMIT 1",
-            (name,),
-        ).fetchone()
-        return None if row is None else AuditEntry(*row)
-
-    @staticmethod
-    def _write_current(db: psycopg.Connection[Any], tool: Tool, generation: int) -> None:
-        db.execute(
-            "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
-            f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) {_REPLACE_CURRENT}",
-            (
-                tool.name,
-                tool.model_dump_json(),
-                tool.content_hash,
-                tool.version,
-                tool.active,
-                tool.source,
-                tool.created_at,
-                tool.updated_at,
-                generation,
-            ),
-        )
-
-    @staticmethod
-    def _write_version(db: psycopg.Connection[Any], tool: Tool) -> None:
-        db.execute(
-            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            (tool.name, tool.version, tool.model_dump_json(), tool.content_hash, tool.updated_at),
-        )
-
-    @staticmethod
     def _insert_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
         rows = [(model.model_id, key, checked_vector(vec, model.dimension)) for key, vec in vectors.items()]
         if rows:
@@ -362,21 +330,14 @@ class PostgresStore:
                     "INSERT INTO embeddings(model, text_hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
                 )
 
-    def _check_or_set_model(self, db: psycopg.Connection[Any], model: IndexModel) -> None:
-        recorded = self._read_model(db)
-        if recorded is None:
-            self._write_model(db, model)
-        elif recorded != model:
-            raise ModelMismatchError(model_mismatch_message(recorded, model))
-
-    @staticmethod
-    def _write_model(db: psycopg.Connection[Any], model: IndexModel) -> None:
+    def _write_model(self, db: psycopg.Connection[Any], model: IndexModel) -> None:
         with db.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 [("model_id", model.model_id), ("dimension", str(model.dimension))],
             )
-        db.execute(hnsw_index(model))
+        if self.vector_index:
+            db.execute(hnsw_index(model))
 
     def _bump_generation(self, db: psycopg.Connection[Any]) -> int:
         row = db.execute(
@@ -417,10 +378,6 @@ class PostgresStore:
         rows = self._query("SELECT definition::text FROM tools WHERE seq > %s", (generation,))
         return sorted((Tool.from_store(row[0]) for row in rows), key=lambda tool: tool.name)
 
-    def history(self, name: str) -> list[Tool]:
-        rows = self._query("SELECT definition::text FROM tool_versions WHERE name = %s ORDER BY version", (name,))
-        return [Tool.from_store(row[0]) for row in rows]
-
     def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
         keys = list(dict.fromkeys(text_hashes))
         rows = self._query(
@@ -445,14 +402,7 @@ class PostgresStore:
 
     def index_model(self) -> IndexModel | None:
         with self._session() as conn:
-            return self._read_model(conn)
-
-    @staticmethod
-    def _read_model(db: psycopg.Connection[Any]) -> IndexModel | None:
-        rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('model_id', 'dimension')").fetchall())
-        if "model_id" not in rows:
-            return None
-        return IndexModel(rows["model_id"], int(rows["dimension"]))
+            return read_model(conn)
 
     def generation(self) -> int:
         announced = self._generations.current
@@ -464,126 +414,6 @@ class PostgresStore:
     def generation_token(self, generation: int) -> str | None:
         rows = self._query("SELECT token FROM generation_log WHERE generation = %s", (generation,))
         return str(rows[0][0]) if rows else None
-
-    def group_descriptions(self) -> dict[str, str]:
-        return {name: text for name, text in self._query("SELECT name, description FROM tool_groups")}
-
-    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        with self._transaction() as db:
-            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
-            written, forgotten = group_changes(current, descriptions)
-            if not written and not forgotten:
-                return
-            now = utc_now()
-            for name, text in written.items():
-                db.execute(
-                    "INSERT INTO tool_groups(name, description, updated_at) VALUES (%s, %s, %s) ON CONFLICT(name)"
-                    " DO UPDATE SET description = excluded.description, updated_at = excluded.updated_at",
-                    (name, text, now),
-                )
-            for name in forgotten:
-                db.execute("DELETE FROM tool_groups WHERE name = %s", (name,))
-            self._bump_generation(db)
-
-    def pins(self, server: str | None = None) -> list[Pin]:
-        where, params = (" WHERE server = %s", (server,)) if server is not None else ("", ())
-        rows = self._query(
-            "SELECT tool, server, approved_hash, pending_hash, pending, findings::text, updated_at FROM pins"
-            f"{where} ORDER BY tool",
-            params,
-        )
-        return [
-            Pin(
-                tool,
-                srv,
-                approved,
-                pending_hash,
-                None if pending is None else Tool.from_store(pending),
-                tuple(json.loads(findings)),
-                updated,
-            )
-            for tool, srv, approved, pending_hash, pending, findings, updated in rows
-        ]
-
-    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
-        with self._transaction() as db:
-            for pin in pins:
-                db.execute(
-                    "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT(tool) DO UPDATE SET server = excluded.server,"
-                    " approved_hash = excluded.approved_hash, pending_hash = excluded.pending_hash,"
-                    " pending = excluded.pending, findings = excluded.findings, updated_at = excluded.updated_at",
-                    (
-                        pin.tool,
-                        pin.server,
-                        pin.approved_hash,
-                        pin.pending_hash,
-                        pin.pending.model_dump_json() if pin.pending else None,
-                        json.dumps(list(pin.findings)),
-                        pin.updated_at,
-                    ),
-                )
-            self._append_audit(db, audit)
-
-    def audit(self, entries: Sequence[AuditEntry]) -> None:
-        with self._transaction() as db:
-            self._append_audit(db, entries)
-
-    @staticmethod
-    def _append_audit(db: psycopg.Connection[Any], entries: Sequence[AuditEntry]) -> None:
-        for e in entries:
-            db.execute(
-                "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (%s, %s, %s, %s, %s, %s)",
-                (e.at, e.action, e.tool, e.server, e.principal, e.detail),
-            )
-
-    def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
-        where, params = (" WHERE tool = %s", (tool, limit)) if tool is not None else ("", (limit,))
-        rows = self._query(
-            f"SELECT action, detail, tool, server, principal, at FROM audit_log{where} ORDER BY id DESC LIMIT %s",
-            params,
-        )
-        return [AuditEntry(*row) for row in rows]
-
-    def dump(self) -> RegistryDump:
-        with self._session() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            model = self._read_model(conn)
-            tools = conn.execute("SELECT definition::text FROM tools ORDER BY name").fetchall()
-            versions = conn.execute("SELECT definition::text FROM tool_versions ORDER BY name, version").fetchall()
-            vectors = (
-                []
-                if model is None
-                else conn.execute(
-                    "SELECT text_hash, vector FROM embeddings WHERE model = %s", (model.model_id,)
-                ).fetchall()
-            )
-            groups = conn.execute("SELECT name, description FROM tool_groups").fetchall()
-        return RegistryDump(
-            model=model,
-            tools=[Tool.from_store(row[0]) for row in tools],
-            versions=[Tool.from_store(row[0]) for row in versions],
-            vectors={key: _as_array(vector) for key, vector in vectors},
-            groups=dict(groups),
-        )
-
-    def restore(self, dump: RegistryDump) -> None:
-        with self._transaction() as db:
-            if db.execute("SELECT count(*) FROM tool_versions").fetchone() != (0,):
-                raise StoreError(f"cannot restore into {self!r}: it already holds tools")
-            generation = self._bump_generation(db)
-            for tool in dump.tools:
-                self._write_current(db, tool, generation)
-            for version in dump.versions:
-                self._write_version(db, version)
-            if dump.model is not None:
-                self._write_model(db, dump.model)
-                self._insert_vectors(db, dump.model, dump.vectors)
-            for name, text in dump.groups.items():
-                db.execute(
-                    "INSERT INTO tool_groups(name, description, updated_at) VALUES (%s, %s, %s)",
-                    (name, text, utc_now()),
-                )
 
     def close(self) -> None:
         self._generations.stop()
@@ -655,7 +485,8 @@ def _index_build_lock(schema: str) -> tuple[int, int]:
 
 
 class IndexBuilder:
-    """Builds a model's HNSW index once bulk writes have stopped for `quiet_seconds`.
+    """Builds a model's HNSW index once bulk writes have stopped for `quiet_seconds` (when the store keeps one:
+    `wanted`; either way a write that drops the index stops other processes' builds first).
 
     Growing an HNSW index vector by vector made 100k tools take 262 s to write; a bulk write drops it instead and
     asks for a build, which waits for the writes to go quiet, so a 100k import builds it once, not once per batch.
@@ -667,8 +498,15 @@ class IndexBuilder:
     leaves it to the next store that opens the registry.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, quiet_seconds: float = 2.0) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        schema: str,
+        quiet_seconds: float = 2.0,
+        wanted: bool = True,
+    ) -> None:
         self.connect = connect
+        self.wanted = wanted
         self.schema = schema
         self.lock = _index_build_lock(schema)
         self.quiet_seconds = quiet_seconds
@@ -679,6 +517,8 @@ class IndexBuilder:
         self._busy = False
 
     def after_bulk_write(self, model: IndexModel) -> None:
+        if not self.wanted:
+            return
         with self._condition:
             self._wanted, self._last_write = model, time.monotonic()
             if self._thread is None or not self._thread.is_alive():

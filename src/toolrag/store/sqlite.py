@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -13,31 +12,37 @@ from pathlib import Path
 import numpy as np
 
 from toolrag import tracing
-from toolrag.errors import ModelMismatchError, StoreError
-from toolrag.model import Tool, utc_now
+from toolrag.errors import StoreError
+from toolrag.model import Tool
 from toolrag.store.base import (
     GENERATIONS_LOGGED,
     AuditEntry,
     IndexModel,
-    Pin,
-    RegistryDump,
+    PreviousNames,
     StoredRow,
     UpsertReport,
     Vector,
     check_expected,
     checked_vector,
-    group_changes,
-    migrations,
-    model_mismatch_message,
     next_version,
+    pending_migrations,
     sql_statements,
 )
-from toolrag.store.usage import UsageTables
+from toolrag.store.dialect import SQLITE
+from toolrag.store.tables import (
+    Database,
+    VectorAccess,
+    check_or_set_model,
+    read_model,
+    tables_over,
+    write_current,
+    write_version,
+)
 
 _CHUNK = 500  # SQLite limits the number of bound parameters per statement
 
 
-class SQLiteStore:
+class SQLiteStore(PreviousNames):
     """A registry in one SQLite file. Safe to share between threads; several processes may open the same file."""
 
     def __init__(self, path: str | Path, create: bool = True) -> None:
@@ -58,17 +63,25 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open registry {self.path}: {exc}") from exc
 
-        self.usage = UsageTables(
-            self._query,
-            self._transaction,
-            placeholder="?",
-            timestamp=lambda moment: moment.isoformat(),
-            parse_time=lambda value: datetime.fromisoformat(str(value)),
-            day="substr(at, 1, 10)",
-        )
+        database = Database(SQLITE, self._query, self._transaction, self._bump_generation, str(self.path))
+        vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables_over(database, vectors)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+    @contextmanager
+    def _consistent_read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: another process's write cannot land between its reads."""
+        with tracing.span("toolrag.store.query", **{"db.system": "sqlite"}), self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    yield self._db
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"registry {self.path}: {exc}") from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -91,18 +104,11 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
-        bundled = migrations("sqlite")
-        newest = bundled[-1][0]
-        if current > newest:
-            raise StoreError(
-                f"{self.path} has schema version {current}, newer than this toolrag knows ({newest}): upgrade toolrag"
-            )
-        for number, sql in bundled:
-            if number > current:
-                with self._transaction() as db:
-                    for statement in sql_statements(sql):
-                        db.execute(statement)
-                    db.execute(f"PRAGMA user_version = {number}")
+        for number, sql in pending_migrations("sqlite", current, f"{self.path} has schema version"):
+            with self._transaction() as db:
+                for statement in sql_statements(sql):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
 
     # -- writes ---------------------------------------------------------------------------------------------------
 
@@ -116,12 +122,12 @@ class SQLiteStore:
     ) -> UpsertReport:
         report = UpsertReport()
         with self._transaction() as db:  # BEGIN IMMEDIATE: no other writer, of any process, until it ends
-            self._check_or_set_model(db, model)
+            check_or_set_model(db, model, self._write_model)
             generation = self._bump_generation(db)
             for tool in tools:
                 self._upsert_one(db, tool, generation, report, expected)
             self._insert_vectors(db, model, vectors)
-            self._append_audit(db, audit)
+            self.trail.write(db, audit)
         return report
 
     def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:
@@ -162,55 +168,11 @@ class SQLiteStore:
             if row is None
             else StoredRow(row[0], row[1], datetime.fromisoformat(row[2]), datetime.fromisoformat(row[3]))
         )
-        check_expected(tool.name, expected, current, lambda name: self._last_change(db, name))
+        check_expected(tool.name, expected, current, lambda name: self.trail.last_change(db, name))
         stored = next_version(tool, current, report)
         if stored is not None:
-            self._write_current(db, stored, generation)
-            self._write_version(db, stored)
-
-    @staticmethod
-    def _last_change(db: sqlite3.Connection, name: str) -> AuditEntry | None:
-        row = db.execute(
-            "SELECT action, detail, tool, server, principal, at FROM audit_log WHERE tool = ? ORDER BY id DESC LIMIT 1",
-            (name,),
-        ).fetchone()
-        if row is None:
-            return None
-        return AuditEntry(row[0], row[1], row[2], row[3], row[4], datetime.fromisoformat(row[5]))
-
-    @staticmethod
-    def _write_current(db: sqlite3.Connection, tool: Tool, generation: int) -> None:
-        db.execute(
-            "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition,"
-            " content_hash = excluded.content_hash, version = excluded.version, active = excluded.active,"
-            " source = excluded.source, updated_at = excluded.updated_at, seq = excluded.seq",
-            (
-                tool.name,
-                tool.model_dump_json(),
-                tool.content_hash,
-                tool.version,
-                int(tool.active),
-                tool.source,
-                tool.created_at.isoformat(),
-                tool.updated_at.isoformat(),
-                generation,
-            ),
-        )
-
-    @staticmethod
-    def _write_version(db: sqlite3.Connection, tool: Tool) -> None:
-        db.execute(
-            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-            (tool.name, tool.version, tool.model_dump_json(), tool.content_hash, tool.updated_at.isoformat()),
-        )
-
-    def _check_or_set_model(self, db: sqlite3.Connection, model: IndexModel) -> None:
-        recorded = self._read_model(db)
-        if recorded is None:
-            self._write_model(db, model)
-        elif recorded != model:
-            raise ModelMismatchError(model_mismatch_message(recorded, model))
+            write_current(db, SQLITE, stored, generation)
+            write_version(db, SQLITE, stored)
 
     @staticmethod
     def _write_model(db: sqlite3.Connection, model: IndexModel) -> None:
@@ -267,25 +229,14 @@ class SQLiteStore:
         rows = self._query("SELECT definition FROM tools WHERE seq > ?", (generation,))
         return sorted((Tool.from_store(str(row[0])) for row in rows), key=lambda tool: tool.name)
 
-    def history(self, name: str) -> list[Tool]:
-        rows = self._query("SELECT definition FROM tool_versions WHERE name = ? ORDER BY version", (name,))
-        return [Tool.from_store(str(row[0])) for row in rows]
-
     def vectors(self, model_id: str, text_hashes: Iterable[str]) -> dict[str, Vector]:
         sql = "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})"
         rows = self._query_in(sql, (model_id,), text_hashes)
-        return {str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows}  # type: ignore[call-overload]
+        return {str(key): _as_array(blob) for key, blob in rows}
 
     def index_model(self) -> IndexModel | None:
         with self._lock:
-            return self._read_model(self._db)
-
-    @staticmethod
-    def _read_model(db: sqlite3.Connection) -> IndexModel | None:
-        rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('model_id', 'dimension')").fetchall())
-        if "model_id" not in rows:
-            return None
-        return IndexModel(rows["model_id"], int(rows["dimension"]))
+            return read_model(self._db)
 
     def generation(self) -> int:
         return int(str(self._query("SELECT value FROM meta WHERE key = 'generation'")[0][0]))
@@ -293,127 +244,6 @@ class SQLiteStore:
     def generation_token(self, generation: int) -> str | None:
         rows = self._query("SELECT token FROM generation_log WHERE generation = ?", (generation,))
         return str(rows[0][0]) if rows else None
-
-    def group_descriptions(self) -> dict[str, str]:
-        return {str(name): str(text) for name, text in self._query("SELECT name, description FROM tool_groups")}
-
-    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        with self._transaction() as db:
-            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
-            written, forgotten = group_changes(current, descriptions)
-            if not written and not forgotten:
-                return
-            now = utc_now().isoformat()
-            db.executemany(
-                "INSERT OR REPLACE INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)",
-                [(name, text, now) for name, text in written.items()],
-            )
-            db.executemany("DELETE FROM tool_groups WHERE name = ?", [(name,) for name in forgotten])
-            self._bump_generation(db)
-
-    def pins(self, server: str | None = None) -> list[Pin]:
-        where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
-        rows = self._query(
-            f"SELECT tool, server, approved_hash, pending_hash, pending, findings, updated_at FROM pins{where}"
-            " ORDER BY tool",
-            params,
-        )
-        return [
-            Pin(
-                str(tool),
-                str(srv),
-                _text(approved),
-                _text(pending_hash),
-                None if pending is None else Tool.from_store(str(pending)),
-                tuple(json.loads(str(findings))),
-                datetime.fromisoformat(str(updated)),
-            )
-            for tool, srv, approved, pending_hash, pending, findings, updated in rows
-        ]
-
-    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
-        with self._transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        pin.tool,
-                        pin.server,
-                        pin.approved_hash,
-                        pin.pending_hash,
-                        pin.pending.model_dump_json() if pin.pending else None,
-                        json.dumps(list(pin.findings)),
-                        pin.updated_at.isoformat(),
-                    )
-                    for pin in pins
-                ],
-            )
-            self._append_audit(db, audit)
-
-    def audit(self, entries: Sequence[AuditEntry]) -> None:
-        with self._transaction() as db:
-            self._append_audit(db, entries)
-
-    @staticmethod
-    def _append_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry]) -> None:
-        db.executemany(
-            "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (?, ?, ?, ?, ?, ?)",
-            [(e.at.isoformat(), e.action, e.tool, e.server, e.principal, e.detail) for e in entries],
-        )
-
-    def audit_log(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
-        where, params = (" WHERE tool = ?", (tool, limit)) if tool is not None else ("", (limit,))
-        rows = self._query(
-            f"SELECT action, detail, tool, server, principal, at FROM audit_log{where} ORDER BY id DESC LIMIT ?",
-            params,
-        )
-        return [
-            AuditEntry(str(a), str(d), _text(t), _text(sv), _text(p), datetime.fromisoformat(str(at)))
-            for a, d, t, sv, p, at in rows
-        ]
-
-    def dump(self) -> RegistryDump:
-        # One read transaction: another process's write cannot land between the tools and their versions.
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                model = self._read_model(self._db)
-                tools = self.tools(include_inactive=True)
-                versions = self._query("SELECT definition FROM tool_versions ORDER BY name, version")
-                rows = (
-                    []
-                    if model is None
-                    else self._query("SELECT text_hash, vector FROM embeddings WHERE model = ?", (model.model_id,))
-                )
-                groups = self.group_descriptions()
-            finally:
-                self._db.execute("COMMIT")
-        return RegistryDump(
-            model=model,
-            tools=tools,
-            versions=[Tool.from_store(str(row[0])) for row in versions],
-            vectors={str(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows},  # type: ignore[call-overload]
-            groups=groups,
-        )
-
-    def restore(self, dump: RegistryDump) -> None:
-        with self._transaction() as db:
-            if db.execute("SELECT count(*) FROM tool_versions").fetchone()[0]:
-                raise StoreError(f"cannot restore into {self.path}: it already holds tools")
-            generation = self._bump_generation(db)
-            for tool in dump.tools:
-                self._write_current(db, tool, generation)
-            for version in dump.versions:
-                self._write_version(db, version)
-            if dump.model is not None:
-                self._write_model(db, dump.model)
-                self._insert_vectors(db, dump.model, dump.vectors)
-            now = utc_now().isoformat()
-            db.executemany(
-                "INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)",
-                [(name, text, now) for name, text in dump.groups.items()],
-            )
 
     def close(self) -> None:
         with self._lock:
@@ -438,5 +268,5 @@ def _write_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
     return f"cannot write registry {path}: {reason}; nothing was written"
 
 
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
+def _as_array(blob: object) -> Vector:
+    return np.frombuffer(blob, dtype=np.float32)  # type: ignore[call-overload, no-any-return]

@@ -1,7 +1,7 @@
 """The usage log in the store: retrievals with their chosen tools, and tool calls; aggregated in SQL.
 
-The SQL is written once in the subset SQLite and PostgreSQL share (`?` placeholders are rewritten for psycopg);
-each store supplies how to run a query and a transaction through `UsageTables`.
+The SQL is written once in the subset SQLite and PostgreSQL share (store/dialect.py rewrites `?` placeholders for
+psycopg); each store supplies how to run a query and a transaction through `UsageTables`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from toolrag.model import Principal, utc_now
+from toolrag.store.dialect import Dialect
 
 
 def principal_label(user: str | None, tenant: str | None) -> str | None:
@@ -181,20 +182,14 @@ class UsageTables:
         self,
         query: Callable[[str, Sequence[object]], Rows],
         transaction: Callable[[], AbstractContextManager[Any]],
-        placeholder: str,
-        timestamp: Callable[[datetime], object],
-        parse_time: Callable[[Any], datetime],
-        day: str,
+        dialect: Dialect,
     ) -> None:
         self._query = query
         self._transaction = transaction
-        self._placeholder = placeholder
-        self._timestamp = timestamp
-        self._parse_time = parse_time
-        self._day = day  # the dialect's expression for the UTC day of `at`, as YYYY-MM-DD
-
-    def _sql(self, text: str) -> str:
-        return text if self._placeholder == "?" else text.replace("?", self._placeholder)
+        self._timestamp = dialect.timestamp
+        self._parse_time = dialect.parse_time
+        self._day = dialect.day
+        self._sql = dialect.sql
 
     def record(self, retrievals: Sequence[RetrievalRecord], calls: Sequence[CallRecord]) -> None:
         with self._transaction() as db:

@@ -1,0 +1,2 @@
+-- Nothing to change: PostgreSQL's migration 10 drops the HNSW indexes no search reads (they are opt-in since), and
+-- SQLite never had one. Numbered all the same, so both databases' schema versions keep meaning the same schema.

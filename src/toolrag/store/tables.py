@@ -1,0 +1,329 @@
+"""The registry's tables beside the current tools and their vectors, each a sub-object of the store whose SQL is
+written once (store/dialect.py spells what the databases spell differently), as `store.usage` is: the audit trail,
+the pins of MCP tools, group descriptions, the version history, and a whole registry's dump and restore.
+
+A store hands each one a `Database` (how to read, how to write in one transaction, how a write moves the generation);
+every write method is one transaction, and the row writers that take `db` join the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from toolrag.errors import ModelMismatchError, StoreError
+from toolrag.model import Tool, utc_now
+from toolrag.store.base import (
+    AuditEntry,
+    IndexModel,
+    Pin,
+    RegistryDump,
+    Vector,
+    group_changes,
+    model_mismatch_message,
+)
+from toolrag.store.dialect import Dialect
+from toolrag.store.usage import UsageTables
+
+Rows = list[tuple[Any, ...]]
+
+# A tool's current row, replaced by its new version (row by row and from PostgreSQL's bulk staging table alike).
+REPLACE_CURRENT = (
+    "ON CONFLICT(name) DO UPDATE SET definition = excluded.definition, content_hash = excluded.content_hash,"
+    " version = excluded.version, active = excluded.active, source = excluded.source,"
+    " updated_at = excluded.updated_at, seq = excluded.seq"
+)
+
+
+@dataclass(frozen=True)
+class Database:
+    """How a store's tables reach its database: `query(sql, params)` reads; `transaction()` yields an object with
+    `execute(sql, params)` whose writes commit together; `bump_generation(db)` moves the registry's generation in
+    that transaction. `label` names the registry in messages."""
+
+    dialect: Dialect
+    query: Callable[[str, Sequence[object]], Rows]
+    transaction: Callable[[], AbstractContextManager[Any]]
+    bump_generation: Callable[[Any], int]
+    label: str
+
+
+def write_current(db: Any, dialect: Dialect, tool: Tool, generation: int) -> None:
+    """Insert or replace a tool's current row, written at `generation`."""
+    db.execute(
+        dialect.sql(
+            "INSERT INTO tools(name, definition, content_hash, version, active, source, created_at, updated_at, seq)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) {REPLACE_CURRENT}"
+        ),
+        (
+            tool.name,
+            tool.model_dump_json(),
+            tool.content_hash,
+            tool.version,
+            tool.active,
+            tool.source,
+            dialect.timestamp(tool.created_at),
+            dialect.timestamp(tool.updated_at),
+            generation,
+        ),
+    )
+
+
+def write_version(db: Any, dialect: Dialect, tool: Tool) -> None:
+    """Append a version to the tool's history."""
+    db.execute(
+        dialect.sql(
+            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at) VALUES (?, ?, ?, ?, ?)"
+        ),
+        (tool.name, tool.version, tool.model_dump_json(), tool.content_hash, dialect.timestamp(tool.updated_at)),
+    )
+
+
+def read_model(db: Any) -> IndexModel | None:
+    """The model the index was built with, read in `db` (a connection or a transaction)."""
+    rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('model_id', 'dimension')").fetchall())
+    if "model_id" not in rows:
+        return None
+    return IndexModel(rows["model_id"], int(rows["dimension"]))
+
+
+def check_or_set_model(db: Any, model: IndexModel, write_model: Callable[[Any, IndexModel], None]) -> None:
+    """In a write transaction: record `model` as the index's model if it has none; ModelMismatchError if it has
+    another."""
+    recorded = read_model(db)
+    if recorded is None:
+        write_model(db, model)
+    elif recorded != model:
+        raise ModelMismatchError(model_mismatch_message(recorded, model))
+
+
+class VersionTables:
+    """Every version of every tool (written by the store's upserts with `write_version`)."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def history(self, name: str) -> list[Tool]:
+        """The tool's versions, oldest first."""
+        definition = self._db.dialect.as_text("definition")
+        query = f"SELECT {definition} FROM tool_versions WHERE name = ? ORDER BY version"
+        return [Tool.from_store(str(row[0])) for row in self._db.query(self._db.dialect.sql(query), (name,))]
+
+
+class AuditTrail:
+    """The append-only audit log: imports, changes, approvals and refusals."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def append(self, entries: Sequence[AuditEntry]) -> None:
+        with self._db.transaction() as db:
+            self.write(db, entries)
+
+    def write(self, db: Any, entries: Sequence[AuditEntry]) -> None:
+        """Append `entries` in the caller's transaction (`db`)."""
+        dialect = self._db.dialect
+        for entry in entries:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                (dialect.timestamp(entry.at), entry.action, entry.tool, entry.server, entry.principal, entry.detail),
+            )
+
+    def newest(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
+        """The newest entries first, of one tool or of all."""
+        where, params = (" WHERE tool = ?", (tool, limit)) if tool is not None else ("", (limit,))
+        query = f"SELECT action, detail, tool, server, principal, at FROM audit_log{where} ORDER BY id DESC LIMIT ?"
+        return [self._entry(row) for row in self._db.query(self._db.dialect.sql(query), params)]
+
+    def last_change(self, db: Any, name: str) -> AuditEntry | None:
+        """The tool's newest entry, read in the caller's transaction (`db`): who moved it (store/base.py
+        `check_expected`)."""
+        row = db.execute(
+            self._db.dialect.sql(
+                "SELECT action, detail, tool, server, principal, at FROM audit_log WHERE tool = ?"
+                " ORDER BY id DESC LIMIT 1"
+            ),
+            (name,),
+        ).fetchone()
+        return None if row is None else self._entry(row)
+
+    def _entry(self, row: tuple[Any, ...]) -> AuditEntry:
+        action, detail, tool, server, principal, at = row
+        return AuditEntry(
+            str(action), str(detail), _text(tool), _text(server), _text(principal), self._db.dialect.parse_time(at)
+        )
+
+
+class PinTables:
+    """The approved content of tools imported from MCP servers, and the changed versions awaiting approval."""
+
+    def __init__(self, database: Database, trail: AuditTrail) -> None:
+        self._db = database
+        self._trail = trail
+
+    def read(self, server: str | None = None) -> list[Pin]:
+        """Every pin (of one server), by tool name."""
+        where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
+        findings = self._db.dialect.as_text("findings")
+        query = (
+            f"SELECT tool, server, approved_hash, pending_hash, pending, {findings}, updated_at FROM pins{where}"
+            " ORDER BY tool"
+        )
+        return [self._pin(row) for row in self._db.query(self._db.dialect.sql(query), params)]
+
+    def save(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
+        """Insert or replace pins and append audit entries, in one transaction."""
+        dialect = self._db.dialect
+        with self._db.transaction() as db:
+            for pin in pins:
+                db.execute(
+                    dialect.sql(
+                        "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET server = excluded.server,"
+                        " approved_hash = excluded.approved_hash, pending_hash = excluded.pending_hash,"
+                        " pending = excluded.pending, findings = excluded.findings, updated_at = excluded.updated_at"
+                    ),
+                    (
+                        pin.tool,
+                        pin.server,
+                        pin.approved_hash,
+                        pin.pending_hash,
+                        pin.pending.model_dump_json() if pin.pending else None,
+                        json.dumps(list(pin.findings)),
+                        dialect.timestamp(pin.updated_at),
+                    ),
+                )
+            self._trail.write(db, audit)
+
+    def _pin(self, row: tuple[Any, ...]) -> Pin:
+        tool, server, approved, pending_hash, pending, findings, updated = row
+        return Pin(
+            str(tool),
+            str(server),
+            _text(approved),
+            _text(pending_hash),
+            None if pending is None else Tool.from_store(str(pending)),
+            tuple(json.loads(str(findings))),
+            self._db.dialect.parse_time(updated),
+        )
+
+
+class GroupTables:
+    """What each described group of tools (an MCP server, a category) is for."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def descriptions(self) -> dict[str, str]:
+        return {str(name): str(text) for name, text in self._db.query("SELECT name, description FROM tool_groups", ())}
+
+    def describe(self, descriptions: Mapping[str, str | None]) -> None:
+        """Set (or, with None, remove) group descriptions; moves the generation when anything changed."""
+        dialect = self._db.dialect
+        with self._db.transaction() as db:
+            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
+            written, forgotten = group_changes(current, descriptions)
+            if not written and not forgotten:
+                return
+            now = dialect.timestamp(utc_now())
+            for name, text in written.items():
+                db.execute(
+                    dialect.sql(
+                        "INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?) ON CONFLICT(name)"
+                        " DO UPDATE SET description = excluded.description, updated_at = excluded.updated_at"
+                    ),
+                    (name, text, now),
+                )
+            for name in forgotten:
+                db.execute(dialect.sql("DELETE FROM tool_groups WHERE name = ?"), (name,))
+            self._db.bump_generation(db)
+
+
+@dataclass(frozen=True)
+class VectorAccess:
+    """What a dump and a restore need of the index model and its vectors, which each database keeps its own way:
+    a read transaction that sees one state of the registry, the model written and vectors inserted in a write
+    transaction (`db`), and a stored vector as an array."""
+
+    read_consistently: Callable[[], AbstractContextManager[Any]]
+    write_model: Callable[[Any, IndexModel], None]
+    insert_vectors: Callable[[Any, IndexModel, dict[str, Vector]], None]
+    parse_vector: Callable[[Any], Vector]
+
+
+class BackupTables:
+    """A whole registry (history and vectors included) read at once, and loaded into an empty store exactly."""
+
+    def __init__(self, database: Database, vectors: VectorAccess) -> None:
+        self._db = database
+        self._vectors = vectors
+
+    def dump(self) -> RegistryDump:
+        """One read transaction: another process's write cannot land between the tools and their versions."""
+        dialect = self._db.dialect
+        definition = dialect.as_text("definition")
+        with self._vectors.read_consistently() as db:
+            model = read_model(db)
+            tools = db.execute(f"SELECT {definition} FROM tools ORDER BY name").fetchall()
+            versions = db.execute(f"SELECT {definition} FROM tool_versions ORDER BY name, version").fetchall()
+            vectors = (
+                []
+                if model is None
+                else db.execute(
+                    dialect.sql("SELECT text_hash, vector FROM embeddings WHERE model = ?"), (model.model_id,)
+                ).fetchall()
+            )
+            groups = db.execute("SELECT name, description FROM tool_groups").fetchall()
+        return RegistryDump(
+            model=model,
+            tools=[Tool.from_store(str(row[0])) for row in tools],
+            versions=[Tool.from_store(str(row[0])) for row in versions],
+            vectors={str(key): self._vectors.parse_vector(vector) for key, vector in vectors},
+            groups={str(name): str(text) for name, text in groups},
+        )
+
+    def restore(self, dump: RegistryDump) -> None:
+        """Load a dump into this store, which must hold no tools, in one transaction."""
+        dialect = self._db.dialect
+        with self._db.transaction() as db:
+            if db.execute("SELECT count(*) FROM tool_versions").fetchone()[0]:
+                raise StoreError(f"cannot restore into {self._db.label}: it already holds tools")
+            generation = self._db.bump_generation(db)
+            for tool in dump.tools:
+                write_current(db, dialect, tool, generation)
+            for version in dump.versions:
+                write_version(db, dialect, version)
+            if dump.model is not None:
+                self._vectors.write_model(db, dump.model)
+                self._vectors.insert_vectors(db, dump.model, dump.vectors)
+            now = dialect.timestamp(utc_now())
+            for name, text in dump.groups.items():
+                db.execute(
+                    dialect.sql("INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)"),
+                    (name, text, now),
+                )
+
+
+def tables_over(
+    database: Database, vectors: VectorAccess
+) -> tuple[UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables]:
+    """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions` and
+    `.backup`, in that order."""
+    trail = AuditTrail(database)
+    return (
+        UsageTables(database.query, database.transaction, database.dialect),
+        trail,
+        PinTables(database, trail),
+        GroupTables(database),
+        VersionTables(database),
+        BackupTables(database, vectors),
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
