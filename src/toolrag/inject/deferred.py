@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolrag.inject.formats import anthropic, gemini, is_provider_name, openai_responses, provider_name
+from toolrag.inject.formats import anthropic, for_providers, gemini, is_provider_name, openai_responses, provider_name
 from toolrag.model import Tool
 
 SEARCH_DESCRIPTION = (
@@ -48,7 +48,9 @@ NOTHING_FOUND = "No tool fits this request. Search again with other words, or an
 
 def anthropic_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     """`search_tools` loaded, then every tool deferred, in name order so the list is the same on every turn."""
-    deferred = [{**anthropic(tool), "defer_loading": True} for tool in sorted(tools, key=lambda t: t.name)]
+    deferred = [
+        {**anthropic(tool), "defer_loading": True} for tool in sorted(for_providers(tools), key=lambda t: t.name)
+    ]
     return [anthropic(SEARCH_TOOL), *deferred]
 
 
@@ -98,7 +100,7 @@ def _deferred_functions(
 ) -> list[dict[str, Any]]:
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     lone: list[dict[str, Any]] = []
-    for tool in sorted(tools, key=lambda t: t.name):
+    for tool in sorted(for_providers(tools), key=lambda t: t.name):
         function = openai_responses(tool)
         if defer:
             function["defer_loading"] = True
@@ -142,7 +144,7 @@ def gemini_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     }
     deferred = [
         {**gemini_function(tool), "defer_loading": True, "short_description": tool.purpose()}
-        for tool in sorted(tools, key=lambda t: t.name)
+        for tool in sorted(for_providers(tools), key=lambda t: t.name)
     ]
     return [search, *deferred]
 
@@ -150,7 +152,7 @@ def gemini_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 def gemini_search_result(call_id: str, found: Sequence[Tool]) -> dict[str, Any]:
     """The `function_result` step answering `search_tools`: the definitions of the tools found, which the model
     may call from then on."""
-    result: list[dict[str, Any]] | str = [gemini_function(tool) for tool in found]
+    result: list[dict[str, Any]] | str = [gemini_function(tool) for tool in for_providers(found)]
     return {"type": "function_result", "call_id": call_id, "name": SEARCH_TOOL.name, "result": result or NOTHING_FOUND}
 
 

@@ -30,6 +30,7 @@ from toolrag.inject.deferred import (
     responses_search_output,
     responses_tools,
 )
+from toolrag.inject.formats import for_providers
 from toolrag.runtime.toolbox import Toolbox
 
 
@@ -55,7 +56,7 @@ class DeferredTools(Toolbox):
             found = self.find(arguments)
         except ToolragError as exc:
             return {"type": "tool_result", "tool_use_id": call_id, "content": str(exc), "is_error": True}
-        return anthropic_search_result(call_id, [tool.name for tool in found])
+        return anthropic_search_result(call_id, [tool.name for tool in for_providers(found)])
 
     def answer_openai(self, call_id: str, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
         """The `tool_search_output` item for a client `tool_search_call`: the definitions of the tools found

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.deferred import gemini_function, gemini_search_result, gemini_tools
+from toolrag.inject.formats import for_providers
 from toolrag.jsontext import loads
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
@@ -87,7 +88,7 @@ class GeminiInteractionsModel(ProviderModel):
         if deferred:
             request["tools"] = gemini_tools(tools)
         elif tools:
-            request["tools"] = [gemini_function(tool) for tool in tools]
+            request["tools"] = [gemini_function(tool) for tool in for_providers(tools)]
         return request
 
     def endpoint(self) -> Callable[..., Any]:
