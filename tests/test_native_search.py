@@ -1,6 +1,7 @@
 """Provider-native deferred loading with toolrag as the searcher, through the official SDK clients against a local
 server answering recorded payloads: Anthropic's `defer_loading` + `tool_reference`, OpenAI Responses' client
-`tool_search`. The tool list is the same on every turn; hidden tools are never listed, referenced or run."""
+`tool_search`, Gemini Interactions' client `tool_search`. The tool list is the same on every turn; hidden tools are
+never listed, referenced or run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import anthropic
 import openai
 import pytest
 from anthropic.types import MessageParam, ToolResultBlockParam, ToolUnionParam
+from google import genai
+from google.genai import interactions as gemini_types
 from openai.types.responses import ResponseInputItemParam, ToolParam
 from pydantic import TypeAdapter
 
@@ -21,7 +24,7 @@ from toolrag.errors import ToolragError
 from toolrag.inject.deferred import NOTHING_FOUND
 from toolrag.runtime import Agent, ListSink, ScriptedModel, SecurityEvent
 from toolrag.runtime.native import DeferredTools
-from toolrag.runtime.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel, OpenAIResponsesModel
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
 from .test_providers import RESPONSES_ANSWER, anthropic_message, response
@@ -160,6 +163,91 @@ def test_own_loop_helpers_give_sdk_valid_blocks(registry: ToolRegistry) -> None:
     TypeAdapter(ResponseInputItemParam).validate_python(output)
     done = asyncio.run(native.call("billing.refund", REFUND))
     assert done.outcome == "ok" and done.message.content == "refunded pay_7"
+
+
+def interaction(*steps: dict[str, Any], text: str = "") -> dict[str, Any]:
+    if text:
+        steps = (*steps, {"type": "model_output", "content": [{"type": "text", "text": text}]})
+    status = "requires_action" if any(step["type"] == "function_call" for step in steps) else "completed"
+    return {"id": f"interactions/{len(steps)}", "status": status, "steps": list(steps)}
+
+
+def gemini_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return interaction({"type": "function_call", "id": call_id, "name": name, "arguments": arguments})
+
+
+def gemini_client(url: str) -> genai.Client:
+    return genai.Client(api_key="test", http_options={"base_url": url})
+
+
+def gemini_step(step: dict[str, Any]) -> Any:
+    """The step as the SDK reads it: an unknown shape would parse as `UnknownStep`."""
+    return TypeAdapter(gemini_types.Step).validate_python(step)
+
+
+def test_gemini_interactions_loads_what_toolrag_finds(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [
+        gemini_call("fc_1", "search_tools", {"query": "refund a payment to the customer's card"}),
+        gemini_call("fc_2", "search_tools", {"query": "compose a sonnet about autumn leaves"}),
+        gemini_call("fc_3", "billing__refund", REFUND),
+        interaction(text="Refunded pay_7."),
+    ]
+    model = GeminiInteractionsModel(gemini_client(url), "gemini-3-flash")
+    agent = Agent(registry, model, BILLING, mode="native", system="Be brief.")
+    result = agent.run("Refund payment pay_7")
+    assert result.text == "Refunded pay_7." and result.tools_called == [
+        "search_tools",
+        "search_tools",
+        "billing.refund",
+    ]
+    assert SEEN["refunded"] == "pay_7"
+    paths = {path for path, _, _ in recorder.requests}
+    assert paths == {"/v1/interactions"}
+    bodies = [body for _, body, _ in recorder.requests]
+    assert_same_prefix(bodies, "system_instruction", "tools")
+    tools = [TypeAdapter(gemini_types.Tool).validate_python(tool) for tool in bodies[0]["tools"]]
+    assert isinstance(tools[0], gemini_types.ToolSearch) and tools[0].execution == "client"
+    assert all(isinstance(t, gemini_types.Function) and t.defer_loading for t in tools[1:])
+    refund = next(t for t in tools[1:] if t.name == "billing__refund")
+    assert refund.short_description and refund.parameters["required"] == ["payment_id"]
+    steps = [gemini_step(step) for step in bodies[-1]["input"]]
+    found, nothing = (s for s in steps if isinstance(s, gemini_types.FunctionResultStep) and s.name == "search_tools")
+    assert found.call_id == "fc_1" and found.result[0].name == "billing__refund"
+    assert all(isinstance(f, gemini_types.Function) and not f.defer_loading for f in found.result)
+    assert nothing.result == NOTHING_FOUND  # a search that finds nothing loads nothing
+    refunded = steps[-1]
+    assert isinstance(refunded, gemini_types.FunctionResultStep) and refunded.result == "refunded pay_7"
+
+
+def test_gemini_never_lists_or_loads_a_hidden_tool(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [
+        gemini_call("fc_1", "search_tools", {"query": "refund a payment to the customer's card"}),
+        gemini_call("fc_2", "billing__refund", REFUND),  # a model guessing the name of a tool it was never given
+        interaction(text="I cannot refund payments."),
+    ]
+    model = GeminiInteractionsModel(gemini_client(url), "gemini-3-flash")
+    result = Agent(registry, model, USER, mode="native").run("Refund payment pay_7")
+    assert result.text == "I cannot refund payments."
+    raws = [raw for _, _, raw in recorder.requests]
+    assert all("billing__refund" not in raw for raw in raws[:2])  # neither listed nor loaded
+    refused = gemini_step(recorder.requests[-1][1]["input"][-1])
+    assert refused.is_error is True and "billing.refund" not in refused.result
+    native = DeferredTools(registry, USER)
+    assert "refund" not in json.dumps(native.gemini_tools())
+    assert "refund" not in json.dumps(native.answer_gemini("fc_1", {"query": "refund a payment to the card"}))
+
+
+def test_gemini_own_loop_helpers_give_sdk_valid_steps(registry: ToolRegistry) -> None:
+    native = DeferredTools(registry, BILLING)
+    for tool in native.gemini_tools():
+        assert not getattr(TypeAdapter(gemini_types.Tool).validate_python(tool), "is_unknown", False)
+    answer = gemini_step(native.answer_gemini("fc_1", {"query": "refund a payment to the customer's card"}))
+    assert isinstance(answer, gemini_types.FunctionResultStep) and answer.call_id == "fc_1"
+    assert "billing__refund" in [function.name for function in answer.result]
+    bad = gemini_step(native.answer_gemini("fc_2", {"k": 2}))
+    assert bad.is_error is True and "query" in bad.result
 
 
 def test_native_mode_needs_a_provider_that_defers_tools(registry: ToolRegistry) -> None:

@@ -12,13 +12,15 @@ import anthropic
 import openai
 import pytest
 from anthropic.types import MessageParam
+from google import genai
+from google.genai import interactions as gemini_types
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputItemParam
 from pydantic import TypeAdapter
 
 from toolrag import Principal, ToolRegistry
 from toolrag.runtime import Agent, Message, ToolCall
-from toolrag.runtime.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel, OpenAIResponsesModel
 from toolrag.runtime.providers.anthropic import to_anthropic_messages
 from toolrag.runtime.providers.openai_chat import to_openai_messages
 from toolrag.runtime.providers.openai_responses import to_responses_input
@@ -187,6 +189,48 @@ def test_anthropic_messages(server: tuple[str, Recorder], registry: ToolRegistry
     assistant, results = second["messages"][1], second["messages"][2]
     assert [b["type"] for b in assistant["content"]] == ["text", "tool_use", "tool_use"]
     assert [(b["tool_use_id"], b["is_error"]) for b in results["content"]] == [("toolu_1", False), ("toolu_2", False)]
+
+
+GEMINI_CALLS = {
+    "id": "interactions/1",
+    "status": "requires_action",
+    "steps": [
+        {"type": "model_output", "content": [{"type": "text", "text": "Refunding."}]},
+        {"type": "function_call", "id": "fc_1", "name": "billing__refund", "arguments": REFUND},
+        {"type": "function_call", "id": "fc_2", "name": "util__whoami", "arguments": {}},
+    ],
+}
+GEMINI_ANSWER = {
+    "id": "interactions/2",
+    "status": "completed",
+    "steps": [{"type": "model_output", "content": [{"type": "text", "text": "Refunded pay_7."}]}],
+}
+
+
+def test_gemini_interactions(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    url, recorder = server
+    recorder.answers = [GEMINI_CALLS, GEMINI_ANSWER]
+    client = genai.Client(api_key="test", http_options={"base_url": url})
+    first, second = check_run(registry, GeminiInteractionsModel(client, "gemini-3-flash"), recorder, "/v1/interactions")
+    assert first["system_instruction"] == "You are a billing assistant."
+    refund = next(t for t in first["tools"] if t["name"] == "billing__refund")
+    assert isinstance(TypeAdapter(gemini_types.Tool).validate_python(refund), gemini_types.Function)
+    steps = [TypeAdapter(gemini_types.Step).validate_python(step) for step in second["input"]]
+    kinds = [type(step).__name__ for step in steps]
+    assert kinds == [
+        "UserInputStep",
+        "ModelOutputStep",
+        "FunctionCallStep",
+        "FunctionCallStep",
+        "FunctionResultStep",
+        "FunctionResultStep",
+    ]
+    assert second["input"][4] == {
+        "type": "function_result",
+        "call_id": "fc_1",
+        "result": "refunded pay_7",
+        "is_error": False,
+    }
 
 
 def test_async_openai_client(server: tuple[str, Recorder], registry: ToolRegistry) -> None:

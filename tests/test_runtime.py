@@ -27,6 +27,7 @@ from toolrag.runtime import (
     ToolCall,
     ToolCallEvent,
 )
+from toolrag.runtime.toolbox import Toolbox
 
 from .conftest import RETRIEVAL, CountingEmbedder
 
@@ -376,3 +377,54 @@ def test_async_agent_with_an_async_model(registry: ToolRegistry) -> None:
 
     result = asyncio.run(Agent(registry, AsyncScripted(), USER).arun("fetch u"))
     assert result.text == "fetched" and result.tools_called == ["util.fetch"]
+
+
+# -- a tool that changes while the model holds its old schema -----------------------------------------------------
+
+
+@tool(name="shop.lookup")
+def lookup_order(order_id: str) -> str:
+    """Look up an order by its id: status and items."""
+    SEEN["looked_up"] = order_id
+    return f"order {order_id}: shipped"
+
+
+RENAMED = {"type": "object", "properties": {"id": {"type": "string", "description": "the order id"}}}
+
+
+def test_a_call_against_an_older_version_is_answered_with_the_new_schema(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    registry = ToolRegistry(tmp_path / "stale.db", embedder, RETRIEVAL)
+    registry.register(lookup_order)
+    SEEN.pop("looked_up", None)
+
+    def rename_then_call(messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        assert "order_id" in tools[0].input_schema["properties"]  # the model holds the old schema
+        registry.update("shop.lookup", input_schema=RENAMED)
+        return Message("assistant", "", (ToolCall("c1", "shop__lookup", '{"order_id": "o-7"}'),))
+
+    model = ScriptedModel([rename_then_call, Message("assistant", "It changed.")])
+    result = Agent(registry, model, USER, k=1).run("look up my order o-7")
+    answer = next(m for m in result.messages if m.role == "tool")
+    assert answer.is_error and "'order_id' is not a parameter" in answer.content
+    assert "shop.lookup changed since it was offered" in answer.content and '"id"' in answer.content
+    assert "looked_up" not in SEEN  # never run with the renamed parameter dropped or misplaced
+    registry.close()
+
+
+def test_a_toolbox_checks_calls_against_the_version_its_search_offered(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    registry = ToolRegistry(tmp_path / "stale-box.db", embedder, RETRIEVAL)
+    registry.register(lookup_order)
+    toolbox = Toolbox(registry, USER)
+    assert [r.name for r in toolbox.search("look up my order", k=1)] == ["shop.lookup"]
+    registry.update("shop.lookup", description="Look up an order by its id: status, items and the parcel.")
+    same_parameters = asyncio.run(toolbox.call("shop.lookup", {"order_id": "o-1"}))
+    assert same_parameters.outcome == "ok"  # a changed description does not make the model's arguments wrong
+    registry.update("shop.lookup", input_schema=RENAMED)
+    stale = asyncio.run(toolbox.call("shop.lookup", {"order_id": "o-2"}))
+    assert stale.outcome == "invalid_arguments" and "its input schema now" in stale.message.content
+    assert SEEN["looked_up"] == "o-1"
+    registry.close()

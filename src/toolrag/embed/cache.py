@@ -24,6 +24,7 @@ from typing import Any
 
 log = logging.getLogger("toolrag.embed")
 FIXED_TEXTS = "fixed-texts"  # the folder of `cached_vectors`
+DOCUMENT_VECTORS = "document-vectors"  # the folder of embed/vector_cache.py
 
 
 def cache_root() -> Path:
@@ -90,7 +91,7 @@ class CacheEntry:
     or a build that never finished."""
 
     name: str
-    kind: str  # model, fixed-texts, snapshots, unfinished
+    kind: str  # model, fixed-texts, document-vectors, snapshots, unfinished
     bytes: int
     last_used: datetime
     kept: bool  # whether `prune` keeps it: a current model, or used within STALE_DAYS
@@ -106,14 +107,16 @@ def cache_entries(current_models: set[str], now: datetime | None = None) -> list
     now = now or datetime.now(UTC)
     fresh = now - timedelta(days=STALE_DAYS)
     entries: list[CacheEntry] = []
-    candidates = [p for p in (root.iterdir() if root.is_dir() else []) if p.name not in (FIXED_TEXTS, "snapshots")]
+    folders = (FIXED_TEXTS, DOCUMENT_VECTORS, "snapshots")
+    candidates = [p for p in (root.iterdir() if root.is_dir() else []) if p.name not in folders]
     for path in candidates:
         size, used = _measured(path)
         if path.name.startswith("."):
             entries.append(CacheEntry(path.name, "unfinished", size, used, False))
         else:
             entries.append(CacheEntry(path.name, "model", size, used, path.name in current_models))
-    for kind, folder in ((FIXED_TEXTS, root / FIXED_TEXTS), ("snapshots", root / "snapshots")):
+    for kind in folders:
+        folder = root / kind
         for path in folder.iterdir() if folder.is_dir() else []:
             size, used = _measured(path)
             entries.append(CacheEntry(f"{folder.name}/{path.name}", kind, size, used, used >= fresh))

@@ -18,6 +18,7 @@ import numpy as np
 
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors, embed_queries
 from toolrag.embed.language import looks_english
+from toolrag.embed.vector_cache import cached_documents
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class EnsembleEmbedder:
         return sum(m.embedder.dimension for m in self.members)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Tools' texts; a text any registry on this machine embedded before is read back (embed/vector_cache.py)."""
+        return cached_documents(self.model_id, self.dimension, texts, self._embed_documents)
+
+    def _embed_documents(self, texts: Sequence[str]) -> Vectors:
         parts = [m.embedder.embed_documents(texts) * s for m, s in zip(self.members, self._document_scale, strict=True)]
         return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
 

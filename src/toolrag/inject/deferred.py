@@ -9,6 +9,9 @@ asking; here the search is a client-executed tool that toolrag answers for the p
   is `tool_reference` blocks naming the tools found.
 - OpenAI Responses: a `tool_search` tool with `execution: "client"`, the tools as deferred functions (grouped into
   namespaces by their registry namespace), and a `tool_search_output` item carrying the found definitions.
+- Gemini Interactions: a `tool_search` tool with `execution: "client"` named `search_tools`, the tools as functions
+  with `defer_loading: true` (their first sentence as `short_description`, what the model reads before it
+  searches), and a `function_result` step whose result is the found functions' definitions.
 
 The tools given here must already be the principal's visible tools: nothing else is listed, referenced or loaded.
 """
@@ -19,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolrag.inject.formats import anthropic, is_provider_name, openai_responses, provider_name
+from toolrag.inject.formats import anthropic, for_providers, gemini, is_provider_name, openai_responses, provider_name
 from toolrag.model import Tool
 
 SEARCH_DESCRIPTION = (
@@ -45,7 +48,9 @@ NOTHING_FOUND = "No tool fits this request. Search again with other words, or an
 
 def anthropic_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     """`search_tools` loaded, then every tool deferred, in name order so the list is the same on every turn."""
-    deferred = [{**anthropic(tool), "defer_loading": True} for tool in sorted(tools, key=lambda t: t.name)]
+    deferred = [
+        {**anthropic(tool), "defer_loading": True} for tool in sorted(for_providers(tools), key=lambda t: t.name)
+    ]
     return [anthropic(SEARCH_TOOL), *deferred]
 
 
@@ -95,7 +100,7 @@ def _deferred_functions(
 ) -> list[dict[str, Any]]:
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     lone: list[dict[str, Any]] = []
-    for tool in sorted(tools, key=lambda t: t.name):
+    for tool in sorted(for_providers(tools), key=lambda t: t.name):
         function = openai_responses(tool)
         if defer:
             function["defer_loading"] = True
@@ -122,3 +127,35 @@ def _namespace_summary(namespace: str, functions: Sequence[dict[str, Any]]) -> s
     names = ", ".join(f["name"] for f in functions[:20])
     more = f" and {len(functions) - 20} more" if len(functions) > 20 else ""
     return f"{namespace} tools: {names}{more}."
+
+
+# -- Gemini Interactions -------------------------------------------------------------------------------------------
+
+
+def gemini_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """The client-executed `tool_search`, then every tool deferred, in name order so the list is the same on every
+    turn."""
+    search = {
+        "type": "tool_search",
+        "execution": "client",
+        "name": SEARCH_TOOL.name,
+        "description": SEARCH_DESCRIPTION,
+        "parameters": SEARCH_PARAMETERS,
+    }
+    deferred = [
+        {**gemini_function(tool), "defer_loading": True, "short_description": tool.purpose()}
+        for tool in sorted(for_providers(tools), key=lambda t: t.name)
+    ]
+    return [search, *deferred]
+
+
+def gemini_search_result(call_id: str, found: Sequence[Tool]) -> dict[str, Any]:
+    """The `function_result` step answering `search_tools`: the definitions of the tools found, which the model
+    may call from then on."""
+    result: list[dict[str, Any]] | str = [gemini_function(tool) for tool in for_providers(found)]
+    return {"type": "function_result", "call_id": call_id, "name": SEARCH_TOOL.name, "result": result or NOTHING_FOUND}
+
+
+def gemini_function(tool: Tool) -> dict[str, Any]:
+    """A function of the Interactions API: Gemini's declaration with its `type`."""
+    return {"type": "function", **gemini(tool)}

@@ -6,18 +6,25 @@ clients get the schema as the server wrote it.
 Providers restrict tool names to `[a-zA-Z0-9_-]{1,64}`; registry names may contain dots (namespaces) and be
 128 characters long. `provider_name` maps a registry name to a valid, stable and collision-free provider name;
 the runtime maps it back when the model calls the tool.
+
+A schema a provider refuses fails the whole request, so providers get each schema repaired where that is safe,
+and a tool whose schema cannot be (schemas/providers.py) is left out of what they get, with a warning.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from toolrag.model import Tool
 from toolrag.schemas.drafts import to_2020_12
+from toolrag.schemas.providers import provider_problems, sendable
+
+log = logging.getLogger(__name__)
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 _PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -39,13 +46,30 @@ def provider_name(name: str) -> str:
     return f"{safe[:55]}_{digest}"
 
 
+def provider_schema(tool: Tool) -> dict[str, Any]:
+    """The tool's input schema as providers take it: JSON Schema 2020-12, repaired where that is safe."""
+    return sendable(to_2020_12(tool.input_schema))
+
+
+def for_providers(tools: Sequence[Tool]) -> list[Tool]:
+    """The tools whose schemas providers take; each one left out is logged with the reason."""
+    kept = []
+    for tool in tools:
+        problems = provider_problems(to_2020_12(tool.input_schema))
+        if problems:
+            log.warning("tool %r left out of the provider request: %s", tool.name, "; ".join(problems))
+        else:
+            kept.append(tool)
+    return kept
+
+
 def openai_chat(tool: Tool) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
             "name": provider_name(tool.name),
             "description": tool.description,
-            "parameters": to_2020_12(tool.input_schema),
+            "parameters": provider_schema(tool),
         },
     }
 
@@ -55,7 +79,7 @@ def openai_responses(tool: Tool) -> dict[str, Any]:
         "type": "function",
         "name": provider_name(tool.name),
         "description": tool.description,
-        "parameters": to_2020_12(tool.input_schema),
+        "parameters": provider_schema(tool),
         "strict": False,
     }
 
@@ -64,7 +88,7 @@ def anthropic(tool: Tool) -> dict[str, Any]:
     return {
         "name": provider_name(tool.name),
         "description": tool.description,
-        "input_schema": to_2020_12(tool.input_schema),
+        "input_schema": provider_schema(tool),
     }
 
 
@@ -81,7 +105,7 @@ def mcp(tool: Tool) -> dict[str, Any]:
 def gemini(tool: Tool) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": provider_name(tool.name), "description": tool.description}
     if tool.input_schema.get("properties"):
-        declaration["parameters"] = _gemini_schema(to_2020_12(tool.input_schema))
+        declaration["parameters"] = _gemini_schema(provider_schema(tool))
     return declaration
 
 
@@ -115,4 +139,4 @@ def render(tools: Sequence[Tool], fmt: str = "openai") -> list[dict[str, Any]]:
         renderer = FORMATS[fmt]
     except KeyError:
         raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}") from None
-    return [renderer(tool) for tool in tools]
+    return [renderer(tool) for tool in (tools if fmt == "mcp" else for_providers(tools))]

@@ -29,7 +29,8 @@ from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
 from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
 from toolrag.registry import ToolRegistry
-from toolrag.schemas.drafts import deeper_than
+from toolrag.schemas.drafts import deeper_than, to_2020_12
+from toolrag.schemas.providers import provider_problems
 from toolrag.store.base import AuditEntry, Pin
 
 SOURCE_PREFIX = SYNCED_SOURCE_PREFIX
@@ -337,9 +338,14 @@ def _in_place(pin: Pin | None, digest: str, existing: Tool | None, config: Serve
 
 
 def _findings(tool: Tool) -> tuple[str, ...]:
-    """What the poisoning checks find in every text of the tool that reaches a model."""
+    """What the poisoning checks find in every text of the tool that reaches a model, and what in its input schema
+    model providers would refuse (one such schema fails every request it is sent in)."""
     shown = {"output_schema": tool.output_schema, "annotations": tool.annotations}
-    return tuple(scan(tool.description, tool.input_schema, {k: v for k, v in shown.items() if v is not None}))
+    poisoning = scan(tool.description, tool.input_schema, {k: v for k, v in shown.items() if v is not None})
+    refused = [
+        f"input schema providers refuse: {problem}" for problem in provider_problems(to_2020_12(tool.input_schema))
+    ]
+    return (*poisoning, *refused)
 
 
 def _passed_on(upstream: types.Tool) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -144,9 +144,9 @@ class Agent:
     ) -> RoundResult:
         """Run the tool calls of one model response concurrently; results keep the order of the calls."""
         gateway = self._gateway()
-        offered_names = {t.name for t in offered}
+        shown = {t.name: t.content_hash for t in offered}  # calls are checked against the versions shown
         results: list[CallResult] = await asyncio.gather(
-            *(self._call(gateway, call, offered_names) for call in response.tool_calls)
+            *(self._call(gateway, call, shown) for call in response.tool_calls)
         )
         messages = [r.message for r in results]
         return_direct = bool(results) and all(r.return_direct for r in results)
@@ -214,7 +214,7 @@ class Agent:
             self._gateway_cache = (key, gateway)
         return self._gateway_cache[1]
 
-    async def _call(self, gateway: ToolGateway, call: ToolCall, offered: set[str]) -> CallResult:
+    async def _call(self, gateway: ToolGateway, call: ToolCall, offered: Mapping[str, str]) -> CallResult:
         if self.mode == "discover" and normalize_name(call.name) == normalize_name(FIND_TOOLS.name):
             return self._find_tools(call, FIND_TOOLS)
         if self.mode == "native" and (call.kind == "tool_search" or call.name == SEARCH_TOOL.name):

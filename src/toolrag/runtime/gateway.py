@@ -16,9 +16,9 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import BaseModel
 
@@ -31,6 +31,11 @@ from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
 from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure
 from toolrag.schemas.worker import CheckingProcess, CheckRefused
+
+# The tools a model was shown: names, or names with the content hash of the version shown.
+Offered: TypeAlias = Set[str] | Mapping[str, str]
+MAX_NAMED = 20  # undeclared arguments named in one error
+MAX_SCHEMA_EXCERPT = 4000  # characters of the current schema in the answer to a call against an older version
 
 if TYPE_CHECKING:
     from toolrag.registry import ToolRegistry
@@ -143,8 +148,11 @@ class ToolGateway:
         self.resolver = permitted.resolver
         self._hidden = permitted.hidden
 
-    async def call(self, call: ToolCall, offered: set[str], session: str | None = None) -> CallResult:
-        """Run one call. `session` names the conversation in events (default: the context's request id)."""
+    async def call(self, call: ToolCall, offered: Offered, session: str | None = None) -> CallResult:
+        """Run one call. `offered`: the tools the model was shown, with the content hash of the version shown when
+        known (a call written against an older version whose arguments do not fit the current one is refused with
+        the current schema, never run with a renamed parameter dropped). `session` names the conversation in
+        events (default: the context's request id)."""
         started = time.perf_counter()
         session = session or self.context.request_id
         resolution: Resolution | None = None
@@ -153,7 +161,7 @@ class ToolGateway:
         try:
             resolution = self._resolve(call.name)
             tool = self.tools[resolution.name]
-            arguments = await self._arguments(tool, call.arguments or "{}")
+            arguments = await self._arguments(tool, call.arguments or "{}", _changed_since_offered(tool, offered))
             result = await self._run(tool, arguments)
             outcome: Outcome = "ok"
             message = Message.tool_result(call.id, serialize(result))
@@ -196,10 +204,11 @@ class ToolGateway:
                 )
             raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
 
-    async def _arguments(self, tool: Tool, raw: str) -> dict[str, Any]:
+    async def _arguments(self, tool: Tool, raw: str, changed: bool = False) -> dict[str, Any]:
         """The call's arguments, parsed and checked against the tool's schema off the event loop: in a thread when
         the check's worst case is small (ArgumentChecker.inline_errors), else in the checking process within the
-        policy's budget."""
+        policy's budget. `changed`: the tool changed since the model was shown it, so an argument the current
+        schema does not declare is an error too (a renamed parameter), and errors carry the current schema."""
         checker = self.permitted.checker(tool)
         small = len(raw) <= INLINE_CHARS
         arguments, size = self._measured(tool, raw) if small else await asyncio.to_thread(self._measured, tool, raw)
@@ -211,9 +220,16 @@ class ToolGateway:
                 )
             except CheckRefused as exc:
                 raise _Refusal("invalid_arguments", f"arguments for {tool.name} were not checked: {exc}") from None
+        if changed:
+            errors = [*errors, *undeclared_arguments(tool.input_schema, arguments)]
         if errors:
+            now = (
+                f" {tool.name} changed since it was offered; its input schema now: {_schema_excerpt(tool)}."
+                if changed
+                else ""
+            )
             raise _Refusal(
-                "invalid_arguments", f"invalid arguments for {tool.name}: {'; '.join(errors)}. Fix them and retry."
+                "invalid_arguments", f"invalid arguments for {tool.name}: {'; '.join(errors)}.{now} Fix them and retry."
             )
         return arguments
 
@@ -252,7 +268,7 @@ class ToolGateway:
         resolution: Resolution | None,
         outcome: Outcome,
         started: float,
-        offered: set[str],
+        offered: Offered,
         error: str | None,
         session: str | None,
     ) -> None:
@@ -283,6 +299,24 @@ class _Refusal(Exception):
         super().__init__(message)
         self.outcome = outcome
         self.logged = logged or outcome
+
+
+def _changed_since_offered(tool: Tool, offered: Offered) -> bool:
+    shown = offered.get(tool.name) if isinstance(offered, Mapping) else None
+    return shown is not None and shown != tool.content_hash
+
+
+def undeclared_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """Arguments a schema neither declares nor lets through (`additionalProperties` / `patternProperties`)."""
+    if schema.get("additionalProperties") not in (None, False) or schema.get("patternProperties"):
+        return []
+    declared = schema.get("properties") or {}
+    return [f"{name!r} is not a parameter" for name in list(arguments)[:MAX_NAMED] if name not in declared]
+
+
+def _schema_excerpt(tool: Tool) -> str:
+    text = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= MAX_SCHEMA_EXCERPT else text[: MAX_SCHEMA_EXCERPT - 3] + "..."
 
 
 def _lookup_keys(name: str) -> list[object]:

@@ -57,7 +57,8 @@ class Toolbox:
         self.context = context or ToolContext(self.principal.user, self.principal.tenant, self.session)
         sinks = [sink for sink in (events, registry.usage) if sink is not None]
         self.events: EventSink = FanoutSink(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else NullSink())
-        self.offered: set[str] = set()  # what searches returned: the tools a model was shown
+        # What searches returned: the tools a model was shown, with the content hash of the version shown.
+        self.offered: dict[str, str] = {}
         self._gateway: tuple[int, ToolGateway] | None = None
 
     @property
@@ -107,5 +108,5 @@ class Toolbox:
     def _offer(self, results: list[SearchResult]) -> list[SearchResult]:
         visible = self.tools  # the registry filtered for the principal already; this is the snapshot calls use
         found = [result for result in results if result.name in visible]
-        self.offered.update(result.name for result in found)
+        self.offered.update({result.name: visible[result.name].content_hash for result in found})
         return found

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolrag.inject.deferred import anthropic_search_result, anthropic_tools
-from toolrag.inject.formats import render
+from toolrag.inject.formats import for_providers, render
 from toolrag.jsontext import loads
 from toolrag.model import Tool
 from toolrag.runtime.messages import Message, ToolCall
@@ -18,8 +18,11 @@ if TYPE_CHECKING:
     from anthropic.types import Message as AnthropicMessage
 
 
-def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """(system, messages): tool results travel in a user message, consecutive results in the same one."""
+def to_anthropic_messages(
+    messages: Sequence[Message], loadable: Collection[str] | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """(system, messages): tool results travel in a user message, consecutive results in the same one.
+    `loadable`: the tools a tool search may reference (those in the request's deferred list)."""
     system = "\n".join(m.content for m in messages if m.role == "system") or None
     converted: list[dict[str, Any]] = []
     for message in messages:
@@ -31,7 +34,8 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
                 "is_error": message.is_error,
             }
             if message.loaded is not None:
-                block = anthropic_search_result(message.tool_call_id or "", message.loaded)
+                loaded = [name for name in message.loaded if loadable is None or name in loadable]
+                block = anthropic_search_result(message.tool_call_id or "", loaded)
             previous = converted[-1] if converted else None
             if previous and previous["role"] == "user" and isinstance(previous["content"], list):
                 previous["content"].append(block)
@@ -75,7 +79,7 @@ class AnthropicModel(ProviderModel):
         super().__init__(client, model, max_tokens=max_tokens, **parameters)
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool], deferred: bool = False) -> dict[str, Any]:
-        system, converted = to_anthropic_messages(messages)
+        system, converted = to_anthropic_messages(messages, {tool.name for tool in for_providers(tools)})
         request: dict[str, Any] = {"model": self.model, "messages": converted, **self.parameters}
         if system:
             request["system"] = system
