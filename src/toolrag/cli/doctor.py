@@ -192,10 +192,8 @@ def _registry_verdict(name: str, found: FoundRegistry) -> Check:
 
 def _shown(location: str) -> str:
     if location.startswith(("postgresql://", "postgres://")):
-        try:
-            from toolrag.store.postgres import redacted_url
-        except ImportError:
-            return location.split("@")[-1]  # without the user part, which may hold a password
+        from toolrag.store.inspect import redacted_url
+
         return redacted_url(location)
     return location
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
@@ -63,8 +64,6 @@ def inspect_postgres(url: str) -> FoundRegistry | None:
     ImportError without the `postgres` extra."""
     import psycopg
 
-    from toolrag.store.postgres import failure_reason, redacted_url
-
     plain, schema = split_schema(url)
     try:
         with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
@@ -88,3 +87,23 @@ def _read_postgres_registry(conn: Any, schema: str) -> FoundRegistry | None:
     meta = "SELECT value FROM {}.meta WHERE key = 'model_id'"
     model = conn.execute(sql.SQL(meta).format(table(schema))).fetchone()
     return FoundRegistry("postgres", int(version or 0), int(tools), int(active), model[0] if model else None)
+
+
+def failure_reason(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# A value is quoted (libpq's key='a value', with \\' and \\\\ escapes) or runs to the next space or `&`.
+_SECRET_PARAMETERS = re.compile(
+    r"(?i)\b(password|sslpassword|sslkey|passfile|token)\s*=\s*('(?:[^'\\]|\\.)*'?|[^&\s]*)"
+)
+
+
+def redacted_url(url: str) -> str:
+    """The connection string without any password, for messages: the one in the user part of a URL, and any
+    `password=` (or similar) given as a URL parameter or as a key=value pair."""
+    parts = urlsplit(url) if "://" in url else None
+    if parts is not None and parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
+    return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)

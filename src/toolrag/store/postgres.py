@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -42,7 +40,7 @@ from toolrag.store.base import (
     sql_statements,
 )
 from toolrag.store.dialect import POSTGRES
-from toolrag.store.inspect import split_parameters
+from toolrag.store.inspect import failure_reason, redacted_url, split_parameters
 from toolrag.store.tables import (
     REPLACE_CURRENT,
     Database,
@@ -434,26 +432,6 @@ def _hnsw_name(model_id: str) -> sql.Identifier:
 
 def _hnsw_index_name(model_id: str) -> str:
     return "embeddings_hnsw_" + hashlib.sha256(model_id.encode()).hexdigest()[:16]
-
-
-def failure_reason(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-# A value is quoted (libpq's key='a value', with \\' and \\\\ escapes) or runs to the next space or `&`.
-_SECRET_PARAMETERS = re.compile(
-    r"(?i)\b(password|sslpassword|sslkey|passfile|token)\s*=\s*('(?:[^'\\]|\\.)*'?|[^&\s]*)"
-)
-
-
-def redacted_url(url: str) -> str:
-    """The connection string without any password, for messages: the one in the user part of a URL, and any
-    `password=` (or similar) given as a URL parameter or as a key=value pair."""
-    parts = urlsplit(url) if "://" in url else None
-    if parts is not None and parts.password is not None:
-        host = parts.netloc.rsplit("@", 1)[1]
-        url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
-    return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)
 
 
 def hnsw_index(model: IndexModel, concurrently: bool = False) -> sql.Composed:
