@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from toolrag.embed import (
     make_embedder,
 )
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
+from toolrag.embed.ensemble import model_cosines
 from toolrag.embed.language import guess_language, looks_english
 
 from .conftest import json_http_server
@@ -156,3 +157,28 @@ def test_openai_compatible_errors_are_clear(server_url: str) -> None:
         OpenAICompatibleEmbedder("broken", base_url=server_url).embed_documents(["x"])
     with pytest.raises(EmbeddingError, match="failed"):
         OpenAICompatibleEmbedder("tiny", base_url="http://127.0.0.1:9/v1", timeout=2).embed_documents(["x"])
+
+
+class _Axis:
+    """A tiny model: every text is the unit vector of one axis; counts the requests it embeds."""
+
+    def __init__(self, name: str, axis: int) -> None:
+        self.model_id, self.dimension, self.axis, self.queries = name, 2, axis, 0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), 2), np.float32)
+        vectors[:, self.axis] = 1.0
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries += 1
+        return self.embed_documents([text])[0]
+
+
+def test_explaining_many_tools_embeds_the_request_once_per_model() -> None:
+    first, second = _Axis("a", 0), _Axis("b", 1)
+    ensemble = EnsembleEmbedder([Member(first, 0.5, 0.5), Member(second, 0.5, 0.5)])
+    documents = ensemble.embed_documents([f"tool {i}" for i in range(10)])
+    cosines = model_cosines(ensemble, "a request", documents)
+    assert (first.queries, second.queries) == (1, 1)
+    assert len(cosines) == 10 and cosines[0] == pytest.approx({"a": 1.0, "b": 1.0})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import pytest
 from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
@@ -158,3 +159,34 @@ def test_calls_of_a_readers_tools_are_chosen_in_the_query_however_many_tools_it_
     assert registry.store.usage.calls(since, 10, tools=frozenset()) == []
     samples = registry.store.usage.samples("unshortlisted_call", since, 5, tools=frozenset(names))
     assert [s.detail for s in samples] == names[::-1][:5]
+
+
+def test_a_tool_whose_share_of_selections_jumps_is_flagged(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = monitored(store_url, embedder)
+    earlier, recent = utc_now() - timedelta(days=20), utc_now() - timedelta(days=2)
+
+    def searches(at: datetime, tool: str, count: int) -> list[RetrievalRecord]:
+        return [RetrievalRecord(f"h-{at:%d}-{tool}-{i}", ((tool, 0.8, 0.5),), "a request", at=at) for i in range(count)]
+
+    registry.store.usage.record(
+        [
+            *searches(earlier, "email.send", 95),
+            *searches(earlier, "finance.exchange_rate", 5),  # 5% of the searches before
+            *searches(recent, "email.send", 20),
+            *searches(recent, "finance.exchange_rate", 20),  # 50% of the recent ones: ten times the share
+        ],
+        [],
+    )
+    report = build_report(registry.store, days=30)
+    (surge,) = report.surging
+    assert (surge.tool, surge.recent_selections, surge.earlier_share, surge.recent_share) == (
+        "finance.exchange_rate",
+        20,
+        0.05,
+        0.5,
+    )
+    assert report.as_json()["surging"][0]["ratio"] == pytest.approx(10.0)
+    hidden = build_report(registry.store, days=30, visible={"email.send"})
+    assert hidden.surging == []  # a reader never learns of a tool they may not see
+    quiet = build_report(registry.store, days=5)  # no window before the recent one to compare with
+    assert quiet.surging == []

@@ -287,6 +287,11 @@ def report_command(
         "low-relevance tools (descriptions far from the requests they serve)", [u.tool for u in report.low_relevance]
     )
     _names("unused tools (never offered nor called)", report.unused)
+    _names(
+        f"surging tools (chosen for {report.rules.surge_ratio:g}x the share of searches of before in the last "
+        f"{report.rules.surge_days} days: check recent description edits)",
+        [f"{s.tool} {s.earlier_share:.1%} -> {s.recent_share:.1%}" for s in report.surging],
+    )
     for kind, samples in report.misses.items():
         lines = [f"{s.request or '(no request text)'} {s.detail}".strip() for s in samples]
         _names(f"misses: {kind.replace('_', ' ')}", lines)

@@ -93,17 +93,22 @@ class EnsembleEmbedder:
         return np.concatenate(parts).astype(np.float32)
 
 
-def model_cosines(embedder: Embedder, text: str, document: Vectors) -> dict[str, float]:
-    """Each model's own cosine of a request with one embedded tool text (`document`, a row of the index): what
-    every member of an ensemble thinks, whichever the request's language weighs; for explanations."""
+def model_cosines(embedder: Embedder, text: str, documents: Vectors) -> list[dict[str, float]]:
+    """Each model's own cosine of a request with each embedded tool text (`documents`, rows of the index): what
+    every member of an ensemble thinks, whichever the request's language weighs; for explanations. The request is
+    embedded once per model, however many tools are explained."""
     while isinstance(embedder, DelegatingEmbedder):
         embedder = embedder.inner
+    documents = np.atleast_2d(documents)
     if not isinstance(embedder, EnsembleEmbedder):
-        return {embedder.model_id: float(np.dot(embedder.embed_query(text), document))}
-    cosines, start = {}, 0
+        cosines = documents @ embedder.embed_query(text)
+        return [{embedder.model_id: float(cosine)} for cosine in cosines]
+    rows: list[dict[str, float]] = [{} for _ in range(len(documents))]
+    start = 0
     for member, scale in zip(embedder.members, embedder._document_scale, strict=True):
         width = member.embedder.dimension
-        part = document[start : start + width] / scale
-        cosines[member.embedder.model_id] = float(np.dot(member.embedder.embed_query(text), part))
+        cosines = (documents[:, start : start + width] / scale) @ member.embedder.embed_query(text)
+        for row, cosine in zip(rows, cosines, strict=True):
+            row[member.embedder.model_id] = float(cosine)
         start += width
-    return cosines
+    return rows

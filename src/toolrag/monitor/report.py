@@ -1,4 +1,6 @@
-"""The health report: which tools are used, ignored, dead or poorly described, and which requests went unserved.
+"""The health report: which tools are used, ignored, dead or poorly described, which requests went unserved, and
+which tools' share of selections jumped (a description edited to game selection wins a tool many times the use:
+arXiv 2505.18135; so does a real change of what users ask, which the operator tells apart).
 
 Relevance is the dense cosine between request and tool (comparable across requests, unlike the fused score, which
 is normalized per request).
@@ -6,7 +8,7 @@ is normalized per request).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +25,24 @@ class ReportRules:
     min_injections: int = 5  # judge a tool only once it was offered this often
     dead_call_rate: float = 0.1  # offered often, called less than this share of the time
     low_relevance: float = 0.35  # mean cosine with the requests it was offered for
+    surge_days: int = 7  # the recent window whose share of selections is compared with the rest of the report's
+    surge_ratio: float = 3.0  # a share of selections this many times the earlier one is a jump
+    min_surge_selections: int = 10  # selections in the recent window before a jump counts
+    min_baseline_searches: int = 50  # searches before the recent window, for an earlier share worth comparing
+
+
+@dataclass(frozen=True)
+class Surge:
+    """A tool chosen for a much larger share of searches recently than before."""
+
+    tool: str
+    recent_selections: int
+    recent_share: float  # of the recent window's searches
+    earlier_share: float  # of the searches before it
+
+    @property
+    def ratio(self) -> float | None:
+        return self.recent_share / self.earlier_share if self.earlier_share else None
 
 
 @dataclass
@@ -36,6 +56,7 @@ class HealthReport:
     dead: list[ToolUsage]
     unused: list[str]
     low_relevance: list[ToolUsage]
+    surging: list[Surge]
     misses: dict[SampleKind, list[RequestSample]]
     relevance_histogram: list[int]
     daily: list[tuple[str, int, int]]
@@ -55,6 +76,7 @@ class HealthReport:
             "dead": [tool_row(u) for u in self.dead],
             "unused": self.unused,
             "low_relevance": [tool_row(u) for u in self.low_relevance],
+            "surging": [{**asdict(surge), "ratio": surge.ratio} for surge in self.surging],
             "misses": {kind: [asdict(s) for s in samples] for kind, samples in self.misses.items()},
             "relevance_histogram": self.relevance_histogram,
             "daily": [{"day": d, "retrievals": r, "calls": c} for d, r, c in self.daily],
@@ -101,9 +123,33 @@ def build_report(
             (u for u in judged if u.mean_score is not None and u.mean_score < rules.low_relevance),
             key=lambda u: u.mean_score or 0.0,
         ),
+        surging=_surging(store, since, until, rules, audience, shown),
         misses=misses,
         relevance_histogram=store.usage.score_histogram(since, audience=audience),
         daily=store.usage.daily(since, audience),
         rules=rules,
         audience=audience,
     )
+
+
+def _surging(
+    store: Store, since: datetime, until: datetime, rules: ReportRules, audience: Audience, shown: Callable[[str], bool]
+) -> list[Surge]:
+    """Tools whose share of the recent window's searches is `surge_ratio` times their share of the searches before
+    it (a tool never chosen before counts as chosen once, so a new favourite shows too)."""
+    recent_since = max(since, until - timedelta(days=rules.surge_days))
+    searches = store.usage.totals(since, audience).retrievals
+    recent_searches = store.usage.totals(recent_since, audience).retrievals
+    earlier_searches = searches - recent_searches
+    if recent_since <= since or earlier_searches < rules.min_baseline_searches or not recent_searches:
+        return []
+    chosen = {u.tool: u.injected for u in store.usage.tool_usage(since, audience)}
+    surges = []
+    for usage in store.usage.tool_usage(recent_since, audience):
+        if not shown(usage.tool) or usage.injected < rules.min_surge_selections:
+            continue
+        earlier = chosen.get(usage.tool, usage.injected) - usage.injected
+        recent_share, earlier_share = usage.injected / recent_searches, earlier / earlier_searches
+        if recent_share >= rules.surge_ratio * max(earlier, 1) / earlier_searches:
+            surges.append(Surge(usage.tool, usage.injected, round(recent_share, 4), round(earlier_share, 4)))
+    return sorted(surges, key=lambda surge: -surge.recent_share)

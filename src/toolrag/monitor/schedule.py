@@ -185,6 +185,7 @@ class Scheduler:
             "dead": [u.tool for u in report.dead],
             "unused": report.unused,
             "low_relevance": [u.tool for u in report.low_relevance],
+            "surging": [surge.tool for surge in report.surging],
         }
 
     # -- telling people ------------------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ def compare(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
             lines.append(f"{key}: {previous.get(key)} -> {current.get(key)}")
     if previous.get("no_tool_rate") != current.get("no_tool_rate"):
         lines.append(f"no_tool_rate: {previous.get('no_tool_rate', 0):.1%} -> {current.get('no_tool_rate', 0):.1%}")
-    for key in ("dead", "unused", "low_relevance"):
+    for key in ("dead", "unused", "low_relevance", "surging"):
         before, after = set(previous.get(key, [])), set(current.get(key, []))
         if after - before:
             lines.append(f"{key}, new: {', '.join(sorted(after - before))}")

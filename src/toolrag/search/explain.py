@@ -9,6 +9,7 @@ says "the tool exists but search never offers it".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,6 +103,7 @@ def explain(
     embedder = index.embedder or retriever.embedder
     vector = embedder.embed_query(searched.text) if retriever.config.mode != "lexical" else None
     words = set(tokenize(searched.text, stem=looks_english(searched.text)))
+    per_model = _model_cosines(index, embedder, searched.text, found.items) if vector is not None else {}
     ranking = []
     for rank, (item, probability) in enumerate(zip(found.items, probabilities, strict=True), 1):
         tool = index.tools[item.position]
@@ -113,7 +115,7 @@ def explain(
                 probability=round(probability, 4),
                 fused=round(item.score, 4),
                 cosine=round(item.dense, 4),
-                model_cosines=_model_cosines(index, embedder, searched.text, item) if vector is not None else {},
+                model_cosines=per_model.get(item.position, {}),
                 lexical=round(item.lexical, 4),
                 matched_words=sorted(words & set(tokenize(lexical_text(tool), stem=True)) | _unstemmed(words, tool)),
                 group=group_of(tool),
@@ -165,12 +167,17 @@ def _decision(needs_tool: bool, evidence: float, delivered: list[SearchResult]) 
     return f"the request reads as small talk: its best tool is no closer than small talk (evidence {evidence:+.3f})"
 
 
-def _model_cosines(index: SearchIndex, embedder: object, text: str, item: Ranked) -> dict[str, float]:
-    rows = np.flatnonzero(index.vectors.row_tool == item.position)
-    if not len(rows):
+def _model_cosines(
+    index: SearchIndex, embedder: object, text: str, items: Sequence[Ranked]
+) -> dict[int, dict[str, float]]:
+    """Each model's cosine of the request with each ranked tool's own text, by tool position."""
+    rows = {item.position: np.flatnonzero(index.vectors.row_tool == item.position) for item in items}
+    positions = [position for position, found in rows.items() if len(found)]
+    if not positions:
         return {}
-    document = index.vectors.span(int(rows[0]), int(rows[0]) + 1)[0]
-    return {model: round(cosine, 4) for model, cosine in model_cosines(embedder, text, document).items()}  # type: ignore[arg-type]
+    documents = np.vstack([index.vectors.span(int(rows[p][0]), int(rows[p][0]) + 1)[0] for p in positions])
+    cosines = model_cosines(embedder, text, documents)  # type: ignore[arg-type]
+    return {p: {model: round(c, 4) for model, c in row.items()} for p, row in zip(positions, cosines, strict=True)}
 
 
 def _nearest_example(

@@ -60,7 +60,7 @@ class ApiMetrics:
             ["finding"],
             registry=self.collector,
         )
-        for finding in ("dead", "unused", "low_relevance"):
+        for finding in ("dead", "unused", "low_relevance", "surging"):
             tools.labels(finding).set_function(functools.partial(_count, latest, "report", finding))
         Gauge(
             "toolrag_report_no_tool_rate",
