@@ -1,0 +1,59 @@
+"""The console's pages of what went wrong and what happened: misses, upstreams, the audit trail, the dashboard.
+Each reads the usage log by the rule `/reports/health` reads it for the same caller (`Reading`).
+
+(No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from toolrag.model import utc_now
+from toolrag.monitor.reading import Reading
+from toolrag.server.console.common import Console, Who
+
+router = APIRouter()
+
+
+@router.get("/misses")
+def misses(
+    request: Request, console: Console, who: Who, days: Annotated[int, Query(ge=1, le=365)] = 30
+) -> HTMLResponse:
+    registry = console.registry
+    since = utc_now() - timedelta(days=days)
+    usage = registry.store.usage
+    reading = Reading.of(registry, who)  # what /reports/health shows this caller, and nothing more
+    mine = reading.audience
+    no_tool = [e for e in usage.recent_requests(since, 200, mine) if not e.tools][:50]
+    report = reading.report(registry, days)
+    low = [(u, usage.requests_for_tool(u.tool, since, 5, mine)) for u in report.low_relevance]
+    unshortlisted = reading.unshortlisted(usage, since, 50)
+    return console.page(request, "misses.html", no_tool=no_tool, low=low, unshortlisted=unshortlisted, days=days)
+
+
+@router.get("/upstreams")
+def upstreams_page(request: Request, console: Console, who: Who) -> HTMLResponse:
+    every = console.upstreams() if console.upstreams else []
+    states = [s for s in every if who.is_admin or who.principal.may_name(f"{s['name']}.")]
+    pins = console.registry.store.pins() if who.is_admin else []
+    return console.page(request, "upstreams.html", states=states, pins=pins)
+
+
+@router.get("/audit")
+def audit(
+    request: Request,
+    console: Console,
+    who: Who,
+    principal: Annotated[str, Query(max_length=200)] = "",
+    tool: Annotated[str, Query(max_length=200)] = "",
+    outcome: Annotated[str, Query(max_length=40)] = "",
+    days: Annotated[int, Query(ge=1, le=365)] = 30,
+) -> HTMLResponse:
+    registry = console.registry
+    since = utc_now() - timedelta(days=days)
+    reading = Reading.of(registry, who)  # calls of tools it may use, answered as their callers were
+    calls = reading.calls(registry.store.usage, since, 200, principal or None, tool or None, outcome or None)
+    changes = registry.store.audit_log(200, tool or None) if who.is_admin else []
+    filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
+    return console.page(request, "audit.html", calls=calls, changes=changes, filters=filters)
