@@ -78,9 +78,9 @@ def create_app(
     verifier = JwtVerifier(config.oauth) if config.oauth else None
     authenticate = caller_authenticator(config.policy(), verifier)
 
-    # Every route, the OpenAPI description included, needs a token, checked before any body is read; only the
-    # dashboard (a page a browser opens) takes it as `?token=`, and only OAuth's resource metadata is public.
-    # The console's pages authenticate with a session cookie instead (server/console/session.py).
+    # Every route, the OpenAPI description included, needs a token in its Authorization header, checked before any
+    # body is read; only OAuth's resource metadata and the dashboard's old address (a redirect) are public. The
+    # console's pages authenticate with a session cookie instead (server/console/session.py).
     metadata = config.oauth.metadata_routes() if config.oauth else []
     app.router.routes.extend(metadata)
     sessions, failures = ConsoleSessions(), FailureLimiter(config.http)
@@ -91,8 +91,7 @@ def create_app(
         authenticate=authenticate,
         limits=config.http,
         challenge=config.oauth.challenge() if config.oauth else 'Bearer realm="toolrag"',
-        query_token_paths=frozenset({"/dashboard"}),
-        public_paths=frozenset(route.path for route in metadata) | CONSOLE_PUBLIC,
+        public_paths=frozenset(route.path for route in metadata) | CONSOLE_PUBLIC | {"/dashboard"},
         console=sessions.cookie,
         failures=failures,
     )

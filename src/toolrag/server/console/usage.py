@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from toolrag.model import utc_now
 from toolrag.monitor.reading import Reading
 from toolrag.server.console.common import Console, Who
+from toolrag.server.console.dashboard import dashboard_context
 
 router = APIRouter()
 
@@ -57,3 +58,19 @@ def audit(
     changes = registry.store.audit_log(200, tool or None) if who.is_admin else []
     filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
     return console.page(request, "audit.html", calls=calls, changes=changes, filters=filters)
+
+
+@router.get("/dashboard")
+def dashboard(
+    request: Request, console: Console, who: Who, days: Annotated[int, Query(ge=1, le=3650)] = 30
+) -> HTMLResponse:
+    """Registry health for people: what to rewrite, what found nothing, week to week (operators)."""
+    registry = console.registry
+    reading = Reading.of(registry, who)
+    report = reading.report(registry, days)
+    since = utc_now() - timedelta(days=days)
+    usage = registry.store.usage
+    candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
+    offered = {name: usage.requests_for_tool(name, since, audience=reading.audience) for name in candidates}
+    weekly = usage.job_reports("report", 12) if who.is_admin else []  # every tenant's figures
+    return console.page(request, "dashboard.html", days=days, **dashboard_context(report, offered, weekly))
