@@ -5,6 +5,7 @@ made between two replays of the logged requests it may affect, and the page afte
 
 from collections.abc import Callable
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
@@ -91,8 +92,12 @@ def set_active(
     name: str,
     active: Annotated[bool, Form()],
     csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
 ) -> Response:
     who = console.admin(request, csrf)
+    if not active and not confirmed:
+        question, consequence = f"Deactivate {name}?", "search stops offering it and calls of it fail"
+        return _confirm(console, request, name, question, consequence, {"active": "false"})
     switch = lambda: console.registry.set_active(name, active, edited_by=who.name)  # noqa: E731
     return _edited(console, request, who, name, switch, "", "")
 
@@ -104,8 +109,17 @@ def decide_quarantine(
     name: str,
     decision: Annotated[str, Form(pattern="^(approve|reject)$")],
     csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
 ) -> Response:
     who = console.admin(request, csrf)
+    if not confirmed:
+        consequence = (
+            "its current definition is pinned and served"
+            if decision == "approve"
+            else "the change is dropped and the last approved definition stays"
+        )
+        question = f"{decision.capitalize()} {name}?"
+        return _confirm(console, request, name, question, consequence, {"decision": decision})
     from toolrag.mcp.importer import approve_quarantined, reject_quarantined
 
     decide = approve_quarantined if decision == "approve" else reject_quarantined
@@ -114,6 +128,21 @@ def decide_quarantine(
     except ToolragError as problem:
         return console.error(request, 409, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
+
+
+def _confirm(
+    console: ConsoleState, request: Request, name: str, question: str, consequence: str, fields: dict[str, str]
+) -> Response:
+    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page)."""
+    return console.page(
+        request,
+        "confirm.html",
+        question=question,
+        consequence=consequence,
+        action=request.url.path,
+        fields=fields,
+        back=f"{PREFIX}tools/{quote(name, safe='')}",
+    )
 
 
 def _edited(

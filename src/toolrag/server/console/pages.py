@@ -119,9 +119,11 @@ def diff_page(
     console: Console,
     who: Who,
     name: str,
-    a: Annotated[int, Query(ge=1)],
-    b: Annotated[int, Query(ge=1)],
+    a: Annotated[int | None, Query(ge=1)] = None,
+    b: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
+    if a is None or b is None:  # a page, not FastAPI's JSON 422: someone followed or typed a link
+        return console.error(request, 422, f"name two versions to compare: /console/tools/{name}/diff?a=1&b=2")
     try:
         console.visible_tool(who, name)
     except ToolNotFoundError as missing:

@@ -4,13 +4,14 @@ Each reads the usage log by the rule `/reports/health` reads it for the same cal
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, get_args
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from toolrag.model import utc_now
-from toolrag.monitor.reading import Reading
+from toolrag.monitor.reading import ANSWERED, Reading
+from toolrag.runtime.events import Outcome
 from toolrag.server.console.common import Console, Who
 from toolrag.server.console.dashboard import dashboard_context
 
@@ -57,7 +58,9 @@ def audit(
     calls = reading.calls(registry.store.usage, since, 200, principal or None, tool or None, outcome or None)
     changes = registry.store.audit_log(200, tool or None) if who.is_admin else []
     filters = {"principal": principal, "tool": tool, "outcome": outcome, "days": days}
-    return console.page(request, "audit.html", calls=calls, changes=changes, filters=filters)
+    # The outcomes the filter can match, as this caller is shown them (a reader never sees `refused`).
+    outcomes = [o for o in get_args(Outcome) if who.is_admin or o not in ANSWERED]
+    return console.page(request, "audit.html", calls=calls, changes=changes, filters=filters, outcomes=outcomes)
 
 
 @router.get("/dashboard")
