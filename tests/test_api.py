@@ -259,9 +259,9 @@ def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRe
         browser = playwright.chromium.launch(
             executable_path=chromium, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
         )
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        response = page.goto(f"{url}/dashboard?token={ADMIN}")
-        assert response is not None and response.status == 200
+        page = signed_in(browser, url, ADMIN)
+        response = page.goto(f"{url}/dashboard")  # the old address leads to the console's page
+        assert response is not None and response.status == 200 and page.url == f"{url}/console/dashboard?days=30"
         assert page.title() == "toolrag dashboard"
         assert page.locator('[data-card="searches"] b').inner_text() == "8"
         for chart in ("#call-rate", "#daily", "#relevance"):
@@ -274,11 +274,22 @@ def test_dashboard_renders_with_data_in_headless_chromium(api: tuple[str, ToolRe
             path=str(os.environ.get("TOOLRAG_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png")), full_page=True
         )
         # A token of another tenant, that may not use the refund tool, sees neither it nor acme's requests.
-        page.goto(f"{url}/dashboard?token={READER}")
+        page = signed_in(browser, url, READER)
+        page.goto(f"{url}/console/dashboard")
         assert "payments.refund_payment" not in page.content()
         assert "tell me a joke" not in page.content() and "exchange rate" not in page.content()
         browser.close()
-    assert call(url, "GET", "/dashboard", None).status_code == 401
+    assert call(url, "GET", "/console/dashboard", None).headers["location"] == "/console/login"
+
+
+def signed_in(browser: Any, url: str, token: str) -> Any:
+    """A page of a new browser context, signed in to the console with `token` through its sign-in form."""
+    page = browser.new_context(viewport={"width": 1280, "height": 1400}).new_page()
+    page.goto(f"{url}/console/login")
+    page.fill("input[name=token]", token)
+    page.click("button[type=submit]")
+    assert page.url == f"{url}/console/", page.content()[:500]
+    return page
 
 
 # -- findings of the security review (issue 14) ----------------------------------------------------------------------
@@ -298,7 +309,7 @@ def test_finding3_readers_see_no_other_tenants_requests(api: tuple[str, ToolRegi
     assert session in admin_view and "tell me a joke about globex" in admin_view
     for token in (ACME_READER, READER):
         report = call(url, "GET", "/reports/health?days=1", token)
-        page = call(url, "GET", "/dashboard", token)
+        page = call(url, "GET", "/console/dashboard", token)
         for leaked in [*secret_requests, "globex-session-1", session]:
             assert leaked not in report.text and leaked not in page.text
         assert report.json()["totals"]["retrievals"] == 0 and report.json()["totals"]["calls"] == 0
@@ -312,7 +323,7 @@ def test_issue25_finding6_callers_without_a_tenant_see_only_their_own_records(ap
     registry.usage.flush()  # type: ignore[union-attr]
     reader_view = call(url, "GET", "/reports/health?days=1", READER)
     agent_view = call(url, "GET", "/reports/health?days=1", AGENT)
-    reader_page = call(url, "GET", "/dashboard", READER).text
+    reader_page = call(url, "GET", "/console/dashboard", READER).text
     assert "supplier 4411" not in reader_view.text and "supplier 4411" not in reader_page
     assert reader_view.json()["totals"]["retrievals"] == 1 and agent_view.json()["totals"]["retrievals"] == 1
     assert "Lviv" not in agent_view.text
@@ -363,13 +374,17 @@ def test_finding7_history_shows_only_versions_the_caller_could_see(api: tuple[st
     assert [v["version"] for v in call(url, "GET", "/tools/crm.vip/history", ACME_READER).json()] == [1, 2]
 
 
-def test_finding16_docs_need_a_token_and_only_the_dashboard_takes_it_in_the_url(api: tuple[str, ToolRegistry]) -> None:
+def test_finding16_docs_need_a_token_and_no_route_takes_it_in_the_url(api: tuple[str, ToolRegistry]) -> None:
+    """The dashboard took `?token=` (tokens in URLs end up in logs); it is a console page now, behind its session."""
     url, _ = api
     for path in ("/docs", "/openapi.json", "/redoc"):
         assert call(url, "GET", path, None).status_code == 401
     assert call(url, "GET", "/openapi.json", READER).status_code == 200
     assert httpx.get(f"{url}/tools?token={ADMIN}").status_code == 401
-    assert httpx.get(f"{url}/dashboard?token={ADMIN}").status_code == 200
+    for path in ("/dashboard", "/console/dashboard", "/console/"):
+        answer = httpx.get(f"{url}{path}?token={ADMIN}")
+        assert answer.status_code == 303 and ADMIN not in answer.text and ADMIN not in answer.headers["location"]
+        assert ADMIN not in httpx.get(f"{url}{path}?token={ADMIN}", follow_redirects=True).text
 
 
 def test_finding9_slow_and_surplus_connections_are_closed(store_url: str, embedder: CountingEmbedder) -> None:

@@ -410,6 +410,9 @@ def test_tools_are_browsed_edited_compared_and_deactivated(console: tuple[str, T
         shot(page, "diff")
         page.goto(f"{url}/console/tools/mail.send")
         page.click("#toggle button[type=submit]")
+        assert "Deactivate mail.send?" in page.locator("#confirm").inner_text()  # asked first: nothing done yet
+        assert registry.get("mail.send").active
+        page.click("#confirm button[type=submit]")
         page.goto(f"{url}/console/tools?status=deactivated")
         assert page.locator("#tools").inner_text().count("mail.send") == 1
     assert not registry.get("mail.send").active and registry.get("mail.send").aliases == ["write to", "mail someone"]
@@ -523,7 +526,14 @@ def test_quarantined_tools_are_approved_or_rejected_with_their_findings(console:
         assert "instruction override" in page.locator("#pins").inner_text()
         shot(page, "upstreams")
         page.locator('#pins tr[data-tool="files.read"] button', has_text="Approve").click()
+        assert "Approve files.read?" in page.locator("#confirm").inner_text()
+        page.click("#confirm a")  # cancelled: still quarantined
+        assert [p.tool for p in registry.store.pins() if p.quarantined] == ["files.read", "shop.track_order"]
+        page.goto(f"{url}/console/upstreams")
+        page.locator('#pins tr[data-tool="files.read"] button', has_text="Approve").click()
+        page.click("#confirm button[type=submit]")
         page.locator('#pins tr[data-tool="shop.track_order"] button', has_text="Reject").click()
+        page.click("#confirm button[type=submit]")
         assert "yes" not in page.locator('#pins tr[data-tool="shop.track_order"] td:nth-child(4)').inner_text()
     assert registry.get("files.read").active
     assert registry.get("shop.track_order").description.startswith("Track where")  # the approved text stays
@@ -609,3 +619,36 @@ def test_a_reader_s_audit_and_misses_are_not_crowded_out_by_calls_it_may_not_rea
     assert "weather.forecast" in reader.get("/console/misses").text.split('id="unshortlisted"', 1)[1]
     report = httpx.get(f"{url}/reports/health?days=30", headers={"Authorization": f"Bearer {ACME_READER}"}).json()
     assert [s["detail"] for s in report["misses"]["unshortlisted_call"]] == ["weather.forecast"]
+
+
+# -- the console's rough edges (issue 33, section 6) ----------------------------------------------------------------
+
+
+def test_issue33_the_audit_suggests_the_outcomes_its_reader_can_find(console: tuple[str, ToolRegistry]) -> None:
+    url, _ = console
+    for token, refused in ((ADMIN, True), (ACME_READER, False)):
+        page = httpx.get(f"{url}/console/audit", headers={"Authorization": f"Bearer {token}"}).text
+        outcomes = page.split('<datalist id="outcomes">', 1)[1].split("</datalist>", 1)[0]
+        assert '<option value="ok">' in outcomes and '<option value="unknown_tool">' in outcomes
+        assert ('<option value="refused">' in outcomes) is refused  # a reader is never shown `refused`
+        placeholder = page.split('list="outcomes" placeholder="', 1)[1].split('"', 1)[0]
+        assert placeholder == "ok, error, timeout..."  # the gateway's words: a refusal is `refused`, never "denied"
+
+
+def test_issue33_a_diff_without_versions_is_a_page_that_says_what_to_give(console: tuple[str, ToolRegistry]) -> None:
+    url, _ = console
+    for query in ("", "?a=1"):
+        answer = httpx.get(f"{url}/console/tools/mail.send/diff{query}", headers={"Authorization": f"Bearer {ADMIN}"})
+        assert answer.status_code == 422 and answer.headers["content-type"].startswith("text/html")
+        assert "name two versions to compare" in answer.text and "?a=1&amp;b=2" in answer.text
+
+
+def test_issue33_the_tool_page_fits_a_phone(console: tuple[str, ToolRegistry]) -> None:
+    url, _ = console
+    with browser() as chromium:
+        page = signed_in(chromium, url, ADMIN)
+        page.set_viewport_size({"width": 375, "height": 800})  # type: ignore[attr-defined]
+        for path in ("/console/tools/mail.send", "/console/tools", "/console/dashboard", "/console/audit"):
+            page.goto(f"{url}{path}")  # type: ignore[attr-defined]
+            wide = page.evaluate("document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+            assert wide <= 375, f"{path} is {wide} px wide at 375"

@@ -551,7 +551,7 @@ def test_issue31_a_token_whose_subject_is_admin_reads_only_its_own_usage(
     issuer: Issuer, tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
     """The usage log's view of a caller without a tenant was keyed on its label: a token whose subject is "admin"
-    read the admin rule's requests on /reports/health and /dashboard. It is keyed by identity now."""
+    read the admin rule's requests on /reports/health and the dashboard. It is keyed by identity now."""
     with rules_and_oauth(issuer, tmp_path, embedder) as (url, registry):
         posing = issuer.token(url, "mcp", sub="admin", tenant=None)
         assert _search(url, ADMIN_STATIC, "tell me a joke about my cat Murzik") == 200
@@ -562,7 +562,7 @@ def test_issue31_a_token_whose_subject_is_admin_reads_only_its_own_usage(
         assert "Murzik" in admin_view.text  # the admin's request, shown to operators
         headers = {"Authorization": f"Bearer {posing}"}
         report = httpx.get(f"{url}/reports/health?days=1", headers=headers, timeout=30)
-        page = httpx.get(f"{url}/dashboard", headers=headers, timeout=30)
+        page = httpx.get(f"{url}/console/dashboard", headers=headers, timeout=30)
         assert report.status_code == 200 and page.status_code == 200
         assert "Murzik" not in report.text and "Murzik" not in page.text
         assert report.json()["totals"]["retrievals"] == 1  # its own search only

@@ -413,9 +413,9 @@ def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> No
         registry.store.usage.finish_job("report", "a", at, {**body, "low_relevance": [], "failed_calls": 0})
     settings = config(str(tmp_path / "trend.db"), "repair")
     with serving(build_api(settings)) as url:
-        page = httpx.get(f"{url}/dashboard", headers={"Authorization": f"Bearer {ADMIN}"}).text
+        page = httpx.get(f"{url}/console/dashboard", headers={"Authorization": f"Bearer {ADMIN}"}).text
         assert 'id="trend"' in page and "<td>2026-11-09</td><td>150</td>" in page and "<td>120</td>" in page
-        agent = httpx.get(f"{url}/dashboard", headers={"Authorization": f"Bearer {AGENT}"}).text
+        agent = httpx.get(f"{url}/console/dashboard", headers={"Authorization": f"Bearer {AGENT}"}).text
         assert 'id="trend"' not in agent  # registry-wide figures: operators only
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from toolrag.server.app import SearchIn
 from toolrag.server.config import load_api_config
+from toolrag.server.models import SearchIn
 
 from .conftest import copy_registry, json_http_server
 from .mcp_support import free_port

@@ -2,7 +2,7 @@
 
 A request is authenticated from its headers before any of its body is read, its body is bounded in size and in
 time, and one principal cannot hold more than its share of requests in flight. Failed authentications are limited
-on every way in (bearer header, `?token=`, the console's cookie and sign-in form) per client address and per
+on every way in (bearer header, the console's cookie and sign-in form) per client address and per
 credential: past the limit, a credential not seen to work lately is refused (429) without being checked, while one
 that did (the operator's own token behind the same address) still gets in. Below the application, the
 connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
@@ -200,7 +200,7 @@ class Refused(Exception):
         self.status, self.detail, self.challenge = status, detail, challenge
 
 
-# (token from the Authorization header, or from `?token=` where allowed; the request's scope) -> caller or None.
+# (token from the Authorization header or a console session; the request's scope) -> caller or None.
 # Asynchronous: checking a token may wait for an issuer's keys, which must not hold up other requests.
 Authenticator = Callable[[str, Scope], Awaitable[Authenticated[Any] | None]]
 
@@ -241,22 +241,15 @@ def cookie_value(scope: Scope, name: str) -> str | None:
     return None
 
 
-def bearer_token(scope: Scope, query_token_paths: frozenset[str] = frozenset()) -> str | None:
-    """The bearer token of a request: from its Authorization header, or (only for a GET of one of
-    `query_token_paths`, such as a page a browser opens) from a `token` query parameter."""
+def bearer_token(scope: Scope) -> str | None:
+    """The bearer token of a request, from its Authorization header only: a token in a URL ends up in access logs,
+    proxies' logs and browser histories."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             text = value.decode("latin-1")
             if text[:7].lower() == "bearer ":
                 return text[7:].strip() or None
             return None
-    if scope.get("method") == "GET" and scope.get("path") in query_token_paths:
-        for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
-            key, _, value = pair.partition("=")
-            if key == "token" and value:
-                from urllib.parse import unquote
-
-                return unquote(value)
     return None
 
 
@@ -272,7 +265,6 @@ class RequestGuard:
         authenticate: Authenticator,
         limits: HttpLimits,
         challenge: str = 'Bearer realm="toolrag"',
-        query_token_paths: frozenset[str] = frozenset(),
         public_paths: frozenset[str] = frozenset(),
         console: ConsoleCookie | None = None,
         failures: FailureLimiter | None = None,
@@ -281,7 +273,6 @@ class RequestGuard:
         self.authenticate = authenticate
         self.limits = limits
         self.challenge = challenge
-        self.query_token_paths = query_token_paths
         self.public_paths = public_paths
         self.console = console
         self.failures = failures or FailureLimiter(limits)
@@ -298,7 +289,7 @@ class RequestGuard:
         if scope.get("path") in self.public_paths:
             await self._pass(scope, receive, send)
             return
-        token = bearer_token(scope, self.query_token_paths)
+        token = bearer_token(scope)
         page = self.console if self.console is not None and self.console.covers(scope) else None
         credential = token
         if token is None and page is not None and (session := cookie_value(scope, page.cookie)) is not None:

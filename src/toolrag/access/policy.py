@@ -34,7 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.model import Principal
+from toolrag.model import Principal, Tool
+from toolrag.store.usage import EVERYONE, Audience
 
 Role = Literal["admin", "agent", "reader"]
 ROLE_RANK: dict[Role, int] = {"reader": 0, "agent": 1, "admin": 2}
@@ -144,6 +145,35 @@ class Caller:
 
     def may(self, role: Role) -> bool:
         return self.granted and ROLE_RANK[self.role] >= ROLE_RANK[role]
+
+    # -- what the caller may read: one rule for the API, the console, the reports and the gateway ---------------
+
+    @property
+    def is_admin(self) -> bool:
+        """An operator: manages every tool and reads every tenant's records (a caller granted nothing never is)."""
+        return self.may("admin")
+
+    def audience(self) -> Audience:
+        """Whose usage records it reads: every tenant's (admins), else its tenant's (without a tenant, its own)."""
+        return EVERYONE if self.is_admin else Audience.of(self.principal)
+
+    def sees(self, tool: Tool) -> bool:
+        """Admins see every tool; any other caller only the tools its principal may use: a tool it does not see is
+        not even confirmed to exist."""
+        return self.is_admin or self.principal.can_use(tool)
+
+    def sees_version(self, version: Tool) -> bool:
+        """A tool's history is read version by version: an earlier version restricted to another tenant stays that
+        tenant's, even once the tool is shared."""
+        return self.is_admin or self.principal.may_see(version)
+
+    def view(self, tool: Tool) -> Tool:
+        """The tool as the caller may read it: admins whole, others without other tenants' example requests."""
+        return tool.seen_by(self.principal.tenant, everything=self.is_admin)
+
+    def may_explain_for(self) -> bool:
+        """Whether it may search and explain as another principal, and see the near tools hidden from that one."""
+        return self.is_admin
 
     def session(self, given: str | None) -> str | None:
         """A session id the caller named, bound to the caller: another caller naming the same id gets another

@@ -29,7 +29,7 @@ def serve(
     ] = None,
     log_format: LogFormatOption = "text",
 ) -> None:
-    """Serve the API; the dashboard is at /dashboard, the OpenAPI description at /docs and /openapi.json."""
+    """Serve the API; the dashboard is at /console/dashboard, the OpenAPI description at /docs and /openapi.json."""
     import logging
 
     import uvicorn
@@ -47,7 +47,7 @@ def serve(
         settings.http.keep_alive_seconds = keep_alive
     sock = guarded(lambda: listening_socket(host, port))
     app = guarded(lambda: build_api(settings))
-    err.print(f"toolrag API on http://{host}:{port} (dashboard: /dashboard, docs: /docs)", highlight=False)
+    err.print(f"toolrag API on http://{host}:{port} (console and dashboard: /console/, docs: /docs)", highlight=False)
     uvicorn.Server(server_config(app, host, port, settings.http)).run(sockets=[sock])
 
 

@@ -247,7 +247,7 @@ class McpGateway:
     def health(self, caller: Caller) -> dict[str, Any]:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
-        shown = [s for s in self.pool.statuses() if caller.role == "admin" or caller.principal.may_name(f"{s.name}.")]
+        shown = [s for s in self.pool.statuses() if caller.is_admin or caller.principal.may_name(f"{s.name}.")]
         servers = [
             _status_json(status)
             | {"tools": status.tools, "reconnects": status.reconnects}
@@ -255,7 +255,7 @@ class McpGateway:
             for status in shown
         ]
         ready = self.ready.is_set() and all(status.ready for status in shown)
-        schedule = self.scheduler.health().shown(caller.role == "admin")
+        schedule = self.scheduler.health().shown(caller.is_admin)
         return {"status": "ok", "ready": ready, "servers": servers, "schedule": schedule}
 
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:

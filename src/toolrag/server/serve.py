@@ -14,8 +14,9 @@ from toolrag.model import Principal
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import check_at_startup
 from toolrag.registry import ToolRegistry
-from toolrag.server.app import ExecuteOut, create_app
+from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
+from toolrag.server.models import ExecuteOut
 
 
 def build_api(config: ApiConfig) -> FastAPI:

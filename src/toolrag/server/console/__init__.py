@@ -8,7 +8,8 @@ admins edit, readers and agents see what their principal may use and their own t
 
 from __future__ import annotations
 
-from toolrag.server.console.routes import console_router
+from toolrag.server.console.common import ConsoleState, Upstreams
+from toolrag.server.console.routes import PUBLIC_PATHS, console_router
 from toolrag.server.console.session import PREFIX, ConsoleSessions
 
-__all__ = ["PREFIX", "ConsoleSessions", "console_router"]
+__all__ = ["PREFIX", "PUBLIC_PATHS", "ConsoleSessions", "ConsoleState", "Upstreams", "console_router"]

@@ -1,0 +1,99 @@
+"""What the console's pages share: the served registry and sign-in state (`ConsoleState`, kept in
+`app.state.console` by `create_app`), the templates, the caller the guard authenticated, and the headers every
+answer carries.
+
+(No `from __future__ import annotations`: FastAPI reads the annotations at run time.)"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from toolrag.access import Caller
+from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
+from toolrag.errors import ToolNotFoundError
+from toolrag.model import Tool
+from toolrag.registry import ToolRegistry
+from toolrag.server.console.session import ConsoleSessions
+
+HERE = Path(__file__).parent
+# No script may run, styles and images only from this server, forms only to it, never framed.
+POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none';"
+    " base-uri 'none'"
+)
+Upstreams = Callable[[], list[dict[str, Any]]]
+R = TypeVar("R", bound=Response)
+# StrictUndefined: a template naming a value the page did not pass fails its test instead of rendering "".
+TEMPLATES = Jinja2Templates(
+    env=Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined)
+)
+
+
+@dataclass(frozen=True)
+class ConsoleState:
+    """The registry the console serves; how sign-ins are checked (`authenticate`, the guard's `failures` limits,
+    which sign-ins share); the open `sessions`; `upstreams`: the MCP upstreams' states, when the API serves the
+    gateway's tools."""
+
+    registry: ToolRegistry
+    authenticate: Authenticator
+    upstreams: Upstreams | None
+    sessions: ConsoleSessions
+    failures: FailureLimiter
+
+    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        who = request.scope.get(CALLER_KEY)
+        session = self.sessions.of(request)
+        context = {"error": None} | context
+        context |= {"who": who, "csrf": session.csrf if session else "", "upstreams_shown": self.upstreams is not None}
+        return secured(TEMPLATES.TemplateResponse(request, template, context, status_code=status))
+
+    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
+        return self.page(request, "error.html", status, message=message)
+
+    def admin(self, request: Request, csrf: str | None) -> Caller:
+        """A state-changing form: from this session's page, sent by an admin."""
+        self.sessions.check_form(request, csrf)
+        who = signed_in(request)
+        if not who.is_admin:
+            raise HTTPException(403, f"token {who.name!r} is {who.role}: only admins change tools")
+        return who
+
+    def visible_tool(self, who: Caller, name: str) -> Tool:
+        tool = self.registry.get(name)
+        if not who.sees(tool):
+            raise ToolNotFoundError(f"no tool named {name!r}")  # another tenant's tool is not even confirmed
+        return who.view(tool)
+
+
+def console_state(request: Request) -> ConsoleState:
+    state: ConsoleState = request.app.state.console
+    return state
+
+
+def signed_in(request: Request) -> Caller:
+    who = request.scope.get(CALLER_KEY)
+    if not isinstance(who, Caller):  # the guard redirects to the sign-in page before a route runs
+        raise HTTPException(401, "sign in first")
+    return who
+
+
+Console = Annotated[ConsoleState, Depends(console_state)]
+Who = Annotated[Caller, Depends(signed_in)]
+
+
+def secured(response: R) -> R:
+    response.headers["Content-Security-Policy"] = POLICY
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    # Requests in the URL stay on this server; and same-origin, not no-referrer: under no-referrer a browser sends
+    # `Origin: null` with the console's own forms, which could then not be told from a sandboxed frame's.
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Cache-Control"] = "no-store"
+    return response

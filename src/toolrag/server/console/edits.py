@@ -1,0 +1,168 @@
+"""The console's forms that change tools (admins, from this session's pages: `ConsoleState.admin`): each edit is
+made between two replays of the logged requests it may affect, and the page after it shows what moved.
+
+(No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from toolrag.access import Caller
+from toolrag.errors import EditConflictError, ToolragError
+from toolrag.limits import MAX_MESSAGE_CHARS
+from toolrag.model import MAX_EXAMPLE_CHARS
+from toolrag.server.console.common import Console, ConsoleState, secured
+from toolrag.server.console.impact import Impact, affected_requests, measure_edit
+from toolrag.server.console.session import PREFIX
+
+router = APIRouter()
+
+
+@router.post("/tools/{name}/edit")
+def edit_tool(
+    request: Request,
+    console: Console,
+    name: str,
+    description: Annotated[str, Form(max_length=8192)],
+    aliases: Annotated[str, Form(max_length=8192)] = "",
+    not_for: Annotated[str, Form(max_length=2000)] = "",
+    category: Annotated[str, Form(max_length=200)] = "",
+    fixing: Annotated[str, Form(max_length=MAX_MESSAGE_CHARS)] = "",
+    fixing_tenant: Annotated[str, Form(max_length=200)] = "",
+    version: Annotated[int | None, Form(ge=1)] = None,
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    """The form replaces every field it shows: a compare-and-set on the version the page showed (`version`), so
+    an edit made meanwhile elsewhere (the API, another operator, a sync) is never overwritten unseen."""
+    who = console.admin(request, csrf)
+    changes = {
+        "description": description,
+        "aliases": [line.strip() for line in aliases.splitlines() if line.strip()],
+        "not_for": not_for.strip() or None,
+        "category": category.strip() or None,
+    }
+    update = lambda: console.registry.update(name, edited_by=who.name, expected_version=version, **changes)  # noqa: E731
+    return _edited(console, request, who, name, update, fixing, fixing_tenant)
+
+
+@router.post("/tools/{name}/examples")
+def change_example(
+    request: Request,
+    console: Console,
+    name: str,
+    text: Annotated[str, Form(max_length=MAX_EXAMPLE_CHARS)],
+    tenant: Annotated[str, Form(max_length=200)] = "",
+    action: Annotated[str, Form(pattern="^(add|promote|remove)$")] = "add",
+    fixing: Annotated[str, Form(max_length=MAX_MESSAGE_CHARS)] = "",
+    fixing_tenant: Annotated[str, Form(max_length=200)] = "",
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    who, registry = console.admin(request, csrf), console.registry
+    owner = tenant.strip() or None
+    if action == "remove":
+        change: Callable[[], object] = lambda: registry.remove_example(name, text, owner, edited_by=who.name)  # noqa: E731
+    else:
+        source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
+        change = lambda: registry.add_example(name, text, owner, source, edited_by=who.name)  # noqa: E731
+    fixing = fixing or (text if action != "remove" else "")
+    return _edited(console, request, who, name, change, fixing, fixing_tenant or tenant)
+
+
+@router.post("/tools/{name}/overrides")
+def drop_override(
+    request: Request,
+    console: Console,
+    name: str,
+    field: Annotated[str, Form(pattern="^(description|input_schema|output_schema|annotations)$")],
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    """Give a field an operator replaced back to the tool's MCP server (`ToolRegistry.drop_overrides`)."""
+    who = console.admin(request, csrf)
+    drop = lambda: console.registry.drop_overrides(name, [field], edited_by=who.name)  # noqa: E731
+    return _edited(console, request, who, name, drop, "", "")
+
+
+@router.post("/tools/{name}/active")
+def set_active(
+    request: Request,
+    console: Console,
+    name: str,
+    active: Annotated[bool, Form()],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    who = console.admin(request, csrf)
+    if not active and not confirmed:
+        question, consequence = f"Deactivate {name}?", "search stops offering it and calls of it fail"
+        return _confirm(console, request, name, question, consequence, {"active": "false"})
+    switch = lambda: console.registry.set_active(name, active, edited_by=who.name)  # noqa: E731
+    return _edited(console, request, who, name, switch, "", "")
+
+
+@router.post("/quarantine/{name}")
+def decide_quarantine(
+    request: Request,
+    console: Console,
+    name: str,
+    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    who = console.admin(request, csrf)
+    if not confirmed:
+        consequence = (
+            "its current definition is pinned and served"
+            if decision == "approve"
+            else "the change is dropped and the last approved definition stays"
+        )
+        question = f"{decision.capitalize()} {name}?"
+        return _confirm(console, request, name, question, consequence, {"decision": decision})
+    from toolrag.mcp.importer import approve_quarantined, reject_quarantined
+
+    decide = approve_quarantined if decision == "approve" else reject_quarantined
+    try:
+        decide(console.registry, [name], who.name)
+    except ToolragError as problem:
+        return console.error(request, 409, str(problem))
+    return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
+
+
+def _confirm(
+    console: ConsoleState, request: Request, name: str, question: str, consequence: str, fields: dict[str, str]
+) -> Response:
+    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page)."""
+    return console.page(
+        request,
+        "confirm.html",
+        question=question,
+        consequence=consequence,
+        action=request.url.path,
+        fields=fields,
+        back=f"{PREFIX}tools/{quote(name, safe='')}",
+    )
+
+
+def _edited(
+    console: ConsoleState,
+    request: Request,
+    who: Caller,
+    name: str,
+    change: Callable[[], object],
+    fixing: str,
+    fixing_tenant: str,
+) -> Response:
+    """Make the edit between two replays of the logged requests it may affect; show what moved."""
+    registry = console.registry
+    try:
+        registry.get(name)
+        target = (fixing.strip(), fixing_tenant.strip() or None) if fixing.strip() else None
+        requests = affected_requests(registry, name, who.audience(), target)
+        impact: Impact = measure_edit(registry, requests, change, fixing=target is not None)
+    except EditConflictError as conflict:
+        return console.page(request, "conflict.html", 409, message=str(conflict), name=name)
+    except ToolragError as problem:
+        return console.error(request, 422, str(problem))
+    return console.page(request, "impact.html", name=name, tool=registry.get(name), impact=impact)

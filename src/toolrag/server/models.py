@@ -1,0 +1,175 @@
+"""The HTTP API's request and response bodies (pydantic: they are the OpenAPI description's schemas)."""
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrag.limits import MAX_MESSAGE_CHARS
+from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, Requirement, SearchResult, Strategy
+
+Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
+
+
+class ToolIn(BaseModel):
+    """A tool to register (the same fields as a catalog entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    category: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    not_for: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    requires: list[Requirement] = Field(default_factory=list, description="tools this one needs")
+    return_direct: bool = False
+
+
+class ToolPatch(BaseModel):
+    """Fields to change; each change is a new version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    category: str | None = None
+    aliases: list[str] | None = None
+    not_for: str | None = None
+    examples: list[ExampleRequest] | None = None
+    scopes: list[str] | None = None
+    tenants: list[str] | None = None
+    requires: list[Requirement] | None = None
+    active: bool | None = None
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        description="the version this edit was made from: 409, nothing written, when the tool has moved on since",
+    )
+
+
+class UpsertOut(BaseModel):
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_CHARS,
+        description="the request; search reads a bounded view of a long one (data blobs left out), and says so",
+    )
+    k: int | None = Field(default=None, ge=1, le=5)
+    session: str | None = Field(default=None, max_length=200)
+    format: Format = "openai"
+
+
+class SearchOut(BaseModel):
+    strategy: Strategy = Field(
+        description="`all`: the principal's whole catalog fit the token budget and is returned whole, by relevance;"
+        " `retrieval`: the best tools were retrieved"
+    )
+    results: list[SearchResult]
+    tools: list[dict[str, Any]] = Field(description="the chosen tools' full definitions in the requested format")
+    injected_tokens: int
+    catalog_tokens: int
+    request_note: str | None = Field(
+        default=None, description="what search left out of a long request (none when it read the whole request)"
+    )
+
+
+class PrincipalIn(BaseModel):
+    """Whom an operator explains a search for (admin tokens only; others explain for their own principal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = Field(default=None, max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    scopes: list[str] = Field(default_factory=list, max_length=100)
+
+    def principal(self) -> Principal:
+        return Principal(user=self.user, tenant=self.tenant, scopes=frozenset(self.scopes))
+
+
+class ExplainIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    k: int | None = Field(default=None, ge=1, le=5)
+    format: Format = "openai"
+    principal: PrincipalIn | None = Field(
+        default=None, description="explain for this principal instead of the token's own (admin tokens only)"
+    )
+
+
+class ExampleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
+    tenant: str | None = Field(default=None, max_length=200, description="whose searches it serves; none: all")
+    source: Literal["operator", "usage"] = "operator"
+
+
+class OverridesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fields: list[Literal["description", "input_schema", "output_schema", "annotations"]] = Field(
+        min_length=1, max_length=4, description="fields an operator replaced, to return to their source's value"
+    )
+
+
+class ExecuteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    session: str | None = Field(default=None, max_length=200)
+
+
+class ExecuteOut(BaseModel):
+    outcome: str
+    is_error: bool
+    content: str
+
+
+class ToolOut(BaseModel):
+    name: str
+    version: int
+    active: bool
+    category: str | None
+    scopes: list[str]
+    card: str
+
+
+Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]]
+
+
+class StartupOut(BaseModel):
+    checked_at: datetime
+    ok: bool = Field(description="every tool was searchable when the server started (after repairs)")
+    missing_embeddings: int = Field(description="tools that had no embedding for the index's model")
+    repaired: bool = Field(description="those tools were embedded before the server started")
+    orphans: list[str] = Field(description="tools whose function or MCP server is gone, with why (admin tokens only)")
+
+
+class ScheduleOut(BaseModel):
+    ok: bool = Field(description="the scheduler's latest tick worked (it reads and writes the store)")
+    failures: int = Field(description="failed ticks in a row")
+    failing_since: datetime | None
+    error: str | None = Field(description="what the latest failed tick raised (admin tokens only)")
+    retry_in_seconds: float | None = Field(description="while failing: the back-off before the next try")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    tools: int = Field(description="active tools (for tokens other than admin: those its principal may use)")
+    generation: int | None = Field(description="the registry's change counter (admin tokens only)")
+    model: str | None
+    startup: StartupOut | None = Field(default=None, description="what the check before serving found and did")
+    schedule: ScheduleOut | None = Field(default=None, description="how the scheduled jobs' ticks are going")

@@ -1,0 +1,95 @@
+"""`/tools`: read tools as the token may see them; register, edit, (de)activate them and their examples (admins).
+
+(No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
+
+from fastapi import APIRouter, HTTPException
+
+from toolrag.errors import ToolNotFoundError
+from toolrag.model import Tool
+from toolrag.server.models import ExampleIn, OverridesIn, ToolIn, ToolOut, ToolPatch, UpsertOut
+from toolrag.server.routes.deps import Admin, Api, Reader
+
+router = APIRouter(tags=["tools"])
+
+
+@router.get("/tools", response_model=list[ToolOut])
+def list_tools(who: Reader, api: Api, include_inactive: bool = False) -> list[ToolOut]:
+    """Every tool for admin tokens; the tools its principal may use for any other token."""
+    return [_tool_out(t) for t in api.registry.tools(include_inactive) if who.sees(t)]
+
+
+@router.get("/tools/{name}", response_model=Tool)
+def get_tool(name: str, who: Reader, api: Api) -> Tool:
+    """A tool as the token may read it: other tenants' example requests (their users' words) left out."""
+    tool = api.registry.get(name)
+    if not who.sees(tool):
+        raise ToolNotFoundError(f"no tool named {name!r}")  # hidden tools are not even confirmed to exist
+    return who.view(tool)
+
+
+@router.get("/tools/{name}/history", response_model=list[Tool])
+def tool_history(name: str, who: Reader, api: Api) -> list[Tool]:
+    """Every version of a tool; for tokens other than admin, only versions their principal may see (an earlier
+    version restricted to another tenant stays that tenant's)."""
+    get_tool(name, who, api)
+    return [who.view(v) for v in api.registry.history(name) if who.sees_version(v)]
+
+
+@router.post("/tools", response_model=UpsertOut)
+def register_tools(tools: list[ToolIn], who: Admin, api: Api) -> UpsertOut:
+    """Add or update tools, all in one transaction: the fields a tool is posted with replace the current ones,
+    those it leaves out (an operator's tenants, examples, ...) are kept; compare-and-set on the versions read."""
+    parsed = [Tool.parse({**t.model_dump(exclude_unset=True), "source": "api"}) for t in tools]
+    report = api.registry.register_over(parsed)
+    return UpsertOut(added=report.added, updated=report.updated, unchanged=report.unchanged)
+
+
+@router.patch("/tools/{name}", response_model=Tool)
+def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api) -> Tool:
+    """Replace some fields (a new version), compare-and-set on `version` when given, else on the version the
+    server read: 409 when another writer changed the tool in between (nothing is written; reload and redo)."""
+    changes = patch.model_dump(exclude_unset=True)
+    expected = changes.pop("version", None)
+    if not changes:
+        raise HTTPException(422, "nothing to change")
+    return api.registry.update(name, edited_by=who.name, expected_version=expected, **changes)
+
+
+@router.post("/tools/{name}/deactivate", response_model=Tool)
+def deactivate(name: str, who: Admin, api: Api) -> Tool:
+    return api.registry.set_active(name, False, edited_by=who.name)
+
+
+@router.post("/tools/{name}/reactivate", response_model=Tool)
+def reactivate(name: str, who: Admin, api: Api) -> Tool:
+    return api.registry.set_active(name, True, edited_by=who.name)
+
+
+@router.post("/tools/{name}/overrides/remove", response_model=Tool)
+def remove_overrides(name: str, body: OverridesIn, who: Admin, api: Api) -> Tool:
+    """Return fields of an MCP server's tool that an operator replaced (`overrides`) to the server's value (a new
+    version): syncs keep them current again. 422 for a field that is not overridden."""
+    return api.registry.drop_overrides(name, body.fields, edited_by=who.name)
+
+
+@router.post("/tools/{name}/examples", response_model=Tool)
+def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
+    """One more example request (a new version): searches like it, of that tenant, find the tool. Made on the
+    tool as it is at the write: concurrent additions all stay."""
+    return api.registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name)
+
+
+@router.post("/tools/{name}/examples/remove", response_model=Tool)
+def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
+    return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
+
+
+def _tool_out(tool: Tool) -> ToolOut:
+    return ToolOut(
+        name=tool.name,
+        version=tool.version,
+        active=tool.active,
+        category=tool.category,
+        scopes=tool.scopes,
+        card=tool.card().text(),
+    )
