@@ -22,7 +22,7 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from toolrag import tracing
+from toolrag import __version__, tracing
 from toolrag.access import Caller
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
@@ -366,7 +366,7 @@ class McpGateway:
                 return await self.call_tool(params.name, arguments, principal, session)
             return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
 
-        return Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        return Server("toolrag-gateway", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def _answer_find(self, arguments: dict[str, Any], principal: Principal, session: str) -> types.CallToolResult:
         query = arguments.get("query")

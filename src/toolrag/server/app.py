@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolrag import tracing
+from toolrag import __version__, tracing
 from toolrag.access import Caller, Role
 from toolrag.errors import (
     CatalogError,
@@ -251,7 +251,7 @@ def create_app(
     limiter = RateLimiter(config.rate_limits)
     app = FastAPI(
         title="toolrag",
-        version="0.1.0",
+        version=__version__,
         description="Tool selection as retrieval: a permission-aware tool registry for LLM agents.",
         lifespan=lifespan,
         # toolrag's own request span (below) is the root of each request's trace: FastAPI's would be a second root.
