@@ -27,6 +27,7 @@ from toolrag.errors import (
     InvalidToolError,
     ModelMismatchError,
     StoreError,
+    StoreLocationError,
     ToolNotFoundError,
 )
 from toolrag.inject.formats import render
@@ -118,7 +119,7 @@ def open_store(location: str | Path, create: bool = True) -> Store:
 
         return PostgresStore.from_url(text, create)
     if "://" in text:
-        raise ValueError(f"unsupported store URL {text!r}: use a file path, sqlite:///PATH or postgresql://...")
+        raise StoreLocationError(text)
     return SQLiteStore(text, create)
 
 
@@ -458,7 +459,7 @@ class ToolRegistry:
     def history(self, name: str) -> list[Tool]:
         versions = self.store.history(name)
         if not versions:
-            raise ToolNotFoundError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         return versions
 
     def rollback(self, name: str, version: int) -> Tool:
@@ -466,7 +467,9 @@ class ToolRegistry:
         earlier = next((t for t in self.history(name) if t.version == version), None)
         if earlier is None:
             known = ", ".join(str(t.version) for t in self.history(name))
-            raise ToolNotFoundError(f"{name!r} has no version {version} (versions: {known})")
+            raise ToolNotFoundError(
+                f"{name!r} has no version {version} (versions: {known})", name=name, version=version
+            )
         return self.update(name, **earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"}))
 
     # -- reading ------------------------------------------------------------------------------------------------
@@ -474,7 +477,7 @@ class ToolRegistry:
     def get(self, name: str) -> Tool:
         tool = self.store.get(name)
         if tool is None:
-            raise ToolNotFoundError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         return tool
 
     def tools(self, include_inactive: bool = False) -> list[Tool]:
@@ -590,7 +593,7 @@ class ToolRegistry:
         chosen = []
         for name in names:
             if name not in visible:
-                raise ToolNotFoundError(f"no tool named {name!r}")
+                raise ToolNotFoundError(f"no tool named {name!r}", name=name)
             chosen.append(visible[name])
         return render(chosen, fmt)
 
