@@ -142,3 +142,11 @@ def test_an_unsupported_store_url_carries_it() -> None:
         toolrag.open_store("mysql://db/tools")
     assert bad.value.location == "mysql://db/tools"
     assert isinstance(bad.value, ValueError) and isinstance(bad.value, toolrag.StoreError)
+
+
+def test_the_architecture_page_states_the_approximate_index_threshold() -> None:
+    """docs/architecture.md said 120k after the threshold had moved to 200k."""
+    from toolrag.search.config import ANN_MIN_TOOLS
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    assert f"the approximate index past {ANN_MIN_TOOLS // 1000}k tools" in page
