@@ -57,7 +57,7 @@ def eval_command(
     mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
         "hybrid"
     ],
-    compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Also measure the dense-only and BM25 baselines.")] = False,
     dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
     k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
     limit: Annotated[
