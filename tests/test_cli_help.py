@@ -86,3 +86,12 @@ def test_a_table_keeps_its_width_when_output_is_not_a_terminal(tmp_path: Path, m
     assert listed.exit_code == 0
     assert LONG in listed.stdout, listed.stdout
     assert any(len(line) > 80 for line in listed.stdout.splitlines())
+
+
+def test_an_interval_of_one_point_becomes_a_bound() -> None:
+    """`toolrag eval` printed "0.0%-0.0%" when no small talk was given a tool: the bootstrap of 40 zeros."""
+    from toolrag.cli.evaluate import interval_text
+
+    assert interval_text(0.0, 0.0, 0.0, 40) == "at most 7.5%"
+    assert interval_text(1.0, 1.0, 1.0, 300, percent=False) == "at least 0.990"
+    assert interval_text(0.05, 0.12, 0.08, 200) == "5.0%-12.0%"
