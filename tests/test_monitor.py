@@ -157,3 +157,14 @@ def test_calls_of_a_readers_tools_are_chosen_in_the_query_however_many_tools_it_
     assert registry.store.usage.calls(since, 10, tools=frozenset()) == []
     samples = registry.store.usage.samples("unshortlisted_call", since, 5, tools=frozenset(names))
     assert [s.detail for s in samples] == names[::-1][:5]
+
+
+def test_issue33_refused_and_unknown_tool_calls_are_not_counted_as_calls(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """The usage report counted calls that never ran (refused, a tool that does not exist) as calls."""
+    registry = monitored(store_url, embedder, MonitorConfig(flush_seconds=0.05))
+    outcomes = ["ok", "ok", "error", "refused", "unknown_tool", "unknown_tool"]
+    registry.store.usage.record([], [CallRecord("email.send", outcome, 1.0, True) for outcome in outcomes])
+    totals = registry.store.usage.totals(utc_now() - timedelta(days=1))
+    assert (totals.calls, totals.failed_calls, totals.refused_calls) == (3, 1, 3)

@@ -262,7 +262,7 @@ def report_command(
         f"[bold]Last {days} days[/]: {plural(totals.retrievals, 'search', 'searches')} in "
         f"{plural(totals.sessions, 'session')} ({totals.no_tool} found no tool, {totals.reformulated} found tools on a"
         f" second chance, {totals.whole_catalog} got the whole catalog), "
-        f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed); "
+        f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed, {totals.refused_calls} more refused); "
         f"{plural(report.active_tools, 'active tool')}, {report.inactive_tools} inactive",
         highlight=False,
     )
