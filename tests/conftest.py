@@ -23,6 +23,23 @@ from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
+# The inner loop is `pytest -m "not slow"`; these files and tests (seconds each, minutes together) run in the full
+# suite only (`.ci/run`). Timed file by file with --durations on the shared 2-core machine (docs/contributing.md).
+SLOW = {
+    "test_mcp_gateway.py": "real MCP servers over stdio and HTTP (132 s)",
+    "test_abuse.py": "attacks run for seconds while a client is timed (41 s)",
+    "test_console.py": "a real Chromium (46 s)",
+    "test_benchmarks_smoke.py": "every benchmark script in a subprocess (229 s)",
+    "test_readme.py::test_every_readme_snippet_runs_as_printed": "the quick start and every README block (about 180 s)",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        file = item.path.name
+        if file in SLOW or f"{file}::{getattr(item, 'originalname', item.name)}" in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 class CountingEmbedder(DelegatingEmbedder):
     """The real model, remembering texts it has embedded so the suite stays fast, and counting what it embeds."""

@@ -233,7 +233,8 @@ def test_search_and_execute_follow_the_tokens_principal(api: tuple[str, ToolRegi
     assert call(url, "POST", "/search", READER, json={"query": ""}).status_code == 422
     registry.usage.flush()  # type: ignore[union-attr]
     report = call(url, "GET", "/reports/health?days=1", AGENT).json()  # its own records: it has no tenant
-    assert report["totals"]["retrievals"] == 1 and report["totals"]["calls"] == 3
+    totals = report["totals"]  # the refused call never ran: not a call (issue 33)
+    assert (totals["retrievals"], totals["calls"], totals["refused_calls"]) == (1, 2, 1)
     metrics = call(url, "GET", "/metrics", ADMIN).text
     assert 'toolrag_searches_total{found="true"}' in metrics and 'toolrag_calls_total{outcome="ok"} 1.0' in metrics
     assert f'toolrag_tools{{state="active"}} {float(len(SAMPLE_TOOLS))}' in metrics

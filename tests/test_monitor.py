@@ -190,3 +190,14 @@ def test_a_tool_whose_share_of_selections_jumps_is_flagged(store_url: str, embed
     assert hidden.surging == []  # a reader never learns of a tool they may not see
     quiet = build_report(registry.store, days=5)  # no window before the recent one to compare with
     assert quiet.surging == []
+
+
+def test_issue33_refused_and_unknown_tool_calls_are_not_counted_as_calls(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """The usage report counted calls that never ran (refused, a tool that does not exist) as calls."""
+    registry = monitored(store_url, embedder, MonitorConfig(flush_seconds=0.05))
+    outcomes = ["ok", "ok", "error", "refused", "unknown_tool", "unknown_tool"]
+    registry.store.usage.record([], [CallRecord("email.send", outcome, 1.0, True) for outcome in outcomes])
+    totals = registry.store.usage.totals(utc_now() - timedelta(days=1))
+    assert (totals.calls, totals.failed_calls, totals.refused_calls) == (3, 1, 3)

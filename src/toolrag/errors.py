@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 
 class ToolragError(Exception):
@@ -14,11 +15,21 @@ class InvalidToolError(ToolragError, ValueError):
 
 
 class CatalogError(ToolragError):
-    """A catalog file cannot be read or one of its entries is invalid (the message names file and entry)."""
+    """A catalog file cannot be read or one of its entries is invalid (the message names file and entry). `path`:
+    the file, when there is one; `line`: the line in it (1-based), when known."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path, self.line = path, line
 
 
 class ToolNotFoundError(ToolragError, KeyError):
-    """No tool of that name exists in the registry (or it is hidden from the principal)."""
+    """No tool of that name exists in the registry (or it is hidden from the principal). `name`: the tool asked for,
+    when the raiser knew it; `version`: the version asked for, when it was one that does not exist."""
+
+    def __init__(self, message: str, *, name: str | None = None, version: int | None = None) -> None:
+        super().__init__(message)
+        self.name, self.version = name, version
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "tool not found"
@@ -56,12 +67,41 @@ class StoreError(ToolragError):
     """The store cannot be opened or written (corrupt file, newer schema, locked database)."""
 
 
+class StoreLocationError(StoreError, ValueError):
+    """`open_store` was given a URL of no store it knows (`location`). A ValueError too, as it was before."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(f"unsupported store URL {location!r}: use a file path, sqlite:///PATH or postgresql://...")
+        self.location = location
+
+
 class EmbeddingError(ToolragError):
     """The embedding model failed or returned vectors of the wrong shape."""
 
 
 class ConfigError(ToolragError):
     """A configuration file (gateway, API) is missing, unreadable or invalid."""
+
+
+class UnknownEmbedderError(ConfigError, ValueError):
+    """No embedder has that name (`name`); `choices`: the names there are. A ValueError too, as it was before."""
+
+    def __init__(self, name: str, choices: tuple[str, ...]) -> None:
+        super().__init__(f"unknown embedder {name!r}: choose one of {', '.join(choices)}")
+        self.name, self.choices = name, choices
+
+
+class EnsembleWeightsError(ConfigError, ValueError):
+    """An ensemble of embedders was given weights that do not make one (negative, unused, or not adding up to 1)."""
+
+
+class UnknownModelError(ModelMismatchError, ValueError):
+    """A registry was indexed with a model (`model_id`) that no built-in embedder produces. `replacement`: the
+    embedder to re-embed it with, when the model is one an earlier toolrag retired. A ValueError too, as before."""
+
+    def __init__(self, message: str, *, model_id: str, replacement: str | None = None) -> None:
+        super().__init__(message)
+        self.model_id, self.replacement = model_id, replacement
 
 
 class MissingExtraError(ToolragError, ImportError):
@@ -73,8 +113,6 @@ class MissingExtraError(ToolragError, ImportError):
 
 def install_hint(extra: str) -> str:
     """The pip command that adds `extra`: from a source checkout (an editable install), the checkout's own."""
-    from pathlib import Path
-
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "pyproject.toml").is_file() and (checkout / "src" / "toolrag").is_dir():
         return f'pip install -e "{checkout}[{extra}]"'

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolrag import tracing
 from toolrag.catalog.edits import ToolWriter, as_tool
 from toolrag.embed.base import Embedder, ProgressCallback
+from toolrag.errors import StoreLocationError
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
 from toolrag.model import Principal, SearchResult, Tool, utc_now
@@ -55,7 +56,7 @@ def open_store(location: str | Path, create: bool = True) -> Store:
 
         return PostgresStore.from_url(text, create)
     if "://" in text:
-        raise ValueError(f"unsupported store URL {text!r}: use a file path, sqlite:///PATH or postgresql://...")
+        raise StoreLocationError(text)
     return SQLiteStore(text, create)
 
 

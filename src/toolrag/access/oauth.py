@@ -174,11 +174,6 @@ class JwtVerifier:
         value = claims.get(self.config.scopes_claim, [])
         return value.split() if isinstance(value, str) else [str(scope) for scope in value]
 
-    async def prefetch(self) -> None:
-        """Read the issuer's keys before the first token arrives (a failure is retried by that token)."""
-        if self._fixed is None:
-            await self._fetch_once()
-
     async def _key(self, kid: str | None) -> Any:
         if self._fixed is not None:
             return self._fixed

@@ -66,7 +66,7 @@ class ToolWriter:
     def get(self, name: str) -> Tool:
         tool = self.store.get(name)
         if tool is None:
-            raise ToolNotFoundError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         return tool
 
     def register(
@@ -212,14 +212,16 @@ class ToolWriter:
     def history(self, name: str) -> list[Tool]:
         versions = self.store.history(name)
         if not versions:
-            raise ToolNotFoundError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         return versions
 
     def rollback(self, name: str, version: int) -> Tool:
         earlier = next((t for t in self.history(name) if t.version == version), None)
         if earlier is None:
             known = ", ".join(str(t.version) for t in self.history(name))
-            raise ToolNotFoundError(f"{name!r} has no version {version} (versions: {known})")
+            raise ToolNotFoundError(
+                f"{name!r} has no version {version} (versions: {known})", name=name, version=version
+            )
         changes = earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"})
         return self.update(name, None, None, changes)
 

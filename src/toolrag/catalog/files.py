@@ -26,47 +26,80 @@ def load_catalog(path: str | Path, source: str = "file", lenient: bool = False) 
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CatalogError(f"{path}: no such file") from None
+        raise CatalogError(f"{path}: no such file", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"{path}: cannot read: {exc}") from None
+        raise CatalogError(f"{path}: cannot read: {exc}", path=path) from None
     entries = _parse(path, text)
     tools = []
     for number, entry in entries:
         try:
             tools.append(tool_from_entry(entry, source, lenient))
         except InvalidToolError as exc:
-            raise CatalogError(f"{path}: entry {number}: {exc}") from None
+            line = number if path.suffix.lower() == ".jsonl" else None
+            raise CatalogError(f"{path}: entry {number}: {exc}", path=path, line=line) from None
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         duplicate = next(n for n in names if names.count(n) > 1)
-        raise CatalogError(f"{path}: tool name {duplicate!r} appears more than once")
+        raise CatalogError(f"{path}: tool name {duplicate!r} appears more than once", path=path)
     return tools
 
 
 def _parse(path: Path, text: str) -> list[tuple[int, Any]]:
-    import yaml
-
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".jsonl":
-            return [(n, loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else loads(text)
-    except json.JSONDecodeError as exc:
-        if suffix not in (".json", ".jsonl", ""):  # a .csv or .txt that is not JSON either: name the formats
-            raise CatalogError(
-                f"{path}: a catalog is JSON (.json), JSON Lines (.jsonl) or YAML (.yaml, .yml), and this {suffix}"
-                " file is none of them"
-            ) from None
-        raise CatalogError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: invalid YAML: {exc}") from None
-    except RecursionError:
-        raise CatalogError(f"{path}: invalid YAML: nested too deeply") from None
+    if suffix == ".jsonl":
+        return _parse_lines(path, text)
+    data = _parse_yaml(path, text) if suffix in (".yaml", ".yml") else _parse_json(path, text)
     if isinstance(data, dict) and "tools" in data:
         data = data["tools"]
     if not isinstance(data, list):
-        raise CatalogError(f"{path}: expected a list of tools (or an object with a 'tools' list)")
+        raise CatalogError(f"{path}: expected a list of tools (or an object with a 'tools' list)", path=path)
     return list(enumerate(data, 1))
+
+
+def _parse_lines(path: Path, text: str) -> list[tuple[int, Any]]:
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append((number, loads(line)))
+        except json.JSONDecodeError as exc:
+            where = f"line {number} column {exc.colno}"
+            raise CatalogError(f"{path}: invalid JSON at {where}: {exc.msg}", path=path, line=number) from None
+    return entries
+
+
+def _parse_json(path: Path, text: str) -> Any:
+    try:
+        return loads(text)
+    except json.JSONDecodeError as exc:
+        suffix = path.suffix.lower()
+        if suffix not in (".json", ""):  # a .csv or .txt that is not JSON either: name the formats
+            raise CatalogError(
+                f"{path}: a catalog is JSON (.json), JSON Lines (.jsonl) or YAML (.yaml, .yml), and this {suffix}"
+                " file is none of them",
+                path=path,
+            ) from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise CatalogError(f"{path}: invalid JSON at {where}: {exc.msg}", path=path, line=exc.lineno) from None
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    """YAML's own message spans several lines (the context, a copy of the line, a caret): one line is enough."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        if mark is None:
+            raise CatalogError(f"{path}: invalid YAML: {exc.problem or exc.context}", path=path) from None
+        where, problem = f"line {mark.line + 1} column {mark.column + 1}", exc.problem or exc.context
+        raise CatalogError(f"{path}: invalid YAML at {where}: {problem}", path=path, line=mark.line + 1) from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: invalid YAML: {' '.join(str(exc).split())}", path=path) from None
+    except RecursionError:
+        raise CatalogError(f"{path}: invalid YAML: nested too deeply", path=path) from None
 
 
 def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> Tool:

@@ -19,9 +19,11 @@ from toolrag.cli.common import (
     JsonOption,
     ScopesOption,
     StoreOption,
+    ToolNameArgument,
     err,
     fail,
     guarded,
+    one_line_summaries,
     open_registry,
     out,
     plural,
@@ -84,7 +86,9 @@ def import_catalog(
     files: Annotated[list[Path], typer.Argument(help="Catalog files: .json, .jsonl, .yaml/.yml.")],
     store: StoreOption = DEFAULT_STORE,
     embedder: EmbedderOption = "auto",
-    lenient: Annotated[bool, typer.Option(help="Repair non-JSON-Schema types such as 'String' or 'any'.")] = False,
+    lenient: Annotated[
+        bool, typer.Option("--lenient", help="Repair non-JSON-Schema types such as 'String' or 'any'.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Add or update the tools of catalog files (each whole or not at all), or restore a `toolrag export` backup
@@ -151,7 +155,7 @@ def list_tools(
 
 @app.command()
 def show(
-    name: str,
+    name: ToolNameArgument,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
@@ -344,6 +348,9 @@ def quickstart(
     from toolrag.cli.quickstart import run_quickstart
 
     guarded(lambda: run_quickstart(store, out, err, as_json))
+
+
+one_line_summaries(app)
 
 
 def main() -> None:

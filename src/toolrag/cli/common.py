@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -9,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -20,8 +21,36 @@ if TYPE_CHECKING:  # imported where used: the command line starts without them
     from toolrag.model import Principal, SearchResult
     from toolrag.registry import ToolRegistry
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+PIPED_WIDTH = 1000  # wider than any table: a table is then as wide as its content
+
+
+class _Console(Console):
+    """Output that is not a terminal (a pipe, a file, CI) goes to programs and wide windows: rich's 80 columns there
+    squeezed tables and cut their key column. Without a terminal (and without COLUMNS) tables keep their width."""
+
+    @property  # type: ignore[misc]  # read-only here: toolrag never sets a console's size
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            return ConsoleDimensions(PIPED_WIDTH, size.height)
+        return size
+
+
+def _no_placeholder_on_flags() -> None:
+    """Typer 0.29 shows `<bool>` beside every on/off flag in --help, as if it took a value: flags show none."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_placeholder_on_flags()
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
 DEFAULT_STORE = "toolrag.db"
@@ -38,10 +67,25 @@ EmbedderOption = Annotated[
     typer.Option(
         "--embedder",
         envvar="TOOLRAG_EMBEDDER",
-        help="auto (the model the registry was indexed with), default, use, minilm or openai:MODEL[@BASE_URL].",
+        # The names of embed/__init__.py's EMBEDDER_NAMES (not imported here: it loads the models' modules).
+        help="auto (the model the registry was indexed with), default, use+minilm, use, minilm, e5 or"
+        " openai:MODEL[@BASE_URL].",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+ToolNameArgument = Annotated[str, typer.Argument(help="The tool's name, as `toolrag list` shows it.")]
+
+
+def one_line_summaries(commands: typer.Typer) -> None:
+    """A command list shows each command's first paragraph with its line breaks, so summaries broke mid-sentence:
+    each command's summary is its first paragraph on one line (the command's own --help keeps the paragraphs)."""
+    for command in commands.registered_commands:
+        if command.short_help is None:
+            text = command.help or inspect.getdoc(command.callback) or ""
+            command.short_help = " ".join(text.split("\n\n")[0].split())
+    for group in commands.registered_groups:
+        if group.typer_instance is not None:
+            one_line_summaries(group.typer_instance)
 
 
 def fail(message: str) -> None:

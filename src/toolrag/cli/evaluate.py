@@ -57,7 +57,7 @@ def eval_command(
     mode: Annotated[list[str], typer.Option(help="hybrid, dense or lexical; repeat to compare in one run.")] = [  # noqa: B006
         "hybrid"
     ],
-    compare: Annotated[bool, typer.Option(help="Also measure the dense-only and BM25 baselines.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Also measure the dense-only and BM25 baselines.")] = False,
     dense_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.8,
     k: Annotated[int, typer.Option("-k", min=1, max=MAX_K, help="Tools injected per request.")] = 3,
     limit: Annotated[
@@ -148,6 +148,22 @@ RANKING = ("recall@1", "recall@3", "recall@5", "hit@3", "ndcg@10", "mrr@10")
 DELIVERED = ("hit", "recall", "empty", "mean_returned")
 
 
+def interval_text(low: float, high: float, rate: float, n: int, percent: bool = True) -> str:
+    """A 95% interval as text. When every request scored alike (none, or all, of the small talk given a tool) the
+    bootstrap interval is one point ("0.0%-0.0%"), which says nothing: the rule of three bounds the rate instead."""
+
+    def shown(value: float) -> str:
+        return f"{value:.1%}" if percent else f"{value:.3f}"
+
+    if low < high or n == 0:
+        return f"{shown(low)}-{shown(high)}"
+    if rate == 0.0:
+        return f"at most {shown(min(1.0, 3 / n))}"
+    if rate == 1.0:
+        return f"at least {shown(max(0.0, 1 - 3 / n))}"
+    return f"{shown(low)}-{shown(high)}"
+
+
 def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
     title = f"{data['dataset']}: {tools} tools, {data['n_queries']} requests"
     ranking = Table("mode", "R@1", "R@3", "R@5", "Hit@3", "nDCG@10", "MRR@10", title=f"{title}: the ranking")
@@ -158,7 +174,7 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         received.add_row(
             name,
             f"{figures['delivered']['hit']:.3f}",
-            f"{low:.3f}-{high:.3f}",
+            interval_text(low, high, figures["delivered"]["hit"], data["n_queries"], percent=False),
             *(f"{figures['delivered'][key]:.3f}" for key in DELIVERED[1:]),
         )
     out.print(ranking)
@@ -194,7 +210,7 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         low, high = small_talk["interval"]
         out.print(
             f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']}"
-            f" (95% interval {low:.1%}-{high:.1%}; {by_lang})",
+            f" (95% interval {interval_text(low, high, small_talk['given_tool'], small_talk['n'])}; {by_lang})",
             highlight=False,
         )
     calibration = data["calibration"]

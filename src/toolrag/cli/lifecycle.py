@@ -13,6 +13,7 @@ from toolrag.cli.common import (
     DEFAULT_STORE,
     JsonOption,
     StoreOption,
+    ToolNameArgument,
     err,
     fail,
     guarded,
@@ -45,7 +46,7 @@ def _print_tool(tool: Tool, as_json: bool, what: str) -> None:
 
 @tools_app.command()
 def update(
-    name: str,
+    name: ToolNameArgument,
     store: StoreOption = DEFAULT_STORE,
     description: Annotated[str | None, typer.Option(help="New description.")] = None,
     aliases: Annotated[str | None, typer.Option(help="Comma-separated aliases (replaces the list).")] = None,
@@ -81,7 +82,7 @@ def update(
 
 @tools_app.command("drop-override")
 def drop_override(
-    name: str,
+    name: ToolNameArgument,
     fields: Annotated[
         list[str],
         typer.Argument(help="Fields an operator replaced: description, input_schema, output_schema, annotations."),
@@ -97,21 +98,21 @@ def drop_override(
 
 
 @tools_app.command()
-def deactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+def deactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""
     registry = open_registry(store)
     _print_tool(guarded(lambda: registry.set_active(name, False, edited_by="cli")), as_json, "deactivated")
 
 
 @tools_app.command()
-def reactivate(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+def reactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Bring a deactivated tool back."""
     registry = open_registry(store)
     _print_tool(guarded(lambda: registry.set_active(name, True, edited_by="cli")), as_json, "reactivated")
 
 
 @tools_app.command()
-def history(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+def history(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Every version of a tool, oldest first, with its full state."""
     registry = open_registry(store)
     versions = guarded(lambda: registry.history(name))
@@ -132,7 +133,7 @@ def history(name: str, store: StoreOption = DEFAULT_STORE, as_json: JsonOption =
 
 @tools_app.command()
 def rollback(
-    name: str,
+    name: ToolNameArgument,
     to: Annotated[int, typer.Option("--to", help="The version whose content to restore.")],
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
@@ -261,7 +262,7 @@ def report_command(
         f"[bold]Last {days} days[/]: {plural(totals.retrievals, 'search', 'searches')} in "
         f"{plural(totals.sessions, 'session')} ({totals.no_tool} found no tool, {totals.reformulated} found tools on a"
         f" second chance, {totals.whole_catalog} got the whole catalog), "
-        f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed); "
+        f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed, {totals.refused_calls} more refused); "
         f"{plural(report.active_tools, 'active tool')}, {report.inactive_tools} inactive",
         highlight=False,
     )
@@ -354,7 +355,9 @@ def list_groups(store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False)
 
 @groups_app.command("describe")
 def describe_group(
-    name: str,
+    name: Annotated[
+        str, typer.Argument(help="The group: a category or an MCP server, as `toolrag groups list` shows.")
+    ],
     description: Annotated[str | None, typer.Argument(help="What the group is for; leave out with --remove.")] = None,
     remove: Annotated[bool, typer.Option("--remove", help="Forget the group's description.")] = False,
     store: StoreOption = DEFAULT_STORE,
@@ -410,7 +413,7 @@ TenantOption = Annotated[
 
 @tools_app.command("examples")
 def list_examples(
-    name: str,
+    name: ToolNameArgument,
     store: StoreOption = DEFAULT_STORE,
     from_usage: Annotated[
         bool, typer.Option("--from-usage", help="Also logged requests after which the tool was called: candidates.")
@@ -438,7 +441,7 @@ def list_examples(
 
 @tools_app.command("add-example")
 def add_example(
-    name: str,
+    name: ToolNameArgument,
     text: Annotated[str, typer.Argument(help="A request the tool serves, as a user would write it.")],
     tenant: TenantOption = None,
     from_usage: Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")] = False,
@@ -455,7 +458,11 @@ def add_example(
 
 @tools_app.command("remove-example")
 def remove_example(
-    name: str, text: str, tenant: TenantOption = None, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+    name: ToolNameArgument,
+    text: Annotated[str, typer.Argument(help="The example request, as `toolrag tools examples NAME` shows it.")],
+    tenant: TenantOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
 ) -> None:
     """Remove an example request. A new version."""
     registry = open_registry(store)

@@ -12,6 +12,7 @@ from toolrag.embed.ensemble import EnsembleEmbedder, Member
 from toolrag.embed.minilm import MiniLM
 from toolrag.embed.openai_compat import OpenAICompatibleEmbedder
 from toolrag.embed.use import UniversalSentenceEncoder
+from toolrag.errors import UnknownEmbedderError, UnknownModelError
 
 DEFAULT_EMBEDDER = "default"
 EMBEDDER_NAMES = ("auto", "default", "use+minilm", "use", "minilm", "e5", "openai:MODEL[@BASE_URL]")
@@ -40,15 +41,19 @@ def embedder_name_for(model_id: str) -> str:
     if model_id in _NAMES_BY_MODEL_ID:
         return _NAMES_BY_MODEL_ID[model_id]
     if model_id in _RETIRED:
-        raise ValueError(
+        raise UnknownModelError(
             f"this registry was indexed with {model_id}, a model of an earlier toolrag that toolrag {__version__} "
             f"replaced: re-embed it once with `toolrag index rebuild --embedder {_RETIRED[model_id]}` (it keeps "
-            f"serving until the switch)"
+            f"serving until the switch)",
+            model_id=model_id,
+            replacement=_RETIRED[model_id],
         )
     if model_id.startswith("openai-compatible:"):
         model, _, base_url = model_id.removeprefix("openai-compatible:").partition("@")
         return f"openai:{model}@{base_url}"
-    raise ValueError(f"this registry was indexed with {model_id!r}, which no built-in embedder produces")
+    raise UnknownModelError(
+        f"this registry was indexed with {model_id!r}, which no built-in embedder produces", model_id=model_id
+    )
 
 
 _BUILT_IN: dict[str, Embedder] = {}
@@ -68,7 +73,7 @@ def make_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
     if name.startswith("openai:"):
         model, _, base_url = name.removeprefix("openai:").partition("@")
         return OpenAICompatibleEmbedder(model, base_url or "https://api.openai.com/v1")
-    raise ValueError(f"unknown embedder {name!r}: choose one of {', '.join(EMBEDDER_NAMES)}")
+    raise UnknownEmbedderError(name, EMBEDDER_NAMES)
 
 
 def _built_in(name: str) -> Embedder:

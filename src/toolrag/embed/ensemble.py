@@ -19,6 +19,7 @@ import numpy as np
 from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors, embed_queries
 from toolrag.embed.language import looks_english
 from toolrag.embed.vector_cache import cached_documents
+from toolrag.errors import EnsembleWeightsError
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,12 @@ class Member:
 class EnsembleEmbedder:
     def __init__(self, members: Sequence[Member]) -> None:
         if not members or any(m.english < 0 or m.other < 0 or m.document == 0 for m in members):
-            raise ValueError("an ensemble needs members with non-negative weights, each used by some language")
+            raise EnsembleWeightsError(
+                "an ensemble needs members with non-negative weights, each used by some language"
+            )
         for side in ("english", "other"):
             if not math.isclose(sum(getattr(m, side) for m in members), 1.0):
-                raise ValueError(f"the members' {side} weights must add up to 1")
+                raise EnsembleWeightsError(f"the members' {side} weights must add up to 1")
         self.members = list(members)
         total = sum(m.document for m in self.members)
         self._document_scale = [math.sqrt(m.document / total) for m in self.members]

@@ -53,7 +53,8 @@ def registry_name(tool_id: str) -> str:
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise CatalogError(
-            f"{path}: no such file (a benchmark folder holds tools.jsonl and queries.jsonl: docs/evaluation.md)"
+            f"{path}: no such file (a benchmark folder holds tools.jsonl and queries.jsonl: docs/evaluation.md)",
+            path=path,
         )
     rows = []
     with path.open(encoding="utf-8") as handle:
@@ -62,9 +63,11 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 try:
                     row = loads(line)
                 except json.JSONDecodeError as exc:
-                    raise CatalogError(f"{path}: line {number}: invalid JSON: {exc.msg}") from None
+                    raise CatalogError(
+                        f"{path}: line {number}: invalid JSON: {exc.msg}", path=path, line=number
+                    ) from None
                 if not isinstance(row, dict):
-                    raise CatalogError(f"{path}: line {number}: expected a JSON object")
+                    raise CatalogError(f"{path}: line {number}: expected a JSON object", path=path, line=number)
                 rows.append(row)
     return rows
 
@@ -78,7 +81,7 @@ def load_benchmark(folder: str | Path, limit: int | None = None) -> BenchmarkSet
     path = folder / "queries.jsonl"
     rows = _read_jsonl(path)
     if not rows:
-        raise CatalogError(f"{path}: holds no request (one JSON object per line: docs/evaluation.md)")
+        raise CatalogError(f"{path}: holds no request (one JSON object per line: docs/evaluation.md)", path=path)
     return _with_queries(folder.resolve().name, tools, names, rows, f"{path}: line", limit)
 
 
@@ -116,7 +119,7 @@ def load_no_tool(path: str | Path) -> list[NoToolRequest]:
     try:
         lines = source.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise CatalogError(f"{source} does not exist") from None
+        raise CatalogError(f"{source} does not exist", path=source) from None
     if any(line.strip() and not line.lstrip().startswith("{") for line in lines):
         return [
             NoToolRequest(str(n), text.strip(), guess_language(text)) for n, text in enumerate(lines, 1) if text.strip()
@@ -171,7 +174,7 @@ def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str
     for number, row in enumerate(rows, 1):
         tool_id = row.get("id", row.get("name"))
         if not isinstance(tool_id, str) or not tool_id:
-            raise CatalogError(f"{path}: line {number}: a tool needs an `id` or a `name`")
+            raise CatalogError(f"{path}: line {number}: a tool needs an `id` or a `name`", path=path, line=number)
         names[tool_id] = registry_name(tool_id)
         entry = dict(row, name=names[tool_id], description=row.get("description") or tool_id)
         entry.pop("id", None)
@@ -179,7 +182,7 @@ def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str
             # Benchmarks carry schemas from other function-calling dialects (Java types, `any`): repair them.
             tools.append(tool_from_entry(entry, source="benchmark", lenient=True))
         except InvalidToolError as exc:
-            raise CatalogError(f"{path}: line {number}: tool {tool_id!r}: {exc}") from None
+            raise CatalogError(f"{path}: line {number}: tool {tool_id!r}: {exc}", path=path, line=number) from None
     return tools, names
 
 

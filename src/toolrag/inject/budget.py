@@ -74,7 +74,7 @@ def schemas(visible: Sequence[Tool], names: Iterable[str], fmt: str) -> list[Any
     chosen = []
     for name in names:
         if name not in by_name:
-            raise ToolNotFoundError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         chosen.append(by_name[name])
     return render(chosen, fmt)
 

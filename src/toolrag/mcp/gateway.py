@@ -27,7 +27,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from toolrag import tracing
+from toolrag import __version__, tracing
 from toolrag.access import Caller
 from toolrag.access.guard import CALLER_KEY, server_config
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
@@ -419,7 +419,7 @@ class McpGateway:
                 return await self.call_tool(params.name, arguments, principal, session)
             return _error(f"no tool named {params.name!r}: use find_tools, then call_tool")
 
-        server = Server("toolrag-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        server = Server("toolrag-gateway", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
         server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen)
         return server
 

@@ -375,7 +375,7 @@ def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
     for name in wanted:
         pin = pins.get(name)
         if pin is None or not pin.quarantined:
-            raise ToolNotFoundError(f"no quarantined tool named {name!r}")
+            raise ToolNotFoundError(f"no quarantined tool named {name!r}", name=name)
     return [pins[name] for name in wanted]
 
 

@@ -474,10 +474,6 @@ class PoisoningScanner:
         near = {sentence.text: nearness[sentence.text]} if sentence.text in nearness else {}
         return self.model.probability(features_of(alone, near))
 
-    def sentence_flagged(self, sentence: str, where: str) -> bool:
-        """Whether one sentence, read alone, is an order to the model (for stripping results)."""
-        return bool(self._assess(read([(where, sentence)])))
-
     def _nearness(self, reading: Reading) -> Nearness:
         """For the sentences that carry signs (the most signed first, at most MAX_EMBEDDED), by meaning: how much
         nearer the attacks they are than ordinary tool texts, and how much they read like one."""

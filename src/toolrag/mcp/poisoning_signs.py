@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Iterable
 
 _F = re.I | re.S
 Q = "[`'\"*]"  # the quotes and emphasis a parameter's name is written in
@@ -589,11 +588,3 @@ def _asks_for(sentence: str) -> bool:
         if nearest < len(private) and private[nearest] <= verb.end() + 80:
             return True
     return False
-
-
-def excerpt_of(sentence: str, names: Iterable[str]) -> str:
-    """The words that showed the first of `names` in the sentence."""
-    for name, _, pattern in SIGNS:
-        if name in names and (match := pattern.search(sentence)):
-            return match.group(0)
-    return sentence

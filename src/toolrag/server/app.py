@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from toolrag import tracing
+from toolrag import __version__, tracing
 from toolrag.access.guard import FailureLimiter, RequestGuard
 from toolrag.access.oauth import JwtVerifier, caller_authenticator
 from toolrag.access.rate_limit import RateLimiter
@@ -67,7 +67,7 @@ def create_app(
     metrics = ApiMetrics(registry)
     app = FastAPI(
         title="toolrag",
-        version="0.1.0",
+        version=__version__,
         description="Tool selection as retrieval: a permission-aware tool registry for LLM agents.",
         lifespan=lifespan,
         # toolrag's own request span (below) is the root of each request's trace: FastAPI's would be a second root.

@@ -154,11 +154,12 @@ class RequestSample:
 class UsageTotals:
     retrievals: int
     no_tool: int
-    calls: int
+    calls: int  # calls that ran: refusals and calls of unknown tools are `refused_calls`
     failed_calls: int
     sessions: int
     reformulated: int = 0  # searches whose tools only a second-chance step (search/reformulate.py) found
     whole_catalog: int = 0  # searches answered with the principal's whole catalog (the `all` strategy)
+    refused_calls: int = 0  # calls refused before they ran (permissions, a limit, a tool that does not exist)
 
 
 @dataclass(frozen=True)
@@ -276,18 +277,22 @@ class UsageTables:
         )[0]
         calls = self._query(
             self._sql(
-                f"SELECT COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END) FROM calls WHERE at >= ?{mine}"
+                "SELECT SUM(CASE WHEN outcome IN ('refused', 'unknown_tool') THEN 0 ELSE 1 END),"
+                " SUM(CASE WHEN outcome IN ('ok', 'refused', 'unknown_tool') THEN 0 ELSE 1 END),"
+                " SUM(CASE WHEN outcome IN ('refused', 'unknown_tool') THEN 1 ELSE 0 END)"
+                f" FROM calls WHERE at >= ?{mine}"
             ),
             (start, *tenant),
         )[0]
         return UsageTotals(
             int(retrievals[0]),
             int(retrievals[1] or 0),
-            int(calls[0]),
+            int(calls[0] or 0),
             int(calls[1] or 0),
             int(retrievals[2]),
             int(retrievals[3] or 0),
             int(retrievals[4] or 0),
+            int(calls[2] or 0),
         )
 
     def samples(

@@ -68,7 +68,7 @@ class ConsoleState:
     def visible_tool(self, who: Caller, name: str) -> Tool:
         tool = self.registry.get(name)
         if not who.sees(tool):
-            raise ToolNotFoundError(f"no tool named {name!r}")  # another tenant's tool is not even confirmed
+            raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # another tenant's tool is not even confirmed
         return who.view(tool)
 
 

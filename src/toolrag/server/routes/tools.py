@@ -23,7 +23,7 @@ def get_tool(name: str, who: Reader, api: Api) -> Tool:
     """A tool as the token may read it: other tenants' example requests (their users' words) left out."""
     tool = api.registry.get(name)
     if not who.sees(tool):
-        raise ToolNotFoundError(f"no tool named {name!r}")  # hidden tools are not even confirmed to exist
+        raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # hidden tools are not even confirmed to exist
     return who.view(tool)
 
 
