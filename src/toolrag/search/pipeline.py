@@ -33,9 +33,10 @@ from toolrag.search.filter import VisibilityFilter
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
+from toolrag.search.inferred import InferredRelations, infer
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
-from toolrag.search.relations import Prerequisite, with_prerequisites
+from toolrag.search.relations import Prerequisite, Requires, with_prerequisites
 from toolrag.search.request import searched_text
 from toolrag.search.route import CategoryRouter
 from toolrag.search.steps import Step, merge_rankings, tools_of_steps, trusted_steps
@@ -137,6 +138,7 @@ class Retriever:
         self._reference: tuple[int, SmallTalkReference | None] | None = None
         self._levels: OrderedDict[tuple[object, ...], Levels] = OrderedDict()
         self._vocabulary: tuple[int, Vocabulary] | None = None
+        self._inferred: tuple[int, InferredRelations] | None = None
         self._warned_generation = -1
         self._lock = threading.Lock()
 
@@ -264,12 +266,13 @@ class Retriever:
     ) -> list[SearchResult]:
         """The results with the tools they require (search/relations.py), each before the tool that needs it."""
         positions = [index.position_of(result.name) for result in results]
-        if not any(p is not None and index.tools[p].requires for p in positions):
+        usable = _usable(index, self.visibility.mask(index, principal))
+        requires = self._requires(index, usable)
+        if not any(p is not None and requires(p) for p in positions):
             return results
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
-        usable = _usable(index, self.visibility.mask(index, principal))
         budget = max(self.config.max_set_tools, len(results))
-        plan = with_prerequisites(index, list(by_position), usable, budget)
+        plan = with_prerequisites(index, list(by_position), usable, budget, requires)
         likelihood = {p: r.score for p, r in by_position.items()}
         for position, _ in plan.entries[::-1]:  # needers come after what they need: each gets its needers' best
             for edge in plan.edges:
@@ -280,6 +283,30 @@ class Retriever:
             _in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
             for position, why in plan.entries
         ]
+
+    def _requires(self, index: SearchIndex, usable: BoolArray | None) -> Requires:
+        """What a tool requires: what it declares, then (`SearchConfig.infer_requirements`) per parameter it
+        declares nothing for, the best inferred producer the principal may use (search/inferred.py)."""
+        if not self.config.infer_requirements:
+            return lambda position: index.tools[position].requires
+        relations = self.inferred(index)
+
+        def may_use(name: str) -> bool:
+            position = index.position_named(name)
+            return position is not None and (usable is None or bool(usable[position]))
+
+        return lambda position: relations.requirements(index.tools[position], may_use)
+
+    def inferred(self, index: SearchIndex) -> InferredRelations:
+        """The snapshot's inferred requirements, updated from the previous snapshot's (only what changed is scored
+        again). Derived from the snapshot, so kept under its serial; it belongs with the snapshot's other derived
+        state once that has one owner."""
+        known = self._inferred
+        if known is None or known[0] != index.serial:
+            live = [tool for n, tool in enumerate(index.tools) if index.live is None or index.live[n]]
+            known = (index.serial, infer(live, previous=known[1] if known else None))
+            self._inferred = known
+        return known[1]
 
     def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
         """Every tool the principal may use, likeliest first (the `all` strategy)."""

@@ -9,7 +9,7 @@ it requires in turn are not reached through it. Required tools come before optio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from toolrag.model import Requirement
@@ -17,6 +17,9 @@ from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
 
 MAX_DEPTH = 3  # prerequisites of prerequisites of prerequisites
+# What a tool (by position) requires: its declared requirements by default; the pipeline adds the inferred ones
+# (search/inferred.py), already resolved to producers the principal may use.
+Requires = Callable[[int], Sequence[Requirement]]
 
 
 @dataclass(frozen=True)
@@ -37,20 +40,27 @@ class SetPlan:
     edges: list[Prerequisite]
 
 
-def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolArray | None, budget: int) -> SetPlan:
+def with_prerequisites(
+    index: SearchIndex,
+    targets: Sequence[int],
+    usable: BoolArray | None,
+    budget: int,
+    requires: Requires | None = None,
+) -> SetPlan:
     """`targets` (positions, in order) with what they require, at most `budget` tools in all (the targets are kept
     whatever the budget): first the required tools, then, room left, the optional ones with what they require;
     each level breadth first, taking the targets' requirements in turn, so one long list does not use up the
-    budget."""
+    budget. `requires`: what a tool requires (None: what it declares)."""
+    requires = requires or (lambda position: index.tools[position].requires)
     chosen = dict.fromkeys(targets)
     for with_optional in (False, True):
         frontier = list(chosen)
         for _ in range(MAX_DEPTH):
-            frontier = _next_level(index, frontier, usable, budget, chosen, with_optional)
+            frontier = _next_level(index, requires, frontier, usable, budget, chosen, with_optional)
     edges = [
         Prerequisite(needed, position, requirement)
         for position in chosen
-        for requirement in index.tools[position].requires
+        for requirement in requires(position)
         if (needed := _usable_position(index, requirement.tool, usable)) is not None and needed in chosen
     ]
     return SetPlan(_ordered(targets, edges), edges)
@@ -58,6 +68,7 @@ def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolA
 
 def _next_level(
     index: SearchIndex,
+    requires_of: Requires,
     frontier: list[int],
     usable: BoolArray | None,
     budget: int,
@@ -66,7 +77,7 @@ def _next_level(
 ) -> list[int]:
     """The tools the frontier's requirements add to `chosen` (in place), taken in turn across the frontier."""
     added: list[int] = []
-    lists = [index.tools[position].requires for position in frontier]
+    lists = [requires_of(position) for position in frontier]
     for rank in range(max((len(requires) for requires in lists), default=0)):
         for requires in lists:
             if rank >= len(requires) or len(chosen) >= budget:
