@@ -25,6 +25,9 @@ from toolrag.search.text import split_identifier
 
 MIN_CONFIDENCE = 0.55  # below it an edge is not kept (chosen on seal-tools' tuning half, docs/benchmarks.md)
 STRONG = 0.9  # from it an inferred edge is a required one, not optional
+# A block of more produced fields than this is not scored: a token that many tools return ("success", "status")
+# says little about which one a parameter needs, and scoring it would grow with the square of the catalog.
+MAX_BLOCK = 256
 NAME_WEIGHT = 0.6  # confidence = NAME_WEIGHT * name overlap + (1 - NAME_WEIGHT) * meaning overlap
 # Tokens that say what kind of value a name holds, not of what: they never make a block by themselves (every `*_id`
 # would share one) but they still count in the name overlap once a block put two names together.
@@ -32,7 +35,7 @@ GENERIC = frozenset(
     re.findall(
         r"\w+",
         "id ids identifier name type data info information list value number num code key detail details result"
-        " results status new current given specified the of a an to for by",
+        " results status new current given specified the of a an to for by path url uri file token",
     )
 )
 _STOP = frozenset(
@@ -85,6 +88,7 @@ class InferredRelations:
     edges: dict[str, tuple[InferredEdge, ...]] = field(default_factory=dict)
     hashes: dict[str, str] = field(default_factory=dict)  # what inference reads of each tool, hashed
     blocks: dict[str, frozenset[str]] = field(default_factory=dict)  # each tool's block keys, consumed or produced
+    crowded: frozenset[str] = frozenset()  # blocks of more than MAX_BLOCK produced fields: never scored
     compared: int = 0  # pairs scored by the run that made these relations (blocking: far fewer than all pairs)
 
     def of(self, consumer: str) -> tuple[InferredEdge, ...]:
@@ -129,13 +133,17 @@ def infer(
             *(blocks.get(n, frozenset()) | previous.blocks.get(n, frozenset()) for n in changed)
         )
     everyone = _by_key(slot for slots in produced.values() for slot in slots)
-    changed_only = _by_key(slot for name in changed for slot in produced.get(name, []))
-    stale = [c for c in consumers if c in changed or _keys(consumed[c]) & touched]
+    crowded = frozenset(key for key, slots in everyone.items() if len(slots) > MAX_BLOCK)
+    everyone = {key: slots for key, slots in everyone.items() if key not in crowded}
+    changed_only = {k: v for k, v in _by_key(s for n in changed for s in produced.get(n, [])).items() if k in everyone}
+    # A block that became crowded, or no longer is, changes which pairs count: its consumers are scored afresh.
+    regrouped = crowded ^ previous.crowded if previous else frozenset()
+    stale = [c for c in consumers if c in changed or _keys(consumed[c]) & (touched | regrouped)]
     edges = {c: e for c, e in (previous.edges.items() if previous else ()) if c in hashes and c not in stale}
     compared = 0
     for done, consumer in enumerate(stale, 1):
         kept: list[InferredEdge] = []
-        if consumer in changed or previous is None:
+        if previous is None or consumer in changed or _keys(consumed[consumer]) & regrouped:
             found, scored = _producers(consumed[consumer], everyone, meaning)
         else:  # unchanged: its edges from unchanged producers stand
             kept = [e for e in previous.edges.get(consumer, ()) if e.producer.lower() not in changed]
@@ -145,7 +153,7 @@ def infer(
             edges[consumer] = _ranked([*kept, *found], consumed[consumer])
         if progress is not None:
             progress(done, len(stale))
-    return InferredRelations(edges, hashes, blocks, compared)
+    return InferredRelations(edges, hashes, blocks, crowded, compared)
 
 
 def _producers(
@@ -185,6 +193,8 @@ def match(parameter: Slot, produced: Slot, meaning: Meaning) -> float:
     if all(kinds) and kinds[0] != kinds[1] and kinds not in _COMPATIBLE:
         return 0.0
     names = len(parameter.tokens & produced.tokens) / len(parameter.tokens | produced.tokens)
+    if not parameter.tokens - GENERIC:  # `key` meets `key`: the name alone says little, the meaning must say more
+        names /= 2
     described = meaning(parameter.description, produced.description)
     return round(NAME_WEIGHT * names + (1 - NAME_WEIGHT) * described, 4)
 
@@ -248,7 +258,7 @@ def _singular(word: str) -> str:
         return "id"
     if len(word) > 3 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
 
