@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -76,6 +77,12 @@ def _flagged(request: str, results: list[SearchResult]) -> list[SearchResult]:
     if not results or fitted_for(request):
         return results
     return [r.model_copy(update={"signals": r.signals.model_copy(update={"calibrated": False})}) for r in results]
+
+
+def _inference_progress(done: int, total: int) -> None:
+    """Inferring requirements for a large catalog takes a while: say how far it is, every 5,000 tools."""
+    if done % 5000 == 0 or (done == total and total >= 5000):
+        log.info("inferring requirements: %d of %d tools", done, total)
 
 
 def _usable(index: SearchIndex, visible: BoolArray | None) -> BoolArray | None:
@@ -304,8 +311,14 @@ class Retriever:
         known = self._inferred
         if known is None or known[0] != index.serial:
             live = [tool for n, tool in enumerate(index.tools) if index.live is None or index.live[n]]
-            known = (index.serial, infer(live, previous=known[1] if known else None))
+            started = time.perf_counter()
+            known = (index.serial, infer(live, previous=known[1] if known else None, progress=_inference_progress))
             self._inferred = known
+            log.info(
+                "inferred requirements: %d pairs scored in %.1f s",
+                known[1].compared,
+                time.perf_counter() - started,
+            )
         return known[1]
 
     def _whole_catalog(self, index: SearchIndex, query: str, principal: Principal) -> list[SearchResult]:
