@@ -37,7 +37,9 @@ def catalog() -> list[Tool]:
         needs("count_playlists", "How many playlists a user has.", user=("string", "the user's name")),
         playlist_id=("integer", "the number of playlists"),
     )
-    described = needs("create_playlist", "Create an empty playlist and return the playlist ID.", label=("string", "what to call it"))
+    described = needs(
+        "create_playlist", "Create an empty playlist and return the playlist ID.", label=("string", "what to call it")
+    )
     weather = needs("get_weather", "The weather at a place.", city=("string", "the city to report on"))
     return [find, play, count, described, weather]
 
