@@ -51,6 +51,7 @@ from toolrag.cli.store import store_app
 from toolrag.limits import MAX_K
 
 if TYPE_CHECKING:
+    from toolrag.model import Tool
     from toolrag.registry import ToolRegistry
 
 app = typer.Typer(
@@ -166,6 +167,7 @@ def show(
         fail(f"no tool named {name!r}{_did_you_mean(registry, name)}")
         return
     data = tool.model_dump(mode="json") | {"card": tool.card().text(), "content_hash": tool.content_hash}
+    data["inferred_requires"] = _inferred_requires(registry, tool)
     if as_json:
         print_json(data)
         return
@@ -174,6 +176,17 @@ def show(
             continue  # unset fields say nothing
         text = json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
         out.print(f"[bold]{key}[/]: {text}", highlight=False)
+
+
+def _inferred_requires(registry: ToolRegistry, tool: Tool) -> list[str]:
+    """The producers inferred for the tool's required parameters, best first (search/inferred.py): an operator's
+    command, so hidden producers too; a declared requirement for the same parameter wins over these in search."""
+    if not registry.config.infer_requirements:
+        return []
+    retriever = registry.retriever
+    edges = guarded(lambda: retriever.inferred(retriever.snapshot())).of(tool.name)
+    strength = {True: "required", False: "optional"}
+    return [f"{e.producer}.{e.output} -> `{e.parameter}` ({e.confidence:.2f}, {strength[e.strong]})" for e in edges]
 
 
 def _did_you_mean(registry: ToolRegistry, name: str) -> str:

@@ -96,6 +96,11 @@ class SearchConfig(BaseModel):
         le=MAX_SET_TOOLS,
         description="tools a request of several steps gets at most, every step's likeliest first (search/steps.py)",
     )
+    infer_requirements: bool = Field(
+        default=False,  # seal-tools held-out: +0.6 points of whole sets for 1.8x the tools (docs/benchmarks.md)
+        description="a returned tool also brings the tools inferred to produce its required parameters (from their"
+        " output schemas and descriptions, search/inferred.py), within max_set_tools; declared requirements win",
+    )
     step_min_confidence: float = Field(
         default=0.2,  # chosen on seal-tools' tuning half: most whole sets for at most 1.5x the tools needed
         ge=0.0,

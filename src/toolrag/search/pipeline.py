@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from toolrag import tracing
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.limits import MAX_K
-from toolrag.model import Principal, SearchResult, SignalScores, Strategy
+from toolrag.model import Principal, Requirement, SearchResult, SignalScores, Strategy
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReference, embed_fixed, small_talk_reference
 from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
@@ -33,9 +34,10 @@ from toolrag.search.filter import visibility_mask
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
+from toolrag.search.inferred import InferredRelations, infer
 from toolrag.search.intents import split_intents
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
-from toolrag.search.relations import Prerequisite, requirements, with_prerequisites
+from toolrag.search.relations import Prerequisite, Requires, requirements, with_prerequisites
 from toolrag.search.request import searched_text
 from toolrag.search.route import CategoryRouter
 from toolrag.search.steps import Step, merge_rankings, tools_of_steps, trusted_steps
@@ -52,6 +54,7 @@ _SPACES = re.compile(r"\s+")
 SMALL_TALK_REFERENCE: Slot[SmallTalkReference | None] = Slot("small-talk reference")
 SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
 VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
+INFERRED: Slot[InferredRelations] = Slot("inferred requirements")
 
 
 def normalize_query(query: str) -> str:
@@ -78,6 +81,12 @@ def _flagged(request: str, results: list[SearchResult]) -> list[SearchResult]:
     if not results or fitted_for(request):
         return results
     return [r.model_copy(update={"signals": r.signals.model_copy(update={"calibrated": False})}) for r in results]
+
+
+def _inference_progress(done: int, total: int) -> None:
+    """Inferring requirements for a large catalog takes a while: say how far it is, every 5,000 tools."""
+    if done % 5000 == 0 or (done == total and total >= 5000):
+        log.info("inferring requirements: %d of %d tools", done, total)
 
 
 def _usable(index: SearchIndex, visible: BoolArray | None) -> BoolArray | None:
@@ -184,6 +193,7 @@ class Retriever:
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
+        self._last_inferred: InferredRelations | None = None  # what the next snapshot's inference starts from
         self._warned_generation = -1
 
     # -- what the retriever searches with -------------------------------------------------------------------------
@@ -332,11 +342,12 @@ class Retriever:
         """The results with the tools they require (search/relations.py), each before the tool that needs it."""
         index = request.index
         positions = [index.position_of(result.name) for result in results]
-        if not any(p is not None and requirements(index, p) for p in positions):
+        requires = self._requires(index, request.usable)
+        if not any(p is not None and requires(p) for p in positions):
             return results
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
         budget = max(self.config.max_set_tools, len(results))
-        plan = with_prerequisites(index, list(by_position), request.usable, budget)
+        plan = with_prerequisites(index, list(by_position), request.usable, budget, requires)
         likelihood = {p: r.score for p, r in by_position.items()}
         for position, _ in plan.entries[::-1]:  # needers come after what they need: each gets its needers' best
             for edge in plan.edges:
@@ -347,6 +358,40 @@ class Retriever:
             _in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
             for position, why in plan.entries
         ]
+
+    def _requires(self, index: SearchIndex, usable: BoolArray | None) -> Requires:
+        """What a tool requires, each with the position of the tool it names: what it declares, then
+        (`SearchConfig.infer_requirements`) per parameter it declares nothing for, the best inferred producer the
+        principal may use (search/inferred.py)."""
+        if not self.config.infer_requirements:
+            return lambda position: requirements(index, position)
+        relations = self.inferred(index)
+
+        def may_use(name: str) -> bool:
+            position = index.position_named(name)
+            return position is not None and (usable is None or bool(usable[position]))
+
+        def resolved(position: int) -> tuple[tuple[int | None, Requirement], ...]:
+            found = relations.requirements(index.tools[position], may_use)
+            return tuple((index.position_named(r.tool), r) for r in found)
+
+        return resolved
+
+    def inferred(self, index: SearchIndex) -> InferredRelations:
+        """The snapshot's inferred requirements, kept in its derived state and updated from the previous
+        snapshot's (only what changed is scored again)."""
+
+        def infer_now() -> InferredRelations:
+            live = [tool for n, tool in enumerate(index.tools) if index.live is None or index.live[n]]
+            started = time.perf_counter()
+            relations = infer(live, previous=self._last_inferred, progress=_inference_progress)
+            log.info(
+                "inferred requirements: %d pairs scored in %.1f s", relations.compared, time.perf_counter() - started
+            )
+            self._last_inferred = relations
+            return relations
+
+        return index.derived.get(INFERRED, None, infer_now)
 
     def _whole_catalog(self, request: RequestContext) -> list[SearchResult]:
         """Every tool the principal may use, likeliest first (the `all` strategy)."""

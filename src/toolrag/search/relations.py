@@ -12,7 +12,7 @@ derived state, search/derived.py); which of them a principal may use is checked 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from toolrag.model import Requirement
@@ -21,8 +21,10 @@ from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
 
 MAX_DEPTH = 3  # prerequisites of prerequisites of prerequisites
-
 Resolved = tuple[tuple[int | None, Requirement], ...]  # each requirement with its tool's live position (None: none)
+# What a tool (by position) requires: its declared requirements by default; the pipeline adds the inferred ones
+# (search/inferred.py), already resolved to producers the principal may use.
+Requires = Callable[[int], Resolved]
 # Per snapshot and position of the tool that requires; as many as the snapshot has tools that were asked about.
 REQUIREMENTS: Slot[Resolved] = Slot("declared requirements by position", max_keys=None)
 
@@ -55,20 +57,27 @@ class SetPlan:
     edges: list[Prerequisite]
 
 
-def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolArray | None, budget: int) -> SetPlan:
+def with_prerequisites(
+    index: SearchIndex,
+    targets: Sequence[int],
+    usable: BoolArray | None,
+    budget: int,
+    requires: Requires | None = None,
+) -> SetPlan:
     """`targets` (positions, in order) with what they require, at most `budget` tools in all (the targets are kept
     whatever the budget): first the required tools, then, room left, the optional ones with what they require;
     each level breadth first, taking the targets' requirements in turn, so one long list does not use up the
-    budget."""
+    budget. `requires`: what a tool requires (None: what it declares)."""
+    requires = requires or (lambda position: requirements(index, position))
     chosen = dict.fromkeys(targets)
     for with_optional in (False, True):
         frontier = list(chosen)
         for _ in range(MAX_DEPTH):
-            frontier = _next_level(index, frontier, usable, budget, chosen, with_optional)
+            frontier = _next_level(index, requires, frontier, usable, budget, chosen, with_optional)
     edges = [
         Prerequisite(needed, position, requirement)
         for position in chosen
-        for named, requirement in requirements(index, position)
+        for named, requirement in requires(position)
         if (needed := _usable(named, usable)) is not None and needed in chosen
     ]
     return SetPlan(_ordered(targets, edges), edges)
@@ -76,6 +85,7 @@ def with_prerequisites(index: SearchIndex, targets: Sequence[int], usable: BoolA
 
 def _next_level(
     index: SearchIndex,
+    requires_of: Requires,
     frontier: list[int],
     usable: BoolArray | None,
     budget: int,
@@ -84,7 +94,7 @@ def _next_level(
 ) -> list[int]:
     """The tools the frontier's requirements add to `chosen` (in place), taken in turn across the frontier."""
     added: list[int] = []
-    lists = [requirements(index, position) for position in frontier]
+    lists = [requires_of(position) for position in frontier]
     for rank in range(max((len(requires) for requires in lists), default=0)):
         for requires in lists:
             if rank >= len(requires) or len(chosen) >= budget:

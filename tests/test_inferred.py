@@ -1,0 +1,146 @@
+"""Requirements inferred from schemas (search/inferred.py): matched by name, type and meaning inside blocks of
+parameter-name tokens, scored again only where the catalog changed, and walked by search like declared ones, where a
+declared requirement wins and a producer the principal may not use is never proposed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolrag import Principal, SearchConfig, Tool, ToolRegistry
+from toolrag.search import inferred
+from toolrag.search.inferred import InferredRelations, infer
+
+from .conftest import RETRIEVAL, CountingEmbedder
+
+ANYONE = Principal(scopes=frozenset({"*"}))
+
+
+def needs(tool_name: str, description: str, /, **parameters: tuple[str, str]) -> Tool:
+    properties = {p: {"type": kind, "description": text} for p, (kind, text) in parameters.items()}
+    schema = {"type": "object", "properties": properties, "required": list(parameters)}
+    return Tool(name=tool_name, description=description, input_schema=schema)
+
+
+def returns(tool: Tool, **fields: tuple[str, str]) -> Tool:
+    properties = {f: {"type": kind, "description": text} for f, (kind, text) in fields.items()}
+    return tool.model_copy(update={"output_schema": {"type": "object", "properties": properties}})
+
+
+def catalog() -> list[Tool]:
+    find = returns(
+        needs("find_playlists", "Search playlists by their title.", title=("string", "words of the playlist title")),
+        playlist_id=("string", "the unique identifier of the playlist found"),
+    )
+    play = needs("play_playlist", "Play a playlist.", playlistId=("string", "the identifier of the playlist to play"))
+    count = returns(
+        needs("count_playlists", "How many playlists a user has.", user=("string", "the user's name")),
+        playlist_id=("integer", "the number of playlists"),
+    )
+    described = needs(
+        "create_playlist", "Create an empty playlist and return the playlist ID.", label=("string", "what to call it")
+    )
+    weather = needs("get_weather", "The weather at a place.", city=("string", "the city to report on"))
+    return [find, play, count, described, weather]
+
+
+def edges(relations: InferredRelations, consumer: str) -> list[tuple[str, str, str]]:
+    return [(e.producer, e.parameter, e.output) for e in relations.of(consumer)]
+
+
+def test_a_required_parameter_is_matched_to_what_other_tools_return_by_name_type_and_meaning() -> None:
+    relations = infer(catalog())
+    found = edges(relations, "play_playlist")
+    # camelCase and snake_case, the output schema and the description ("return the playlist ID") all match ...
+    assert ("find_playlists", "playlistId", "playlist_id") in found
+    assert ("create_playlist", "playlistId", "playlist_id") in found
+    # ... but an integer count of playlists never fills a string id, and nothing fills an unrelated city.
+    assert all(producer != "count_playlists" for producer, _, _ in found)
+    assert relations.of("get_weather") == ()
+    best = relations.of("play_playlist")[0]
+    assert best.producer == "find_playlists" and 0 < best.confidence <= 1  # the one whose meaning matches too
+    assert best.requirement().tool == "find_playlists" and best.requirement().parameter == "playlistId"
+
+
+def test_blocking_scores_only_pairs_that_share_a_name_token(monkeypatch: Any) -> None:
+    tools = catalog() + [
+        returns(
+            needs(f"tool_{n}", f"Tool number {n}.", **{f"thing_{n}": ("string", "a thing")}),
+            **{f"other_{n}": ("string", "x")},
+        )
+        for n in range(200)
+    ]
+    scored: list[tuple[str, str]] = []
+    real = inferred.match
+
+    def counting(parameter: inferred.Slot, produced: inferred.Slot, meaning: inferred.Meaning) -> float:
+        scored.append((parameter.tool, produced.tool))
+        return real(parameter, produced, meaning)
+
+    monkeypatch.setattr(inferred, "match", counting)
+    relations = infer(tools)
+    assert relations.compared == len(scored)
+    # 205 consumers and 204 producers: all pairs would be ~40,000; the 200 unrelated tools share no block.
+    assert len(scored) < 20
+    assert all(a.startswith(("play", "find", "count", "create")) for a, _ in scored)
+
+
+def test_declared_requirements_win_and_strong_edges_are_required() -> None:
+    tools = catalog()
+    play = Tool(**(tools[1].model_dump() | {"requires": [{"tool": "create_playlist", "parameter": "playlistId"}]}))
+    relations = infer(tools)
+    wanted = relations.requirements(play, lambda name: True)
+    assert [(r.tool, r.parameter, r.optional) for r in wanted] == [("create_playlist", "playlistId", False)]
+    undeclared = relations.requirements(tools[1], lambda name: True)
+    assert [r.tool for r in undeclared] == ["find_playlists"]
+    assert undeclared[0].optional is (relations.of("play_playlist")[0].confidence < inferred.STRONG)
+
+
+def test_a_hidden_producer_is_passed_over_for_the_next_as_if_it_did_not_exist() -> None:
+    tools = catalog()
+    relations = infer(tools)
+    hidden = {"find_playlists"}
+    seen = relations.requirements(tools[1], lambda name: name not in hidden)
+    without = infer([t for t in tools if t.name not in hidden]).requirements(tools[1], lambda name: True)
+    assert [r.tool for r in seen] == [r.tool for r in without] == ["create_playlist"]
+    assert relations.requirements(tools[1], lambda name: False) == []
+
+
+def test_only_what_changed_is_scored_again_and_gives_what_a_fresh_inference_gives() -> None:
+    tools = catalog()
+    first = infer(tools)
+    assert infer(tools, previous=first).compared == 0  # nothing changed, nothing scored
+    weather = needs("get_weather", "The weather at a place, now with forecasts.", city=("string", "the city"))
+    update = infer([*tools[:4], weather], previous=first)
+    assert update.compared == 0  # its blocks hold no producer: nothing to score
+    reworded = returns(tools[2], playlist_id=("string", "the identifier of the playlist counted"))
+    changed = [tools[0], tools[1], reworded, tools[3], tools[4]]
+    update = infer(changed, previous=first)
+    fresh = infer(changed)
+    assert update.edges == fresh.edges
+    assert 0 < update.compared < fresh.compared  # play_playlist is scored against count_playlists only
+    removed = infer([t for t in changed if t.name != "find_playlists"], previous=update)
+    assert removed.edges == infer([t for t in changed if t.name != "find_playlists"]).edges
+
+
+def test_search_brings_an_inferred_producer_but_never_one_the_principal_may_not_use(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    tools = catalog()
+    tools[0] = tools[0].model_copy(update={"tenants": ["globex"]})  # find_playlists: globex only
+    registry = ToolRegistry(
+        tmp_path / "i.db", embedder, RETRIEVAL.model_copy(update={"k": 1, "infer_requirements": True})
+    )
+    registry.register_many(tools)
+    request = "play my playlist"
+    globex = registry.search(request, Principal(tenant="globex"))
+    assert [r.name for r in globex][-1] == "play_playlist"
+    assert "find_playlists" in [r.name for r in globex]
+    assert (
+        next(r for r in globex if r.name == "find_playlists").needed_as() == "needed by play_playlist for `playlistId`"
+    )
+    acme = registry.search(request, Principal(tenant="acme"))
+    assert all("find_playlists" not in r.model_dump_json() for r in acme)
+    off = ToolRegistry(registry.store, embedder, RETRIEVAL.model_copy(update={"k": 1, "infer_requirements": False}))
+    assert [r.name for r in off.search(request, Principal(tenant="globex"))] == ["play_playlist"]
+    assert SearchConfig().infer_requirements is False  # off by default: docs/benchmarks.md
