@@ -96,6 +96,7 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
                     "quarantined": report.quarantined,
                     "deactivated": report.deactivated,
                     "refused": report.refused,
+                    "rejected": report.rejected,
                 }
                 for status, report in pairs
             ]
@@ -112,6 +113,9 @@ def _print_sync(pairs: list[tuple[UpstreamStatus, SyncReport]]) -> None:
         listed = [", ".join(names) or "0" for names in (report.quarantined, report.deactivated, report.refused)]
         table.add_row(status.name, state, str(len(report.imported)), str(len(report.unchanged)), *listed)
     out.print(table)
+    rejected = [name for _, report in pairs for name in report.rejected]
+    if rejected:
+        out.print(f"left out as rejected: {', '.join(rejected)} (`toolrag mcp reject --lift NAME` to review again)")
     if any(report.quarantined for _, report in pairs):
         out.print("review with `toolrag mcp approve --list`, then `toolrag mcp approve NAME ...`")
 
@@ -160,6 +164,26 @@ def approve(
         print_json({"approved": approved})
     else:
         out.print(f"approved {', '.join(approved)}")
+
+
+@mcp_app.command()
+def reject(
+    names: Annotated[list[str], typer.Argument(help="Quarantined tools to reject (with --lift: rejected tools).")],
+    config: ConfigOption = "toolrag-mcp.toml",
+    lift: Annotated[
+        bool, typer.Option("--lift", help="Forget the rejections: the next sync quarantines again.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Reject quarantined tool versions; while a server publishes the same text, syncs leave it out."""
+    settings = _load(config)
+    gateway = _gateway(settings)
+    action = gateway.importer.lift if lift else gateway.importer.reject
+    decided = guarded(lambda: action(names))
+    if as_json:
+        print_json({"lifted" if lift else "rejected": decided})
+    else:
+        out.print(f"{'lifted the rejection of' if lift else 'rejected'} {', '.join(decided)}")
 
 
 @mcp_app.command()

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -75,6 +75,7 @@ class SyncReport:
     refused: list[str] = field(default_factory=list)
     unscanned: list[str] = field(default_factory=list)  # new tools the sync had no scan budget left for
     deferred: list[str] = field(default_factory=list)  # approved tools the sync had no import budget left for
+    rejected: list[str] = field(default_factory=list)  # listed with the text an admin rejected: left out again
 
     def merged(self, later: SyncReport) -> SyncReport:
         """Both syncs in one report; a tool imported by the first and unchanged in the second stays imported."""
@@ -88,6 +89,7 @@ class SyncReport:
             list(dict.fromkeys(self.refused + later.refused)),
             later.unscanned,
             later.deferred,
+            list(dict.fromkeys(self.rejected + later.rejected)),
         )
 
 
@@ -184,6 +186,9 @@ class ToolImporter:
         by default); later new tools wait for approval, so dropping an approved tool and listing new text under a
         new name is no way around the pin."""
         server = split_name(tool.name)[0]
+        if pin is not None and pin.rejected_hash == digest:
+            plan.report.rejected.append(tool.name)  # an admin said no to this very text: no new quarantine, no audit
+            return
         if pin is not None and pin.approved_hash == digest:
             if pin.quarantined:
                 plan.pin(Pin(tool.name, server, digest), "restored", "upstream went back to the approved version")
@@ -211,6 +216,16 @@ class ToolImporter:
         """Approve quarantined versions: pin their hash and make them active. Returns the names approved."""
         with self._lock:
             return approve_quarantined(self.registry, names, approver or getpass.getuser())
+
+    def reject(self, names: Iterable[str], rejecter: str | None = None) -> list[str]:
+        """Reject quarantined versions; the rejection holds while their servers publish the same text."""
+        with self._lock:
+            return reject_quarantined(self.registry, names, rejecter or getpass.getuser())
+
+    def lift(self, names: Iterable[str], lifter: str | None = None) -> list[str]:
+        """Forget rejections: the next sync quarantines those tools for review again."""
+        with self._lock:
+            return lift_rejections(self.registry, names, lifter or getpass.getuser())
 
     def forget_servers(self, configured: Iterable[str]) -> list[str]:
         """Deactivate the tools of servers that are no longer configured (or disabled)."""
@@ -392,11 +407,29 @@ def approve_quarantined(registry: ToolRegistry, names: Iterable[str], approver: 
 
 
 def reject_quarantined(registry: ToolRegistry, names: Iterable[str], rejecter: str) -> list[str]:
-    """Drop the quarantined versions: an approved tool keeps its approved version, a new one stays out. If its
-    server keeps publishing the same text, the next import quarantines it again."""
+    """Drop the quarantined versions: an approved tool keeps its approved version, a new one stays out. The
+    rejection sticks: while its server publishes the same text, syncs leave it out without quarantining it again
+    (`lift_rejections` undoes that)."""
     rejected = _quarantined(registry, names)
     registry.store.save_pins(
-        [Pin(p.tool, p.server, p.approved_hash) for p in rejected],
+        [Pin(p.tool, p.server, p.approved_hash, rejected_hash=p.pending_hash) for p in rejected],
         [AuditEntry("rejected", "; ".join(p.findings) or "rejected", p.tool, p.server, rejecter) for p in rejected],
     )
     return [p.tool for p in rejected]
+
+
+def lift_rejections(registry: ToolRegistry, names: Iterable[str], lifter: str) -> list[str]:
+    """Forget the rejected texts of these tools: the next sync that lists one quarantines it for review again."""
+    wanted = set(names)
+    lifted = [p for p in registry.store.pins() if p.tool in wanted and p.rejected_hash is not None]
+    missing = sorted(wanted - {p.tool for p in lifted})
+    if missing:
+        raise ToolNotFoundError(f"no rejected tool named {missing[0]!r}", name=missing[0])
+    registry.store.save_pins(
+        [replace(p, rejected_hash=None) for p in lifted],
+        [
+            AuditEntry("rejection lifted", "quarantined again at the next sync", p.tool, p.server, lifter)
+            for p in lifted
+        ],
+    )
+    return [p.tool for p in lifted]

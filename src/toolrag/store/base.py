@@ -68,6 +68,7 @@ class Pin:
     pending: Tool | None = None
     findings: tuple[str, ...] = ()
     updated_at: datetime = field(default_factory=utc_now)
+    rejected_hash: str | None = None  # upstream text an admin rejected: left out until lifted or changed
 
     @property
     def quarantined(self) -> bool:

@@ -171,7 +171,8 @@ class PinTables:
         where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
         findings = self._db.dialect.as_text("findings")
         query = (
-            f"SELECT tool, server, approved_hash, pending_hash, pending, {findings}, updated_at FROM pins{where}"
+            f"SELECT tool, server, approved_hash, pending_hash, pending, {findings}, updated_at, rejected_hash"
+            f" FROM pins{where}"
             " ORDER BY tool"
         )
         return [self._pin(row) for row in self._db.query(self._db.dialect.sql(query), params)]
@@ -183,10 +184,12 @@ class PinTables:
             for pin in pins:
                 db.execute(
                     dialect.sql(
-                        "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET server = excluded.server,"
-                        " approved_hash = excluded.approved_hash, pending_hash = excluded.pending_hash,"
-                        " pending = excluded.pending, findings = excluded.findings, updated_at = excluded.updated_at"
+                        "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at,"
+                        " rejected_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
+                        " server = excluded.server, approved_hash = excluded.approved_hash,"
+                        " pending_hash = excluded.pending_hash, pending = excluded.pending,"
+                        " findings = excluded.findings, updated_at = excluded.updated_at,"
+                        " rejected_hash = excluded.rejected_hash"
                     ),
                     (
                         pin.tool,
@@ -196,12 +199,13 @@ class PinTables:
                         pin.pending.model_dump_json() if pin.pending else None,
                         json.dumps(list(pin.findings)),
                         dialect.timestamp(pin.updated_at),
+                        pin.rejected_hash,
                     ),
                 )
             self._trail.write(db, audit)
 
     def _pin(self, row: tuple[Any, ...]) -> Pin:
-        tool, server, approved, pending_hash, pending, findings, updated = row
+        tool, server, approved, pending_hash, pending, findings, updated, rejected = row
         return Pin(
             str(tool),
             str(server),
@@ -210,6 +214,7 @@ class PinTables:
             None if pending is None else Tool.from_store(str(pending)),
             tuple(json.loads(str(findings))),
             self._db.dialect.parse_time(updated),
+            _text(rejected),
         )
 
 
