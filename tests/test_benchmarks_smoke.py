@@ -102,6 +102,7 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r"\| metatool-multilingual \| held-out \| \d+ \| [01]\.\d{3} \|",
         bench=True,
     ),
+    "benchmarks/inferred_relations.py": once(shows=r"floor 0\.\d+: \d+ edges, \d+ right: precision", bench=True),
     "benchmarks/load.py": once(
         *("--tools", "20", "--clients", "2", "--seconds", "1", "--soak-minutes", "0"),
         *("--stores", "postgres", "--postgres", "{postgres}"),

@@ -160,13 +160,19 @@ def show(
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one tool in full: definition, schema, card."""
+    """Show one tool in full: definition, schema, card; a quarantined one as its server lists it, with its findings
+    and what changed."""
+    from toolrag.mcp.review import pending_review
+
     registry = open_registry(store)
-    tool = guarded(lambda: registry.store.get(name))
+    review = guarded(lambda: pending_review(registry, name))
+    tool = review.tool if review is not None else guarded(lambda: registry.store.get(name))
     if tool is None:
         fail(f"no tool named {name!r}{_did_you_mean(registry, name)}")
         return
     data = tool.model_dump(mode="json") | {"card": tool.card().text(), "content_hash": tool.content_hash}
+    if review is not None:  # awaiting approval: what the server lists now, why it waits, what changed
+        data |= {"quarantined": True, "findings": list(review.findings), "diff": review.diff()}
     data["inferred_requires"] = _inferred_requires(registry, tool)
     if as_json:
         print_json(data)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, Requirement, SearchResult, Strategy
+from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, Requirement, SearchResult, Strategy, Tool
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 
@@ -148,6 +148,14 @@ class ToolOut(BaseModel):
 
 
 Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]]
+
+
+class PendingOut(BaseModel):
+    """A quarantined MCP tool as an admin reviews it before approving."""
+
+    tool: Tool = Field(description="the version its server lists now, whole")
+    findings: list[str] = Field(description="why it waits: each finding with the text that triggered it")
+    diff: list[str] = Field(description="a unified diff against the approved version ([] for a new tool)")
 
 
 class StartupOut(BaseModel):

@@ -5,8 +5,9 @@
 from fastapi import APIRouter, HTTPException
 
 from toolrag.errors import ToolNotFoundError
+from toolrag.mcp.review import pending_review
 from toolrag.model import Tool
-from toolrag.server.models import ExampleIn, OverridesIn, ToolIn, ToolOut, ToolPatch, UpsertOut
+from toolrag.server.models import ExampleIn, OverridesIn, PendingOut, ToolIn, ToolOut, ToolPatch, UpsertOut
 from toolrag.server.routes.deps import Admin, Api, Reader
 
 router = APIRouter(tags=["tools"])
@@ -25,6 +26,16 @@ def get_tool(name: str, who: Reader, api: Api) -> Tool:
     if not who.sees(tool):
         raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # hidden tools are not even confirmed to exist
     return who.view(tool)
+
+
+@router.get("/tools/{name}/pending", response_model=PendingOut)
+def pending_tool(name: str, who: Admin, api: Api) -> PendingOut:
+    """A quarantined MCP tool whole, for review before `approve`: the text its server lists now (never shown to a
+    model while it waits), every finding, and the diff against the approved version. Admin tokens only."""
+    review = pending_review(api.registry, name)
+    if review is None:
+        raise ToolNotFoundError(f"no quarantined tool named {name!r}", name=name)
+    return PendingOut(tool=review.tool, findings=list(review.findings), diff=review.diff())
 
 
 @router.get("/tools/{name}/history", response_model=list[Tool])

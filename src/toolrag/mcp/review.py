@@ -1,0 +1,50 @@
+"""What an admin reviews before approving a quarantined MCP tool: the version the server lists now, whole (its
+description, schemas and annotations never reach a model while quarantined, but a person must see them), every
+finding with the text that triggered it, and what changed against the approved version."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+
+from toolrag.model import Tool
+from toolrag.registry import ToolRegistry
+
+MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    tool: Tool  # the quarantined version, as its server lists it
+    findings: tuple[str, ...]
+    pinned: Tool | None  # the approved version, None for a tool never approved
+
+    def diff(self) -> list[str]:
+        """A unified diff of the approved version's reviewed text against the quarantined one ([] for a new tool)."""
+        if self.pinned is None:
+            return []
+        lines = difflib.unified_diff(
+            _reviewed(self.pinned), _reviewed(self.tool), "approved", "quarantined", lineterm=""
+        )
+        return list(lines)[:MAX_DIFF_LINES]
+
+
+def pending_review(registry: ToolRegistry, name: str) -> PendingReview | None:
+    """The quarantined version of `name` with its findings, or None when nothing of that name awaits approval."""
+    pin = next((p for p in registry.store.pins() if p.tool == name and p.quarantined), None)
+    if pin is None or pin.pending is None:
+        return None
+    pinned = registry.store.get(name) if pin.approved_hash is not None else None
+    return PendingReview(pin.pending, pin.findings, pinned)
+
+
+def _reviewed(tool: Tool) -> list[str]:
+    """What a model would read of the tool, one line per line, in a stable order."""
+    shown = {
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "annotations": tool.annotations,
+    }
+    return json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
