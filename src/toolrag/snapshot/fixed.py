@@ -50,8 +50,8 @@ def _stored(store: Store, embedder: Embedder, texts: Sequence[str], as_documents
     if missing:
         vectors = embed_fixed(embedder, [text for _, text in missing], as_documents=as_documents)
         fresh = {key: vector for (key, _), vector in zip(missing, vectors, strict=True)}
-        # A search waits at most a second for the store's write lock (a PostgreSQL vector index build after a
-        # bulk import holds it for minutes): a save that does not happen costs the next process one embedding.
+        # A search waits at most a second for the store's write lock (another instance's import holds it while it
+        # writes): a save that does not happen costs the next process one embedding.
         with contextlib.suppress(StoreError):  # nor can a registry this process may not write
             store.save_vectors(fixed_model, fresh, wait_seconds=1.0)
         known.update(fresh)
