@@ -35,9 +35,9 @@ class Reading:
 
     @classmethod
     def of(cls, registry: ToolRegistry, who: Caller) -> Reading:
-        if who.may("admin"):
+        if who.is_admin:
             return cls(EVERYONE)
-        return cls(Audience.of(who.principal), frozenset(t.name for t in registry.visible_tools(who.principal)))
+        return cls(who.audience(), frozenset(t.name for t in registry.visible_tools(who.principal)))
 
     def report(self, registry: ToolRegistry, days: int) -> HealthReport:
         """The health report over the last `days`, as this caller may read it."""
