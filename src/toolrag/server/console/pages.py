@@ -1,5 +1,6 @@
 """The console's tool pages: the overview, the playground (search and explain), the tool list, a tool, a diff of
-two of its versions. Every page shows what the signed-in caller may see (`Caller.sees`, `Caller.view`).
+two of its versions, a quarantined MCP tool under review. Every page shows what the signed-in caller may see
+(`Caller.sees`, `Caller.view`).
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
@@ -14,6 +15,7 @@ from fastapi.responses import HTMLResponse, Response
 from toolrag.access import Caller
 from toolrag.errors import ToolNotFoundError
 from toolrag.limits import MAX_MESSAGE_CHARS
+from toolrag.mcp.review import pending_review
 from toolrag.model import Principal, Tool, utc_now
 from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
@@ -111,6 +113,17 @@ def tool_page(
         fixing=q,
         fixing_tenant=tenant,
     )
+
+
+@router.get("/tools/{name}/pending")
+def pending_page(request: Request, console: Console, who: Who, name: str) -> Response:
+    """A quarantined MCP tool whole, for an admin to review before deciding: its text as its server lists it,
+    every finding, the diff against the approved version. Anyone else gets what a tool that does not exist gets."""
+    review = pending_review(console.registry, name) if who.is_admin else None
+    if review is None:
+        return console.error(request, 404, f"no quarantined tool named {name!r}")
+    schema = json.dumps(review.tool.input_schema, indent=2, ensure_ascii=False)
+    return console.page(request, "pending.html", review=review, schema=schema, diff=review.diff())
 
 
 @router.get("/tools/{name}/diff")
