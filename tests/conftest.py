@@ -31,6 +31,17 @@ SLOW = {
     "test_console.py": "a real Chromium (46 s)",
     "test_benchmarks_smoke.py": "every benchmark script in a subprocess (229 s)",
     "test_readme.py::test_every_readme_snippet_runs_as_printed": "the quick start and every README block (about 180 s)",
+    # Single tests of several seconds each (measured in one `-m "not slow" --durations` run at load about 2):
+    "test_oauth.py::test_issue25_one_policy_gives_every_entry_point_the_same_tools": "every way in, servers (10 s)",
+    "test_permissions.py::test_http_api": "the HTTP API in a server (6 s)",
+    "test_first_hour.py::test_calibration_vectors_are_kept_per_machine_and_in_the_store": "new processes (5 s)",
+    "test_first_hour.py::test_the_example_evaluation_runs_anywhere": "a whole evaluation (5 s)",
+    "test_first_hour.py::test_models_load_from_the_cache_with_the_same_vectors": "the models loaded again (4 s)",
+    "test_postgres.py::test_a_bulk_write_cancels_a_running_index_build_which_is_built_again": "index builds (4 s)",
+    "test_postgres.py::test_an_index_left_unbuilt_is_built_by_the_next_opener": "an index build (3 s)",
+    "test_postgres.py::test_bulk_writes_hold_what_row_by_row_writes_hold": "bulk writes (2 s)",
+    "test_shared_registry.py::test_processes_share_one_registry_without_lost_updates": "processes (4 s)",
+    "test_api.py::test_dashboard_renders_with_data_in_headless_chromium": "a real Chromium (3 s each)",
 }
 
 
