@@ -8,7 +8,7 @@ is normalized per request).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -108,12 +108,13 @@ def build_report(
     seen = {u.tool for u in usage if u.injected or u.called}
     judged = [u for u in usage if u.tool in active and u.injected >= rules.min_injections]
     misses = {kind: store.usage.samples(kind, since, samples, audience, visible) for kind in SAMPLE_KINDS}
+    totals = store.usage.totals(since, audience)
     return HealthReport(
         since=since,
         until=until,
         active_tools=len(active),
         inactive_tools=len(everything) - len(active),
-        totals=store.usage.totals(since, audience),
+        totals=totals,
         tools=usage,
         dead=sorted(
             (u for u in judged if u.call_rate < rules.dead_call_rate), key=lambda u: (u.call_rate, -u.injected)
@@ -123,7 +124,7 @@ def build_report(
             (u for u in judged if u.mean_score is not None and u.mean_score < rules.low_relevance),
             key=lambda u: u.mean_score or 0.0,
         ),
-        surging=_surging(store, since, until, rules, audience, shown),
+        surging=_surging(store, (since, until), rules, audience, usage, totals.retrievals),
         misses=misses,
         relevance_histogram=store.usage.score_histogram(since, audience=audience),
         daily=store.usage.daily(since, audience),
@@ -133,23 +134,29 @@ def build_report(
 
 
 def _surging(
-    store: Store, since: datetime, until: datetime, rules: ReportRules, audience: Audience, shown: Callable[[str], bool]
+    store: Store,
+    window: tuple[datetime, datetime],
+    rules: ReportRules,
+    audience: Audience,
+    usage: list[ToolUsage],
+    searches: int,
 ) -> list[Surge]:
     """Tools whose share of the recent window's searches is `surge_ratio` times their share of the searches before
-    it (a tool never chosen before counts as chosen once, so a new favourite shows too)."""
+    it (a tool never chosen before counts as chosen once, so a new favourite shows too). `usage` and `searches`:
+    the report's own, over the whole window, of the tools the reader may see."""
+    since, until = window
     recent_since = max(since, until - timedelta(days=rules.surge_days))
-    searches = store.usage.totals(since, audience).retrievals
     recent_searches = store.usage.totals(recent_since, audience).retrievals
     earlier_searches = searches - recent_searches
     if recent_since <= since or earlier_searches < rules.min_baseline_searches or not recent_searches:
         return []
-    chosen = {u.tool: u.injected for u in store.usage.tool_usage(since, audience)}
+    chosen = {u.tool: u.injected for u in usage}
     surges = []
-    for usage in store.usage.tool_usage(recent_since, audience):
-        if not shown(usage.tool) or usage.injected < rules.min_surge_selections:
-            continue
-        earlier = chosen.get(usage.tool, usage.injected) - usage.injected
-        recent_share, earlier_share = usage.injected / recent_searches, earlier / earlier_searches
+    for recent in store.usage.tool_usage(recent_since, audience):
+        if recent.tool not in chosen or recent.injected < rules.min_surge_selections:
+            continue  # a tool the reader may not see is not in the report's usage
+        earlier = chosen[recent.tool] - recent.injected
+        recent_share, earlier_share = recent.injected / recent_searches, earlier / earlier_searches
         if recent_share >= rules.surge_ratio * max(earlier, 1) / earlier_searches:
-            surges.append(Surge(usage.tool, usage.injected, round(recent_share, 4), round(earlier_share, 4)))
+            surges.append(Surge(recent.tool, recent.injected, round(recent_share, 4), round(earlier_share, 4)))
     return sorted(surges, key=lambda surge: -surge.recent_share)
