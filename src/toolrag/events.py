@@ -8,10 +8,17 @@ so neither the runtime nor the log's writer has to import the other.
 from __future__ import annotations
 
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Outcome = Literal["ok", "error", "timeout", "refused", "unknown_tool", "invalid_arguments", "propagated"]
+CallOrigin = Literal["console"]
+
+# Who started the tool calls made in this context, when not an agent: the console sets it around an admin's trial
+# call, and the gateway stamps it on the call's event, so the usage log tells trials from agents' calls whichever
+# path the call takes (this process's tools, or an MCP upstream through the relay).
+CALL_ORIGIN: ContextVar[CallOrigin | None] = ContextVar("toolrag_call_origin", default=None)
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class ToolCallEvent:
     user: str | None = None
     tenant: str | None = None
     caller: str | None = None  # the principal's `Principal.caller`
+    origin: CallOrigin | None = None  # None: an agent's call; "console": an admin's trial in the console
 
 
 @dataclass(frozen=True)

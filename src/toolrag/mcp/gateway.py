@@ -31,7 +31,7 @@ from toolrag import __version__, tracing
 from toolrag.access import Caller
 from toolrag.access.guard import CALLER_KEY, server_config
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
-from toolrag.events import Event, EventSink, FanoutSink, SecurityEvent
+from toolrag.events import Event, EventSink, FanoutSink, Outcome, SecurityEvent
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
@@ -265,19 +265,24 @@ class McpGateway:
     async def call_tool(
         self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
     ) -> types.CallToolResult:
+        return (await self.call_with_outcome(name, arguments, principal, session))[0]
+
+    async def call_with_outcome(
+        self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
+    ) -> tuple[types.CallToolResult, Outcome]:
+        """`call_tool`'s answer and the gateway's outcome (the API's /execute and the console report it)."""
         gateway = self._gateway_for(principal)
         call = ToolCall(id=uuid.uuid4().hex, name=name, arguments=json.dumps(arguments))
         offered = self.conversations.offered(principal.caller, session) if session is not None else set()
         result = await gateway.call(call, offered, session)
         if result.outcome == "ok" and isinstance(result.value, types.CallToolResult):
-            return result.value
+            return result.value, result.outcome
         text = result.message.content
         waiting = self.not_ready_for(principal) if result.outcome == "unknown_tool" else []
         if waiting:
             text += f" ({_waiting_text(waiting)}: its tools may appear shortly)"
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], is_error=result.message.is_error
-        )
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+        return types.CallToolResult(content=content, is_error=result.message.is_error), result.outcome
 
     def _gateway_for(self, principal: Principal) -> ToolGateway:
         key = (self.registry.generation, principal.visibility_key, principal.user, principal.caller)

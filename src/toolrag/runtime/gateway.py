@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from pydantic import BaseModel
 
 from toolrag.catalog.decorator import ToolContext, context_parameter
-from toolrag.events import EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
+from toolrag.events import CALL_ORIGIN, EventSink, NullSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.inject.formats import provider_name
 from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
@@ -288,6 +288,7 @@ class ToolGateway:
                 user=self.principal.user,
                 tenant=self.principal.tenant,
                 caller=self.principal.caller,
+                origin=CALL_ORIGIN.get(),
             )
         )
 

@@ -37,7 +37,7 @@ from toolrag.server.console import ConsoleSessions, ConsoleState, Upstreams, con
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.models import Executor
 from toolrag.server.routes import ROUTERS
-from toolrag.server.routes.deps import Served
+from toolrag.server.served import Served
 
 _ERRORS: list[tuple[type[Exception], int]] = [
     (ToolNotFoundError, 404),

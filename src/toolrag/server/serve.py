@@ -37,9 +37,9 @@ def build_api(config: ApiConfig) -> FastAPI:
     gateway = McpGateway(settings, registry)
 
     async def execute(name: str, arguments: dict[str, Any], principal: Principal, session: str) -> ExecuteOut:
-        result = await gateway.call_tool(name, arguments, principal, session)
+        result, outcome = await gateway.call_with_outcome(name, arguments, principal, session)
         text = "\n".join(part.text for part in result.content if isinstance(part, types.TextContent))
-        return ExecuteOut(outcome="error" if result.is_error else "ok", is_error=result.is_error, content=text)
+        return ExecuteOut(outcome=outcome, is_error=result.is_error, content=text)
 
     @asynccontextmanager
     async def upstreams(app: FastAPI) -> AsyncIterator[None]:

@@ -110,6 +110,17 @@ class CallRecord:
     tenant: str | None = None
     at: datetime = field(default_factory=utc_now)
     caller: str | None = None  # `Principal.caller`
+    origin: str | None = None  # None: an agent's call; "console": an admin's trial (events.CALL_ORIGIN)
+
+
+@dataclass(frozen=True)
+class TimedCall:
+    """One call of a tool as its latency figures read it."""
+
+    at: datetime
+    outcome: str
+    latency_ms: float
+    origin: str | None
 
 
 @dataclass(frozen=True)
@@ -224,8 +235,8 @@ class UsageTables:
             for call in calls:
                 db.execute(
                     self._sql(
-                        "INSERT INTO calls(at, session, principal, tenant, tool, outcome, latency_ms, injected, caller)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        "INSERT INTO calls(at, session, principal, tenant, tool, outcome, latency_ms, injected, caller,"
+                        " origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     ),
                     (
                         self._timestamp(call.at),
@@ -237,6 +248,7 @@ class UsageTables:
                         call.latency_ms,
                         call.injected,
                         call.caller,
+                        call.origin,
                     ),
                 )
 
@@ -252,7 +264,11 @@ class UsageTables:
         )
         mine, tenant = audience.condition()
         called = self._query(
-            self._sql(f"SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ?{mine} GROUP BY tool"), (start, *tenant)
+            # An admin's trials in the console are not agents' calls: they would lift a never-offered tool's call rate.
+            self._sql(
+                f"SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ? AND origin IS NULL{mine} GROUP BY tool"
+            ),
+            (start, *tenant),
         )
         calls = {row[0]: (int(row[1]), self._parse_time(row[2])) for row in called}
         usage = []
@@ -333,7 +349,8 @@ class UsageTables:
                     self._sql(
                         "SELECT c.at, (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
                         f"{request_is_mine} ORDER BY r.at DESC LIMIT 1), c.session, c.tool FROM calls c"
-                        f" WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok'{call_is_mine}{only}"
+                        " WHERE c.at >= ? AND NOT c.injected AND c.outcome = 'ok' AND c.origin IS NULL"
+                        f"{call_is_mine}{only}"
                         " ORDER BY c.at DESC LIMIT ?"
                     ),
                     (*request_tenant, start, *call_tenant, *names, limit),
@@ -435,14 +452,32 @@ class UsageTables:
         for only, names in _tool_clauses(tools, "tool"):
             rows += self._query(
                 self._sql(
-                    "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at FROM calls"
+                    "SELECT tool, outcome, latency_ms, injected, session, principal, tenant, at, origin FROM calls"
                     f" WHERE at >= ?{mine}{clauses}{only} ORDER BY at DESC LIMIT ?"
                 ),
                 (self._timestamp(since), *tenant, *(value for _, value in chosen), *wanted, *names, limit),
             )
         return [
-            CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at))
-            for t, o, ms, inj, s, p, tn, at in _newest(rows, 7, limit)
+            CallRecord(str(t), str(o), float(ms), bool(inj), s, p, tn, self._parse_time(at), origin=_text(origin))
+            for t, o, ms, inj, s, p, tn, at, origin in _newest(rows, 7, limit)
+        ]
+
+    def timed_calls(
+        self, tool: str, since: datetime, audience: Audience = EVERYONE, limit: int = 50_000
+    ) -> list[TimedCall]:
+        """The latest `limit` calls of one tool since `since` that `audience` may read, oldest first: what its
+        latency and error figures are computed from (percentiles in Python: the two databases share no function)."""
+        mine, tenant = audience.condition()
+        rows = self._query(
+            self._sql(
+                f"SELECT at, outcome, latency_ms, origin FROM calls WHERE tool = ? AND at >= ?{mine}"
+                " ORDER BY at DESC LIMIT ?"
+            ),
+            (tool, self._timestamp(since), *tenant, limit),
+        )
+        return [
+            TimedCall(self._parse_time(at), str(outcome), float(ms), _text(origin))
+            for at, outcome, ms, origin in reversed(rows)
         ]
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:

@@ -66,12 +66,14 @@ class UsageRecorder:
         user: str | None = None,
         tenant: str | None = None,
         caller: str | None = None,
+        origin: str | None = None,
     ) -> None:
         """`caller`: the caller's `Principal.caller` (by default that of a principal of `user` and `tenant` made in
-        Python code)."""
+        Python code); `origin`: who started the call when not an agent ("console": an admin's trial)."""
         label = principal_label(user, tenant)
         who = caller if caller is not None else caller_key(None, user, tenant)
-        self._queue.put(CallRecord(tool, outcome, latency_ms, injected, session, label, tenant, caller=who))
+        record = CallRecord(tool, outcome, latency_ms, injected, session, label, tenant, caller=who, origin=origin)
+        self._queue.put(record)
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ToolCallEvent):
@@ -84,6 +86,7 @@ class UsageRecorder:
                 event.user,
                 event.tenant,
                 event.caller,
+                event.origin,
             )
 
     def _kept_text(self, request: str) -> str | None:

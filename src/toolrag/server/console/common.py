@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from toolrag.access import Caller
 from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
 from toolrag.errors import ToolNotFoundError
-from toolrag.model import Tool
+from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.server.console.session import ConsoleSessions
 
@@ -82,6 +82,15 @@ def signed_in(request: Request) -> Caller:
     if not isinstance(who, Caller):  # the guard redirects to the sign-in page before a route runs
         raise HTTPException(401, "sign in first")
     return who
+
+
+def chosen_principal(who: Caller, user: str, tenant: str, scopes: str) -> Principal:
+    """The principal a page acts as (the playground's search, a tool's trial): admins may name any (user, tenant,
+    comma-separated scopes), everyone else, and an admin who names none, acts as their own token's."""
+    if not (who.may_explain_for() and (user or tenant or scopes)):
+        return who.principal
+    held = frozenset(s.strip() for s in scopes.split(",") if s.strip())
+    return Principal(user=user or None, tenant=tenant or None, scopes=held)
 
 
 Console = Annotated[ConsoleState, Depends(console_state)]

@@ -16,10 +16,11 @@ from toolrag.access import Caller
 from toolrag.errors import ToolNotFoundError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import pending_review
-from toolrag.model import Principal, Tool, utc_now
+from toolrag.model import Tool, utc_now
 from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
-from toolrag.server.console.common import Console, Who
+from toolrag.server.console.common import Console, Who, chosen_principal
+from toolrag.server.console.tool_calls import tool_calls
 
 STATUSES = ("active", "deactivated", "quarantined", "pinned")
 
@@ -48,10 +49,7 @@ def playground(
     scopes: Annotated[str, Query(max_length=2000)] = "",
 ) -> HTMLResponse:
     """Admins may search as any principal; everyone else searches as their own token's."""
-    principal = who.principal
-    if who.may_explain_for() and (user or tenant or scopes):
-        held = frozenset(s.strip() for s in scopes.split(",") if s.strip())
-        principal = Principal(user=user or None, tenant=tenant or None, scopes=held)
+    principal = chosen_principal(who, user, tenant, scopes)
     explanation = None
     if q.strip():
         explanation = console.registry.explain(q, principal, k, reveal_hidden=who.may_explain_for())
@@ -112,6 +110,7 @@ def tool_page(
         candidates=candidates[:20],
         fixing=q,
         fixing_tenant=tenant,
+        calls=tool_calls(registry, who, name),
     )
 
 
