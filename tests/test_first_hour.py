@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -90,6 +92,26 @@ def test_estimated_token_counts_stay_near_the_exact_ones(monkeypatch: pytest.Mon
     monkeypatch.setattr(tokens, "_encoding", lambda: None)  # as installed without the `tokens` extra
     assert not tokens.exact()
     assert abs(tokens.tools_tokens(rendered) / exact - 1) < 0.1
+
+
+def test_exact_counts_load_one_encoding_and_match_bpe_openais_own() -> None:
+    """Counting never imports the `bpe_openai` package, which parses three encodings' tables (about 0.8 s of CPU):
+    a fresh interpreter counts, and the counts are the package's own."""
+    from toolrag.inject import render
+
+    texts = [json.dumps(item) for item in render(SAMPLE_TOOLS, "openai")]
+    code = (
+        "import json, sys\nfrom toolrag.inject import tokens\n"
+        f"counts = [tokens.count_tokens(text) for text in {texts!r}]\n"
+        "print(json.dumps([counts, 'bpe_openai' in sys.modules]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    counts, imported = json.loads(done.stdout)
+    assert not imported
+    import bpe_openai
+
+    assert counts == [len(bpe_openai.get_encoding("o200k_base").encode(text)) for text in texts]
+    assert tokens.count_tokens("a tool that says <|endoftext|>") > 5  # counted as text, never refused
 
 
 def test_models_load_from_the_cache_with_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
