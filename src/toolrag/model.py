@@ -131,6 +131,23 @@ class Requirement(BaseModel):
         return {"tool": value} if isinstance(value, str) else value
 
 
+RelationSource = Literal["declared", "inferred", "usage", "confirmed"]
+
+
+class ToolRelation(BaseModel):
+    """One relation of a tool to `other`, as explain, the CLI and the console show it: its kind (`requires`: called
+    before it or to fill `parameter`; `related`: called next with it), where it comes from and how strong it is."""
+
+    other: str
+    kind: Literal["requires", "related"]
+    source: RelationSource
+    strength: float = Field(ge=0.0, le=1.0, description="1 for declared and confirmed ones; else confidence or share")
+    parameter: str | None = None
+    learner: str | None = Field(default=None, description="the tenant whose sessions taught a `usage` relation")
+    detail: str | None = Field(default=None, description="why: the field it returns, the sessions, who decided")
+    rejected: bool = Field(default=False, description="an admin rejected it: never inferred nor learned again")
+
+
 class Tool(BaseModel):
     """One tool of the registry: what it does, who may use it, and the full schema injected when selected."""
 
@@ -451,6 +468,14 @@ class SignalScores(BaseModel):
         default=None, description="the tool of the set that requires this one: it was added for that tool"
     )
     needed_for: str | None = Field(default=None, description="the parameter of `needed_by` that this tool fills")
+    related_to: str | None = Field(
+        default=None,
+        description="the tool of the set this one is related to (learned from usage, or confirmed by an admin):"
+        " the request's ranking supported it, and it was added after that tool",
+    )
+    related_why: str | None = Field(
+        default=None, description="where the relation comes from, and how strong it is (`related: 14 of 20 ...`)"
+    )
     calibrated: bool = Field(
         default=True,
         description="False when the request's language is none of those the score was calibrated on (English,"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolrag import tracing
 from toolrag.catalog.edits import ToolWriter, as_tool
+from toolrag.catalog.relations import RelationDesk
 from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.errors import StoreLocationError
 from toolrag.inject import budget as token_budget
@@ -29,6 +30,7 @@ from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import partition
 from toolrag.search.groups import checked_descriptions
 from toolrag.search.index import SearchIndex
+from toolrag.search.learned import RelationBook
 from toolrag.search.pipeline import Retriever
 from toolrag.search.request import searched_text
 from toolrag.snapshot import Snapshots
@@ -82,7 +84,16 @@ class ToolRegistry:
         self.config = config or SearchConfig()
         fixed = stored_fixed_vectors(self.store)
         self.retriever = Retriever(
-            self._snapshot, self.embedder, self.config, rewriter, fixed_vectors=fixed, catalog_fits=self.catalog_fits
+            self._snapshot,
+            self.embedder,
+            self.config,
+            rewriter,
+            fixed_vectors=fixed,
+            catalog_fits=self.catalog_fits,
+            stored_relations=lambda: RelationBook.of(self.store.relations.learned(), self.store.relations.verdicts()),
+        )
+        self.relations = RelationDesk(
+            self.store, self.get, self.tools, lambda: self.retriever.inferred(self.retriever.snapshot())
         )
         self._functions: dict[str, Callable[..., Any]] = {}
         self._snapshots = Snapshots.of(self._embeddings, self.config)

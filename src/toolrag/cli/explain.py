@@ -58,7 +58,7 @@ def explain_command(
     out.print(f"decision: {escape(explanation.decision)}", highlight=False)
     for number, step in enumerate(explanation.steps, 1):
         out.print(f"step {number}: {escape(step)}", highlight=False)
-    for name, reason in explanation.needed.items():
+    for name, reason in (explanation.needed | explanation.related).items():
         out.print(f"{escape(name)}: {escape(reason)}", highlight=False)
     if not explanation.calibrated:
         out.print("[dim]probabilities: the request's language is none they were calibrated on: a rough guide[/]")

@@ -101,6 +101,11 @@ class SearchConfig(BaseModel):
         description="a returned tool also brings the tools inferred to produce its required parameters (from their"
         " output schemas and descriptions, search/inferred.py), within max_set_tools; declared requirements win",
     )
+    related_tools: bool = Field(
+        default=False,  # not measured: no benchmark here has session logs (docs/architecture.md "Whole sets")
+        description="a returned tool also brings the tools related to it (learned from the usage of the"
+        " principal's tenant, or confirmed by an admin) that the request's ranking supports, within max_set_tools",
+    )
     step_min_confidence: float = Field(
         default=0.2,  # chosen on seal-tools' tuning half: most whole sets for at most 1.5x the tools needed
         ge=0.0,

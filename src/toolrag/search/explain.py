@@ -79,6 +79,10 @@ class Explanation(BaseModel):
     needed: dict[str, str] = Field(
         default_factory=dict, description="delivered tools that another delivered tool requires, and why"
     )
+    related: dict[str, str] = Field(
+        default_factory=dict,
+        description="delivered tools related to another delivered tool (learned from usage, or confirmed), and why",
+    )
     ranking: list[RankedTool]
     hidden: list[HiddenTool] = Field(default_factory=list)
     injected_tokens: int = 0
@@ -138,6 +142,7 @@ def explain(
         delivered=[result.name for result in delivered],
         steps=steps,
         needed={result.name: why for result in delivered if (why := result.needed_as())},
+        related={result.name: why for result in delivered if (why := result.signals.related_why)},
         ranking=ranking,
         hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],
     )

@@ -21,7 +21,7 @@ from toolrag import tracing
 from toolrag.embed.base import Embedder
 from toolrag.embed.language import looks_english
 from toolrag.limits import MAX_K
-from toolrag.model import Principal, Requirement, SearchResult, SignalScores, Strategy
+from toolrag.model import Principal, Requirement, SearchResult, SignalScores, Strategy, Tool
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReference, embed_fixed, small_talk_reference
 from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
@@ -36,6 +36,7 @@ from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
 from toolrag.search.inferred import InferredRelations, infer
 from toolrag.search.intents import split_intents
+from toolrag.search.learned import RelationBook, learner_key
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 from toolrag.search.relations import Prerequisite, Requires, requirements, with_prerequisites
 from toolrag.search.request import searched_text
@@ -55,6 +56,7 @@ SMALL_TALK_REFERENCE: Slot[SmallTalkReference | None] = Slot("small-talk referen
 SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
 VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
 INFERRED: Slot[InferredRelations] = Slot("inferred requirements")
+RELATIONS: Slot[RelationBook] = Slot("stored relations: learned from usage, and admins' verdicts")
 
 
 def normalize_query(query: str) -> str:
@@ -105,6 +107,16 @@ def _lead(dense: FloatArray, candidates: IntArray) -> tuple[int, float]:
     if scores[second] > scores[first]:
         first, second = second, first
     return int(candidates[first]), float(scores[first] - scores[second])
+
+
+def _with_confirmed(tool: Tool, book: RelationBook) -> Tool:
+    """`tool` with the requirements an admin confirmed for it after those it declares."""
+    confirmed = book.confirmed_requirements(tool.name)
+    if not confirmed:
+        return tool
+    declared = {r.tool.lower() for r in tool.requires}
+    extra = [Requirement(tool=v.other, parameter=v.parameter) for v in confirmed if v.other.lower() not in declared]
+    return tool.model_copy(update={"requires": [*tool.requires, *extra]})
 
 
 def _in_set(
@@ -181,10 +193,13 @@ class Retriever:
         rewriter: Rewriter | None = None,
         fixed_vectors: FixedTextVectors = embed_fixed,
         catalog_fits: Callable[[Principal, int], bool] | None = None,
+        stored_relations: Callable[[], RelationBook] | None = None,
     ) -> None:
         """`catalog_fits(principal, budget)`: whether every tool the principal may use costs fewer prompt tokens
-        than the budget, in full (for the `all` strategy)."""
+        than the budget, in full (for the `all` strategy). `stored_relations()`: the store's learned relations and
+        verdicts, read once per snapshot (a write to them moves the generation)."""
         self._snapshot = snapshot
+        self._stored_relations = stored_relations
         self._fixed_vectors = fixed_vectors
         self._catalog_fits = catalog_fits
         self.rewriter = rewriter
@@ -231,7 +246,8 @@ class Retriever:
         else:
             limit = self.config.k if k is None else k
             request = self._request(index, query, principal, max(limit, SPREAD_OVER), self.config.mode)
-            results = self._with_prerequisites(request, self._retrieve(request, limit))
+            retrieved, found = self._retrieve(request, limit)
+            results = self._with_related(request, self._with_prerequisites(request, retrieved), found)
         results.extend(self._always_included(request, {r.name for r in results}))
         results = _flagged(query, results)
         self.cache.put(key, results)
@@ -307,20 +323,21 @@ class Retriever:
         usable = _usable(index, visible)
         return RequestContext(index, text, principal, visible, usable, looks_english(text), mode, limit)
 
-    def _retrieve(self, request: RequestContext, k: int) -> list[SearchResult]:
+    def _retrieve(self, request: RequestContext, k: int) -> tuple[list[SearchResult], Candidates | None]:
+        """The retrieved tools, and the ranking they were chosen from (None: a second chance found them)."""
         index, parts = request.index, self._intents(request.text)
         found, steps = self._candidates_and_steps(request, parts)
         delivered = self._chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
             whole = choose(found.items, self.probabilities(found), True, self.config, 1)
             chosen = tools_of_steps(whole, [chosen for _, chosen in delivered], self.config.max_set_tools)
-            return [self._result(index, c, found.evidence) for c in chosen]
+            return [self._result(index, c, found.evidence) for c in chosen], found
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
         if chosen:
-            return [self._result(index, c, found.evidence) for c in chosen]
-        return self._reformulate(request, bound)
+            return [self._result(index, c, found.evidence) for c in chosen], found
+        return self._reformulate(request, bound), None
 
     def _chosen_per_step(
         self, request: RequestContext, steps: list[Step], whole: Candidates, k: int
@@ -360,22 +377,68 @@ class Retriever:
         ]
 
     def _requires(self, index: SearchIndex, usable: BoolArray | None) -> Requires:
-        """What a tool requires, each with the position of the tool it names: what it declares, then
-        (`SearchConfig.infer_requirements`) per parameter it declares nothing for, the best inferred producer the
-        principal may use (search/inferred.py)."""
-        if not self.config.infer_requirements:
+        """What a tool requires, each with the position of the tool it names: what it declares and what an admin
+        confirmed (as strong as declared), then (`SearchConfig.infer_requirements`) per parameter it declares
+        nothing for, the best inferred producer the principal may use that no admin rejected (search/inferred.py)."""
+        book = self.relations(index)
+        confirmed = any(v.verdict == "confirmed" and v.kind == "requires" for v in book.verdicts.values())
+        if not self.config.infer_requirements and not confirmed:
             return lambda position: requirements(index, position)
-        relations = self.inferred(index)
+        relations = self.inferred(index) if self.config.infer_requirements else None
 
         def may_use(name: str) -> bool:
             position = index.position_named(name)
             return position is not None and (usable is None or bool(usable[position]))
 
         def resolved(position: int) -> tuple[tuple[int | None, Requirement], ...]:
-            found = relations.requirements(index.tools[position], may_use)
+            tool = _with_confirmed(index.tools[position], book)
+            if relations is None:
+                found = tool.requires
+            else:
+                found = relations.requirements(
+                    tool, lambda name: may_use(name) and book.verdict(tool.name, name, "requires") != "rejected"
+                )
             return tuple((index.position_named(r.tool), r) for r in found)
 
         return resolved
+
+    def relations(self, index: SearchIndex) -> RelationBook:
+        """The store's learned relations and admins' verdicts, read once per snapshot."""
+        if self._stored_relations is None:
+            return RelationBook()
+        return index.derived.get(RELATIONS, None, self._stored_relations)
+
+    def _with_related(
+        self, request: RequestContext, results: list[SearchResult], found: Candidates | None
+    ) -> list[SearchResult]:
+        """The results with, after each, the tools related to it (`SearchConfig.related_tools`: learned from the
+        usage of the principal's tenant, or confirmed by an admin) that the request's own ranking supports (among
+        its candidates, at `min_confidence` or more) and the principal may use, within `max_set_tools`."""
+        if not self.config.related_tools or found is None or not found.needs_tool:
+            return results
+        room = self.config.max_set_tools - len(results)
+        book = self.relations(request.index)
+        learner = learner_key(request.principal.tenant, request.principal.caller)
+        if room <= 0 or not (book.learned or book.verdicts):
+            return results
+        index, floor = request.index, self.config.min_confidence
+        ranked = {c.item.position: c for c in self._scored(found) if c.probability >= floor}
+        taken = {result.name.lower() for result in results}
+        with_related: list[SearchResult] = []
+        for result in results:
+            with_related.append(result)
+            for related in book.related(result.name, learner):
+                position = index.position_named(related.tool)
+                if room <= 0 or position is None or position not in ranked or related.tool.lower() in taken:
+                    continue
+                if request.usable is not None and not request.usable[position]:
+                    continue
+                added = self._result(index, ranked[position], found.evidence)
+                signals = added.signals.model_copy(update={"related_to": result.name, "related_why": related.why})
+                with_related.append(added.model_copy(update={"signals": signals}))
+                taken.add(related.tool.lower())
+                room -= 1
+        return with_related
 
     def inferred(self, index: SearchIndex) -> InferredRelations:
         """The snapshot's inferred requirements, kept in its derived state and updated from the previous

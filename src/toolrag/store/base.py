@@ -17,6 +17,7 @@ from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
+    from toolrag.store.relations import RelationTables
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
 Vector = npt.NDArray[np.float32]
@@ -196,6 +197,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     groups: GroupTables  # what each group of tools is for
     versions: VersionTables  # every version of every tool
     backup: BackupTables  # the whole registry, dumped and restored
+    relations: RelationTables  # relations learned from usage, and admins' verdicts on inferred and learned ones
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ class PostgresStore(PreviousNames):
             self._rebuild_a_missing_index(self._connection())
         database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables_over(database, vectors)
+        tables = tables_over(database, vectors)
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations = tables
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:

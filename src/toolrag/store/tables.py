@@ -26,6 +26,7 @@ from toolrag.store.base import (
     model_mismatch_message,
 )
 from toolrag.store.dialect import Dialect
+from toolrag.store.relations import RelationTables
 from toolrag.store.usage import UsageTables
 
 Rows = list[tuple[Any, ...]]
@@ -316,9 +317,9 @@ class BackupTables:
 
 def tables_over(
     database: Database, vectors: VectorAccess
-) -> tuple[UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables]:
-    """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions` and
-    `.backup`, in that order."""
+) -> tuple[UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables, RelationTables]:
+    """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
+    `.backup` and `.relations`, in that order."""
     trail = AuditTrail(database)
     return (
         UsageTables(database.query, database.transaction, database.dialect),
@@ -327,6 +328,7 @@ def tables_over(
         GroupTables(database),
         VersionTables(database),
         BackupTables(database, vectors),
+        RelationTables(database, trail),
     )
 
 

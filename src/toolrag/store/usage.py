@@ -134,6 +134,16 @@ class UsedRequest:
 
 
 @dataclass(frozen=True)
+class SessionCall:
+    """A successful call, as learning relations from usage reads it (search/learned.py)."""
+
+    session: str
+    tenant: str | None
+    caller: str | None
+    tool: str
+
+
+@dataclass(frozen=True)
 class ToolUsage:
     """One tool over a time window."""
 
@@ -386,6 +396,18 @@ class UsageTables:
         return [
             UsedRequest(_text(tenant), _text(caller), str(tool), str(request)) for tenant, caller, tool, request in rows
         ]
+
+    def session_calls(self, since: datetime, limit: int) -> list[SessionCall]:
+        """The latest `limit` successful calls made in a session since `since`, oldest first (in the order they
+        were made): the window learning relations from usage reads, bounded whatever the log holds."""
+        rows = self._query(
+            self._sql(
+                "SELECT session, tenant, caller, tool FROM calls WHERE at >= ? AND outcome = 'ok'"
+                " AND session IS NOT NULL ORDER BY at DESC, id DESC LIMIT ?"
+            ),
+            (self._timestamp(since), limit),
+        )
+        return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows[::-1]]
 
     def recent_requests(
         self, since: datetime, limit: int = 100, audience: Audience = EVERYONE, tool: str | None = None

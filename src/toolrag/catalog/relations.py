@@ -1,0 +1,180 @@
+"""A tool's relations from every source, and an admin's verdicts on the ones the registry found by itself.
+
+Sources: `declared` (the catalog's `requires`), `inferred` (from schemas, search/inferred.py), `usage` (learned from
+sessions, search/learned.py) and `confirmed` (an admin's). An inferred or learned relation can be confirmed (then it
+is as strong as a declared one, and stays whatever inference or learning find next) or rejected (then it is neither
+inferred nor learned again for the pair until the rejection is lifted); a declared one is the catalog's to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from toolrag.errors import InvalidToolError
+from toolrag.model import RelationSource, Tool, ToolRelation, utc_now
+from toolrag.search.inferred import InferredRelations
+from toolrag.search.learned import DEFAULT_THRESHOLDS, MAX_CALLS, WINDOW_DAYS, Thresholds, learn, learner_label
+from toolrag.store.base import AuditEntry, Store
+from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
+
+
+@dataclass(frozen=True)
+class LearningRun:
+    """What one run of learning from usage read and kept."""
+
+    calls: int
+    relations: list[LearnedRelation]
+    days: int
+
+
+class RelationDesk:
+    """The relations of a registry's tools: listed with their sources, learned from usage, confirmed and rejected.
+    `inferred()`: the current snapshot's inferred requirements (computed whatever `infer_requirements` says: an
+    admin judges what inference would add)."""
+
+    def __init__(
+        self,
+        store: Store,
+        get: Callable[[str], Tool],
+        tools: Callable[[], list[Tool]],
+        inferred: Callable[[], InferredRelations],
+    ) -> None:
+        self._store = store
+        self._get = get
+        self._tools = tools
+        self._inferred = inferred
+
+    def learn(
+        self,
+        days: int = WINDOW_DAYS,
+        max_calls: int = MAX_CALLS,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> LearningRun:
+        """Learn from the latest `max_calls` successful calls of the last `days` in place of what was learned
+        before, in one transaction with its audit entry."""
+        calls = self._store.usage.session_calls(utc_now() - timedelta(days=days), max_calls)
+        verdicts = self._store.relations.verdicts()
+        learned = learn(calls, self._tools(), verdicts, thresholds, progress)
+        learners = len({r.learner for r in learned})
+        detail = f"{len(learned)} relations for {learners} learners from {len(calls)} calls of the last {days} days"
+        self._store.relations.replace_learned(learned, [AuditEntry("relations_learned", detail)])
+        return LearningRun(len(calls), learned, days)
+
+    def of(
+        self, name: str, may_use: Callable[[str], bool], learners: Callable[[str], bool] = lambda _: True
+    ) -> list[ToolRelation]:
+        """Every relation of tool `name` to a tool `may_use` accepts, by source: declared, confirmed, inferred,
+        learned (of the learners `learners` accepts), then the rejected ones; hidden tools are left out, never
+        named."""
+        tool = self._get(name)
+        verdicts = {
+            (v.other.lower(), v.kind): v for v in self._store.relations.verdicts() if v.tool.lower() == name.lower()
+        }
+        found = [
+            ToolRelation(other=r.tool, kind="requires", source="declared", strength=1.0, parameter=r.parameter)
+            for r in tool.requires
+        ]
+        found += [
+            ToolRelation(
+                other=v.other,
+                kind=v.kind,
+                source="confirmed",
+                strength=1.0,
+                parameter=v.parameter,
+                detail=f"confirmed by {v.decided_by or 'an admin'}",
+            )
+            for v in verdicts.values()
+            if v.verdict == "confirmed"
+        ]
+        for edge in self._inferred().of(tool.name):
+            if (edge.producer.lower(), "requires") not in verdicts:
+                found.append(
+                    ToolRelation(
+                        other=edge.producer,
+                        kind="requires",
+                        source="inferred",
+                        strength=edge.confidence,
+                        parameter=edge.parameter,
+                        detail=f"returns `{edge.output}`",
+                    )
+                )
+        for r in self._store.relations.learned():
+            if (
+                r.tool.lower() == name.lower()
+                and learners(r.learner)
+                and (r.related.lower(), "related") not in verdicts
+            ):
+                found.append(_learned(r))
+        found += [
+            ToolRelation(
+                other=v.other,
+                kind=v.kind,
+                source=_source(v),
+                strength=0.0,
+                parameter=v.parameter,
+                detail=f"rejected by {v.decided_by or 'an admin'}",
+                rejected=True,
+            )
+            for v in verdicts.values()
+            if v.verdict == "rejected"
+        ]
+        return [relation for relation in found if may_use(relation.other)]
+
+    def decide(self, name: str, other: str, verdict: Verdict, decided_by: str | None) -> RelationVerdict:
+        """Confirm or reject `name` -> `other`: an inferred requirement if there is one, else a learned (or
+        already judged) relation; InvalidToolError if the registry has neither, or the catalog declares it."""
+        tool, needed = self._get(name), self._get(other)
+        if any(r.tool.lower() == needed.name.lower() for r in tool.requires):
+            raise InvalidToolError(
+                f"{tool.name} declares it requires {needed.name}: change the tool's `requires`, not a verdict"
+            )
+        kind, parameter = self._found(tool.name, needed.name)
+        decided = RelationVerdict(tool.name, needed.name, kind, verdict, parameter, decided_by)
+        audit = AuditEntry(
+            f"relation_{verdict}", f"{kind} {tool.name} -> {needed.name}", tool=tool.name, principal=decided_by
+        )
+        self._store.relations.decide(decided, audit)
+        return decided
+
+    def lift(self, name: str, other: str, lifted_by: str | None) -> int:
+        """Forget the verdicts on `name` -> `other`: inference and learning decide again."""
+        tool, needed = self._get(name), self._get(other)
+        audit = AuditEntry("relation_lifted", f"{tool.name} -> {needed.name}", tool=tool.name, principal=lifted_by)
+        return self._store.relations.lift(tool.name, needed.name, audit)
+
+    def _found(self, name: str, other: str) -> tuple[RelationKind, str | None]:
+        """What kind of relation `name` -> `other` the registry has found, and the parameter an inferred one fills."""
+        for edge in self._inferred().of(name):
+            if edge.producer.lower() == other.lower():
+                return "requires", edge.parameter
+        for v in self._store.relations.verdicts():
+            if v.tool.lower() == name.lower() and v.other.lower() == other.lower():
+                return v.kind, v.parameter
+        if any(
+            r.tool.lower() == name.lower() and r.related.lower() == other.lower()
+            for r in self._store.relations.learned()
+        ):
+            return "related", None
+        raise InvalidToolError(
+            f"no inferred or learned relation from {name} to {other}: declare it in the tool's `requires` instead"
+        )
+
+
+def _learned(relation: LearnedRelation) -> ToolRelation:
+    who = learner_label(relation.learner)
+    return ToolRelation(
+        other=relation.related,
+        kind="related",
+        source="usage",
+        strength=relation.strength,
+        learner=None if who == "your" else who,
+        detail=f"{relation.support} of {relation.sessions} {who} sessions that called {relation.tool} called"
+        f" {relation.related} next",
+    )
+
+
+def _source(verdict: RelationVerdict) -> RelationSource:
+    return "inferred" if verdict.kind == "requires" else "usage"

@@ -1,0 +1,138 @@
+"""Relations between tools kept beside them: those learned from the usage log (search/learned.py computes them) and
+an admin's verdicts on inferred and learned ones. Every write is one transaction with its audit entries, and moves
+the registry's generation, so the next snapshot searches with what was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from toolrag.model import utc_now
+from toolrag.store.base import AuditEntry
+
+if TYPE_CHECKING:  # tables.py builds these tables
+    from toolrag.store.tables import AuditTrail, Database
+
+RelationKind = Literal["requires", "related"]
+Verdict = Literal["confirmed", "rejected"]
+
+
+@dataclass(frozen=True)
+class LearnedRelation:
+    """`related` was called next after `tool` in `support` of the `sessions` sessions of `learner` that called
+    `tool` (`learner`: `tenant:NAME`, or `caller:ID` for a caller of no tenant); `strength` = support / sessions."""
+
+    learner: str
+    tool: str
+    related: str
+    strength: float
+    support: int
+    sessions: int
+    learned_at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class RelationVerdict:
+    """An admin's word on `tool` -> `other` of `kind`: confirmed (as strong as declared) or rejected (never inferred
+    nor learned again until lifted). `parameter`: what a confirmed requirement fills, if it was inferred for one."""
+
+    tool: str
+    other: str
+    kind: RelationKind
+    verdict: Verdict
+    parameter: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime = field(default_factory=utc_now)
+
+
+class RelationTables:
+    """The learned relations and the verdicts, over one store's database (store/tables.py `Database`)."""
+
+    def __init__(self, database: Database, trail: AuditTrail) -> None:
+        self._db = database
+        self._trail = trail
+
+    def learned(self) -> list[LearnedRelation]:
+        """Every learned relation, strongest first per tool."""
+        rows = self._db.query(
+            "SELECT learner, tool, related, strength, support, sessions, learned_at FROM learned_relations"
+            " ORDER BY learner, tool, strength DESC, related",
+            (),
+        )
+        parse = self._db.dialect.parse_time
+        return [
+            LearnedRelation(str(le), str(t), str(r), float(s), int(su), int(se), parse(at))
+            for le, t, r, s, su, se, at in rows
+        ]
+
+    def replace_learned(self, relations: Sequence[LearnedRelation], audit: Sequence[AuditEntry] = ()) -> None:
+        """What a run learned in place of what the runs before it learned (a run reads the whole window)."""
+        dialect = self._db.dialect
+        with self._db.transaction() as db:
+            db.execute("DELETE FROM learned_relations")
+            for r in relations:
+                db.execute(
+                    dialect.sql(
+                        "INSERT INTO learned_relations(learner, tool, related, strength, support, sessions,"
+                        " learned_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    ),
+                    (r.learner, r.tool, r.related, r.strength, r.support, r.sessions, dialect.timestamp(r.learned_at)),
+                )
+            self._trail.write(db, audit)
+            self._db.bump_generation(db)
+
+    def verdicts(self) -> list[RelationVerdict]:
+        rows = self._db.query(
+            "SELECT tool, other, kind, verdict, parameter, decided_by, decided_at FROM relation_verdicts"
+            " ORDER BY tool, other, kind",
+            (),
+        )
+        parse = self._db.dialect.parse_time
+        return [
+            RelationVerdict(str(t), str(o), k, v, p and str(p), by and str(by), parse(at))
+            for t, o, k, v, p, by, at in rows
+        ]
+
+    def decide(self, verdict: RelationVerdict, audit: AuditEntry) -> None:
+        """Record a verdict (in place of an earlier one on the same pair and kind); a rejection also forgets what
+        was learned for the pair."""
+        dialect = self._db.dialect
+        with self._db.transaction() as db:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO relation_verdicts(tool, other, kind, verdict, parameter, decided_by, decided_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other, kind) DO UPDATE SET"
+                    " verdict = excluded.verdict, parameter = excluded.parameter,"
+                    " decided_by = excluded.decided_by, decided_at = excluded.decided_at"
+                ),
+                (
+                    verdict.tool,
+                    verdict.other,
+                    verdict.kind,
+                    verdict.verdict,
+                    verdict.parameter,
+                    verdict.decided_by,
+                    dialect.timestamp(verdict.decided_at),
+                ),
+            )
+            if verdict.verdict == "rejected" and verdict.kind == "related":
+                db.execute(
+                    dialect.sql("DELETE FROM learned_relations WHERE tool = ? AND related = ?"),
+                    (verdict.tool, verdict.other),
+                )
+            self._trail.write(db, [audit])
+            self._db.bump_generation(db)
+
+    def lift(self, tool: str, other: str, audit: AuditEntry) -> int:
+        """Drop the verdicts on `tool` -> `other` (of either kind); how many there were."""
+        with self._db.transaction() as db:
+            dropped = db.execute(
+                self._db.dialect.sql("DELETE FROM relation_verdicts WHERE tool = ? AND other = ?"), (tool, other)
+            ).rowcount
+            if dropped:
+                self._trail.write(db, [audit])
+                self._db.bump_generation(db)
+        return int(dropped)
