@@ -20,9 +20,12 @@ from toolrag.cli.doctor import extra_checks
 from toolrag.errors import ConfigError
 from toolrag.mcp.config import load_config
 from toolrag.server.config import load_api_config
+from toolrag.store.base import migrations
 
 from .conftest import in_schema
 from .mcp_support import ROOT, TOOLRAG, python_server, write_config
+
+LATEST = migrations("sqlite")[-1][0]  # the schema version a new registry gets
 
 runner = CliRunner()
 EXAMPLES = ROOT / "examples"
@@ -92,7 +95,9 @@ def test_doctor_reports_a_registry_without_migrating_it(registry: Path) -> None:
     code, checks = doctor("--store", str(registry))
     assert code == 0
     found = registry_check(checks)
-    assert found["status"] == "ok" and found["detail"].startswith("2 tools (2 active), schema version 11 of 11")
+    assert found["status"] == "ok" and found["detail"].startswith(
+        f"2 tools (2 active), schema version {LATEST} of {LATEST}"
+    )
     assert found["detail"].endswith("indexed with the default embedder")
     with sqlite3.connect(registry) as db:
         db.execute("PRAGMA user_version = 7")  # as an older toolrag left it
@@ -100,7 +105,7 @@ def test_doctor_reports_a_registry_without_migrating_it(registry: Path) -> None:
     assert (
         code == 0
         and registry_check(checks)["status"] == "warn"
-        and "version 7 of 11" in registry_check(checks)["detail"]
+        and f"version 7 of {LATEST}" in registry_check(checks)["detail"]
     )
     with sqlite3.connect(registry) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 7  # doctor only read it
@@ -133,7 +138,7 @@ def test_doctor_on_postgres_creates_no_schema(here: Path, postgres_url: str) -> 
     assert imported.exit_code == 0, imported.output
     code, checks = doctor("--store", in_schema(postgres_url, schema))
     assert code == 0 and registry_check(checks)["status"] == "ok"
-    assert registry_check(checks)["detail"].startswith("2 tools (2 active), schema version 11 of 11")
+    assert registry_check(checks)["detail"].startswith(f"2 tools (2 active), schema version {LATEST} of {LATEST}")
 
 
 def test_doctor_connects_to_the_upstreams_of_the_gateway_configuration_here(here: Path) -> None:
