@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from toolrag.access import Caller, Role
+from toolrag.access import AccessPolicy, Caller, Role
 from toolrag.access.guard import CALLER_KEY
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.monitor.schedule import ScheduleHealth
@@ -25,12 +25,14 @@ from toolrag.server.models import Executor
 
 @dataclass(frozen=True)
 class Served:
-    """The registry the API serves and what its routes need besides. `execute`: where tools run (None: in this
-    process); `startup`: what the check before serving found; `schedule`: how the scheduled jobs' ticks go."""
+    """The registry the API serves and what its routes need besides. `policy`: whom its tokens stand for;
+    `execute`: where tools run (None: in this process); `startup`: what the check before serving found; `schedule`:
+    how the scheduled jobs' ticks go."""
 
     registry: ToolRegistry
     metrics: ApiMetrics
     limiter: RateLimiter
+    policy: AccessPolicy
     execute: Executor | None = None
     startup: StartupCheck | None = None
     schedule: Callable[[], ScheduleHealth] | None = None
