@@ -21,7 +21,7 @@ from mcp.client.client import Client
 from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
-from toolrag.access import Caller, Grant
+from toolrag.access import Caller, Grant, NotGranted
 from toolrag.access.rate_limit import Rate, RateLimiter, RateLimits
 from toolrag.cli.app import app
 from toolrag.errors import StoreError
@@ -402,7 +402,8 @@ def test_the_documented_production_configuration_loads(tmp_path: Path, monkeypat
     support = rules.for_claims({"sub": "kim", "scope": "mcp toolrag:agent", "tenant": "acme"})
     assert support is not None and support.role == "agent" and support.principal.may_name("kb.search")
     assert not support.principal.may_name("billing.refund")
-    assert rules.for_claims({"sub": "kim", "scope": "mcp", "tenant": "acme"}) is None
+    with pytest.raises(NotGranted, match="no access rule"):
+        rules.for_claims({"sub": "kim", "scope": "mcp", "tenant": "acme"})
 
 
 def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> None:

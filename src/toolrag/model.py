@@ -426,6 +426,20 @@ class Principal(BaseModel):
         """Whether this definition (any version, active or not) is one the principal's rules let it see."""
         return self.may_name(tool.name) and self.meets(tool.scopes, tool.tenants)
 
+    def hidden_by(self, tool: Tool) -> str | None:
+        """The rule that keeps the principal from using the tool (the first that does), None when it may use it."""
+        denied = next((pattern for pattern in sorted(self.deny_tools) if fnmatchcase(tool.name, pattern)), None)
+        if denied is not None:
+            return f"denied by deny_tools {denied}"
+        if not self.may_name(tool.name):
+            return "its name is not among the tools the principal's rules allow"
+        if tool.tenants and self.tenant not in tool.tenants:
+            return f"tenants {', '.join(tool.tenants)} only"
+        missing = [scope for scope in tool.scopes if not self.holds(scope)]
+        if missing:
+            return f"needs scope {', '.join(missing)}"
+        return None if tool.active else "inactive"
+
     def meets(self, scopes: Iterable[str], tenants: Collection[str]) -> bool:
         """Whether this principal holds every scope and belongs to one of the tenants (when any are named)."""
         if tenants and self.tenant not in tenants:

@@ -7,7 +7,8 @@
 - Access tokens are JWTs checked with PyJWT against the issuer's JWKS (or a configured public key): signature,
   issuer, audience (this server's resource URL), expiry. What a valid token may do is the access policy's
   (access/policy.py): the first rule its claims match gives its role and principal (user from `sub`, tenant and
-  scopes from the token); a token no rule matches is refused with 403.
+  scopes from the token); else the configured groups its `groups_claim` names (access/groups.py); a token granted
+  neither way is refused with 403.
 
 Static bearer tokens keep working beside it. JWKS keys are cached and fetched without blocking anyone: one fetch at
 a time, with a short timeout, awaited only by requests whose key is not known yet; an unknown key id starts a new
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
@@ -32,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from toolrag.access import AccessPolicy, Caller, Grant, Role
+from toolrag.access import AccessPolicy, Caller, ClaimNames, Grant, GroupGrant, NotGranted, Role
 from toolrag.access.guard import Authenticated, Authenticator, Refused, Scope
 
 REFETCH_SECONDS = 60.0
@@ -53,6 +55,11 @@ class OAuthConfig(BaseModel):
     user_claim: str = "sub"
     tenant_claim: str | None = "tenant"
     scopes_claim: str = Field(default="scope", description="space-separated scopes, or a list (e.g. `scp`)")
+    groups_claim: str | None = Field(
+        default=None,
+        description="the claim listing the token's groups (a list, or one name): a token no rule matches gets what"
+        " the [groups.NAME] it names grant (access/groups.py); unset, no token gets a group's rights",
+    )
     leeway_seconds: int = Field(default=30, ge=0, le=300, description="clock skew allowed on exp and nbf")
     jwks_max_bytes: int = Field(default=262_144, ge=1024, description="a larger JWKS answer is refused")
     jwks_max_keys: int = Field(default=64, ge=1, description="a JWKS with more keys is refused")
@@ -107,12 +114,23 @@ class OAuthConfig(BaseModel):
 
 
 def access_policy(
-    grants: dict[str, Grant], default_role: Role, local: str | None, oauth: OAuthConfig | None
+    grants: Mapping[str, Grant],
+    default_role: Role,
+    local: str | None,
+    oauth: OAuthConfig | None,
+    groups: Mapping[str, GroupGrant],
 ) -> AccessPolicy:
-    """The policy of a server's rules, reading OAuth claims as its `[oauth]` section says."""
+    """The policy of a server's rules and groups, reading OAuth claims as its `[oauth]` section says."""
     if oauth is None:
         return AccessPolicy(grants, default_role, local)
-    return AccessPolicy(grants, default_role, local, oauth.scopes_claim, oauth.user_claim, oauth.tenant_claim)
+    names = ClaimNames(oauth.scopes_claim, oauth.user_claim, oauth.tenant_claim, oauth.groups_claim)
+    return AccessPolicy(grants, default_role, local, names, groups)
+
+
+def check_groups(groups: Mapping[str, GroupGrant], oauth: OAuthConfig | None) -> None:
+    """Groups are reached through the token's groups claim: without one they could never apply."""
+    if groups and (oauth is None or oauth.groups_claim is None):
+        raise ValueError(f"[groups.{next(iter(groups))}] needs [oauth] with groups_claim (the claim naming groups)")
 
 
 class JwtVerifier:
@@ -250,18 +268,17 @@ def _checked_pem(pem: str) -> str:
 
 def caller_authenticator(policy: AccessPolicy, verifier: JwtVerifier | None) -> Authenticator:
     """How the API and the HTTP gateway authenticate: a static token of the policy, else (with `[oauth]`) an access
-    token of the issuer, which must then match one of the policy's rules (403 when none does: deny by default)."""
+        token of the issuer, which must then match one of the policy's rules or name one of its groups (403 when it does
+    neither: deny by default)."""
 
     async def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
         caller = policy.for_token(token)
         if caller is None and verifier is not None:
             claims = await verifier.verify(token)  # or Refused, which the guard answers
-            caller = policy.for_claims(claims)
-            if caller is None:
-                subject = str(claims.get(policy.user_claim))[:80]
-                raise verifier.refused(
-                    403, "insufficient_scope", f"no access rule of this server matches the token of {subject!r}"
-                )
+            try:
+                caller = policy.for_claims(claims)
+            except NotGranted as refusal:
+                raise verifier.refused(403, "insufficient_scope", str(refusal)) from None
         return None if caller is None else Authenticated(caller, caller.key)
 
     return authenticate

@@ -5,8 +5,12 @@ of the MCP gateway, or as Python code that names a rule. Each way resolves throu
 `[tokens.NAME]` of the API and the `[principals.NAME]` of the gateway) to one `Caller`: a name, a role and the
 `Principal` that search, listing, deferred loading, the adapters, the API and the gateway all filter by.
 
+An OAuth token no rule matches may still be granted by the groups its groups claim names (`[groups.NAME]`, how they
+combine: access/groups.py).
+
 Deny by default: a caller no rule matches gets nothing. An unknown static token is refused; an OAuth token whose
-claims match no rule is refused (it is valid, but nothing was granted to it); a stdio client of a gateway without
+claims match no rule and that names no configured group is refused (it is valid, but nothing was granted to it,
+`NotGranted`); a stdio client of a gateway without
 `local_principal` sees and calls no tool. A rule without `servers` and `tools` allows every tool name; with either,
 only the names they match; `deny_tools` always wins. Scopes and tenants of tools apply on top (`Principal`).
 
@@ -29,25 +33,23 @@ import hmac
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from toolrag.access.groups import GroupGrant, combined
+from toolrag.access.rights import ROLE_RANK, NotGranted, Rights, Role
 from toolrag.model import Principal, Tool
 from toolrag.store.usage import EVERYONE, Audience
 
-Role = Literal["admin", "agent", "reader"]
-ROLE_RANK: dict[Role, int] = {"reader": 0, "agent": 1, "admin": 2}
 MIN_TOKEN_CHARS = 16
 ClaimValue = str | list[str]
 
 
-class Grant(BaseModel):
+class Grant(Rights):
     """One access rule: whom it matches (a static token, OAuth claims, or both: one grant, two ways in) and what it
     grants."""
-
-    model_config = ConfigDict(extra="forbid")
 
     token: str | None = Field(default=None, description="a static bearer token (prefer token_env)")
     token_env: str | None = Field(default=None, description="the environment variable holding the static token")
@@ -56,16 +58,7 @@ class Grant(BaseModel):
         description="OAuth: the rule matches an access token whose every listed claim holds one of the values (a"
         " list claim or the space-separated scope claim: contains one)",
     )
-    role: Role | None = Field(default=None, description="admin, agent or reader (default: the section's)")
     user: str | None = Field(default=None, description="the principal's user (default: the rule's name or `sub`)")
-    tenant: str | None = Field(default=None, description="the principal's tenant (default: the token's claim)")
-    scopes: list[str] = Field(
-        default_factory=list,
-        description="scopes granted, `ns:*` and `*` as wildcards (an OAuth token's own are added, held as written)",
-    )
-    servers: list[str] | None = Field(default=None, description="globs of MCP servers whose tools may be used")
-    tools: list[str] | None = Field(default=None, description="globs of tool names that may be used")
-    deny_tools: list[str] = Field(default_factory=list, description="globs of tool names never usable")
 
     @model_validator(mode="after")
     def _one_way_in(self) -> Grant:
@@ -81,10 +74,9 @@ class Grant(BaseModel):
         return self.token
 
     def allowed_names(self) -> frozenset[str] | None:
-        """Glob patterns of the tool names this rule allows; None allows every name."""
-        if self.servers is None and self.tools is None:
-            return None
-        return frozenset([f"{server}.*" for server in self.servers or []] + list(self.tools or []))
+        """Glob patterns of the tool names this rule allows; None (a rule naming neither servers nor tools) allows
+        every name."""
+        return None if self.servers is None and self.tools is None else self.named_tools()
 
     def matches(self, claims: Mapping[str, Any], scopes_claim: str) -> bool:
         """Whether an access token with these (verified) claims is one this rule is for."""
@@ -99,17 +91,8 @@ class Grant(BaseModel):
     def principal(
         self, name: str, user: str | None = None, tenant: str | None = None, scopes: Iterable[str] = ()
     ) -> Principal:
-        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token. The token's scopes
-        are the issuer's strings, not toolrag's patterns: they are held as written (an issuer's `*` or `ns:*` grants
-        no other scope); only the rule's own `scopes` are wildcards."""
-        return Principal(
-            user=self.user or user or name,
-            tenant=self.tenant or tenant,
-            scopes=frozenset(self.scopes),
-            exact_scopes=frozenset(scopes) - frozenset(self.scopes),
-            allow_tools=self.allowed_names(),
-            deny_tools=frozenset(self.deny_tools),
-        )
+        """The principal this rule grants; `user`, `tenant` and `scopes` come from an access token."""
+        return self.principal_of(self.user or user or name, tenant, scopes, self.allowed_names())
 
 
 def _claim_values(value: Any, split: bool) -> set[str]:
@@ -162,6 +145,11 @@ class Caller:
         not even confirmed to exist."""
         return self.is_admin or self.principal.can_use(tool)
 
+    def hidden_by(self, tool: Tool) -> str | None:
+        """Why the caller does not see the tool (`Principal.hidden_by`), None when it does: for operators asking
+        what another principal may use, never for the caller itself (that would confirm the tool exists)."""
+        return None if self.sees(tool) else self.principal.hidden_by(tool)
+
     def sees_version(self, version: Tool) -> bool:
         """A tool's history is read version by version: an earlier version restricted to another tenant stays that
         tenant's, even once the tool is shared."""
@@ -199,22 +187,39 @@ class TokenTable:
         return found
 
 
-class AccessPolicy:
-    """The rules of one server (the API, the gateway) and how each way in resolves through them."""
+@dataclass(frozen=True)
+class ClaimNames:
+    """Which claims of an access token say what (the `[oauth]` section's `*_claim`); `groups` None: groups are
+    not read, so no token gets a group's rights."""
 
-    def __init__(
-        self,
-        grants: Mapping[str, Grant],
-        default_role: Role,
-        local: str | None = None,
-        scopes_claim: str = "scope",
-        user_claim: str = "sub",
-        tenant_claim: str | None = "tenant",
-    ) -> None:
-        self.grants = dict(grants)
-        self.default_role = default_role
-        self.local_rule = local
-        self.scopes_claim, self.user_claim, self.tenant_claim = scopes_claim, user_claim, tenant_claim
+    scopes: str = "scope"
+    user: str = "sub"
+    tenant: str | None = "tenant"
+    groups: str | None = None
+
+
+@dataclass(frozen=True)
+class _Token:
+    """What a verified access token says about its holder."""
+
+    user: str
+    issuer: str
+    tenant: str | None
+    scopes: frozenset[str]
+
+
+@dataclass
+class AccessPolicy:
+    """The rules of one server (the API, the gateway) and how each way in resolves through them: `grants`, the
+    named rules; `groups`, what a token's groups grant (access/groups.py); `local`, the rule of the stdio client."""
+
+    grants: Mapping[str, Grant]
+    default_role: Role
+    local_rule: str | None = None
+    claims: ClaimNames = field(default_factory=ClaimNames)
+    groups: Mapping[str, GroupGrant] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
         self._tokens = TokenTable(
             {secret: name for name, grant in self.grants.items() if (secret := grant.secret()) is not None}
         )
@@ -231,19 +236,39 @@ class AccessPolicy:
         name = self._tokens.find(secret)
         return None if name is None else self.named(name)
 
-    def for_claims(self, claims: Mapping[str, Any]) -> Caller | None:
+    def for_claims(self, claims: Mapping[str, Any]) -> Caller:
         """The caller of a verified OAuth access token: the first rule (in the file's order) its claims match, with
-        the token's subject, tenant and scopes; None when no rule matches."""
-        user = str(claims[self.user_claim])
+        the token's subject, tenant and scopes; else the groups it names. Raises NotGranted when neither grants it
+        anything."""
+        token = self._read(claims)
         for name, grant in self.grants.items():
-            if grant.matches(claims, self.scopes_claim):
-                tenant = claims.get(self.tenant_claim) if self.tenant_claim else None
-                principal = grant.principal(
-                    name, user, str(tenant) if tenant else None, _claim_values(claims.get(self.scopes_claim), True)
-                )
-                issuer = str(claims.get("iss", ""))
-                return self._caller(name, grant, principal, identity("oauth", name, issuer, user))
-        return None
+            if grant.matches(claims, self.claims.scopes):
+                principal = grant.principal(name, token.user, token.tenant, token.scopes)
+                return self._caller(name, grant, principal, identity("oauth", name, token.issuer, token.user))
+        return self._group_caller(claims, token)
+
+    def _read(self, claims: Mapping[str, Any]) -> _Token:
+        user = claims.get(self.claims.user)
+        if user is None:
+            raise NotGranted(f"the token has no {self.claims.user!r} claim")
+        tenant = claims.get(self.claims.tenant) if self.claims.tenant else None
+        scopes = _claim_values(claims.get(self.claims.scopes), split=True)
+        return _Token(str(user), str(claims.get("iss", "")), str(tenant) if tenant else None, frozenset(scopes))
+
+    def _group_caller(self, claims: Mapping[str, Any], token: _Token) -> Caller:
+        """The caller of the configured groups the token names (access/groups.py), keyed by issuer and subject."""
+        groups_claim = self.claims.groups
+        named = (
+            set()
+            if groups_claim is None
+            else _claim_values(claims.get(groups_claim), groups_claim == self.claims.scopes)
+        )
+        rights = combined(self.groups, named, self.default_role)
+        if rights is None:
+            raise NotGranted(f"no access rule of this server matches the token of {token.user[:80]!r}")
+        principal = rights.principal_of(token.user, token.tenant, token.scopes, rights.named_tools())
+        name = "groups " + "+".join(sorted(named & self.groups.keys()))
+        return self._caller(name, rights, principal, identity("oauth-groups", token.issuer, token.user))
 
     def local(self) -> Caller:
         """The stdio client: the rule named by `local_principal`, or a caller granted nothing."""
@@ -252,8 +277,8 @@ class AccessPolicy:
             return Caller("local", "reader", NO_TOOLS.model_copy(update={"identity": key}), key, granted=False)
         return self.named(self.local_rule)
 
-    def _caller(self, name: str, grant: Grant, principal: Principal, key: str) -> Caller:
-        return Caller(name, grant.role or self.default_role, principal.model_copy(update={"identity": key}), key)
+    def _caller(self, name: str, rights: Rights, principal: Principal, key: str) -> Caller:
+        return Caller(name, rights.role or self.default_role, principal.model_copy(update={"identity": key}), key)
 
 
 def check_grants(grants: Mapping[str, Grant], what: str) -> None:

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from toolrag.cli.common import LogFormatOption, err, guarded
+from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
+from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded
 
 api_app = typer.Typer(help="The HTTP API (FastAPI) and the dashboard.", no_args_is_help=True)
 ApiConfigOption = Annotated[
@@ -49,6 +50,22 @@ def serve(
     app = guarded(lambda: build_api(settings))
     err.print(f"toolrag API on http://{host}:{port} (console and dashboard: /console/, docs: /docs)", highlight=False)
     uvicorn.Server(server_config(app, host, port, settings.http)).run(sockets=[sock])
+
+
+@api_app.command()
+def access(
+    rule: RuleArgument = None,
+    claims: ClaimsOption = None,
+    tool: ToolOption = None,
+    config: ApiConfigOption = "toolrag-api.toml",
+    as_json: JsonOption = False,
+) -> None:
+    """What a rule's principal, or a token with these claims, may use through this API (as GET /access/RULE/tools
+    and POST /access/resolve answer admin tokens)."""
+    from toolrag.server.config import load_api_config
+
+    settings = guarded(lambda: load_api_config(config))
+    show_access(settings.policy(), settings.store, settings.embedder, rule, claims, tool, as_json)
 
 
 @api_app.command()

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
 from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded, out, plural, print_json
 from toolrag.errors import ToolragError
 
@@ -69,6 +70,19 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     out.print(table)
+
+
+@mcp_app.command()
+def access(
+    rule: RuleArgument = None,
+    claims: ClaimsOption = None,
+    tool: ToolOption = None,
+    config: ConfigOption = "toolrag-mcp.toml",
+    as_json: JsonOption = False,
+) -> None:
+    """What a principal, or a token with these claims, may find and call through this gateway."""
+    settings = _load(config)
+    show_access(settings.policy(), settings.store, settings.embedder, rule, claims, tool, as_json)
 
 
 @mcp_app.command()

@@ -22,6 +22,10 @@ role = "agent"                  # agent (the default): find and call; reader: fi
 [principals.team]               # with [oauth]: access tokens whose claims match
 claims = { scope = "mcp:team" }
 servers = ["docs"]
+
+[groups.docs-readers]           # with [oauth] groups_claim: a token no rule matches, of group "docs-readers"
+role = "reader"
+servers = ["docs"]
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from toolrag.access import AccessPolicy, Grant, check_grants
+from toolrag.access import AccessPolicy, Grant, GroupGrant, check_grants
 from toolrag.access.guard import HttpLimits
-from toolrag.access.oauth import OAuthConfig, access_policy
+from toolrag.access.oauth import OAuthConfig, access_policy, check_groups
 from toolrag.access.rate_limit import RateLimits
 from toolrag.config_files import beside, read_toml
 from toolrag.errors import ConfigError
@@ -166,6 +170,11 @@ class GatewayConfig(BaseModel):
     principals: dict[str, Grant] = Field(
         default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to agent"
     )
+    groups: dict[str, GroupGrant] = Field(
+        default_factory=dict,
+        description="what an access token no rule matches is granted by the groups its groups claim names"
+        " (access/groups.py); a group's role defaults to agent",
+    )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="the usage log of find_tools and calls")
 
     @field_validator("approve_new_tools", mode="before")
@@ -186,13 +195,14 @@ class GatewayConfig(BaseModel):
         for name, principal in self.principals.items():
             if principal.claims is not None and self.oauth is None:
                 raise ValueError(f"principal {name!r} matches OAuth claims, but there is no [oauth] section")
+        check_groups(self.groups, self.oauth)
         check_grants(self.principals, "principal")
         return self
 
     def policy(self) -> AccessPolicy:
         """Every rule of this configuration: static tokens, OAuth claims, and the stdio client (`local_principal`);
         a rule without a role grants agent (find and call)."""
-        return access_policy(self.principals, "agent", self.local_principal, self.oauth)
+        return access_policy(self.principals, "agent", self.local_principal, self.oauth, self.groups)
 
     def check_http_tokens(self) -> None:
         """Before serving HTTP: every principal that names a token variable must find it set (a stdio client needs

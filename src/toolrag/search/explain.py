@@ -215,15 +215,8 @@ def _hidden(retriever: Retriever, index: SearchIndex, vector: np.ndarray, princi
             continue
         tool = index.tools[position]
         hidden.append(
-            HiddenTool(name=tool.name, cosine=round(float(cosines[position]), 4), hidden_by=_rule(tool, principal))
+            HiddenTool(
+                name=tool.name, cosine=round(float(cosines[position]), 4), hidden_by=principal.hidden_by(tool) or ""
+            )
         )
     return hidden
-
-
-def _rule(tool: Tool, principal: Principal) -> str:
-    if tool.tenants and principal.tenant not in tool.tenants:
-        return f"tenants {', '.join(tool.tenants)} only"
-    missing = [scope for scope in tool.scopes if not principal.holds(scope)]
-    if missing:
-        return f"needs scope {', '.join(missing)}"
-    return "the principal's tool name rules"

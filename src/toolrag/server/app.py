@@ -73,10 +73,11 @@ def create_app(
         # toolrag's own request span (below) is the root of each request's trace: FastAPI's would be a second root.
         telemetry={"tracing": False},
     )
-    app.state.api = Served(registry, metrics, RateLimiter(config.rate_limits), execute, startup, schedule)
+    policy = config.policy()
+    app.state.api = Served(registry, metrics, RateLimiter(config.rate_limits), policy, execute, startup, schedule)
 
     verifier = JwtVerifier(config.oauth) if config.oauth else None
-    authenticate = caller_authenticator(config.policy(), verifier)
+    authenticate = caller_authenticator(policy, verifier)
 
     # Every route, the OpenAPI description included, needs a token in its Authorization header, checked before any
     # body is read; only OAuth's resource metadata and the dashboard's old address (a redirect) are public. The
@@ -84,7 +85,7 @@ def create_app(
     metadata = config.oauth.metadata_routes() if config.oauth else []
     app.router.routes.extend(metadata)
     sessions, failures = ConsoleSessions(), FailureLimiter(config.http)
-    app.state.console = ConsoleState(registry, authenticate, upstreams, sessions, failures)
+    app.state.console = ConsoleState(registry, authenticate, policy, upstreams, sessions, failures)
     app.include_router(console_router)
     app.add_middleware(
         RequestGuard,

@@ -13,6 +13,10 @@ claims = { scope = "support" }
 role = "agent"
 tools = ["tickets.*"]
 
+[groups.support]                    # with [oauth] groups_claim: a token no rule matches, of group "support"
+role = "agent"
+tools = ["tickets.*", "kb.*"]
+
 [monitor]
 requests = "redacted"
 retention_days = 30
@@ -36,9 +40,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolrag.access import AccessPolicy, Grant, check_grants
+from toolrag.access import AccessPolicy, Grant, GroupGrant, check_grants
 from toolrag.access.guard import HttpLimits
-from toolrag.access.oauth import OAuthConfig, access_policy
+from toolrag.access.oauth import OAuthConfig, access_policy, check_groups
 from toolrag.access.rate_limit import RateLimits
 from toolrag.config_files import beside, read_toml
 from toolrag.monitor.config import ScheduleConfig, StartupConfig
@@ -53,6 +57,11 @@ class ApiConfig(BaseModel):
     mcp_config: str | None = None
     tokens: dict[str, Grant] = Field(
         default_factory=dict, description="the access rules (access/policy.py); a rule's role defaults to reader"
+    )
+    groups: dict[str, GroupGrant] = Field(
+        default_factory=dict,
+        description="what an access token no rule matches is granted by the groups its groups claim names"
+        " (access/groups.py); a group's role defaults to reader",
     )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     startup: StartupConfig = Field(default_factory=StartupConfig)
@@ -73,12 +82,14 @@ class ApiConfig(BaseModel):
                 if entry.token_env:
                     raise ValueError(f"token {name!r}: the environment variable {entry.token_env} is not set")
                 raise ValueError(f"token {name!r} has neither `token`, `token_env` nor `claims`")
+        check_groups(self.groups, self.oauth)
         check_grants(self.tokens, "token")
         return self
 
     def policy(self) -> AccessPolicy:
-        """Every token and OAuth rule of this configuration; a rule without a role grants reader."""
-        return access_policy(self.tokens, "reader", None, self.oauth)
+        """Every token and OAuth rule and every group of this configuration; a rule or group without a role grants
+        reader."""
+        return access_policy(self.tokens, "reader", None, self.oauth, self.groups)
 
 
 def load_api_config(path: str | Path) -> ApiConfig:

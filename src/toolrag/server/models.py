@@ -150,6 +150,37 @@ class ToolOut(BaseModel):
 Executor = Callable[[str, dict[str, Any], Principal, str], Awaitable[ExecuteOut]]
 
 
+class ResolveIn(BaseModel):
+    """An access token's claims, to see whom the server's access policy makes of them (admin tokens only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    claims: dict[str, Any] = Field(
+        max_length=100, description="the claims as the issuer would sign them (not verified here: nothing runs)"
+    )
+    tool: str | None = Field(default=None, max_length=200, description="also say whether it sees this tool, and why")
+
+
+class ToolAccessOut(BaseModel):
+    name: str
+    visible: bool
+    hidden_by: str | None = Field(default=None, description="why the principal does not see it (None when it does)")
+
+
+class AccessOut(BaseModel):
+    """What one principal may use, resolved through the server's access policy exactly as its requests are."""
+
+    granted: bool = Field(description="false: its requests are refused (403), for the reason in `refused`")
+    refused: str | None = None
+    caller: str | None = Field(default=None, description="the rule that matched, or the groups (`groups a+b`)")
+    role: Literal["admin", "agent", "reader"] | None = None
+    user: str | None = None
+    tenant: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list, description="the active tools it sees, as GET /tools lists them")
+    tool: ToolAccessOut | None = Field(default=None, description="the tool asked about")
+
+
 class PendingOut(BaseModel):
     """A quarantined MCP tool as an admin reviews it before approving."""
 

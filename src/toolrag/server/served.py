@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import anyio
 from fastapi import Depends, HTTPException, Request
 
-from toolrag.access import Caller
+from toolrag.access import AccessPolicy, Caller
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.model import Principal
 from toolrag.monitor.schedule import ScheduleHealth
@@ -31,12 +31,14 @@ from toolrag.server.models import ExecuteOut, Executor
 
 @dataclass(frozen=True)
 class Served:
-    """The registry the API serves and what its routes need besides. `execute`: where tools run (None: in this
-    process); `startup`: what the check before serving found; `schedule`: how the scheduled jobs' ticks go."""
+    """The registry the API serves and what its routes need besides. `policy`: whom its tokens stand for;
+    `execute`: where tools run (None: in this process); `startup`: what the check before serving found; `schedule`:
+    how the scheduled jobs' ticks go."""
 
     registry: ToolRegistry
     metrics: ApiMetrics
     limiter: RateLimiter
+    policy: AccessPolicy
     execute: Executor | None = None
     startup: StartupCheck | None = None
     schedule: Callable[[], ScheduleHealth] | None = None

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from toolrag.access import Caller
+from toolrag.access import AccessPolicy, Caller
 from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
 from toolrag.errors import ToolNotFoundError
 from toolrag.model import Principal, Tool
@@ -38,11 +38,12 @@ TEMPLATES = Jinja2Templates(
 @dataclass(frozen=True)
 class ConsoleState:
     """The registry the console serves; how sign-ins are checked (`authenticate`, the guard's `failures` limits,
-    which sign-ins share); the open `sessions`; `upstreams`: the MCP upstreams' states, when the API serves the
-    gateway's tools."""
+    which sign-ins share) and whom tokens stand for (`policy`); the open `sessions`; `upstreams`: the MCP upstreams'
+    states, when the API serves the gateway's tools."""
 
     registry: ToolRegistry
     authenticate: Authenticator
+    policy: AccessPolicy
     upstreams: Upstreams | None
     sessions: ConsoleSessions
     failures: FailureLimiter

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from toolrag.server.console import edits, pages, signin, trial, usage
+from toolrag.server.console import access, edits, pages, signin, trial, usage
 from toolrag.server.console.session import LOGIN, PREFIX
 
 console_router = APIRouter(prefix=PREFIX.rstrip("/"), include_in_schema=False)
-for part in (signin.router, pages.router, edits.router, usage.router, trial.router):
+for part in (signin.router, pages.router, edits.router, usage.router, trial.router, access.router):
     console_router.include_router(part)
 
 # Served before a session exists: the sign-in page and its stylesheet.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from toolrag.server.routes import execute, health, operations, reports, search, tools
+from toolrag.server.routes import access, execute, health, operations, reports, search, tools
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
@@ -14,6 +14,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     execute.router,
     reports.router,
     operations.router,
+    access.router,
 )
 
 __all__ = ["ROUTERS"]

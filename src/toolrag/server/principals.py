@@ -1,0 +1,50 @@
+"""What a principal may use, for operators: a configured rule, or the caller a set of access-token claims resolves
+to through the server's own access policy (the same `AccessPolicy.for_claims` its requests go through), and the
+tools that caller sees (`Caller.sees`, as GET /tools lists them for it), with why one asked about is hidden. The API
+(`/access/...`), the console's access page and `toolrag api access` all answer with this."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolrag.access import AccessPolicy, Caller, NotGranted
+from toolrag.errors import ToolNotFoundError
+from toolrag.registry import ToolRegistry
+from toolrag.server.models import AccessOut, ToolAccessOut
+
+
+def rule_view(policy: AccessPolicy, rule: str, registry: ToolRegistry, tool: str | None) -> AccessOut:
+    """What the rule's principal may use; KeyError for a rule the policy does not hold."""
+    return caller_view(policy.named(rule), registry, tool)
+
+
+def claims_view(policy: AccessPolicy, claims: Mapping[str, Any], registry: ToolRegistry, tool: str | None) -> AccessOut:
+    """What a token with these claims may use, or why it is refused."""
+    try:
+        caller = policy.for_claims(claims)
+    except NotGranted as refusal:
+        return AccessOut(granted=False, refused=str(refusal))
+    return caller_view(caller, registry, tool)
+
+
+def caller_view(caller: Caller, registry: ToolRegistry, tool: str | None) -> AccessOut:
+    principal = caller.principal
+    return AccessOut(
+        granted=True,
+        caller=caller.name,
+        role=caller.role,
+        user=principal.user,
+        tenant=principal.tenant,
+        scopes=sorted(principal.scopes | principal.exact_scopes),
+        tools=sorted(t.name for t in registry.tools() if caller.sees(t)),
+        tool=None if tool is None else _asked(caller, registry, tool),
+    )
+
+
+def _asked(caller: Caller, registry: ToolRegistry, name: str) -> ToolAccessOut:
+    try:
+        reason = caller.hidden_by(registry.get(name))
+    except ToolNotFoundError:
+        return ToolAccessOut(name=name, visible=False, hidden_by="no tool of this name is registered")
+    return ToolAccessOut(name=name, visible=reason is None, hidden_by=reason)
