@@ -26,6 +26,7 @@ from toolrag.access.guard import FailureLimiter, HttpLimits, address_bucket, ser
 from toolrag.cli.api import openapi_document
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
+from toolrag.store.usage import CallRecord
 from toolrag.usagelog import MonitorConfig
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
@@ -636,3 +637,45 @@ def test_issue33_an_admin_reviews_a_quarantined_mcp_tool_whole(api: tuple[str, T
     assert call(url, "GET", "/tools/shop.lookup_order/pending", READER).status_code == 403
     missing = call(url, "GET", "/tools/shop.no_such_tool/pending", ADMIN)
     assert missing.status_code == 404 and "no quarantined tool named" in missing.text
+
+
+def test_relations_are_listed_as_the_token_sees_them_and_judged_by_admins(api: tuple[str, ToolRegistry]) -> None:
+    url, registry = api
+    calls = [
+        CallRecord(tool, "ok", 5.0, True, f"s{n}", f"user{n}@acme", "acme", caller=f"u{n}")
+        for n in range(6)
+        for tool in ("weather.forecast", "payments.refund_payment")
+    ]
+    registry.store.usage.record([], calls)
+    registry.relations.learn()
+    path = "/tools/weather.forecast/relations"
+    listed = call(url, "GET", path, ADMIN).json()
+    assert listed == [
+        {
+            "other": "payments.refund_payment",
+            "kind": "related",
+            "source": "usage",
+            "strength": 1.0,
+            "parameter": None,
+            "learner": "acme",
+            "detail": "6 of 6 acme sessions that called weather.forecast called payments.refund_payment next",
+            "rejected": False,
+        }
+    ]
+    # acme's reader may not use the refund tool: the relation is not even named to it.
+    assert call(url, "GET", path, ACME_READER).json() == []
+    assert call(url, "POST", f"{path}/payments.refund_payment/confirm", AGENT).status_code == 403
+    confirmed = call(url, "POST", f"{path}/payments.refund_payment/confirm", ADMIN)
+    assert confirmed.json() == {
+        "tool": "weather.forecast",
+        "other": "payments.refund_payment",
+        "kind": "related",
+        "verdict": "confirmed",
+        "parameter": None,
+    }
+    assert call(url, "GET", path, ADMIN).json()[0]["source"] == "confirmed"
+    unrelated = call(url, "POST", f"{path}/email.send/reject", ADMIN)
+    assert unrelated.status_code == 422
+    assert "no inferred or learned relation from weather.forecast to email.send" in unrelated.text
+    assert call(url, "POST", f"{path}/payments.refund_payment/lift", ADMIN).json() == {"lifted": 1}
+    assert [e.action for e in registry.store.audit_log(2)] == ["relation_lifted", "relation_confirmed"]

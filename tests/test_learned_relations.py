@@ -5,12 +5,15 @@ principal may not use is never proposed, counted or named."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
+from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.model import Requirement
 from toolrag.search.learned import MIN_SESSIONS, Thresholds, learn
@@ -19,6 +22,7 @@ from toolrag.store.usage import CallRecord, SessionCall
 from .conftest import RETRIEVAL, CountingEmbedder, make_tool
 from .test_inferred import catalog as playlist_catalog
 
+runner = CliRunner()
 RELATED = RETRIEVAL.model_copy(update={"k": 1, "related_tools": True})
 ACME = Principal(user="ann", tenant="acme")
 GLOBEX = Principal(user="gus", tenant="globex")
@@ -121,14 +125,10 @@ def test_a_tool_the_principal_may_not_use_is_never_proposed_counted_or_named(
         found = shop_registry.search(request, principal)
         assert all("orders.audit" not in r.model_dump_json() for r in found)
         assert "orders.audit" not in shop_registry.explain(request, principal, 1).model_dump_json()
-        listed = shop_registry.relations.of("orders.search", lambda name, p=principal: _may_use(shop_registry, p, name))
+        listed = shop_registry.relations.of("orders.search", principal.can_use)
         assert all("orders.audit" not in r.model_dump_json() for r in listed)
     admin = Principal(user="ann", tenant="acme", scopes=frozenset({"admin"}))
     assert [r.name for r in shop_registry.search(request, admin)] == ["orders.search", "orders.audit"]
-
-
-def _may_use(registry: ToolRegistry, principal: Principal, name: str) -> bool:
-    return name in {tool.name for tool in registry.visible_tools(principal)}
 
 
 @pytest.fixture
@@ -213,3 +213,32 @@ def test_a_rejected_learned_relation_is_not_learned_again(tmp_path: Path, embedd
         found = registry.search("find the order I placed last week", GLOBEX)  # confirmed: for every tenant
         assert [r.name for r in found] == ["orders.search", "orders.refund"]
         assert found[1].signals.related_why == "related: confirmed by root"
+
+
+def test_the_command_line_learns_lists_and_judges_relations(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = str(tmp_path / "cli.db")
+    with ToolRegistry(store, embedder, RELATED) as registry:
+        registry.register_many(shop())
+        registry.store.usage.record([], sessions(*[("orders.search", "orders.refund")] * 6))
+    learned = runner.invoke(app, ["relations", "learn", "--store", store])
+    assert learned.exit_code == 0, learned.output
+    assert learned.stdout.splitlines() == [
+        "1 relation learned from 12 calls of the last 30 days",
+        "  tenant:acme: orders.search -> orders.refund (6 of 6 sessions, 1.00)",
+    ]
+    listed = runner.invoke(app, ["relations", "list", "orders.search", "--store", store])
+    assert listed.stdout.splitlines() == [
+        "orders.refund\trelated\tusage\t1.00\t6 of 6 acme sessions that called orders.search called orders.refund next"
+    ]
+    rejected = runner.invoke(app, ["relations", "reject", "orders.search", "orders.refund", "--store", store])
+    assert rejected.stdout == "rejected: related orders.search -> orders.refund\n"
+    listed = runner.invoke(app, ["relations", "list", "orders.search", "--store", store, "--json"])
+    assert [(r["source"], r["rejected"], r["detail"]) for r in json.loads(listed.stdout)] == [
+        ("usage", True, "rejected by cli")
+    ]
+    wrong = runner.invoke(app, ["relations", "confirm", "orders.search", "weather.forecast", "--store", store])
+    assert wrong.exit_code == 1
+    assert "no inferred or learned relation from orders.search to weather.forecast" in wrong.stderr
+    assert runner.invoke(app, ["relations", "lift", "orders.search", "orders.refund", "--store", store]).exit_code == 0
+    again = runner.invoke(app, ["relations", "lift", "orders.search", "orders.refund", "--store", store])
+    assert (again.exit_code, again.stderr) == (1, "no verdict on orders.search -> orders.refund\n")

@@ -64,11 +64,11 @@ class RelationDesk:
         return LearningRun(len(calls), learned, days)
 
     def of(
-        self, name: str, may_use: Callable[[str], bool], learners: Callable[[str], bool] = lambda _: True
+        self, name: str, sees: Callable[[Tool], bool], learners: Callable[[str], bool] = lambda _: True
     ) -> list[ToolRelation]:
-        """Every relation of tool `name` to a tool `may_use` accepts, by source: declared, confirmed, inferred,
-        learned (of the learners `learners` accepts), then the rejected ones; hidden tools are left out, never
-        named."""
+        """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred,
+        learned (of the learners `learners` accepts), then the rejected ones; tools the reader does not see, or
+        that are no longer in the catalog, are left out, never named."""
         tool = self._get(name)
         verdicts = {
             (v.other.lower(), v.kind): v for v in self._store.relations.verdicts() if v.tool.lower() == name.lower()
@@ -121,7 +121,8 @@ class RelationDesk:
             for v in verdicts.values()
             if v.verdict == "rejected"
         ]
-        return [relation for relation in found if may_use(relation.other)]
+        catalog = {tool.name.lower(): tool for tool in self._tools()}
+        return [r for r in found if (other := catalog.get(r.other.lower())) is not None and sees(other)]
 
     def decide(self, name: str, other: str, verdict: Verdict, decided_by: str | None) -> RelationVerdict:
         """Confirm or reject `name` -> `other`: an inferred requirement if there is one, else a learned (or

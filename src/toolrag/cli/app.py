@@ -47,6 +47,7 @@ from toolrag.cli.lifecycle import (
     validate_command,
 )
 from toolrag.cli.mcp import mcp_app
+from toolrag.cli.relations import relations_app
 from toolrag.cli.store import store_app
 from toolrag.limits import MAX_K
 
@@ -212,6 +213,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(groups_app, name="groups")
 app.add_typer(api_app, name="api")
 app.add_typer(cache_app, name="cache")
+app.add_typer(relations_app, name="relations")
 index_app.command("migrate")(migrate)
 app.command("export")(export_registry)
 app.command("validate")(validate_command)

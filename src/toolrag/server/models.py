@@ -116,6 +116,20 @@ class ExampleIn(BaseModel):
     source: Literal["operator", "usage"] = "operator"
 
 
+class VerdictOut(BaseModel):
+    """An admin's verdict on a relation the registry inferred or learned."""
+
+    tool: str
+    other: str
+    kind: Literal["requires", "related"]
+    verdict: Literal["confirmed", "rejected"]
+    parameter: str | None = None
+
+
+class LiftedOut(BaseModel):
+    lifted: int = Field(description="verdicts dropped: inference and learning decide again")
+
+
 class OverridesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

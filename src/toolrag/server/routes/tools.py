@@ -1,4 +1,5 @@
-"""`/tools`: read tools as the token may see them; register, edit, (de)activate them and their examples (admins).
+"""`/tools`: read tools as the token may see them; register, edit, (de)activate them and their examples, and judge
+their inferred and learned relations (admins).
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
@@ -6,9 +7,21 @@ from fastapi import APIRouter, HTTPException
 
 from toolrag.errors import ToolNotFoundError
 from toolrag.mcp.review import pending_review
-from toolrag.model import Tool
-from toolrag.server.models import ExampleIn, OverridesIn, PendingOut, ToolIn, ToolOut, ToolPatch, UpsertOut
+from toolrag.model import Tool, ToolRelation
+from toolrag.search.learned import learner_key
+from toolrag.server.models import (
+    ExampleIn,
+    LiftedOut,
+    OverridesIn,
+    PendingOut,
+    ToolIn,
+    ToolOut,
+    ToolPatch,
+    UpsertOut,
+    VerdictOut,
+)
 from toolrag.server.routes.deps import Admin, Api, Reader
+from toolrag.store.relations import RelationVerdict
 
 router = APIRouter(tags=["tools"])
 
@@ -93,6 +106,41 @@ def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
+
+
+@router.get("/tools/{name}/relations", response_model=list[ToolRelation])
+def tool_relations(name: str, who: Reader, api: Api) -> list[ToolRelation]:
+    """The tool's relations with their source and strength: declared, confirmed, inferred from schemas, learned
+    from usage (for tokens other than admin, only what their own tenant's sessions taught), and rejected; only
+    relations to tools the token sees."""
+    get_tool(name, who, api)
+    mine = learner_key(who.principal.tenant, who.principal.caller)
+    return api.registry.relations.of(name, who.sees, lambda learner: who.is_admin or learner == mine)
+
+
+@router.post("/tools/{name}/relations/{other}/confirm", response_model=VerdictOut)
+def confirm_relation(name: str, other: str, who: Admin, api: Api) -> VerdictOut:
+    """Confirm an inferred or learned relation: as strong as a declared one, kept whatever inference finds next.
+    422 when the registry found no such relation, or the catalog declares it."""
+    return _verdict_out(api.registry.relations.decide(name, other, "confirmed", who.name))
+
+
+@router.post("/tools/{name}/relations/{other}/reject", response_model=VerdictOut)
+def reject_relation(name: str, other: str, who: Admin, api: Api) -> VerdictOut:
+    """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
+    return _verdict_out(api.registry.relations.decide(name, other, "rejected", who.name))
+
+
+@router.post("/tools/{name}/relations/{other}/lift", response_model=LiftedOut)
+def lift_relation(name: str, other: str, who: Admin, api: Api) -> LiftedOut:
+    """Drop a confirmation or rejection of the pair."""
+    return LiftedOut(lifted=api.registry.relations.lift(name, other, who.name))
+
+
+def _verdict_out(verdict: RelationVerdict) -> VerdictOut:
+    return VerdictOut(
+        tool=verdict.tool, other=verdict.other, kind=verdict.kind, verdict=verdict.verdict, parameter=verdict.parameter
+    )
 
 
 def _tool_out(tool: Tool) -> ToolOut:

@@ -1,0 +1,152 @@
+"""`toolrag relations ...`: a tool's relations with their sources and strengths, learning them from the usage log,
+and an admin's verdicts on inferred and learned ones (catalog/relations.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from toolrag.cli.common import (
+    DEFAULT_STORE,
+    JsonOption,
+    StoreOption,
+    ToolNameArgument,
+    err,
+    guarded,
+    open_registry,
+    out,
+    plural,
+    print_json,
+    table_or_lines,
+)
+from toolrag.search.learned import MAX_CALLS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
+
+if TYPE_CHECKING:
+    from toolrag.store.relations import Verdict
+
+relations_app = typer.Typer(
+    help="Tool relations: list them, learn them from usage, confirm or reject them.", no_args_is_help=True
+)
+OtherArgument = Annotated[str, typer.Argument(help="The other tool: the one required, or called next.")]
+
+
+@relations_app.command("list")
+def list_relations(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
+    """Every relation of a tool: declared, confirmed, inferred from schemas, learned from usage, and rejected."""
+    registry = open_registry(store)
+    relations = guarded(lambda: registry.relations.of(name, lambda _: True))
+    if as_json:
+        print_json([relation.model_dump(mode="json") for relation in relations])
+        return
+    table = Table("tool", "kind", "source", "strength", "why", title=f"{name}: {plural(len(relations), 'relation')}")
+    rows = [
+        [
+            r.other,
+            r.kind + (f" `{r.parameter}`" if r.parameter else ""),
+            r.source + (" (rejected)" if r.rejected else ""),
+            f"{r.strength:.2f}",
+            r.detail or "",
+        ]
+        for r in relations
+    ]
+    table_or_lines(table, rows)
+
+
+@relations_app.command("learn")
+def learn(
+    days: Annotated[int, typer.Option("--days", min=1, help="Read the usage log this far back.")] = WINDOW_DAYS,
+    max_calls: Annotated[
+        int, typer.Option("--max-calls", min=1, help="Read at most this many calls, the latest.")
+    ] = MAX_CALLS,
+    min_sessions: Annotated[
+        int, typer.Option("--min-sessions", min=1, help="Distinct sessions that must call B next after A.")
+    ] = MIN_SESSIONS,
+    min_strength: Annotated[
+        float,
+        typer.Option("--min-strength", min=0.0, max=1.0, help="Share of the sessions calling A that called B next."),
+    ] = MIN_STRENGTH,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Learn `related` relations from the tools called one after another in each tenant's sessions, in place of
+    what was learned before."""
+    from toolrag.search.learned import Thresholds
+
+    registry = open_registry(store)
+    thresholds = Thresholds(min_sessions, min_strength)
+    run = guarded(lambda: registry.relations.learn(days, max_calls, thresholds, _progress))
+    if as_json:
+        print_json(
+            {
+                "calls": run.calls,
+                "days": run.days,
+                "relations": [
+                    {
+                        "learner": r.learner,
+                        "tool": r.tool,
+                        "related": r.related,
+                        "strength": r.strength,
+                        "support": r.support,
+                        "sessions": r.sessions,
+                    }
+                    for r in run.relations
+                ],
+            }
+        )
+        return
+    out.print(
+        f"{plural(len(run.relations), 'relation')} learned from {plural(run.calls, 'call')} of the last {days} days"
+    )
+    for r in run.relations:
+        out.print(
+            f"  {r.learner}: {r.tool} -> {r.related} ({r.support} of {r.sessions} sessions, {r.strength:.2f})",
+            highlight=False,
+        )
+
+
+def _progress(done: int, total: int) -> None:
+    if total >= 10_000:
+        err.print(f"read {done} of {total} sessions", highlight=False)
+
+
+def _decide(name: str, other: str, verdict: Verdict, store: str, as_json: bool) -> None:
+    registry = open_registry(store)
+    decided = guarded(lambda: registry.relations.decide(name, other, verdict, "cli"))
+    if as_json:
+        print_json({"tool": decided.tool, "other": decided.other, "kind": decided.kind, "verdict": decided.verdict})
+        return
+    out.print(f"{verdict}: {decided.kind} {decided.tool} -> {decided.other}", highlight=False)
+
+
+@relations_app.command("confirm")
+def confirm(
+    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+) -> None:
+    """Confirm an inferred or learned relation: as strong as a declared one, kept whatever is inferred next."""
+    _decide(name, other, "confirmed", store, as_json)
+
+
+@relations_app.command("reject")
+def reject(
+    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+) -> None:
+    """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
+    _decide(name, other, "rejected", store, as_json)
+
+
+@relations_app.command("lift")
+def lift(
+    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+) -> None:
+    """Drop a confirmation or a rejection: inference and learning decide again."""
+    registry = open_registry(store)
+    dropped = guarded(lambda: registry.relations.lift(name, other, "cli"))
+    if as_json:
+        print_json({"lifted": dropped})
+        return
+    if not dropped:
+        err.print(f"no verdict on {name} -> {other}", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"lifted: {name} -> {other}", highlight=False)
