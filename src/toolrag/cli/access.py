@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from toolrag.server.models import AccessOut
 
 RuleArgument = Annotated[
-    str | None, typer.Argument(help="A rule of the configuration ([tokens.NAME], [principals.NAME]).")
+    str | None, typer.Argument(help="A rule of the configuration (\\[tokens.NAME], \\[principals.NAME]).")
 ]
 ClaimsOption = Annotated[
     str | None,
