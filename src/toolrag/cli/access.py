@@ -4,8 +4,7 @@ as the API's `/access/...` and the console's access page answer)."""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -49,26 +48,16 @@ def show_access(
 def _view(
     policy: AccessPolicy, registry: ToolRegistry, rule: str | None, claims: str | None, tool: str | None
 ) -> AccessOut:
-    from toolrag.server.principals import claims_view, rule_view
+    from toolrag.server.principals import claims_view, parse_claims, rule_view
 
     if claims is not None:
-        return claims_view(policy, _claims(claims), registry, tool)
+        return claims_view(policy, parse_claims(claims, "--claims"), registry, tool)
     assert rule is not None
     try:
         return rule_view(policy, rule, registry, tool)
     except KeyError:
         known = ", ".join(policy.grants) or "none"
         raise ValueError(f"no access rule named {rule!r} (the configuration's rules: {known})") from None
-
-
-def _claims(text: str) -> dict[str, Any]:
-    try:
-        claims = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--claims is not JSON: {exc}") from None
-    if not isinstance(claims, dict):
-        raise ValueError('--claims must be a JSON object, e.g. {"sub": "kim", "groups": ["support"]}')
-    return claims
 
 
 def _print(view: AccessOut) -> None:

@@ -5,6 +5,7 @@ tools that caller sees (`Caller.sees`, as GET /tools lists them for it), with wh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,18 @@ from toolrag.access import AccessPolicy, Caller, NotGranted
 from toolrag.errors import ToolNotFoundError
 from toolrag.registry import ToolRegistry
 from toolrag.server.models import AccessOut, ToolAccessOut
+
+
+def parse_claims(text: str, what: str) -> dict[str, Any]:
+    """An access token's claims given as JSON text; ValueError naming `what` (where the text came from) when it is
+    not a JSON object."""
+    try:
+        claims = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(claims, dict):
+        raise ValueError(f'{what} must be a JSON object, e.g. {{"sub": "kim", "groups": ["support"]}}')
+    return claims
 
 
 def rule_view(policy: AccessPolicy, rule: str, registry: ToolRegistry, tool: str | None) -> AccessOut:

@@ -4,7 +4,6 @@ about is hidden. Anyone else gets the page a tool that does not exist gets: it l
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -12,7 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from toolrag.server.console.common import Console, Who
 from toolrag.server.models import AccessOut
-from toolrag.server.principals import claims_view, rule_view
+from toolrag.server.principals import claims_view, parse_claims, rule_view
 
 router = APIRouter()
 
@@ -42,20 +41,10 @@ def access_page(
 def _view(console: Console, rule: str, claims: str, tool: str | None) -> AccessOut | None:
     """The view asked for (pasted claims before a chosen rule); None when nothing was asked."""
     if claims.strip():
-        return claims_view(console.policy, _claims(claims), console.registry, tool)
+        return claims_view(console.policy, parse_claims(claims, "the claims"), console.registry, tool)
     if rule:
         try:
             return rule_view(console.policy, rule, console.registry, tool)
         except KeyError:
             raise ValueError(f"no access rule named {rule!r}") from None
     return None
-
-
-def _claims(text: str) -> dict[str, Any]:
-    try:
-        claims = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the claims are not JSON: {exc}") from None
-    if not isinstance(claims, dict):
-        raise ValueError('the claims must be a JSON object, e.g. {"sub": "kim", "groups": ["support"]}')
-    return claims
