@@ -143,6 +143,8 @@ class RelationBook:
 
     learned: dict[tuple[str, str], tuple[LearnedRelation, ...]] = field(default_factory=dict)
     verdicts: dict[tuple[str, str, RelationKind], RelationVerdict] = field(default_factory=dict)
+    # The confirmed verdicts by tool and kind: search reads them per tool it walks, so they are not scanned for.
+    confirmed: dict[tuple[str, RelationKind], tuple[RelationVerdict, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, learned: Iterable[LearnedRelation], verdicts: Iterable[RelationVerdict]) -> RelationBook:
@@ -150,7 +152,20 @@ class RelationBook:
         for relation in learned:
             by_tool.setdefault((relation.learner, relation.tool.lower()), []).append(relation)
         decided = {(v.tool.lower(), v.other.lower(), v.kind): v for v in verdicts}
-        return cls({key: tuple(found) for key, found in by_tool.items()}, decided)
+        confirmed: dict[tuple[str, RelationKind], list[RelationVerdict]] = {}
+        for (name, _, kind), verdict in decided.items():
+            if verdict.verdict == "confirmed":
+                confirmed.setdefault((name, kind), []).append(verdict)
+        return cls(
+            {key: tuple(found) for key, found in by_tool.items()},
+            decided,
+            {key: tuple(found) for key, found in confirmed.items()},
+        )
+
+    @property
+    def confirms_requirements(self) -> bool:
+        """Whether an admin confirmed any requirement (then search resolves requirements tool by tool)."""
+        return any(kind == "requires" for _, kind in self.confirmed)
 
     def verdict(self, tool: str, other: str, kind: RelationKind) -> Verdict | None:
         found = self.verdicts.get((tool.lower(), other.lower(), kind))
@@ -158,19 +173,14 @@ class RelationBook:
 
     def confirmed_requirements(self, tool: str) -> list[RelationVerdict]:
         """The requirements an admin confirmed for `tool`: as strong as declared."""
-        return [
-            v
-            for (name, _, kind), v in self.verdicts.items()
-            if name == tool.lower() and kind == "requires" and v.verdict == "confirmed"
-        ]
+        return list(self.confirmed.get((tool.lower(), "requires"), ()))
 
     def related(self, tool: str, learner: str | None) -> list[Related]:
         """What `tool` relates to for `learner`'s searches, strongest first: confirmed relations (every learner's:
         an admin said so), then what `learner`'s own sessions taught, without rejected pairs."""
         confirmed = [
             Related(v.other, "confirmed", 1.0, f"related: confirmed by {v.decided_by or 'an admin'}")
-            for (name, _, kind), v in self.verdicts.items()
-            if name == tool.lower() and kind == "related" and v.verdict == "confirmed"
+            for v in self.confirmed.get((tool.lower(), "related"), ())
         ]
         named = {r.tool.lower() for r in confirmed}
         mine = self.learned.get((learner, tool.lower()), ()) if learner is not None else ()

@@ -381,8 +381,7 @@ class Retriever:
         confirmed (as strong as declared), then (`SearchConfig.infer_requirements`) per parameter it declares
         nothing for, the best inferred producer the principal may use that no admin rejected (search/inferred.py)."""
         book = self.relations(index)
-        confirmed = any(v.verdict == "confirmed" and v.kind == "requires" for v in book.verdicts.values())
-        if not self.config.infer_requirements and not confirmed:
+        if not self.config.infer_requirements and not book.confirms_requirements:
             return lambda position: requirements(index, position)
         relations = self.inferred(index) if self.config.infer_requirements else None
 
