@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,13 @@ def test_sessions_teach_a_related_tool_to_their_tenant_only(shop_registry: ToolR
     explained = shop_registry.explain(request, ACME, 1)
     assert explained.related == {"orders.refund": acme[1].signals.related_why}
     assert shop_registry.store.audit_log(1)[0].action == "relations_learned"
+
+
+def test_an_admins_console_trials_teach_nothing(shop_registry: ToolRegistry) -> None:
+    """Trying tools from the console is not an agent's session: it is left out of learning, as of the health figures."""
+    trials = [replace(call, origin="console") for call in sessions(*[("orders.search", "orders.refund")] * 6)]
+    shop_registry.store.usage.record([], trials)
+    assert shop_registry.relations.learn().relations == []
 
 
 def test_related_tools_are_off_by_default_and_need_the_requests_ranking(

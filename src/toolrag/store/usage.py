@@ -398,12 +398,13 @@ class UsageTables:
         ]
 
     def session_calls(self, since: datetime, limit: int) -> list[SessionCall]:
-        """The latest `limit` successful calls made in a session since `since`, oldest first (in the order they
-        were made): the window learning relations from usage reads, bounded whatever the log holds."""
+        """The latest `limit` successful calls agents made in a session since `since`, oldest first (in the order
+        they were made): the window learning relations from usage reads, bounded whatever the log holds. An admin's
+        console trials are not agents' sessions."""
         rows = self._query(
             self._sql(
                 "SELECT session, tenant, caller, tool FROM calls WHERE at >= ? AND outcome = 'ok'"
-                " AND session IS NOT NULL ORDER BY at DESC, id DESC LIMIT ?"
+                " AND session IS NOT NULL AND origin IS NULL ORDER BY at DESC, id DESC LIMIT ?"
             ),
             (self._timestamp(since), limit),
         )
