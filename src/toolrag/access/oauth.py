@@ -268,7 +268,7 @@ def _checked_pem(pem: str) -> str:
 
 def caller_authenticator(policy: AccessPolicy, verifier: JwtVerifier | None) -> Authenticator:
     """How the API and the HTTP gateway authenticate: a static token of the policy, else (with `[oauth]`) an access
-        token of the issuer, which must then match one of the policy's rules or name one of its groups (403 when it does
+    token of the issuer, which must then match one of the policy's rules or name one of its groups (403 when it does
     neither: deny by default)."""
 
     async def authenticate(token: str, scope: Scope) -> Authenticated[Caller] | None:
