@@ -17,7 +17,8 @@ from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.model import Requirement
-from toolrag.search.learned import MIN_SESSIONS, Thresholds, learn
+from toolrag.search.learned import Thresholds, learn
+from toolrag.search.learned_defaults import MIN_SESSIONS
 from toolrag.store.usage import CallRecord, SessionCall
 
 from .conftest import RETRIEVAL, CountingEmbedder, make_tool

@@ -15,7 +15,8 @@ from datetime import timedelta
 from toolrag.errors import InvalidToolError
 from toolrag.model import RelationSource, Tool, ToolRelation, utc_now
 from toolrag.search.inferred import InferredRelations
-from toolrag.search.learned import DEFAULT_THRESHOLDS, MAX_CALLS, WINDOW_DAYS, Thresholds, learn, learner_label
+from toolrag.search.learned import DEFAULT_THRESHOLDS, Thresholds, learn, learner_label
+from toolrag.search.learned_defaults import MAX_CALLS, WINDOW_DAYS
 from toolrag.store.base import AuditEntry, Store
 from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
 

@@ -21,7 +21,7 @@ from toolrag.cli.common import (
     print_json,
     table_or_lines,
 )
-from toolrag.search.learned import MAX_CALLS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
+from toolrag.search.learned_defaults import MAX_CALLS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
 
 if TYPE_CHECKING:
     from toolrag.store.relations import Verdict

@@ -21,18 +21,9 @@ from dataclasses import dataclass, field
 from itertools import groupby, pairwise
 
 from toolrag.model import Tool
+from toolrag.search.learned_defaults import MAX_RELATED, MIN_SESSIONS, MIN_STRENGTH
 from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
 from toolrag.store.usage import SessionCall
-
-# Defaults (why: docs/architecture.md "Whole sets"). Five distinct sessions: fewer is what one user trying a tool
-# pair out a few times makes; a session counts once per pair, so an agent looping between two tools is one.
-MIN_SESSIONS = 5
-# Three in ten of the sessions that called A called B next: the next tool of a catalog's common flows (search, then
-# open) clears it, while a tool called after A now and then, among many others, does not.
-MIN_STRENGTH = 0.3
-MAX_RELATED = 5  # per tool and learner: the strongest; a set adds at most a few anyway
-WINDOW_DAYS = 30  # how far back a run reads, at most
-MAX_CALLS = 200_000  # and how many calls at most, the latest: a run's cost is bounded whatever the log holds
 
 
 def learner_key(tenant: str | None, caller: str | None) -> str | None:
