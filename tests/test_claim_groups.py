@@ -337,3 +337,19 @@ def test_the_cli_shows_a_rule_s_and_claims_tools(issuer: Issuer, gateway_config:
     gateway = CliRunner().invoke(cli, ["mcp", "access", "--claims", claims, "-c", str(gateway_config), "--json"])
     shop = json.loads(gateway.output)["tools"]
     assert "shop.lookup_order" in shop and all(n.startswith("shop.") and n != "shop.repeat" for n in shop)
+
+
+def test_hostile_claims_bodies_get_a_bounded_answer(issuer: Issuer, api: str) -> None:
+    """What an admin pastes into /access/resolve is untrusted too: an oversize body is refused before it is read
+    whole, a deeply nested or enormous claim is answered without echoing it, and the server stays up for others."""
+    over = httpx.post(f"{api}/access/resolve", json={"claims": {"sub": "x" * 1_100_000}}, headers=_as(OPS))
+    assert over.status_code == 413 and "request body over 1048576 bytes" in over.text
+    deep = '{"claims": {"sub": "kim", "nested": ' + "[" * 200_000 + "]" * 200_000 + "}}"
+    nested = httpx.post(f"{api}/access/resolve", content=deep, headers=_as(OPS) | {"content-type": "application/json"})
+    assert nested.status_code == 400 and "error parsing the body" in nested.text  # the JSON parser's depth limit
+    assert len(nested.content) < 5_000
+    many = {"sub": "k" * 400_000, "groups": [f"g{i}" for i in range(50_000)]}
+    answer = httpx.post(f"{api}/access/resolve", json={"claims": many}, headers=_as(OPS), timeout=60)
+    assert answer.status_code == 200, answer.text[:300]
+    assert not answer.json()["granted"] and len(answer.content) < 2_000
+    assert listed(api, _as(DESK)) == {"weather.forecast"}
