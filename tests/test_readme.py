@@ -1,12 +1,16 @@
-"""The README as a new user reads it: every snippet runs as printed, in order, in an empty folder, after the
-commands it says to run first; every relative link of the README and the docs leads somewhere.
+"""The README and the docs as a new user reads them: every snippet runs as printed, in order, in an empty folder,
+after the commands the page says to run first, and prints what the page shows; every relative link of the README and
+the docs leads somewhere.
 
-Blocks run: ```python (each in a fresh interpreter), ```bash (each line in a shell), and ```toml blocks whose first
-line is `# FILE` are written to FILE. A block right after `<!-- not run by the README test: why -->` is skipped
-(only what CI itself runs: the Quick start's install and the development commands); a server a block starts listens
-on a free port instead of the README's, and the block waits for it and stops it itself. The HTTP API's request body
-is also checked against the API's model. The OpenAI client of the agent example talks
-to a local server answering what the model would (`OPENAI_BASE_URL`), since no model is reachable here.
+Blocks run: ```python (each in a fresh interpreter), ```bash (each line in a shell), and ```toml, ```python and
+```yaml blocks whose first line is `# FILE` are written to FILE. A block right after `<!-- not run by the README test:
+why -->` is skipped (only what CI itself runs: the Quick start's install and the development commands, a server left
+running for a browser, a model no test reaches); a server a block starts listens on a free port instead of the
+page's, and the block waits for it and stops it itself. A plain block right after `<!-- output of the block above -->`
+is what the runnable block before it prints, compared within tolerances (tests/doc_output.py); after
+`<!-- output of `COMMAND` -->`, what COMMAND prints when run there (the Quick start's `toolrag quickstart`). The HTTP
+API's request body is also checked against the API's model. The OpenAI client of the agent example talks to a local
+server answering what the model would (`OPENAI_BASE_URL`), since no model is reachable here.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +31,15 @@ import pytest
 from toolrag.server.config import load_api_config
 from toolrag.server.models import SearchIn
 
-from .conftest import copy_registry, json_http_server
+from .conftest import json_http_server
+from .doc_output import Tolerances, command_of, mismatch, tolerances_of
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-BLOCK = re.compile(r"(<!-- not run by the README test: [^>]*-->\n)?```(\w+)\n(.*?)```", re.S)
+FENCE = re.compile(r"(?:<!-- ([^>]*) -->\n)?```(\w*)\n(.*?)```", re.S)
+NOT_RUN = "not run by the README test"
+RUNNABLE = ("python", "bash")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SKIPPED_WITHOUT_MARKER = {  # the Quick start's two commands: CI runs `.ci/run`, this test `toolrag quickstart`
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && toolrag quickstart\n",
@@ -38,12 +47,74 @@ SKIPPED_WITHOUT_MARKER = {  # the Quick start's two commands: CI runs `.ci/run`,
 }
 
 
-def blocks() -> list[tuple[str, str, bool]]:
-    """(language, code, run) of every fenced block of the README, in order."""
-    return [
-        (language, code, not marker and code not in SKIPPED_WITHOUT_MARKER)
-        for marker, language, code in BLOCK.findall(README.read_text(encoding="utf-8"))
-    ]
+@dataclass
+class Block:
+    language: str
+    code: str
+    run: bool
+    shown_output: str | None = None
+    tolerances: Tolerances = field(default_factory=Tolerances)
+
+
+def blocks(page: Path = README) -> list[Block]:
+    """Every fenced block of a page, in order, each with the output the page shows for it."""
+    found: list[Block] = []
+    for comment, language, code in FENCE.findall(page.read_text(encoding="utf-8")):
+        tolerances = tolerances_of(comment)
+        if tolerances is None:
+            run = not comment.startswith(NOT_RUN) and code not in SKIPPED_WITHOUT_MARKER
+            found.append(Block(language, code, run))
+            continue
+        command = command_of(comment)
+        if command is not None:  # a command the page names in its text, run where its output is shown
+            found.append(Block("bash", command + "\n", True, code, tolerances))
+            continue
+        before = found[-1] if found else None
+        assert before and before.run and before.language in RUNNABLE, f"{page.name}: output of no runnable block"
+        before.shown_output, before.tolerances = code, tolerances
+    return found
+
+
+def write_named_file(block: Block, folder: Path) -> None:
+    """A block whose first line is `# NAME` is a file the next blocks use, e.g. `# shop_tools.py`."""
+    if block.language in ("toml", "python", "yaml") and block.code.startswith("# ") and "\n" in block.code:
+        named = block.code.split("\n", 1)[0][2:].strip()
+        if named.endswith((".toml", ".py", ".yaml")):
+            (folder / named).write_text(block.code, encoding="utf-8")
+
+
+def run_blocks(page: Path, folder: Path, env: dict[str, str]) -> Iterator[tuple[Block, str]]:
+    """Runs a page's blocks in `folder`, in order; yields each block run with what it printed."""
+    port = free_port()
+    for block in blocks(page):
+        write_named_file(block, folder)
+        if not block.run or block.language not in RUNNABLE:
+            continue
+        code = block.code
+        if block.language == "bash":  # a server the page starts listens on a free port here
+            code = code.replace(":8080", f":{port}").replace("--port 8080", f"--port {port}")
+        command = [sys.executable, "-c", code] if block.language == "python" else ["bash", "-e", "-c", code]
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+        failure = "\n".join([f"{page.name}: {block.language} block failed:", code, done.stdout[-2000:]])
+        assert done.returncode == 0, failure + "\n" + done.stderr[-2000:]
+        yield block, done.stdout
+
+
+def output_mismatches(page: Path, runs: Iterator[tuple[Block, str]]) -> list[str]:
+    """Each block's shown output that differs from what it printed, as a diff; every block is run first."""
+    found = []
+    for block, printed in runs:
+        if block.shown_output is not None:
+            diff = mismatch(block.shown_output, printed, block.tolerances)
+            if diff:
+                found.append(f"{page.name}, the output of:\n{block.code}\n{diff}")
+    return found
+
+
+def docs_env() -> dict[str, str]:
+    """A reader's shell: the installed `toolrag` on the PATH, a terminal wide enough for the tables."""
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": path, "COLUMNS": "120"}
 
 
 def model_answers(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
@@ -60,40 +131,39 @@ def model_answers(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
     return 200, {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
 
 
-def test_every_readme_snippet_runs_as_printed(quickstart: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    env = {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    copy_registry(quickstart[0], tmp_path)  # what `toolrag quickstart` leaves in the folder it runs in
-    ran, port = 0, free_port()
+def test_every_readme_snippet_runs_and_prints_as_shown(tmp_path: Path) -> None:
+    env = docs_env()
+    ran: list[tuple[Block, str]] = []
     with json_http_server(model_answers) as url:
         env["OPENAI_BASE_URL"] = f"{url}/v1"
-        for language, code, run in blocks():
-            if language in ("toml", "python") and code.startswith("# ") and "\n" in code:
-                named = code.split("\n", 1)[0][2:].strip()  # a file the next blocks use, e.g. `# shop_tools.py`
-                if named.endswith((".toml", ".py")):
-                    (tmp_path / named).write_text(code, encoding="utf-8")
-            if not run or language not in ("python", "bash"):
-                continue
-            if language == "bash":  # a server the README starts listens on a free port here
-                code = code.replace(":8080", f":{port}").replace("--port 8080", f"--port {port}")
-            command = [sys.executable, "-c", code] if language == "python" else ["bash", "-e", "-c", code]
-            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-            failure = "\n".join([f"{language} block failed:", code, done.stdout[-2000:], done.stderr[-2000:]])
-            assert done.returncode == 0, failure
-            ran += 1
-            if "toolrag.integrations" in code:  # a framework ran the tracking tool through toolrag's gateway
-                assert "tomorrow" in done.stdout, failure
-            if "result.tools_called" in code:  # the agent loop example
-                assert "arrives tomorrow" in done.stdout and "shop.track_shipment" in done.stdout
-    assert ran >= 4
+        for block, printed in run_blocks(README, tmp_path, env):
+            ran.append((block, printed))
+            if "toolrag.integrations" in block.code:  # a framework ran the tracking tool through toolrag's gateway
+                assert "tomorrow" in printed, printed
+            if "result.tools_called" in block.code:  # the agent loop example
+                assert "arrives tomorrow" in printed and "shop.track_shipment" in printed
+    assert len(ran) >= 4 and sum(block.shown_output is not None for block, _ in ran) >= 5
+    mismatches = output_mismatches(README, iter(ran))
+    assert not mismatches, "\n\n".join(mismatches)
+
+
+@pytest.mark.parametrize("page", ["library.md", "console.md"])
+def test_every_snippet_of_the_docs_runs_and_prints_as_shown(page: str, tmp_path: Path) -> None:
+    """Each page on its own, in an empty folder: it creates whatever its blocks use."""
+    env = docs_env()
+    with json_http_server(model_answers) as url:
+        env["OPENAI_BASE_URL"] = f"{url}/v1"
+        mismatches = output_mismatches(ROOT / "docs" / page, run_blocks(ROOT / "docs" / page, tmp_path, env))
+    assert not mismatches, "\n\n".join(mismatches)
 
 
 def test_the_readme_api_example_is_a_valid_configuration_and_request(tmp_path: Path) -> None:
-    api = next(code for language, code, _ in blocks() if language == "toml" and "[tokens." in code)
+    api = next(block.code for block in blocks() if block.language == "toml" and "[tokens." in block.code)
     (tmp_path / "toolrag-api.toml").write_text(api)
     os.environ.setdefault("SUPPORT_BOT_TOKEN", "support-bot-secret-0123")
     config = load_api_config(tmp_path / "toolrag-api.toml")
     assert config.tokens["support-bot"].role == "agent"
-    curl = next(code for language, code, _ in blocks() if language == "bash" and "curl" in code)
+    curl = next(block.code for block in blocks() if block.language == "bash" and "curl" in block.code)
     body = shlex.split(curl[curl.index("-d ") :].replace("\\\n", " "))[1]
     SearchIn.model_validate_json(body)
 
