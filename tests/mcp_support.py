@@ -78,7 +78,9 @@ def python_server(module: str, *args: str, **env: str) -> dict[str, Any]:
 @asynccontextmanager
 async def stdio_gateway(config: Path, mode: str = "auto") -> AsyncIterator[Client]:
     """The SDK's client on `toolrag mcp serve` over stdio; `mode`: auto speaks 2026-07-28, legacy 2025-11-25."""
-    params = StdioServerParameters(command=TOOLRAG, args=["mcp", "serve", "--config", str(config)])
+    # The SDK starts servers with a minimal environment: PYTHONPATH kept, the gateway runs the code under test.
+    kept = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+    params = StdioServerParameters(command=TOOLRAG, args=["mcp", "serve", "--config", str(config)], env=kept)
     async with Client(params, mode=mode) as client:
         yield client
 

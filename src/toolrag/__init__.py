@@ -13,6 +13,7 @@ from toolrag._version import __version__
 if TYPE_CHECKING:
     from toolrag.catalog import ToolContext, load_catalog, tool
     from toolrag.errors import (
+        ApprovalConflictError,
         CatalogError,
         ConfigError,
         EditConflictError,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         InvalidToolError,
         MissingExtraError,
         ModelMismatchError,
+        ServerNotFoundError,
         StoreError,
         StoreLocationError,
         ToolNotFoundError,
@@ -37,6 +39,7 @@ _WHERE = {
     "ToolContext": "toolrag.catalog",
     "load_catalog": "toolrag.catalog",
     "tool": "toolrag.catalog",
+    "ApprovalConflictError": "toolrag.errors",
     "CatalogError": "toolrag.errors",
     "ConfigError": "toolrag.errors",
     "EditConflictError": "toolrag.errors",
@@ -45,6 +48,7 @@ _WHERE = {
     "InvalidToolError": "toolrag.errors",
     "MissingExtraError": "toolrag.errors",
     "ModelMismatchError": "toolrag.errors",
+    "ServerNotFoundError": "toolrag.errors",
     "StoreError": "toolrag.errors",
     "StoreLocationError": "toolrag.errors",
     "ToolNotFoundError": "toolrag.errors",
@@ -64,6 +68,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "ApprovalConflictError",
     "CapabilityCard",
     "CatalogError",
     "ConfigError",
@@ -78,6 +83,7 @@ __all__ = [
     "SearchConfig",
     "SearchResult",
     "Selection",
+    "ServerNotFoundError",
     "SignalScores",
     "StoreError",
     "StoreLocationError",

@@ -59,6 +59,23 @@ class EditConflictError(ToolragError):
         return f"{happened}: changed{who}{when}; reload it and make the edit again (nothing was written)"
 
 
+class ApprovalConflictError(ToolragError):
+    """An approval of a server's quarantined tools was made from texts that are no longer the ones waiting (the
+    server changed a tool, or listed one more, since they were read), or there is nothing waiting: nothing was
+    approved; review what waits now and approve that."""
+
+
+class ServerNotFoundError(ToolragError, KeyError):
+    """No MCP server of that name has tools in the registry."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"no MCP server named {server!r} has tools in this registry")
+        self.server = server
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
 class ModelMismatchError(ToolragError):
     """The index was built with another embedding model than the one asked to search it."""
 

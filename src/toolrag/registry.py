@@ -215,9 +215,12 @@ class ToolRegistry:
     def history(self, name: str) -> list[Tool]:
         return self._writer.history(name)
 
-    def rollback(self, name: str, version: int) -> Tool:
-        """A new version whose content is that of an earlier version (history only grows)."""
-        return self._writer.rollback(name, version)
+    def rollback(
+        self, name: str, version: int, *, expected_version: int | None = None, edited_by: str | None = None
+    ) -> Tool:
+        """A new version whose content is that of an earlier version (history only grows); compare-and-set on
+        `expected_version`, the current version the caller saw (EditConflictError when it moved on)."""
+        return self._writer.rollback(name, version, expected_version, edited_by)
 
     # -- reading --------------------------------------------------------------------------------------------------
 

@@ -215,15 +215,23 @@ class ToolWriter:
             raise ToolNotFoundError(f"no tool named {name!r}", name=name)
         return versions
 
-    def rollback(self, name: str, version: int) -> Tool:
-        earlier = next((t for t in self.history(name) if t.version == version), None)
+    def rollback(
+        self, name: str, version: int, expected_version: int | None = None, edited_by: str | None = None
+    ) -> Tool:
+        """A new version with the content of `version`, compare-and-set on `expected_version` (the current version
+        the caller saw) when given, else on the version read here: EditConflictError, nothing written, when the
+        tool is at another version (someone changed it after the caller chose what to roll back to)."""
+        versions = self.history(name)
+        earlier = next((t for t in versions if t.version == version), None)
         if earlier is None:
-            known = ", ".join(str(t.version) for t in self.history(name))
+            known = ", ".join(str(t.version) for t in versions)
             raise ToolNotFoundError(
                 f"{name!r} has no version {version} (versions: {known})", name=name, version=version
             )
         changes = earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"})
-        return self.update(name, None, None, changes)
+        current = self.get(name)
+        expected = current.version if expected_version is None else expected_version
+        return self._write_edit(current, changes, edited_by, expected, {}, f"rolled back to version {version}")
 
 
 def check_changes(name: str, changes: Mapping[str, Any]) -> None:

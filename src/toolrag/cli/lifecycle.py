@@ -135,12 +135,19 @@ def history(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json:
 def rollback(
     name: ToolNameArgument,
     to: Annotated[int, typer.Option("--to", help="The version whose content to restore.")],
+    expected_version: Annotated[
+        int | None,
+        typer.Option(
+            "--expected-version", help="The tool's current version as you saw it: refused when it has moved on."
+        ),
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
-    """Restore an earlier version's content as a new version."""
+    """Restore an earlier version's content as a new version (with --expected-version: only over that version)."""
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.rollback(name, to)), as_json, f"rolled back to the content of version {to}")
+    restored = guarded(lambda: registry.rollback(name, to, expected_version=expected_version, edited_by="cli"))
+    _print_tool(restored, as_json, f"rolled back to the content of version {to}")
 
 
 def export_registry(

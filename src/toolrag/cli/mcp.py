@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to imp
     from toolrag.mcp.gateway import McpGateway
     from toolrag.mcp.importer import SyncReport
     from toolrag.mcp.upstream import UpstreamStatus
+    from toolrag.store.switches import DisabledServer
 
 mcp_app = typer.Typer(help="Many MCP servers behind one small, permission-aware tool surface.", no_args_is_help=True)
 ConfigOption = Annotated[
@@ -52,6 +53,7 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
     tools = gateway.registry.tools(include_inactive=True)
     active = Counter(t.source for t in tools if t.active)
     quarantined = Counter(p.server for p in gateway.registry.store.pins() if p.quarantined)
+    switched_off = {d.server: d for d in gateway.registry.store.switches.disabled()}
     rows = [
         {
             "server": name,
@@ -60,16 +62,82 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
             "enabled": server.enabled,
             "active_tools": active[source_of(name)],
             "quarantined": quarantined[name],
+            "disabled": _disabled_json(switched_off.get(name)),
         }
         for name, server in settings.servers.items()
     ]
     if as_json:
         print_json(rows)
         return
-    table = Table("server", "transport", "target", "enabled", "active tools", "quarantined")
+    table = Table("server", "transport", "target", "enabled", "active tools", "quarantined", "disabled")
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        *shown, disabled = row.values()
+        table.add_row(*(escape(str(v)) for v in shown), escape(_disabled_text(disabled)))
     out.print(table)
+
+
+def _disabled_json(switch: DisabledServer | None) -> dict[str, Any] | None:
+    if switch is None:
+        return None
+    at = switch.disabled_at.isoformat(timespec="seconds")
+    return {"by": switch.disabled_by, "at": at, "reason": switch.reason}
+
+
+def _disabled_text(disabled: Any) -> str:
+    """`toolrag mcp disable`'s switch as one cell: by whom, since when, why; empty when the server is on."""
+    if not disabled:
+        return ""
+    by = f" by {disabled['by']}" if disabled["by"] else ""
+    return f"since {disabled['at']}{by}" + (f": {disabled['reason']}" if disabled["reason"] else "")
+
+
+ServerArgument = Annotated[
+    str, typer.Argument(help="The upstream server's name, as `toolrag mcp list-servers` shows it.")
+]
+
+
+@mcp_app.command()
+def disable(
+    server: ServerArgument,
+    config: ConfigOption = "toolrag-mcp.toml",
+    reason: Annotated[str | None, typer.Option("--reason", help="Why: kept with the switch and audited.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Switch an upstream server off without removing it from the configuration: the gateway lists none of its
+    tools and refuses calls to them until `toolrag mcp enable`."""
+    import getpass
+
+    from toolrag.mcp.switches import disable_server, servers_in
+
+    settings = _load(config)
+    gateway = _gateway(settings)
+    store = gateway.registry.store
+    changed = guarded(
+        lambda: disable_server(store, server, servers_in(store, settings.servers), getpass.getuser(), reason)
+    )
+    if as_json:
+        print_json({"server": server, "disabled": True, "changed": changed})
+    else:
+        out.print(
+            f"disabled {escape(server)}" if changed else f"{escape(server)} was disabled already", highlight=False
+        )
+
+
+@mcp_app.command()
+def enable(server: ServerArgument, config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False) -> None:
+    """Switch a disabled upstream server on again: its tools come back at the gateway's next request."""
+    import getpass
+
+    from toolrag.mcp.switches import enable_server, servers_in
+
+    settings = _load(config)
+    gateway = _gateway(settings)
+    store = gateway.registry.store
+    changed = guarded(lambda: enable_server(store, server, servers_in(store, settings.servers), getpass.getuser()))
+    if as_json:
+        print_json({"server": server, "disabled": False, "changed": changed})
+    else:
+        out.print(f"enabled {escape(server)}" if changed else f"{escape(server)} was not disabled", highlight=False)
 
 
 @mcp_app.command()
@@ -149,11 +217,21 @@ def approve(
     names: Annotated[list[str] | None, typer.Argument(help="Quarantined tools to approve.")] = None,
     config: ConfigOption = "toolrag-mcp.toml",
     show: Annotated[bool, typer.Option("--list", help="Only list quarantined tools and why.")] = False,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Approve every quarantined tool of this upstream server.")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --server: approve without asking.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Approve quarantined tool versions (new flagged tools, or approved tools whose upstream text changed)."""
     settings = _load(config)
     gateway = _gateway(settings)
+    if server is not None and not show:
+        if names:
+            err.print("name tools or give --server, not both")
+            raise typer.Exit(2)
+        _approve_server(gateway, server, yes, as_json)
+        return
     if show or not names:
         pending = [p for p in gateway.registry.store.pins() if p.quarantined]
         rows = [
@@ -178,6 +256,30 @@ def approve(
         print_json({"approved": approved})
     else:
         out.print(f"approved {', '.join(approved)}")
+
+
+def _approve_server(gateway: McpGateway, server: str, yes: bool, as_json: bool) -> None:
+    """Show what waits of `server`, ask, and approve exactly that: a sync that changes a tool meanwhile makes it
+    a conflict (nothing approved), not an approval of text nobody saw."""
+    from toolrag.mcp.importer import server_quarantined
+
+    waiting = guarded(lambda: server_quarantined(gateway.registry, server))
+    if not yes:
+        table = Table("tool", "kind", "text hash", "findings", "new description", title=f"{len(waiting)} to approve")
+        for pin in waiting:
+            kind = "new" if pin.approved_hash is None else "changed"
+            description = pin.pending.description if pin.pending else ""
+            table.add_row(pin.tool, kind, str(pin.pending_hash)[:12], "\n".join(pin.findings), escape(description))
+        err.print(table)
+        if not typer.confirm(f"approve these {plural(len(waiting), 'tool')} of {server}?", err=True):
+            err.print("nothing approved")
+            raise typer.Exit(1)
+    reviewed = {pin.tool: str(pin.pending_hash) for pin in waiting}
+    approved = guarded(lambda: gateway.importer.approve_server(server, reviewed))
+    if as_json:
+        print_json({"server": server, "approved": approved})
+    else:
+        out.print(f"approved {plural(len(approved), 'tool')} of {server}: {', '.join(approved)}")
 
 
 @mcp_app.command()

@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import mcp.types as types
 
 from toolrag.catalog.files import repair_schema
-from toolrag.errors import InvalidToolError, ToolNotFoundError
+from toolrag.errors import ApprovalConflictError, InvalidToolError, ServerNotFoundError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.poisoning import scan
 from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
@@ -217,6 +217,13 @@ class ToolImporter:
         with self._lock:
             return approve_quarantined(self.registry, names, approver or getpass.getuser())
 
+    def approve_server(
+        self, server: str, reviewed: Mapping[str, str] | None = None, approver: str | None = None
+    ) -> list[str]:
+        """Approve every quarantined version of one server's tools, all or none (`approve_server`)."""
+        with self._lock:
+            return approve_server(self.registry, server, reviewed, approver or getpass.getuser())
+
     def reject(self, names: Iterable[str], rejecter: str | None = None) -> list[str]:
         """Reject quarantined versions; the rejection holds while their servers publish the same text."""
         with self._lock:
@@ -397,10 +404,59 @@ def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
 def approve_quarantined(registry: ToolRegistry, names: Iterable[str], approver: str) -> list[str]:
     """Pin the quarantined versions' hashes and make them active (the CLI, the console), with what operators set
     on the tool kept (`Tool.synced`)."""
-    approved = _quarantined(registry, names)
+    return _approve(registry, _quarantined(registry, names), approver)
+
+
+def server_quarantined(registry: ToolRegistry, server: str) -> list[Pin]:
+    """The quarantined tools of one server, by name: ServerNotFoundError when the server has no tools here,
+    ApprovalConflictError when none of them waits."""
+    pins = registry.store.pins(server)
+    if not pins:
+        raise ServerNotFoundError(server)
+    waiting = [pin for pin in pins if pin.quarantined]
+    if not waiting:
+        raise ApprovalConflictError(f"no tool of server {server!r} is quarantined: nothing to approve")
+    return waiting
+
+
+def approve_server(registry: ToolRegistry, server: str, reviewed: Mapping[str, str] | None, approver: str) -> list[str]:
+    """Approve every quarantined tool of `server` in one transaction, each audited as a single approval is.
+    `reviewed`: the pending text hash of each tool as the approver saw it; when the tools waiting are not exactly
+    those, with those hashes (a sync changed one, or listed one more, since), ApprovalConflictError and nothing is
+    approved. Without it, the hashes read here are compared at the write (a sync in between is caught too)."""
+    waiting = server_quarantined(registry, server)
+    if reviewed is not None:
+        _check_reviewed(server, waiting, reviewed)
+    return _approve(registry, waiting, approver)
+
+
+def _check_reviewed(server: str, waiting: Sequence[Pin], reviewed: Mapping[str, str]) -> None:
+    now = {pin.tool: pin.pending_hash for pin in waiting}
+    unseen = sorted(set(now) - set(reviewed))
+    if unseen:
+        raise ApprovalConflictError(
+            f"{', '.join(map(repr, unseen))} of server {server!r} also waits and was not reviewed: nothing was approved"
+        )
+    gone = sorted(set(reviewed) - set(now))
+    if gone:
+        raise ApprovalConflictError(
+            f"{', '.join(map(repr, gone))} of server {server!r} is not quarantined (any more): nothing was approved"
+        )
+    changed = sorted(tool for tool, digest in reviewed.items() if now[tool] != digest)
+    if changed:
+        raise ApprovalConflictError(
+            f"{', '.join(map(repr, changed))} changed since it was reviewed (another text waits now): review it"
+            " again; nothing was approved"
+        )
+
+
+def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str) -> list[str]:
+    """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
+    approved), then register the approved versions."""
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
+        {p.tool: p.pending_hash for p in approved},
     )
     registry.write_merged({p.tool: partial(synced, upstream=p.pending) for p in approved if p.pending})
     return [p.tool for p in approved]

@@ -20,10 +20,12 @@ from toolrag.access.guard import FailureLimiter, RequestGuard
 from toolrag.access.oauth import JwtVerifier, caller_authenticator
 from toolrag.access.rate_limit import RateLimiter
 from toolrag.errors import (
+    ApprovalConflictError,
     CatalogError,
     EditConflictError,
     InvalidToolError,
     ModelMismatchError,
+    ServerNotFoundError,
     StoreError,
     ToolNotFoundError,
     ToolragError,
@@ -41,6 +43,8 @@ from toolrag.server.served import Served
 
 _ERRORS: list[tuple[type[Exception], int]] = [
     (ToolNotFoundError, 404),
+    (ServerNotFoundError, 404),
+    (ApprovalConflictError, 409),
     (InvalidToolError, 422),
     (CatalogError, 422),
     (ModelMismatchError, 409),

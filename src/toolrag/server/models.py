@@ -130,6 +130,23 @@ class LiftedOut(BaseModel):
     lifted: int = Field(description="verdicts dropped: inference and learning decide again")
 
 
+class SwitchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=500, description="why the server is switched off (kept)")
+
+
+class SwitchOut(BaseModel):
+    """An upstream MCP server's switch after a request to turn it off or on."""
+
+    server: str
+    disabled: bool = Field(description="whether the server is switched off now: its tools hidden, calls refused")
+    changed: bool = Field(description="false when the server was in that state already (nothing written)")
+    disabled_by: str | None = None
+    disabled_at: datetime | None = None
+    reason: str | None = None
+
+
 class OverridesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -201,6 +218,53 @@ class PendingOut(BaseModel):
     tool: Tool = Field(description="the version its server lists now, whole")
     findings: list[str] = Field(description="why it waits: each finding with the text that triggered it")
     diff: list[str] = Field(description="a unified diff against the approved version ([] for a new tool)")
+
+
+class RollbackIn(BaseModel):
+    """Which earlier version's content to restore, compare-and-set on the version the caller saw."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: int = Field(ge=1, description="the version whose content to restore (as a new version)")
+    expected_version: int | None = Field(
+        default=None,
+        ge=1,
+        description="the tool's current version as the caller saw it: 409, nothing written, when it has moved on",
+    )
+
+
+class WaitingToolOut(BaseModel):
+    """One quarantined tool of an MCP server, as `POST /mcp/servers/{server}/approve` approves it."""
+
+    tool: str
+    kind: Literal["new", "changed"] = Field(description="never approved, or an approved tool whose text changed")
+    text_hash: str = Field(description="the hash of the text waiting: state it when approving")
+    findings: list[str]
+    description: str = Field(description="the description waiting (GET /tools/{name}/pending: the whole tool)")
+
+
+class ServerPendingOut(BaseModel):
+    """What of one MCP server waits for approval."""
+
+    server: str
+    pending: dict[str, str] = Field(description="tool -> text hash: the body `approve` takes, as read now")
+    tools: list[WaitingToolOut]
+
+
+class ServerApproveIn(BaseModel):
+    """The quarantined tools of one server, each with the text hash the approver reviewed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pending: dict[str, str] = Field(
+        description="tool -> text hash as reviewed: 409, nothing approved, unless these are exactly the tools"
+        " waiting, with these texts"
+    )
+
+
+class ServerApprovedOut(BaseModel):
+    server: str
+    approved: list[str]
 
 
 class StartupOut(BaseModel):

@@ -18,6 +18,7 @@ from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
     from toolrag.store.relations import RelationTables
+    from toolrag.store.switches import UpstreamSwitches
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
 Vector = npt.NDArray[np.float32]
@@ -171,8 +172,10 @@ class PreviousNames(Protocol):
     def pins(self, server: str | None = None) -> list[Pin]:
         return self.pinning.read(server)
 
-    def save_pins(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
-        self.pinning.save(pins, audit)
+    def save_pins(
+        self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = (), expected: Mapping[str, str | None] | None = None
+    ) -> None:
+        self.pinning.save(pins, audit, expected)
 
     def audit(self, entries: Sequence[AuditEntry]) -> None:
         self.trail.append(entries)
@@ -198,6 +201,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     versions: VersionTables  # every version of every tool
     backup: BackupTables  # the whole registry, dumped and restored
     relations: RelationTables  # relations learned from usage, and admins' verdicts on inferred and learned ones
+    switches: UpstreamSwitches  # upstream MCP servers an operator switched off
 
 
 @dataclass(frozen=True)

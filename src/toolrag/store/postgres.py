@@ -87,7 +87,9 @@ class PostgresStore(PreviousNames):
         database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations = tables
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations, self.switches = (
+            tables
+        )
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:

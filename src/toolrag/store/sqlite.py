@@ -66,7 +66,9 @@ class SQLiteStore(PreviousNames):
         database = Database(SQLITE, self._query, self._transaction, self._bump_generation, str(self.path))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations = tables
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations, self.switches = (
+            tables
+        )
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

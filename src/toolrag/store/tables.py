@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from toolrag.errors import ModelMismatchError, StoreError
+from toolrag.errors import ApprovalConflictError, ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
 from toolrag.store.base import (
     AuditEntry,
@@ -27,6 +27,7 @@ from toolrag.store.base import (
 )
 from toolrag.store.dialect import Dialect
 from toolrag.store.relations import RelationTables
+from toolrag.store.switches import UpstreamSwitches
 from toolrag.store.usage import UsageTables
 
 Rows = list[tuple[Any, ...]]
@@ -178,10 +179,16 @@ class PinTables:
         )
         return [self._pin(row) for row in self._db.query(self._db.dialect.sql(query), params)]
 
-    def save(self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = ()) -> None:
-        """Insert or replace pins and append audit entries, in one transaction."""
+    def save(
+        self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = (), expected: Mapping[str, str | None] | None = None
+    ) -> None:
+        """Insert or replace pins and append audit entries, in one transaction. `expected`: the pending hash each
+        named tool was read with (None: nothing pending), compared in the same transaction, under the write lock:
+        ApprovalConflictError, with nothing written, when a sync changed one of them since (compare-and-set)."""
         dialect = self._db.dialect
         with self._db.transaction() as db:
+            if expected:
+                self._check_pending(db, expected)
             for pin in pins:
                 db.execute(
                     dialect.sql(
@@ -204,6 +211,18 @@ class PinTables:
                     ),
                 )
             self._trail.write(db, audit)
+
+    def _check_pending(self, db: Any, expected: Mapping[str, str | None]) -> None:
+        query = self._db.dialect.sql("SELECT pending_hash FROM pins WHERE tool = ?")
+        for tool, wanted in sorted(expected.items()):
+            row = db.execute(query, (tool,)).fetchone()
+            now = None if row is None else _text(row[0])
+            if now != wanted:
+                waits = f"now waits with text {now[:12]}" if now else "has nothing waiting now"
+                raise ApprovalConflictError(
+                    f"{tool!r} changed since it was read (text {str(wanted)[:12]} was reviewed, it {waits}):"
+                    " review it again; nothing was approved"
+                )
 
     def _pin(self, row: tuple[Any, ...]) -> Pin:
         tool, server, approved, pending_hash, pending, findings, updated, rejected = row
@@ -317,9 +336,11 @@ class BackupTables:
 
 def tables_over(
     database: Database, vectors: VectorAccess
-) -> tuple[UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables, RelationTables]:
+) -> tuple[
+    UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables, RelationTables, UpstreamSwitches
+]:
     """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
-    `.backup` and `.relations`, in that order."""
+    `.backup`, `.relations` and `.switches`, in that order."""
     trail = AuditTrail(database)
     return (
         UsageTables(database.query, database.transaction, database.dialect),
@@ -329,6 +350,7 @@ def tables_over(
         VersionTables(database),
         BackupTables(database, vectors),
         RelationTables(database, trail),
+        UpstreamSwitches(database, trail),
     )
 
 

@@ -102,6 +102,31 @@ def set_active(
     return _edited(console, request, who, name, switch, "", "")
 
 
+@router.post("/tools/{name}/rollback")
+def rollback_tool(
+    request: Request,
+    console: Console,
+    name: str,
+    to: Annotated[int, Form(ge=1)],
+    expected_version: Annotated[int, Form(ge=1)],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    """Restore an earlier version's content, asked first, compare-and-set on the version the diff page showed:
+    a change made since (the API, a sync, another operator) is a conflict page, not overwritten unseen."""
+    who = console.admin(request, csrf)
+    if not confirmed:
+        question = f"Restore version {to} of {name}?"
+        consequence = f"version {to}'s content becomes a new version over version {expected_version}"
+        return _confirm(
+            console, request, name, question, consequence, {"to": str(to), "expected_version": str(expected_version)}
+        )
+    restore = lambda: console.registry.rollback(  # noqa: E731
+        name, to, expected_version=expected_version, edited_by=who.name
+    )
+    return _edited(console, request, who, name, restore, "", "")
+
+
 @router.post("/quarantine/{name}")
 def decide_quarantine(
     request: Request,
@@ -127,6 +152,32 @@ def decide_quarantine(
         decide(console.registry, [name], who.name)
     except ToolragError as problem:
         return console.error(request, 409, str(problem))
+    return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
+
+
+@router.post("/upstreams/{server}/switch")
+def switch_upstream(
+    request: Request,
+    console: Console,
+    server: str,
+    decision: Annotated[str, Form(pattern="^(disable|enable)$")],
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    """An admin switches an upstream off or on (mcp/switches.py, audited with the admin's name); undone by the
+    other button, so no confirmation page."""
+    who = console.admin(request, csrf)
+    from toolrag.mcp.switches import disable_server, enable_server, servers_in
+
+    store = console.registry.store
+    configured = [str(state["name"]) for state in console.upstreams()] if console.upstreams else []
+    known = servers_in(store, configured)
+    try:
+        if decision == "disable":
+            disable_server(store, server, known, who.name, "from the console")
+        else:
+            enable_server(store, server, known, who.name)
+    except ToolragError as problem:
+        return console.error(request, 404, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
 
 

@@ -146,7 +146,8 @@ def diff_page(
     if not (who.sees_version(versions[a]) and who.sees_version(versions[b])):
         return console.error(request, 404, f"no version {a} or {b} of {name!r} for this principal")
     older, newer = who.view(versions[a]), who.view(versions[b])
-    return console.page(request, "diff.html", name=name, a=a, b=b, lines=_diff(older, newer))
+    current = max(versions)  # what a rollback from this page is compared against (the version shown)
+    return console.page(request, "diff.html", name=name, a=a, b=b, lines=_diff(older, newer), current=current)
 
 
 def _tool_rows(registry: ToolRegistry, who: Caller) -> list[dict[str, Any]]:

@@ -39,7 +39,8 @@ def upstreams_page(request: Request, console: Console, who: Who) -> HTMLResponse
     every = console.upstreams() if console.upstreams else []
     states = [s for s in every if who.is_admin or who.principal.may_name(f"{s['name']}.")]
     pins = console.registry.store.pins() if who.is_admin else []
-    return console.page(request, "upstreams.html", states=states, pins=pins)
+    disabled = {d.server: d for d in console.registry.store.switches.disabled()}
+    return console.page(request, "upstreams.html", states=states, pins=pins, disabled=disabled)
 
 
 @router.get("/audit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from toolrag.server.routes import access, execute, health, operations, reports, search, tools
+from toolrag.server.routes import access, execute, health, operations, reports, search, servers, tools
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
@@ -15,6 +15,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     reports.router,
     operations.router,
     access.router,
+    servers.router,
 )
 
 __all__ = ["ROUTERS"]

@@ -14,6 +14,7 @@ from toolrag.server.models import (
     LiftedOut,
     OverridesIn,
     PendingOut,
+    RollbackIn,
     ToolIn,
     ToolOut,
     ToolPatch,
@@ -57,6 +58,14 @@ def tool_history(name: str, who: Reader, api: Api) -> list[Tool]:
     version restricted to another tenant stays that tenant's)."""
     get_tool(name, who, api)
     return [who.view(v) for v in api.registry.history(name) if who.sees_version(v)]
+
+
+@router.post("/tools/{name}/rollback", response_model=Tool)
+def rollback_tool(name: str, body: RollbackIn, who: Admin, api: Api) -> Tool:
+    """A new version with the content of version `to` (history only grows), audited with the token's name;
+    compare-and-set on `expected_version` when given: 409, nothing written, when the tool is at another version
+    (someone changed it after the caller chose). 404 for a version the tool never had."""
+    return api.registry.rollback(name, body.to, expected_version=body.expected_version, edited_by=who.name)
 
 
 @router.post("/tools", response_model=UpsertOut)

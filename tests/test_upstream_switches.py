@@ -1,0 +1,197 @@
+"""Switching an upstream MCP server off and on (issue 33 §6): the store's switches on both databases, `toolrag mcp
+disable` / `enable`, the API's admin routes, and a running gateway that hides and refuses a disabled server's tools
+and brings them back once it is enabled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from typer.testing import CliRunner
+
+from toolrag import ToolRegistry, open_store
+from toolrag.cli.app import app
+from toolrag.server.app import create_app
+from toolrag.store.base import AuditEntry
+from toolrag.store.switches import DisabledServer
+
+from .conftest import RETRIEVAL, CountingEmbedder, make_tool
+from .mcp_support import python_server, stdio_gateway, write_config
+from .test_api import ADMIN, AGENT, READER, api_config, serving
+
+runner = CliRunner()
+
+
+def test_switches_round_trip_with_their_audit_and_move_the_generation(store_url: str) -> None:
+    store = open_store(store_url)
+    before = store.generation()
+    disabled = DisabledServer("shop", "ops", "maintenance until 9")
+    assert store.switches.disable(disabled, AuditEntry("server disabled", "maintenance until 9", None, "shop", "ops"))
+    assert not store.switches.disable(disabled, AuditEntry("server disabled", "again", None, "shop", "ops"))
+    [read] = store.switches.disabled()
+    assert (read.server, read.disabled_by, read.reason) == ("shop", "ops", "maintenance until 9")
+    assert abs((read.disabled_at - disabled.disabled_at).total_seconds()) < 1  # the same moment, as each stores it
+    assert store.generation() > before  # a gateway reading switches with the generation sees the change
+    assert store.switches.enable("shop", AuditEntry("server enabled", "enabled", None, "shop", "ops"))
+    assert not store.switches.enable("shop", AuditEntry("server enabled", "enabled", None, "shop", "ops"))
+    assert store.switches.disabled() == []
+    actions = [(e.action, e.server, e.principal) for e in store.audit_log()]
+    assert actions == [("server enabled", "shop", "ops"), ("server disabled", "shop", "ops")]  # one per change
+    store.close()
+
+
+def fixture_gateway(tmp_path: Path) -> Path:
+    """Two upstreams running the fixture server: `shop` is switched, `depot` shows the other stays served."""
+    servers = {"shop": python_server("tests.mcp_fixture_server"), "depot": python_server("tests.mcp_fixture_server")}
+    principals = {"me": {"scopes": ["*"]}}
+    # No client cache of tool lists: each listing asks the gateway.
+    return write_config(
+        tmp_path, servers, principals, local_principal="me", expose=["shop.lookup_order"], list_ttl_seconds=0
+    )
+
+
+def mcp_cli(*args: str, exit_code: int = 0) -> Any:
+    result = runner.invoke(app, ["mcp", *args])
+    assert result.exit_code == exit_code, result.output
+    return result
+
+
+def test_the_cli_switches_known_servers_only_and_lists_who_switched(tmp_path: Path) -> None:
+    config = str(fixture_gateway(tmp_path))
+    unknown = mcp_cli("disable", "shopp", "--config", config, exit_code=1)
+    assert "no upstream MCP server named 'shopp'" in unknown.output and "depot, shop" in unknown.output
+    mcp_cli("enable", "shopp", "--config", config, exit_code=1)
+    assert "disabled shop" in mcp_cli("disable", "shop", "--reason", "billing outage", "--config", config).output
+    assert "shop was disabled already" in mcp_cli("disable", "shop", "--config", config).output
+    rows = {row["server"]: row for row in json.loads(mcp_cli("list-servers", "--config", config, "--json").stdout)}
+    assert rows["shop"]["disabled"]["reason"] == "billing outage" and rows["shop"]["disabled"]["by"]
+    assert rows["depot"]["disabled"] is None
+    assert "billing outage" in mcp_cli("list-servers", "--config", config).output
+    assert json.loads(mcp_cli("enable", "shop", "--config", config, "--json").stdout)["changed"] is True
+    assert "shop was not disabled" in mcp_cli("enable", "shop", "--config", config).output
+
+
+def test_the_api_lets_admins_switch_and_audits_who(store_url: str, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL)
+    registry.register(make_tool("depot.lookup", "Look up a parcel by its number.", source="mcp:depot"))
+    states = lambda: [{"name": "shop", "state": "up"}]  # noqa: E731  # what a gateway's upstreams report
+    with serving(create_app(registry, api_config(), upstreams=states)) as url:
+
+        def post(path: str, token: str, **body: Any) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {token}"}
+            return httpx.post(f"{url}{path}", headers=headers, json=body or None, timeout=30)
+
+        for token in (AGENT, READER):
+            assert post("/mcp/servers/shop/disable", token).status_code == 403
+            assert post("/mcp/servers/shop/enable", token).status_code == 403
+        missing = post("/mcp/servers/nowhere/disable", ADMIN)
+        assert missing.status_code == 404 and "no upstream MCP server named 'nowhere'" in missing.json()["detail"]
+        assert post("/mcp/servers/nowhere/enable", ADMIN).status_code == 404
+        assert post("/mcp/servers/shop/disable", ADMIN, reason="x" * 501).status_code == 422
+        assert registry.store.switches.disabled() == []  # nothing written by a refused request
+        answer = post("/mcp/servers/shop/disable", ADMIN, reason="rotating its keys").json()
+        assert answer | {"disabled_at": None} == {
+            "server": "shop",
+            "disabled": True,
+            "changed": True,
+            "disabled_by": "ops",
+            "disabled_at": None,
+            "reason": "rotating its keys",
+        }
+        assert post("/mcp/servers/depot/disable", ADMIN).json()["changed"] is True  # known by its imported tools
+        assert post("/mcp/servers/shop/enable", ADMIN).json() | {"disabled_at": None} == {
+            "server": "shop",
+            "disabled": False,
+            "changed": True,
+            "disabled_by": None,
+            "disabled_at": None,
+            "reason": None,
+        }
+    audit = [(e.action, e.server, e.principal, e.detail) for e in registry.store.audit_log()][:3]
+    assert audit == [
+        ("server enabled", "shop", "ops", "enabled"),
+        ("server disabled", "depot", "ops", "disabled"),
+        ("server disabled", "shop", "ops", "rotating its keys"),
+    ]
+    registry.close()
+
+
+def text_of(result: Any) -> str:
+    return " ".join(getattr(part, "text", "") for part in result.content)
+
+
+def test_a_running_gateway_hides_and_refuses_a_disabled_server_until_enabled(tmp_path: Path) -> None:
+    config = fixture_gateway(tmp_path)
+
+    async def names(client: Any, query: str) -> list[str]:
+        result = await client.call_tool("find_tools", {"query": query, "k": 5})
+        assert not result.is_error, text_of(result)
+        return [tool["name"] for tool in result.structured_content["tools"]]
+
+    async def listed(client: Any) -> list[str]:
+        return [tool.name for tool in (await client.list_tools()).tools]
+
+    async def session() -> None:
+        async with stdio_gateway(config) as client:
+            assert "shop.lookup_order" in await names(client, "shop.*")
+            assert await listed(client) == ["find_tools", "call_tool", "shop.lookup_order"]
+
+            mcp_cli("disable", "shop", "--reason", "billing outage", "--config", str(config))
+            assert not [name for name in await names(client, "shop.*") if name.startswith("shop.")]
+            found = await names(client, "look up an order by its number")
+            assert found and all(name.startswith("depot.") for name in found)  # k is filled by the others
+            assert await listed(client) == ["find_tools", "call_tool"]
+            for refused in (
+                await client.call_tool("call_tool", {"name": "shop.lookup_order", "arguments": {"order_id": "7"}}),
+                await client.call_tool("shop.lookup_order", {"order_id": "7"}),
+            ):
+                assert refused.is_error
+                assert "MCP server 'shop' is disabled" in text_of(refused) and "billing outage" in text_of(refused)
+            served = await client.call_tool("call_tool", {"name": "depot.lookup_order", "arguments": {"order_id": "7"}})
+            assert not served.is_error and "order 7: shipped" in text_of(served)
+
+            mcp_cli("enable", "shop", "--config", str(config))
+            assert "shop.lookup_order" in await names(client, "shop.*")
+            assert await listed(client) == ["find_tools", "call_tool", "shop.lookup_order"]
+            again = await client.call_tool("call_tool", {"name": "shop.lookup_order", "arguments": {"order_id": "7"}})
+            assert not again.is_error and "order 7: shipped" in text_of(again)
+
+    anyio.run(session)
+
+
+def test_an_admin_switches_an_upstream_from_the_console(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    from .test_console import ACME_READER, browser, console_config, session_of, signed_in
+    from .test_console import ADMIN as CONSOLE_ADMIN
+
+    registry = ToolRegistry(str(tmp_path / "console.db"), embedder, RETRIEVAL)
+    shop = {"name": "shop", "state": "up", "since": None, "tools": 1, "reconnects": 0, "last_import": None}
+    states = lambda: [shop | {"error": None}]  # noqa: E731  # as server/serve.py reports an upstream
+    with serving(create_app(registry, console_config(), upstreams=states)) as url, browser() as chromium:
+        page: Any = signed_in(chromium, url, ACME_READER)
+        page.goto(f"{url}/console/upstreams")
+        assert page.locator('#states tr[data-server="shop"] button').count() == 0  # readers get no switch
+        page = signed_in(chromium, url, CONSOLE_ADMIN)
+        page.goto(f"{url}/console/upstreams")
+        page.locator('#states tr[data-server="shop"] button', has_text="Disable").click()
+        assert "disabled" in page.locator('#states tr[data-server="shop"]').inner_text()
+        [switch] = registry.store.switches.disabled()
+        assert (switch.server, switch.disabled_by) == ("shop", "ops")
+        page.locator('#states tr[data-server="shop"] button', has_text="Enable").click()
+        assert page.locator('#states tr[data-server="shop"] button', has_text="Disable").count() == 1
+        cookie = session_of(url, CONSOLE_ADMIN)
+        forged = httpx.post(
+            f"{url}/console/upstreams/shop/switch",
+            data={"decision": "disable"},
+            cookies=cookie,
+            headers={"origin": url},
+        )
+        assert forged.status_code == 403  # no CSRF token: nothing switched
+    assert registry.store.switches.disabled() == []
+    assert [(e.action, e.principal) for e in registry.store.audit_log(2)] == [
+        ("server enabled", "ops"),
+        ("server disabled", "ops"),
+    ]
+    registry.close()
