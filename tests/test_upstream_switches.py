@@ -10,10 +10,12 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from typer.testing import CliRunner
 
-from toolrag import ToolRegistry, open_store
+from toolrag import Principal, ToolRegistry, open_store
 from toolrag.cli.app import app
+from toolrag.errors import ToolNotFoundError
 from toolrag.server.app import create_app
 from toolrag.store.base import AuditEntry
 from toolrag.store.switches import DisabledServer
@@ -194,4 +196,45 @@ def test_an_admin_switches_an_upstream_from_the_console(tmp_path: Path, embedder
         ("server enabled", "ops"),
         ("server disabled", "ops"),
     ]
+    registry.close()
+
+
+def test_a_disabled_servers_tools_are_not_searched_listed_or_shown_outside_the_gateway(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """The switch is the registry's, not only the gateway's: the library's search and schemas, the API's `/search`,
+    `/tools` and `/tools/NAME` leave a disabled server's tools out for everyone but admins' tool listings, and bring
+    them back once it is enabled."""
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL)
+    registry.register(
+        make_tool("depot.track_parcel", "Track a parcel by its tracking number.", source="mcp:depot"),
+        make_tool("weather.forecast", "Weather forecast for a city."),
+    )
+    everyone = Principal(user="u", scopes=frozenset({"*"}))
+    assert [r.name for r in registry.search("track my parcel", everyone, k=1)] == ["depot.track_parcel"]
+    registry.store.switches.disable(DisabledServer("depot"), AuditEntry("server disabled", "disabled", None, "depot"))
+    assert "depot.track_parcel" not in [r.name for r in registry.search("track my parcel", everyone)]
+    with pytest.raises(ToolNotFoundError):
+        registry.schemas(["depot.track_parcel"], everyone)
+    assert [t.name for t in registry.visible_tools(everyone)] == ["weather.forecast"]
+    with serving(create_app(registry, api_config())) as url:
+
+        def get(path: str, token: str) -> httpx.Response:
+            return httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+        def searched(token: str) -> list[str]:
+            body = {"query": "track my parcel", "k": 3}
+            headers = {"Authorization": f"Bearer {token}"}
+            answer = httpx.post(f"{url}/search", headers=headers, json=body, timeout=30)
+            assert answer.status_code == 200, answer.text
+            return [r["name"] for r in answer.json()["results"]]
+
+        for token in (ADMIN, AGENT):
+            assert "depot.track_parcel" not in searched(token)  # never ranked, admins' searches included
+        assert "depot.track_parcel" not in [t["name"] for t in get("/tools", READER).json()]
+        assert get("/tools/depot.track_parcel", READER).status_code == 404
+        assert "depot.track_parcel" in [t["name"] for t in get("/tools", ADMIN).json()]  # admins manage it
+        registry.store.switches.enable("depot", AuditEntry("server enabled", "enabled", None, "depot"))
+        assert "depot.track_parcel" in searched(AGENT)
+        assert get("/tools/depot.track_parcel", READER).status_code == 200
     registry.close()

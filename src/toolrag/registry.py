@@ -38,6 +38,7 @@ from toolrag.snapshot.embedding import IndexEmbeddings
 from toolrag.snapshot.fixed import stored_fixed_vectors
 from toolrag.store.base import AuditEntry, Store, UpsertReport
 from toolrag.store.sqlite import SQLiteStore
+from toolrag.store.switches import DisabledServer
 from toolrag.usagelog.config import MonitorConfig
 from toolrag.usagelog.recorder import UsageRecorder
 
@@ -97,6 +98,7 @@ class ToolRegistry:
         )
         self._functions: dict[str, Callable[..., Any]] = {}
         self._snapshots = Snapshots.of(self._embeddings, self.config)
+        self._switches: tuple[int, dict[str, DisabledServer]] | None = None  # (generation, disabled servers)
         self.usage: UsageRecorder | None = None
         if monitor:
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
@@ -239,7 +241,28 @@ class ToolRegistry:
 
     def partition(self, principal: Principal) -> tuple[list[Tool], list[Tool]]:
         """(the active tools the principal may use, the active tools it may not), from the current snapshot."""
-        return partition(self._snapshot(), principal)
+        return partition(self._snapshot(), self.served_as(principal))
+
+    # -- upstream MCP servers switched off (`toolrag mcp disable`) -------------------------------------------------
+
+    def disabled_servers(self) -> dict[str, DisabledServer]:
+        """The upstreams an operator switched off, by name: read again only when the registry's generation moved
+        (every switch moves it), so a request costs no read of the switches."""
+        generation = self._snapshot().generation
+        cached = self._switches
+        if cached is None or cached[0] != generation:
+            disabled = {d.server: d for d in self.store.switches.disabled()}
+            self._switches = cached = (generation, disabled)
+        return cached[1]
+
+    def served_as(self, principal: Principal) -> Principal:
+        """The principal with the tools of disabled servers denied: every search, listing and schema leaves them
+        out before scoring (k fills with other tools), and no call resolves to them, whichever way in."""
+        disabled = self.disabled_servers()
+        if not disabled:
+            return principal
+        denied = principal.deny_tools | {f"{server}.*" for server in disabled}
+        return principal.model_copy(update={"deny_tools": frozenset(denied)})
 
     @property
     def generation(self) -> int:
@@ -254,7 +277,7 @@ class ToolRegistry:
         """The tools for a request: at most k (default 3) for each step it asks for, with the tools they require,
         at most `SearchConfig.max_set_tools` in all; possibly none. Without k, all of them when the principal's
         whole catalog fits `inject_all_below_tokens`. `session` groups one conversation in the usage log."""
-        principal = principal or Principal.anonymous()
+        principal = self.served_as(principal or Principal.anonymous())
         with tracing.span("toolrag.search", k=k, user=principal.user, tenant=principal.tenant) as current:
             results = self.retriever.search(query, principal, k)
             if current is not None:
@@ -270,7 +293,7 @@ class ToolRegistry:
     ) -> tuple[list[SearchResult], int]:
         """The usable tools a request names outright: its whole text is a tool's name, or a prefix ending in `*`
         (`shop.*`); at most `limit` in name order, and how many matched (search/pipeline.py `Retriever.named`)."""
-        principal = principal or Principal.anonymous()
+        principal = self.served_as(principal or Principal.anonymous())
         results, matched = self.retriever.named(query, principal, limit)
         if results and self.usage is not None:
             self.usage.record_retrieval(query, principal, results, session)
@@ -280,7 +303,7 @@ class ToolRegistry:
         self, query: str, principal: Principal | None = None, limit: int = 10, mode: str | None = None
     ) -> list[SearchResult]:
         """The full ranking (no threshold, no cut), for evaluation and debugging."""
-        return self.retriever.rank(query, principal or Principal.anonymous(), limit, mode)
+        return self.retriever.rank(query, self.served_as(principal or Principal.anonymous()), limit, mode)
 
     def select(
         self,
@@ -308,7 +331,7 @@ class ToolRegistry:
         written to the usage log. `reveal_hidden` (operators only): also the near tools the principal may not use."""
         from toolrag.search.explain import explain
 
-        principal = principal or Principal.anonymous()
+        principal = self.served_as(principal or Principal.anonymous())
         results = self.retriever.search(query, principal, k)
         costs = token_budget.selected(self._snapshot(), results, fmt, principal, None)
         k = self.config.k if k is None else k
@@ -320,11 +343,11 @@ class ToolRegistry:
 
     def catalog_tokens(self, principal: Principal, fmt: str = "openai") -> int:
         """What injecting every tool the principal can see would cost (counted once per snapshot, inject/budget.py)."""
-        return token_budget.catalog_tokens(self._snapshot(), principal, fmt)
+        return token_budget.catalog_tokens(self._snapshot(), self.served_as(principal), fmt)
 
     def catalog_fits(self, principal: Principal, budget: int, fmt: str = "openai") -> bool:
         """Whether every tool the principal can see costs fewer tokens than `budget` in full (inject/budget.py)."""
-        return token_budget.catalog_fits(self._snapshot(), principal, budget, fmt)
+        return token_budget.catalog_fits(self._snapshot(), self.served_as(principal), budget, fmt)
 
     # -- the in-memory snapshot, learning, groups -----------------------------------------------------------------
 

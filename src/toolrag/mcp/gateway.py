@@ -41,7 +41,7 @@ from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_
 from toolrag.mcp.listen import ListChanges
 from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
-from toolrag.model import Principal, SearchResult, Tool
+from toolrag.model import Principal, SearchResult
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
@@ -49,7 +49,6 @@ from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tool
 from toolrag.runtime.messages import ToolCall
 from toolrag.search.request import searched_text
 from toolrag.store.base import AuditEntry
-from toolrag.store.switches import DisabledServer
 
 log = logging.getLogger("toolrag.mcp")
 SCORE_META_KEY = "toolrag/score"
@@ -125,8 +124,7 @@ class McpGateway:
             settings.max_conversations_per_principal,
             settings.max_conversation_callers,
         )
-        self._switches: tuple[int, dict[str, DisabledServer]] | None = None  # (generation, disabled servers)
-        self.list_changes = ListChanges(self._visible_tools, settings.max_listen_streams)
+        self.list_changes = ListChanges(self.registry.visible_tools, settings.max_listen_streams)
         self.startup: StartupCheck | None = None  # what the check before serving found
         # The scheduled jobs of [schedule] (monitor/schedule.py), run while serving.
         servers = set(self.settings.enabled_servers)
@@ -198,28 +196,9 @@ class McpGateway:
 
     # -- servers switched off (`toolrag mcp disable`) -----------------------------------------------------------
 
-    def disabled_servers(self) -> dict[str, DisabledServer]:
-        """The upstreams an operator switched off, by name: read again only when the registry's generation moved
-        (every switch moves it), so a request costs one generation read, not a read of the switches."""
-        generation = self.registry.store.generation()
-        cached = self._switches
-        if cached is None or cached[0] != generation:
-            disabled = {d.server: d for d in self.registry.store.switches.disabled()}
-            self._switches = cached = (generation, disabled)
-        return cached[1]
-
-    def served_as(self, principal: Principal) -> Principal:
-        """The principal with the tools of disabled servers denied: they are left out before scoring (searches
-        fill k with other tools), of listings, and of the tools a call may resolve to."""
-        disabled = self.disabled_servers()
-        if not disabled:
-            return principal
-        denied = principal.deny_tools | {f"{server}.*" for server in disabled}
-        return principal.model_copy(update={"deny_tools": frozenset(denied)})
-
     def disabled_refusal(self, name: str) -> str | None:
         """Why a call to `name` is refused when its server is switched off, else None."""
-        switch = self.disabled_servers().get(split_name(name)[0])
+        switch = self.registry.disabled_servers().get(split_name(name)[0])
         if switch is None:
             return None
         by = f" by {switch.disabled_by}" if switch.disabled_by else ""
@@ -229,15 +208,12 @@ class McpGateway:
             f" tools are not run until an operator enables it (`toolrag mcp enable {switch.server}`)"
         )
 
-    def _visible_tools(self, principal: Principal) -> list[Tool]:
-        return self.registry.visible_tools(self.served_as(principal))
-
     # -- the two tools ------------------------------------------------------------------------------------------
 
     def find_tools(
         self, query: str, principal: Principal, k: int | None = None, session: str | None = None
     ) -> dict[str, Any]:
-        principal = self.served_as(principal)
+        principal = self.registry.served_as(principal)
         named, matched = self.registry.named(query, principal, k or self.settings.find_k, session)
         # The client's k wins; without it, the whole catalog when it fits the budget, else find_k.
         searched_k = k or (None if self.registry.retriever.serves_all(principal) else self.settings.find_k)
@@ -287,7 +263,7 @@ class McpGateway:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
         shown = [s for s in self.pool.statuses() if caller.is_admin or caller.principal.may_name(f"{s.name}.")]
-        disabled = self.disabled_servers()
+        disabled = self.registry.disabled_servers()
         servers = [
             _status_json(status)
             | {"tools": status.tools, "reconnects": status.reconnects}
@@ -302,7 +278,7 @@ class McpGateway:
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
         """The upstreams whose tools the principal may use and that are not imported and connected now (a disabled
         server is not waited for)."""
-        disabled = self.disabled_servers()
+        disabled = self.registry.disabled_servers()
         return [
             status
             for status in self.pool.not_ready()
@@ -321,7 +297,7 @@ class McpGateway:
         refusal = await anyio.to_thread.run_sync(self.disabled_refusal, name)
         if refusal is not None:  # denied before anything resolves or runs
             return _error(refusal), "refused"
-        principal = await anyio.to_thread.run_sync(self.served_as, principal)
+        principal = await anyio.to_thread.run_sync(self.registry.served_as, principal)
         gateway = self._gateway_for(principal)
         call = ToolCall(id=uuid.uuid4().hex, name=name, arguments=json.dumps(arguments))
         offered = self.conversations.offered(principal.caller, session) if session is not None else set()
@@ -514,7 +490,7 @@ class McpGateway:
     def _exposed(self, principal: Principal) -> list[types.Tool]:
         if not self.settings.expose:
             return []
-        visible = {t.name: t for t in self._visible_tools(principal)}
+        visible = {t.name: t for t in self.registry.visible_tools(principal)}
         chosen = [visible[name] for name in self.settings.expose if name in visible]
         return [types.Tool.model_validate(d) for d in render(chosen, "mcp")]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from toolrag.access import AccessPolicy, Caller, NotGranted
@@ -27,6 +28,12 @@ def parse_claims(text: str, what: str) -> dict[str, Any]:
     return claims
 
 
+def served(who: Caller, registry: ToolRegistry) -> Caller:
+    """The caller as the registry serves it now: the tools of upstream servers an operator switched off are
+    hidden from it (`ToolRegistry.served_as`), in every listing and page as in its searches."""
+    return replace(who, principal=registry.served_as(who.principal))
+
+
 def rule_view(policy: AccessPolicy, rule: str, registry: ToolRegistry, tool: str | None) -> AccessOut:
     """What the rule's principal may use; KeyError for a rule the policy does not hold."""
     return caller_view(policy.named(rule), registry, tool)
@@ -42,6 +49,7 @@ def claims_view(policy: AccessPolicy, claims: Mapping[str, Any], registry: ToolR
 
 
 def caller_view(caller: Caller, registry: ToolRegistry, tool: str | None) -> AccessOut:
+    caller = served(caller, registry)
     principal = caller.principal
     return AccessOut(
         granted=True,

@@ -20,6 +20,7 @@ from toolrag.errors import ToolNotFoundError
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.server.console.session import ConsoleSessions
+from toolrag.server.principals import served
 
 HERE = Path(__file__).parent
 # No script may run, styles and images only from this server, forms only to it, never framed.
@@ -68,7 +69,7 @@ class ConsoleState:
 
     def visible_tool(self, who: Caller, name: str) -> Tool:
         tool = self.registry.get(name)
-        if not who.sees(tool):
+        if not served(who, self.registry).sees(tool):
             raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # another tenant's tool is not even confirmed
         return who.view(tool)
 

@@ -21,6 +21,7 @@ from toolrag.server.models import (
     UpsertOut,
     VerdictOut,
 )
+from toolrag.server.principals import served
 from toolrag.server.routes.deps import Admin, Api, Reader
 from toolrag.store.relations import RelationVerdict
 
@@ -30,6 +31,7 @@ router = APIRouter(tags=["tools"])
 @router.get("/tools", response_model=list[ToolOut])
 def list_tools(who: Reader, api: Api, include_inactive: bool = False) -> list[ToolOut]:
     """Every tool for admin tokens; the tools its principal may use for any other token."""
+    who = served(who, api.registry)
     return [_tool_out(t) for t in api.registry.tools(include_inactive) if who.sees(t)]
 
 
@@ -37,7 +39,7 @@ def list_tools(who: Reader, api: Api, include_inactive: bool = False) -> list[To
 def get_tool(name: str, who: Reader, api: Api) -> Tool:
     """A tool as the token may read it: other tenants' example requests (their users' words) left out."""
     tool = api.registry.get(name)
-    if not who.sees(tool):
+    if not served(who, api.registry).sees(tool):
         raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # hidden tools are not even confirmed to exist
     return who.view(tool)
 
