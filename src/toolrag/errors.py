@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,10 +67,15 @@ class ApprovalConflictError(ToolragError):
 
 
 class ServerNotFoundError(ToolragError, KeyError):
-    """No MCP server of that name has tools in the registry."""
+    """No upstream MCP server of that name: none has tools in the registry, or, given `known`, it is none of
+    those (named in the message)."""
 
-    def __init__(self, server: str) -> None:
-        super().__init__(f"no MCP server named {server!r} has tools in this registry")
+    def __init__(self, server: str, known: Sequence[str] | None = None) -> None:
+        if known is None:
+            message = f"no MCP server named {server[:200]!r} has tools in this registry"
+        else:
+            message = f"no upstream MCP server named {server[:200]!r} (the servers: {', '.join(known[:20]) or 'none'})"
+        super().__init__(message)
         self.server = server
 
     def __str__(self) -> str:  # KeyError would quote the message

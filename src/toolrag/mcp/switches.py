@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from toolrag.errors import ToolragError
+from toolrag.errors import ServerNotFoundError, ToolragError
 from toolrag.mcp.importer import SOURCE_PREFIX
 from toolrag.store.base import AuditEntry, Store
 from toolrag.store.switches import DisabledServer
@@ -17,20 +17,15 @@ DISABLED_ACTION = "server disabled"
 ENABLED_ACTION = "server enabled"
 
 
-class UnknownServerError(ToolragError):
-    """The server is neither configured nor has tools in the registry."""
-
-
 class InvalidReasonError(ToolragError):
     """The reason given for a switch is too long to keep."""
 
 
 def check_known(server: str, known: Iterable[str]) -> None:
-    """UnknownServerError naming the servers there are, when `server` is not one of them."""
+    """ServerNotFoundError naming the servers there are, when `server` is not one of them."""
     names = sorted(set(known))
     if server not in names:
-        there = ", ".join(names[:20]) or "none"
-        raise UnknownServerError(f"no upstream MCP server named {server[:200]!r} (the servers: {there})")
+        raise ServerNotFoundError(server, names)
 
 
 def disable_server(store: Store, server: str, known: Iterable[str], who: str | None, reason: str | None = None) -> bool:

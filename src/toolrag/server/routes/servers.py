@@ -8,10 +8,10 @@ them (mcp/switches.py).
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Body, HTTPException, Request
+from fastapi import APIRouter, Body, Request
 
 from toolrag.mcp.importer import approve_server, server_quarantined
-from toolrag.mcp.switches import UnknownServerError, disable_server, enable_server, servers_in
+from toolrag.mcp.switches import disable_server, enable_server, servers_in
 from toolrag.server.models import (
     ServerApprovedOut,
     ServerApproveIn,
@@ -77,10 +77,7 @@ def _known(server: str, request: Request, api: Served, switch: Callable[[set[str
     """The switch made with the servers there are (configured upstreams, servers with tools); 404 for another."""
     states = request.app.state.console.upstreams
     configured = [str(state["name"]) for state in states()] if states else []
-    try:
-        return switch(servers_in(api.registry.store, configured))
-    except UnknownServerError as error:
-        raise HTTPException(404, str(error)) from None
+    return switch(servers_in(api.registry.store, configured))  # ServerNotFoundError: 404 (server/app.py)
 
 
 def _switch_out(api: Served, server: str, changed: bool) -> SwitchOut:
