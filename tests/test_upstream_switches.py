@@ -5,6 +5,7 @@ and brings them back once it is enabled."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,10 @@ def test_a_running_gateway_hides_and_refuses_a_disabled_server_until_enabled(tmp
             assert not again.is_error and "order 7: shipped" in text_of(again)
 
     anyio.run(session)
+    store = open_store(tmp_path / "gateway.db")
+    outcomes = [c.outcome for c in store.usage.calls(datetime(2000, 1, 1, tzinfo=UTC), tool="shop.lookup_order")]
+    assert sorted(outcomes) == ["ok", "refused", "refused"]  # the refusals are in the usage log, as any other
+    store.close()
 
 
 def test_an_admin_switches_an_upstream_from_the_console(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -238,3 +243,28 @@ def test_a_disabled_servers_tools_are_not_searched_listed_or_shown_outside_the_g
         assert "depot.track_parcel" in searched(AGENT)
         assert get("/tools/depot.track_parcel", READER).status_code == 200
     registry.close()
+
+
+def test_a_disabled_server_is_not_revealed_to_a_principal_who_may_not_use_it(tmp_path: Path) -> None:
+    """Whoever may not use a server's tools learns nothing from its switch: a call to one of them is answered as
+    before the switch (no server name, no who or why), the same as a call to a tool that does not exist."""
+    servers = {"shop": python_server("tests.mcp_fixture_server"), "depot": python_server("tests.mcp_fixture_server")}
+    principals = {"me": {"scopes": ["*"], "deny_tools": ["shop.*"]}}
+    config = write_config(tmp_path, servers, principals, local_principal="me", list_ttl_seconds=0)
+
+    async def answer(client: Any, name: str) -> str:
+        result = await client.call_tool("call_tool", {"name": name, "arguments": {"order_id": "7"}})
+        assert result.is_error
+        return text_of(result)
+
+    async def session() -> None:
+        async with stdio_gateway(config) as client:
+            assert await client.call_tool("find_tools", {"query": "depot.*"})  # the gateway has imported both
+            before = await answer(client, "shop.lookup_order")
+            mcp_cli("disable", "shop", "--reason", "secret reorganisation", "--config", str(config))
+            after = await answer(client, "shop.lookup_order")
+            assert after == before
+            assert "disabled" not in after and "secret reorganisation" not in after
+            assert "disabled" not in await answer(client, "shop.no_such_tool")
+
+    anyio.run(session)

@@ -31,7 +31,7 @@ from toolrag import __version__, tracing
 from toolrag.access import Caller
 from toolrag.access.guard import CALLER_KEY, server_config
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
-from toolrag.events import Event, EventSink, FanoutSink, Outcome, SecurityEvent
+from toolrag.events import CALL_ORIGIN, Event, EventSink, FanoutSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
@@ -196,10 +196,12 @@ class McpGateway:
 
     # -- servers switched off (`toolrag mcp disable`) -----------------------------------------------------------
 
-    def disabled_refusal(self, name: str) -> str | None:
-        """Why a call to `name` is refused when its server is switched off, else None."""
+    def disabled_refusal(self, name: str, principal: Principal | None = None) -> str | None:
+        """Why a call to `name` is refused when its server is switched off, else None. Given the caller's
+        principal, only for a tool of that name it may use: anyone else learns nothing of the switch (its call is
+        refused as any hidden tool's, by the served principal)."""
         switch = self.registry.disabled_servers().get(split_name(name)[0])
-        if switch is None:
+        if switch is None or (principal is not None and not self._may_use(principal, name)):
             return None
         by = f" by {switch.disabled_by}" if switch.disabled_by else ""
         why = f": {switch.reason}" if switch.reason else ""
@@ -207,6 +209,11 @@ class McpGateway:
             f"MCP server {switch.server!r} is disabled{by} since {switch.disabled_at:%Y-%m-%d %H:%M} UTC{why}; its"
             f" tools are not run until an operator enables it (`toolrag mcp enable {switch.server}`)"
         )
+
+    def _may_use(self, principal: Principal, name: str) -> bool:
+        index = self.registry.snapshot()
+        position = index.position_of(name)
+        return position is not None and principal.can_use(index.tools[position])
 
     # -- the two tools ------------------------------------------------------------------------------------------
 
@@ -294,8 +301,10 @@ class McpGateway:
         self, name: str, arguments: dict[str, Any], principal: Principal, session: str | None = None
     ) -> tuple[types.CallToolResult, Outcome]:
         """`call_tool`'s answer and the gateway's outcome (the API's /execute and the console report it)."""
-        refusal = await anyio.to_thread.run_sync(self.disabled_refusal, name)
-        if refusal is not None:  # denied before anything resolves or runs
+        refusal = await anyio.to_thread.run_sync(self.disabled_refusal, name, principal)
+        if refusal is not None:  # denied before anything resolves or runs, and logged as refused
+            offered = self.conversations.offered(principal.caller, session) if session is not None else set()
+            self._events.emit(_refused_call(name, arguments, principal, session, name in offered, refusal))
             return _error(refusal), "refused"
         principal = await anyio.to_thread.run_sync(self.registry.served_as, principal)
         gateway = self._gateway_for(principal)
@@ -620,3 +629,26 @@ def _refusal(caller: Caller, kind: Kind) -> str | None:
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _refused_call(
+    name: str, arguments: dict[str, Any], principal: Principal, session: str | None, offered: bool, why: str
+) -> ToolCallEvent:
+    """The usage log's record of a call refused before it resolved (its server is switched off): operators see
+    agents that keep calling a disabled server."""
+    return ToolCallEvent(
+        call_id=uuid.uuid4().hex,
+        requested_name=name,
+        resolved_name=name,
+        resolution="exact",
+        arguments_bytes=len(json.dumps(arguments).encode()),
+        outcome="refused",
+        latency_ms=0.0,
+        offered=offered,
+        error=why,
+        session=session,
+        user=principal.user,
+        tenant=principal.tenant,
+        caller=principal.caller,
+        origin=CALL_ORIGIN.get(),
+    )
