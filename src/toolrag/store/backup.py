@@ -1,6 +1,8 @@
-"""A registry as one JSON file: every tool, every version, and the index's vectors, restorable exactly.
+"""A registry as one JSON file: every tool, every version, the index's vectors and what operators decided (MCP
+pins, switched-off upstreams, verdicts on relations, learned relations, the audit log), restorable exactly.
 
-Vectors are little-endian float32, base64-encoded, so a restored registry needs no embedding at all.
+Vectors are little-endian float32, base64-encoded, so a restored registry needs no embedding at all. Version 1
+files (before operators' records were kept) still load, with none.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+from dataclasses import asdict, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,13 @@ import numpy as np
 
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.model import Tool
-from toolrag.store.base import IndexModel, RegistryDump
+from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump
+from toolrag.store.relations import LearnedRelation, RelationVerdict
+from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)
 
 
 def write_backup(dump: RegistryDump, path: str | Path) -> None:
@@ -31,6 +38,11 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "tools": [json.loads(t.model_dump_json()) for t in dump.tools],
         "versions": [json.loads(t.model_dump_json()) for t in dump.versions],
         "groups": dump.groups,
+        "pins": [_pin_document(pin) for pin in dump.pins],
+        "switches": [_plain(switch) for switch in dump.switches],
+        "verdicts": [_plain(verdict) for verdict in dump.verdicts],
+        "learned": [_plain(relation) for relation in dump.learned],
+        "audit": [_plain(entry) for entry in dump.audit],
         "vectors": {
             key: base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
             for key, vector in dump.vectors.items()
@@ -59,7 +71,7 @@ def read_backup(path: str | Path) -> RegistryDump:
         raise CatalogError(f"cannot read backup {source}: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CatalogError(f"{source} is not a toolrag backup")
-    if document.get("version") != VERSION:
+    if document.get("version") not in READABLE:
         raise CatalogError(f"{source} is a backup of format version {document.get('version')}, expected {VERSION}")
     try:
         model = document["model"]
@@ -73,6 +85,47 @@ def read_backup(path: str | Path) -> RegistryDump:
                 key: np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
                 for key, value in document["vectors"].items()
             },
+            pins=[_pin(item) for item in document.get("pins", [])],
+            switches=[DisabledServer(**_timed(item, "disabled_at")) for item in document.get("switches", [])],
+            verdicts=[_verdict(item) for item in document.get("verdicts", [])],
+            learned=[LearnedRelation(**_timed(item, "learned_at")) for item in document.get("learned", [])],
+            audit=[AuditEntry(**_timed(item, "at")) for item in document.get("audit", [])],
         )
     except (KeyError, TypeError, ValueError, InvalidToolError) as exc:
         raise CatalogError(f"backup {source} is damaged: {exc}") from None
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    """A record's fields as JSON values (times in ISO 8601)."""
+    return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in asdict(record).items()}
+
+
+def _pin_document(pin: Pin) -> dict[str, Any]:
+    pending = None if pin.pending is None else json.loads(pin.pending.model_dump_json())
+    return _plain(replace(pin, pending=None)) | {"pending": pending, "findings": list(pin.findings)}
+
+
+def _timed(item: Any, key: str) -> dict[str, Any]:
+    """A record's fields from the file, its time parsed: TypeError/ValueError for anything else than an object
+    of the record's fields."""
+    if not isinstance(item, dict):
+        raise TypeError(f"expected an object, got {type(item).__name__}")
+    return item | {key: datetime.fromisoformat(str(item[key]))}
+
+
+def _pin(item: Any) -> Pin:
+    fields = _timed(item, "updated_at")
+    pending = fields.get("pending")
+    findings = fields.get("findings", [])
+    if not isinstance(findings, list):
+        raise TypeError("a pin's findings must be a list")
+    return Pin(**fields | {"pending": None if pending is None else Tool.parse(pending), "findings": tuple(findings)})
+
+
+def _verdict(item: Any) -> RelationVerdict:
+    fields = _timed(item, "decided_at")
+    if fields.get("kind") not in ("requires", "related") or fields.get("verdict") not in ("confirmed", "rejected"):
+        raise ValueError(
+            f"a relation verdict of unknown kind or verdict: {fields.get('kind')!r}, {fields.get('verdict')!r}"
+        )
+    return RelationVerdict(**fields)

@@ -17,8 +17,8 @@ from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
-    from toolrag.store.relations import RelationTables
-    from toolrag.store.switches import UpstreamSwitches
+    from toolrag.store.relations import LearnedRelation, RelationTables, RelationVerdict
+    from toolrag.store.switches import DisabledServer, UpstreamSwitches
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
 Vector = npt.NDArray[np.float32]
@@ -57,6 +57,14 @@ class RegistryDump:
     versions: list[Tool]  # every version of every tool, oldest first per tool
     vectors: dict[str, Vector]  # the index model's vectors by text hash
     groups: dict[str, str] = field(default_factory=dict)  # group name -> description
+    # What operators decided, which a copy must keep: approved, waiting and rejected MCP texts, upstreams switched
+    # off, verdicts on relations, what was learned from usage, and the audit log (oldest first). The usage log is
+    # not part of a dump.
+    pins: list[Pin] = field(default_factory=list)
+    switches: list[DisabledServer] = field(default_factory=list)
+    verdicts: list[RelationVerdict] = field(default_factory=list)
+    learned: list[LearnedRelation] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolrag.model import utc_now
 from toolrag.store.base import AuditEntry
@@ -55,12 +55,12 @@ class RelationTables:
         self._db = database
         self._trail = trail
 
-    def learned(self) -> list[LearnedRelation]:
-        """Every learned relation, strongest first per tool."""
-        rows = self._db.query(
+    def learned(self, db: Any = None) -> list[LearnedRelation]:
+        """Every learned relation, strongest first per tool (read in the caller's transaction `db`, if given)."""
+        rows = self._read(
+            db,
             "SELECT learner, tool, related, strength, support, sessions, learned_at FROM learned_relations"
             " ORDER BY learner, tool, strength DESC, related",
-            (),
         )
         parse = self._db.dialect.parse_time
         return [
@@ -70,25 +70,30 @@ class RelationTables:
 
     def replace_learned(self, relations: Sequence[LearnedRelation], audit: Sequence[AuditEntry] = ()) -> None:
         """What a run learned in place of what the runs before it learned (a run reads the whole window)."""
-        dialect = self._db.dialect
         with self._db.transaction() as db:
-            db.execute("DELETE FROM learned_relations")
-            for r in relations:
-                db.execute(
-                    dialect.sql(
-                        "INSERT INTO learned_relations(learner, tool, related, strength, support, sessions,"
-                        " learned_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    ),
-                    (r.learner, r.tool, r.related, r.strength, r.support, r.sessions, dialect.timestamp(r.learned_at)),
-                )
+            self.write_learned(db, relations)
             self._trail.write(db, audit)
             self._db.bump_generation(db)
 
-    def verdicts(self) -> list[RelationVerdict]:
-        rows = self._db.query(
+    def write_learned(self, db: Any, relations: Sequence[LearnedRelation]) -> None:
+        """`relations` in place of every learned one, in the caller's transaction (`db`)."""
+        dialect = self._db.dialect
+        db.execute("DELETE FROM learned_relations")
+        for r in relations:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO learned_relations(learner, tool, related, strength, support, sessions,"
+                    " learned_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (r.learner, r.tool, r.related, r.strength, r.support, r.sessions, dialect.timestamp(r.learned_at)),
+            )
+
+    def verdicts(self, db: Any = None) -> list[RelationVerdict]:
+        """Every verdict (read in the caller's transaction `db`, if given)."""
+        rows = self._read(
+            db,
             "SELECT tool, other, kind, verdict, parameter, decided_by, decided_at FROM relation_verdicts"
             " ORDER BY tool, other, kind",
-            (),
         )
         parse = self._db.dialect.parse_time
         return [
@@ -99,32 +104,36 @@ class RelationTables:
     def decide(self, verdict: RelationVerdict, audit: AuditEntry) -> None:
         """Record a verdict (in place of an earlier one on the same pair and kind); a rejection also forgets what
         was learned for the pair."""
-        dialect = self._db.dialect
         with self._db.transaction() as db:
-            db.execute(
-                dialect.sql(
-                    "INSERT INTO relation_verdicts(tool, other, kind, verdict, parameter, decided_by, decided_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other, kind) DO UPDATE SET"
-                    " verdict = excluded.verdict, parameter = excluded.parameter,"
-                    " decided_by = excluded.decided_by, decided_at = excluded.decided_at"
-                ),
-                (
-                    verdict.tool,
-                    verdict.other,
-                    verdict.kind,
-                    verdict.verdict,
-                    verdict.parameter,
-                    verdict.decided_by,
-                    dialect.timestamp(verdict.decided_at),
-                ),
-            )
+            self.write_verdict(db, verdict)
             if verdict.verdict == "rejected" and verdict.kind == "related":
                 db.execute(
-                    dialect.sql("DELETE FROM learned_relations WHERE tool = ? AND related = ?"),
+                    self._db.dialect.sql("DELETE FROM learned_relations WHERE tool = ? AND related = ?"),
                     (verdict.tool, verdict.other),
                 )
             self._trail.write(db, [audit])
             self._db.bump_generation(db)
+
+    def write_verdict(self, db: Any, verdict: RelationVerdict) -> None:
+        """Record a verdict in place of an earlier one on the same pair and kind, in the caller's transaction."""
+        dialect = self._db.dialect
+        db.execute(
+            dialect.sql(
+                "INSERT INTO relation_verdicts(tool, other, kind, verdict, parameter, decided_by, decided_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other, kind) DO UPDATE SET"
+                " verdict = excluded.verdict, parameter = excluded.parameter,"
+                " decided_by = excluded.decided_by, decided_at = excluded.decided_at"
+            ),
+            (
+                verdict.tool,
+                verdict.other,
+                verdict.kind,
+                verdict.verdict,
+                verdict.parameter,
+                verdict.decided_by,
+                dialect.timestamp(verdict.decided_at),
+            ),
+        )
 
     def lift(self, tool: str, other: str, audit: AuditEntry) -> int:
         """Drop the verdicts on `tool` -> `other` (of either kind); how many there were."""
@@ -136,3 +145,6 @@ class RelationTables:
                 self._trail.write(db, [audit])
                 self._db.bump_generation(db)
         return int(dropped)
+
+    def _read(self, db: Any, query: str) -> Sequence[tuple[Any, ...]]:
+        return self._db.query(query, ()) if db is None else db.execute(query).fetchall()

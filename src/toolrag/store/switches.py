@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolrag.model import utc_now
 from toolrag.store.base import AuditEntry
@@ -33,28 +33,32 @@ class UpstreamSwitches:
         self._db = database
         self._trail = trail
 
-    def disabled(self) -> list[DisabledServer]:
-        """Every disabled server, by name."""
-        rows = self._db.query(
-            "SELECT server, disabled_by, reason, disabled_at FROM upstream_switches ORDER BY server", ()
-        )
+    def disabled(self, db: Any = None) -> list[DisabledServer]:
+        """Every disabled server, by name (read in the caller's transaction `db`, if given)."""
+        query = "SELECT server, disabled_by, reason, disabled_at FROM upstream_switches ORDER BY server"
+        rows = self._db.query(query, ()) if db is None else db.execute(query).fetchall()
         parse = self._db.dialect.parse_time
         return [DisabledServer(str(s), by and str(by), why and str(why), parse(at)) for s, by, why, at in rows]
 
     def disable(self, switch: DisabledServer, audit: AuditEntry) -> bool:
         """Switch a server off; False (nothing written) when it was off already."""
-        dialect = self._db.dialect
         with self._db.transaction() as db:
-            written = db.execute(
-                dialect.sql(
-                    "INSERT INTO upstream_switches(server, disabled_by, disabled_at, reason) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT(server) DO NOTHING"
-                ),
-                (switch.server, switch.disabled_by, dialect.timestamp(switch.disabled_at), switch.reason),
-            ).rowcount
+            written = self.write(db, switch)
             if written:
                 self._trail.write(db, [audit])
                 self._db.bump_generation(db)
+        return written
+
+    def write(self, db: Any, switch: DisabledServer) -> bool:
+        """Record a switch in the caller's transaction (`db`); False when the server was off already."""
+        dialect = self._db.dialect
+        written = db.execute(
+            dialect.sql(
+                "INSERT INTO upstream_switches(server, disabled_by, disabled_at, reason) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(server) DO NOTHING"
+            ),
+            (switch.server, switch.disabled_by, dialect.timestamp(switch.disabled_at), switch.reason),
+        ).rowcount
         return bool(written)
 
     def enable(self, server: str, audit: AuditEntry) -> bool:

@@ -136,6 +136,11 @@ class AuditTrail:
                 (dialect.timestamp(entry.at), entry.action, entry.tool, entry.server, entry.principal, entry.detail),
             )
 
+    def read_all(self, db: Any) -> list[AuditEntry]:
+        """Every entry, oldest first, read in the caller's transaction (`db`): for a dump."""
+        query = "SELECT action, detail, tool, server, principal, at FROM audit_log ORDER BY id"
+        return [self._entry(row) for row in db.execute(query).fetchall()]
+
     def newest(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
         """The newest entries first, of one tool or of all."""
         where, params = (" WHERE tool = ?", (tool, limit)) if tool is not None else ("", (limit,))
@@ -171,13 +176,18 @@ class PinTables:
     def read(self, server: str | None = None) -> list[Pin]:
         """Every pin (of one server), by tool name."""
         where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
+        return [self._pin(row) for row in self._db.query(self._select(where), params)]
+
+    def read_all(self, db: Any) -> list[Pin]:
+        """Every pin, read in the caller's transaction (`db`): for a dump."""
+        return [self._pin(row) for row in db.execute(self._select("")).fetchall()]
+
+    def _select(self, where: str) -> str:
         findings = self._db.dialect.as_text("findings")
-        query = (
+        return self._db.dialect.sql(
             f"SELECT tool, server, approved_hash, pending_hash, pending, {findings}, updated_at, rejected_hash"
-            f" FROM pins{where}"
-            " ORDER BY tool"
+            f" FROM pins{where} ORDER BY tool"
         )
-        return [self._pin(row) for row in self._db.query(self._db.dialect.sql(query), params)]
 
     def save(
         self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = (), expected: Mapping[str, str | None] | None = None
@@ -185,32 +195,36 @@ class PinTables:
         """Insert or replace pins and append audit entries, in one transaction. `expected`: the pending hash each
         named tool was read with (None: nothing pending), compared in the same transaction, under the write lock:
         ApprovalConflictError, with nothing written, when a sync changed one of them since (compare-and-set)."""
-        dialect = self._db.dialect
         with self._db.transaction() as db:
             if expected:
                 self._check_pending(db, expected)
-            for pin in pins:
-                db.execute(
-                    dialect.sql(
-                        "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at,"
-                        " rejected_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
-                        " server = excluded.server, approved_hash = excluded.approved_hash,"
-                        " pending_hash = excluded.pending_hash, pending = excluded.pending,"
-                        " findings = excluded.findings, updated_at = excluded.updated_at,"
-                        " rejected_hash = excluded.rejected_hash"
-                    ),
-                    (
-                        pin.tool,
-                        pin.server,
-                        pin.approved_hash,
-                        pin.pending_hash,
-                        pin.pending.model_dump_json() if pin.pending else None,
-                        json.dumps(list(pin.findings)),
-                        dialect.timestamp(pin.updated_at),
-                        pin.rejected_hash,
-                    ),
-                )
+            self.write(db, pins)
             self._trail.write(db, audit)
+
+    def write(self, db: Any, pins: Sequence[Pin]) -> None:
+        """Insert or replace pins in the caller's transaction (`db`)."""
+        dialect = self._db.dialect
+        for pin in pins:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO pins(tool, server, approved_hash, pending_hash, pending, findings, updated_at,"
+                    " rejected_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
+                    " server = excluded.server, approved_hash = excluded.approved_hash,"
+                    " pending_hash = excluded.pending_hash, pending = excluded.pending,"
+                    " findings = excluded.findings, updated_at = excluded.updated_at,"
+                    " rejected_hash = excluded.rejected_hash"
+                ),
+                (
+                    pin.tool,
+                    pin.server,
+                    pin.approved_hash,
+                    pin.pending_hash,
+                    pin.pending.model_dump_json() if pin.pending else None,
+                    json.dumps(list(pin.findings)),
+                    dialect.timestamp(pin.updated_at),
+                    pin.rejected_hash,
+                ),
+            )
 
     def _check_pending(self, db: Any, expected: Mapping[str, str | None]) -> None:
         query = self._db.dialect.sql("SELECT pending_hash FROM pins WHERE tool = ?")
@@ -281,12 +295,42 @@ class VectorAccess:
     parse_vector: Callable[[Any], Vector]
 
 
+@dataclass(frozen=True)
+class OperatorRecords:
+    """The tables of what operators decided, as a dump reads and a restore writes them, in its transaction."""
+
+    pins: PinTables
+    switches: UpstreamSwitches
+    relations: RelationTables
+    trail: AuditTrail
+
+    def read(self, db: Any) -> dict[str, Any]:
+        """RegistryDump's fields of these tables."""
+        return {
+            "pins": self.pins.read_all(db),
+            "switches": self.switches.disabled(db),
+            "verdicts": self.relations.verdicts(db),
+            "learned": self.relations.learned(db),
+            "audit": self.trail.read_all(db),
+        }
+
+    def write(self, db: Any, dump: RegistryDump) -> None:
+        self.pins.write(db, dump.pins)
+        for switch in dump.switches:
+            self.switches.write(db, switch)
+        for verdict in dump.verdicts:
+            self.relations.write_verdict(db, verdict)
+        self.relations.write_learned(db, dump.learned)
+        self.trail.write(db, dump.audit)
+
+
 class BackupTables:
     """A whole registry (history and vectors included) read at once, and loaded into an empty store exactly."""
 
-    def __init__(self, database: Database, vectors: VectorAccess) -> None:
+    def __init__(self, database: Database, vectors: VectorAccess, decisions: OperatorRecords) -> None:
         self._db = database
         self._vectors = vectors
+        self._decisions = decisions
 
     def dump(self) -> RegistryDump:
         """One read transaction: another process's write cannot land between the tools and their versions."""
@@ -304,12 +348,14 @@ class BackupTables:
                 ).fetchall()
             )
             groups = db.execute("SELECT name, description FROM tool_groups").fetchall()
+            decided = self._decisions.read(db)
         return RegistryDump(
             model=model,
             tools=[Tool.from_store(str(row[0])) for row in tools],
             versions=[Tool.from_store(str(row[0])) for row in versions],
             vectors={str(key): self._vectors.parse_vector(vector) for key, vector in vectors},
             groups={str(name): str(text) for name, text in groups},
+            **decided,
         )
 
     def restore(self, dump: RegistryDump) -> None:
@@ -332,6 +378,7 @@ class BackupTables:
                     dialect.sql("INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?)"),
                     (name, text, now),
                 )
+            self._decisions.write(db, dump)
 
 
 def tables_over(
@@ -342,15 +389,20 @@ def tables_over(
     """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
     `.backup`, `.relations` and `.switches`, in that order."""
     trail = AuditTrail(database)
+    pins, relations, switches = (
+        PinTables(database, trail),
+        RelationTables(database, trail),
+        UpstreamSwitches(database, trail),
+    )
     return (
         UsageTables(database.query, database.transaction, database.dialect),
         trail,
-        PinTables(database, trail),
+        pins,
         GroupTables(database),
         VersionTables(database),
-        BackupTables(database, vectors),
-        RelationTables(database, trail),
-        UpstreamSwitches(database, trail),
+        BackupTables(database, vectors, OperatorRecords(pins, switches, relations, trail)),
+        relations,
+        switches,
     )
 
 
