@@ -20,6 +20,7 @@ from toolrag.cli.common import (
     ScopesOption,
     StoreOption,
     ToolNameArgument,
+    close_opened_registries,
     err,
     fail,
     guarded,
@@ -73,11 +74,13 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    context: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
     """Tool selection as retrieval: a permission-aware tool registry with offline hybrid search."""
+    context.call_on_close(close_opened_registries)
 
 
 # -- catalog ------------------------------------------------------------------------------------------------------

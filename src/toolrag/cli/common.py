@@ -109,10 +109,27 @@ def guarded(action: Callable[[], T]) -> T:
 
 
 def open_registry(store: str, embedder: str = "auto", create: bool = False) -> ToolRegistry:
-    """The registry at `store`; only commands that add tools (`create=True`) may start a new one."""
+    """The registry at `store`, closed when the command ends; only commands that add tools (`create=True`) may
+    start a new one."""
     from toolrag.registry import ToolRegistry
 
-    return guarded(lambda: ToolRegistry(store, embedder, create=create))
+    return closed_with_command(guarded(lambda: ToolRegistry(store, embedder, create=create)))
+
+
+_OPENED: list[ToolRegistry] = []  # what the running command opened: closed when it ends
+
+
+def closed_with_command(registry: ToolRegistry) -> ToolRegistry:
+    """Close `registry` (its usage log flushed, its database connections released) when the running command
+    ends, however it ends (`close_opened_registries`, which the app's callback registers): a command run
+    in-process, as tests and programs embedding the CLI do, leaks no database connection."""
+    _OPENED.append(registry)
+    return registry
+
+
+def close_opened_registries() -> None:
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
-from toolrag.cli.common import JsonOption, LogFormatOption, err, guarded, out, plural, print_json
+from toolrag.cli.common import JsonOption, LogFormatOption, closed_with_command, err, guarded, out, plural, print_json
 from toolrag.errors import ToolragError
 
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
@@ -40,7 +40,9 @@ def _load(path: str) -> GatewayConfig:
 def _gateway(settings: GatewayConfig) -> McpGateway:
     from toolrag.mcp.gateway import McpGateway
 
-    return guarded(lambda: McpGateway.from_config(settings))
+    gateway = guarded(lambda: McpGateway.from_config(settings))
+    closed_with_command(gateway.registry)
+    return gateway
 
 
 @mcp_app.command("list-servers")

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from toolrag.catalog.files import load_catalog
-from toolrag.cli.common import print_json, progress_bar, results_table
+from toolrag.cli.common import closed_with_command, print_json, progress_bar, results_table
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 
@@ -39,7 +39,7 @@ def example_catalog_path() -> Any:
 
 
 def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> None:
-    registry = ToolRegistry(store)
+    registry = closed_with_command(ToolRegistry(store))
     with resources.as_file(example_catalog_path()) as path:
         tools = load_catalog(path)
     started = time.perf_counter()
