@@ -5,6 +5,7 @@ and brings them back once it is enabled."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,9 @@ def test_a_running_gateway_hides_and_refuses_a_disabled_server_until_enabled(tmp
             ):
                 assert refused.is_error
                 assert "MCP server 'shop' is disabled" in text_of(refused) and "billing outage" in text_of(refused)
+            # the refusals are in the usage log, as any other call
+            logged = await anyio.to_thread.run_sync(refusals_logged, tmp_path / "gateway.db", "shop.lookup_order", 2)
+            assert logged.count("refused") == 2
             served = await client.call_tool("call_tool", {"name": "depot.lookup_order", "arguments": {"order_id": "7"}})
             assert not served.is_error and "order 7: shipped" in text_of(served)
 
@@ -163,10 +167,19 @@ def test_a_running_gateway_hides_and_refuses_a_disabled_server_until_enabled(tmp
             assert not again.is_error and "order 7: shipped" in text_of(again)
 
     anyio.run(session)
-    store = open_store(tmp_path / "gateway.db")
-    outcomes = [c.outcome for c in store.usage.calls(datetime(2000, 1, 1, tzinfo=UTC), tool="shop.lookup_order")]
-    assert sorted(outcomes) == ["ok", "refused", "refused"]  # the refusals are in the usage log, as any other
-    store.close()
+
+
+def refusals_logged(store_path: Path, tool: str, wanted: int) -> list[str]:
+    """The outcomes of `tool`'s calls in the usage log, once it holds `wanted` refusals (the gateway writes its log
+    in batches, a moment after each call), or when a minute has passed."""
+    store = open_store(store_path)
+    deadline = time.monotonic() + 60
+    while True:
+        outcomes = [c.outcome for c in store.usage.calls(datetime(2000, 1, 1, tzinfo=UTC), tool=tool)]
+        if outcomes.count("refused") >= wanted or time.monotonic() > deadline:
+            store.close()
+            return outcomes
+        time.sleep(0.2)
 
 
 def test_an_admin_switches_an_upstream_from_the_console(tmp_path: Path, embedder: CountingEmbedder) -> None:
