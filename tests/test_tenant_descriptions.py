@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import mcp.types
 import pytest
 from typer.testing import CliRunner
 
@@ -14,12 +15,16 @@ from toolrag import EditConflictError, InvalidToolError, Principal, ToolRegistry
 from toolrag.access import Grant
 from toolrag.cli.app import app
 from toolrag.inject.formats import FORMATS
+from toolrag.mcp.config import GatewayConfig, load_config
+from toolrag.mcp.gateway import McpGateway
+from toolrag.mcp.importer import ToolImporter
 from toolrag.model import SYNCED_SOURCE_PREFIX
 from toolrag.runtime.toolbox import Toolbox
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 
 from .conftest import RETRIEVAL, CountingEmbedder, make_tool
+from .mcp_support import python_server, write_config
 from .test_api import call, serving
 from .test_console import ACME_READER, ADMIN, GLOBEX_READER, form_token, session_of
 
@@ -230,3 +235,32 @@ def test_the_console_tool_page_sets_it_and_the_playground_says_which_text(served
     globex = session_of(served, GLOBEX_READER)
     assert ACMES not in httpx.get(f"{served}/console/tools/crm.query", cookies=globex).text
     assert "override" not in httpx.get(f"{served}/console/playground", params={"q": ACMES}, cookies=globex).text
+
+
+def test_the_mcp_gateways_find_tools_and_listing_give_each_tenant_its_text(registry: ToolRegistry) -> None:
+    registry.set_tenant_description("crm.query", "acme", ACMES)
+    gateway = McpGateway(GatewayConfig(expose=["crm.query"]), registry)
+    acme = gateway.find_tools(REQUEST, ACME, k=1)["tools"]
+    assert [t["name"] for t in acme] == ["crm.query"] and acme[0]["description"] == ACMES
+    globex = gateway.find_tools("query table T_CUST_ADDR rows by key", GLOBEX, k=1)["tools"]
+    assert [t["name"] for t in globex] == ["crm.query"] and globex[0]["description"] == SOURCE
+    assert [t.description for t in gateway._exposed(ACME)] == [ACMES]
+    assert [t.description for t in gateway._exposed(GLOBEX)] == [SOURCE]
+
+
+def test_an_mcp_sync_keeps_it_as_the_servers_text_changes(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    settings = load_config(
+        write_config(tmp_path, {"shop": python_server("tests.mcp_fixture_server")}, {"me": {"scopes": ["*"]}})
+    )
+    listed = mcp.types.Tool(name="lookup_order", description="Look up an order by its number.", input_schema={})
+    with ToolRegistry(settings.store, embedder) as synced:
+        importer = ToolImporter(synced, settings)
+        assert importer.apply("shop", [listed]).imported == ["shop.lookup_order"]
+        synced.set_tenant_description("shop.lookup_order", "acme", "Where is my parcel: an order's status.")
+        changed = listed.model_copy(update={"description": "Look up an order by its number (v2)."})
+        importer.apply("shop", [changed])
+        importer.approve(["shop.lookup_order"], "ops")  # a changed text waits for approval first
+        tool = synced.get("shop.lookup_order")
+        assert tool.description == "Look up an order by its number (v2)." and tool.overrides == []
+        assert tool.tenant_descriptions == {"acme": "Where is my parcel: an order's status."}
+        assert synced.schemas(["shop.lookup_order"], ACME, "mcp")[0]["description"].startswith("Where is my parcel")
