@@ -86,6 +86,20 @@ def test_toolboxes_and_other_tenants_reads_never_carry_another_tenants_text(regi
     assert registry.get("crm.query").seen_by("acme").description == ACMES
 
 
+def test_native_deferred_loading_and_adapters_give_the_tenants_text(registry: ToolRegistry) -> None:
+    from toolrag.integrations.langchain import langchain_tools
+    from toolrag.runtime.native import DeferredTools
+
+    registry.set_tenant_description("crm.query", "acme", ACMES)
+    acme, globex = DeferredTools(registry, ACME), DeferredTools(registry, GLOBEX)
+    listed = {t["name"]: t for t in acme.anthropic_tools() if "description" in t}
+    assert listed["crm__query"]["description"] == ACMES
+    assert ACMES not in str(globex.anthropic_tools()) and ACMES not in str(globex.openai_tools())
+    answer = acme.answer_openai("c1", {"query": REQUEST, "k": 1})
+    assert ACMES in str(answer) and SOURCE not in str(answer)
+    assert [t.description for t in langchain_tools(acme, acme.select(REQUEST, k=1))] == [ACMES]
+
+
 def test_the_tenants_text_finds_the_tool_for_it_and_moves_no_other_ranking(registry: ToolRegistry) -> None:
     acme_before, globex_before, anyone_before = (ranking(registry, p) for p in (ACME, GLOBEX, NOBODY))
     acme_place = place(registry, ACME)
