@@ -19,6 +19,7 @@ from toolrag.mcp.config import GatewayConfig, load_config
 from toolrag.mcp.gateway import McpGateway
 from toolrag.mcp.importer import ToolImporter
 from toolrag.model import SYNCED_SOURCE_PREFIX
+from toolrag.runtime import Agent, Message
 from toolrag.runtime.toolbox import Toolbox
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
@@ -27,6 +28,7 @@ from .conftest import RETRIEVAL, CountingEmbedder, make_tool
 from .mcp_support import python_server, write_config
 from .test_api import call, serving
 from .test_console import ACME_READER, ADMIN, GLOBEX_READER, form_token, session_of
+from .test_runtime import ScriptedModel
 
 ACME, GLOBEX = Principal(user="ann", tenant="acme"), Principal(user="gus", tenant="globex")
 NOBODY = Principal.anonymous()
@@ -98,6 +100,16 @@ def test_native_deferred_loading_and_adapters_give_the_tenants_text(registry: To
     answer = acme.answer_openai("c1", {"query": REQUEST, "k": 1})
     assert ACMES in str(answer) and SOURCE not in str(answer)
     assert [t.description for t in langchain_tools(acme, acme.select(REQUEST, k=1))] == [ACMES]
+
+
+def test_the_agent_loop_offers_the_tenants_text(registry: ToolRegistry) -> None:
+    registry.set_tenant_description("crm.query", "acme", ACMES)
+    turn = [Message("user", REQUEST)]
+    offered = {t.name: t for t in Agent(registry, ScriptedModel([]), ACME).tools_for_turn(turn)}
+    assert offered["crm.query"].description == ACMES
+    agent = Agent(registry, ScriptedModel([]), GLOBEX, mode="discover")
+    agent.discovered = {"crm.query"}  # found by an earlier find_tools call
+    assert [t.description for t in agent.tools_for_turn(turn) if t.name == "crm.query"] == [SOURCE]
 
 
 def test_the_tenants_text_finds_the_tool_for_it_and_moves_no_other_ranking(registry: ToolRegistry) -> None:
