@@ -62,6 +62,7 @@ def check_description(text: str, what: str = "description") -> str:
 
 
 def check_tenant_name(tenant: str) -> str:
+    """A tenant's name as a key of `Tool.tenant_descriptions`: stripped, 1-200 characters (as principals' are)."""
     if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > 200:
         raise InvalidToolError(f"invalid tenant name {tenant!r}: use 1-200 characters")
     return tenant.strip()
