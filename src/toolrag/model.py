@@ -26,6 +26,7 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 
+MAX_DESCRIPTION_CHARS = 8192
 MAX_EXAMPLE_CHARS = 1000  # an example request is a sentence or two, not a document
 MAX_EXAMPLES = 200  # per tool, across tenants
 # Who owns which field of a tool imported from a source (an MCP server): the source owns its text and schemas, which
@@ -48,6 +49,23 @@ def check_tool_name(name: str) -> str:
             "(namespaces look like 'github.create_issue')"
         )
     return name
+
+
+def check_description(text: str, what: str = "description") -> str:
+    """A description as stored: stripped, not blank, at most MAX_DESCRIPTION_CHARS."""
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise InvalidToolError(f"{what} must not be blank")
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        raise InvalidToolError(f"{what} is {len(text):,} characters (at most {MAX_DESCRIPTION_CHARS:,})")
+    return text
+
+
+def check_tenant_name(tenant: str) -> str:
+    """A tenant's name as a key of `Tool.tenant_descriptions`: stripped, 1-200 characters (as principals' are)."""
+    if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > 200:
+        raise InvalidToolError(f"invalid tenant name {tenant!r}: use 1-200 characters")
+    return tenant.strip()
 
 
 def check_json_schema(schema: Any, tool_name: str = "?", what: str = "input schema") -> dict[str, Any]:
@@ -154,7 +172,7 @@ class Tool(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     name: str
-    description: str = Field(min_length=1, max_length=8192)
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS)
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA))
     output_schema: dict[str, Any] | None = Field(default=None, description="the result's schema (MCP outputSchema)")
     annotations: dict[str, Any] | None = Field(default=None, description="MCP annotations: readOnlyHint, title, ...")
@@ -165,6 +183,11 @@ class Tool(BaseModel):
         default_factory=list,
         max_length=MAX_EXAMPLES,
         description="requests the tool serves, per tenant: extra views of it in retrieval (search/examples.py)",
+    )
+    tenant_descriptions: dict[str, str] = Field(
+        default_factory=dict,
+        description="an operator's description of the tool for one tenant's principals, by tenant: what they are"
+        " shown and searched with instead of the source's (a view for that tenant only); syncs keep it",
     )
     requires: list[Requirement] = Field(
         default_factory=list,
@@ -202,6 +225,11 @@ class Tool(BaseModel):
         if not value:
             raise ValueError("description must not be blank")
         return value
+
+    @field_validator("tenant_descriptions")
+    @classmethod
+    def _tenant_texts(cls, values: dict[str, str]) -> dict[str, str]:
+        return {check_tenant_name(tenant): check_description(text) for tenant, text in sorted(values.items())}
 
     @field_validator("input_schema", mode="before")
     @classmethod
@@ -265,6 +293,17 @@ class Tool(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _descriptions_of_its_tenants(self) -> Tool:
+        """A tenant's description is for one of the tool's tenants (any tenant when the tool is every tenant's)."""
+        strangers = sorted(set(self.tenant_descriptions) - set(self.tenants)) if self.tenants else []
+        if strangers:
+            raise ValueError(
+                f"description for tenant {strangers[0]!r}, who may not use the tool (its tenants: "
+                f"{', '.join(self.tenants)})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _examples_of_its_tenants(self) -> Tool:
         """An example serves one of the tool's tenants (or all of them); the same request twice for the same
         tenant is kept once."""
@@ -282,13 +321,28 @@ class Tool(BaseModel):
         return self
 
     def seen_by(self, tenant: str | None, everything: bool = False) -> Tool:
-        """The tool as one tenant's principals may read it: without other tenants' example requests (their users'
-        words), the tools it requires (names of tools the reader may not use among them) and an MCP server's text
-        an operator replaced. `everything`: an operator's view, whole."""
+        """The tool as one tenant's principals may read it: described for that tenant (`for_tenant`), without
+        other tenants' example requests (their users' words), the tools it requires (names of tools the reader may
+        not use among them) and an MCP server's text an operator replaced. `everything`: an operator's view, whole."""
         if everything:
             return self
         examples = [e for e in self.examples if e.tenant in (None, tenant)]
-        return self.model_copy(update={"examples": examples, "requires": [], "source_values": {}})
+        return self.for_tenant(tenant).model_copy(update={"examples": examples, "requires": [], "source_values": {}})
+
+    def described_for(self, tenant: str | None) -> str | None:
+        """The tenant's own description of the tool, None when its principals get the source's."""
+        return self.tenant_descriptions.get(tenant) if tenant is not None else None
+
+    def for_tenant(self, tenant: str | None) -> Tool:
+        """The tool as it is shown to (rendered for, injected into the prompt of) a principal of `tenant`: with
+        that tenant's description when an operator wrote one, and never with another tenant's (each of them is
+        left out, so nothing downstream can show or count it)."""
+        if not self.tenant_descriptions:
+            return self
+        own = self.described_for(tenant)
+        if own is None:
+            return self.model_copy(update={"tenant_descriptions": {}})
+        return self.model_copy(update={"description": own, "tenant_descriptions": {tenant: own}})
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Tool:
@@ -327,6 +381,7 @@ class Tool(BaseModel):
                 ("output_schema", self.output_schema),
                 ("annotations", self.annotations),
                 ("examples", [e.model_dump() for e in self.examples] or None),
+                ("tenant_descriptions", self.tenant_descriptions or None),
                 ("source_values", self.source_values or None),
                 ("requires", [r.model_dump(exclude_defaults=True) for r in self.requires] or None),
             )

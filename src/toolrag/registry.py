@@ -206,6 +206,26 @@ class ToolRegistry:
         used = self.store.usage.called_after(utc_now() - timedelta(days=days))
         return promotable_requests(name, self.get(name).examples, used)
 
+    def set_tenant_description(
+        self,
+        name: str,
+        tenant: str,
+        text: str,
+        *,
+        expected_version: int | None = None,
+        edited_by: str | None = None,
+    ) -> Tool:
+        """Describe the tool in `text` for the principals of `tenant` only: what they are shown and injected, and
+        one more view of the tool their searches use; every other tenant keeps the source's text. Kept by syncs and
+        re-imports; compare-and-set on `expected_version`. Scan the text first: `toolrag.mcp.review.described`."""
+        return self._writer.set_tenant_description(name, tenant, text, expected_version, edited_by)
+
+    def drop_tenant_description(
+        self, name: str, tenant: str, *, expected_version: int | None = None, edited_by: str | None = None
+    ) -> Tool:
+        """The principals of `tenant` get the source's description again (a new version, compare-and-set)."""
+        return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by)
+
     def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
         """A new version with `fields` an operator replaced back at their source's value, kept current by syncs."""
         return self._writer.drop_overrides(name, fields, edited_by)

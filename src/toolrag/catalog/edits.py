@@ -14,7 +14,14 @@ from typing import Any, Literal, TypeVar
 
 from toolrag.embed.base import ProgressCallback, embed_in_batches
 from toolrag.errors import EditConflictError, InvalidToolError, ModelMismatchError, ToolNotFoundError
-from toolrag.model import DEACTIVATED_BY_OPERATOR, SOURCE_FIELDS, SYNCED_SOURCE_PREFIX, Tool
+from toolrag.model import (
+    DEACTIVATED_BY_OPERATOR,
+    SOURCE_FIELDS,
+    SYNCED_SOURCE_PREFIX,
+    Tool,
+    check_description,
+    check_tenant_name,
+)
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
 from toolrag.store.base import AuditEntry, UpsertReport, Vector
@@ -194,6 +201,38 @@ class ToolWriter:
             return {"examples": kept}
 
         return self.edit(name, without, edited_by)
+
+    def set_tenant_description(
+        self, name: str, tenant: str, text: str, expected_version: int | None, edited_by: str | None
+    ) -> Tool:
+        """A new version whose principals of `tenant` get `text` as its description (shown, injected and searched
+        with, for them only), compare-and-set on `expected_version` (else on the version read here)."""
+        tenant = check_tenant_name(tenant)
+        text = check_description(text, f"the description for tenant {tenant!r}")
+        current = self.get(name)
+        if current.tenants and tenant not in current.tenants:
+            raise InvalidToolError(
+                f"tenant {tenant!r} may not use {name!r} (its tenants: {', '.join(current.tenants)}): no description"
+                " for it"
+            )
+        changes = {"tenant_descriptions": {**current.tenant_descriptions, tenant: text}}
+        expected = current.version if expected_version is None else expected_version
+        return self._write_edit(current, changes, edited_by, expected, {}, f"description for tenant {tenant}")
+
+    def drop_tenant_description(
+        self, name: str, tenant: str, expected_version: int | None, edited_by: str | None
+    ) -> Tool:
+        """A new version whose principals of `tenant` get the source's description again."""
+        current = self.get(name)
+        if tenant not in current.tenant_descriptions:
+            described = ", ".join(current.tenant_descriptions) or "none"
+            raise InvalidToolError(
+                f"{name!r} has no description for tenant {tenant!r} (the tenants it has one for: {described})"
+            )
+        kept = {owner: text for owner, text in current.tenant_descriptions.items() if owner != tenant}
+        expected = current.version if expected_version is None else expected_version
+        detail = f"description for tenant {tenant}: the source's again"
+        return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail)
 
     def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
         """A new version with `fields` (description, schemas, annotations an operator replaced) back at their

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from toolrag.cli.common import (
@@ -475,3 +476,46 @@ def remove_example(
     registry = open_registry(store)
     tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli"))
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
+
+
+IfVersionOption = Annotated[
+    int | None,
+    typer.Option("--if-version", min=1, help="The version this edit was made from: refused when the tool moved on."),
+]
+DescribedTenantArgument = Annotated[str, typer.Argument(help="The tenant whose principals get the text.")]
+
+
+@tools_app.command("describe-for-tenant")
+def describe_for_tenant(
+    name: ToolNameArgument,
+    tenant: DescribedTenantArgument,
+    text: Annotated[str, typer.Argument(help="The description that tenant's principals get instead of the source's.")],
+    if_version: IfVersionOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Describe a tool in other words for one tenant: shown, injected and searched with for its principals only."""
+    from toolrag.mcp.review import described
+
+    registry = open_registry(store)
+    done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by="cli"))
+    for finding in done.findings:
+        err.print(f"[yellow]poisoning check:[/] {escape(finding)}", highlight=False)
+    if as_json:
+        print_json({"name": done.tool.name, "version": done.tool.version, "findings": list(done.findings)})
+    else:
+        out.print(f"{done.tool.name}: description for tenant {escape(tenant)}, now version {done.tool.version}")
+
+
+@tools_app.command("drop-tenant-description")
+def drop_tenant_description(
+    name: ToolNameArgument,
+    tenant: DescribedTenantArgument,
+    if_version: IfVersionOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Give a tenant's principals the source's description of a tool again. A new version."""
+    registry = open_registry(store)
+    edit = lambda: registry.drop_tenant_description(name, tenant, expected_version=if_version, edited_by="cli")  # noqa: E731
+    _print_tool(guarded(edit), as_json, f"the source's description for tenant {tenant}")

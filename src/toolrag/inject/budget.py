@@ -55,16 +55,16 @@ class Selection:
         }
 
 
-def chosen_tools(index: SearchIndex, results: Sequence[SearchResult]) -> list[Tool]:
-    """The tools of a search's results, from the snapshot it searched."""
-    return [index.tools[index.by_name[result.name.lower()]] for result in results]
+def chosen_tools(index: SearchIndex, results: Sequence[SearchResult], tenant: str | None) -> list[Tool]:
+    """The tools of a search's results, from the snapshot it searched, as `tenant` is shown them."""
+    return [index.tools[index.by_name[result.name.lower()]].for_tenant(tenant) for result in results]
 
 
 def selected(
     index: SearchIndex, results: list[SearchResult], fmt: str, principal: Principal, note: str | None
 ) -> Selection:
     """The results rendered in `fmt`, with what they and the principal's whole catalog cost."""
-    rendered = render(chosen_tools(index, results), fmt)
+    rendered = render(chosen_tools(index, results, principal.tenant), fmt)
     return Selection(results, rendered, tools_tokens(rendered), catalog_tokens(index, principal, fmt), note)
 
 

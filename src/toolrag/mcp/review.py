@@ -8,7 +8,8 @@ import difflib
 import json
 from dataclasses import dataclass
 
-from toolrag.model import Tool
+from toolrag.mcp.poisoning import scan_texts
+from toolrag.model import Tool, check_description
 from toolrag.registry import ToolRegistry
 
 MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
@@ -37,6 +38,33 @@ def pending_review(registry: ToolRegistry, name: str) -> PendingReview | None:
         return None
     pinned = registry.store.get(name) if pin.approved_hash is not None else None
     return PendingReview(pin.pending, pin.findings, pinned)
+
+
+@dataclass(frozen=True)
+class Described:
+    """A tool after an operator described it for one tenant, and what the poisoning scanner found in the text (a
+    finding is shown, not refused: the operator wrote it)."""
+
+    tool: Tool
+    findings: tuple[str, ...]
+
+
+def described(
+    registry: ToolRegistry,
+    name: str,
+    tenant: str,
+    text: str,
+    expected_version: int | None = None,
+    edited_by: str | None = None,
+) -> Described:
+    """`ToolRegistry.set_tenant_description` with the text scanned as an MCP server's description is (the CLI,
+    the API and the console write through here)."""
+    checked = check_description(text, f"the description for tenant {tenant!r}")
+    findings = tuple(str(f) for f in scan_texts([(f"description for tenant {tenant}", checked)]))
+    tool = registry.set_tenant_description(
+        name, tenant, checked, expected_version=expected_version, edited_by=edited_by
+    )
+    return Described(tool, findings)
 
 
 def _reviewed(tool: Tool) -> list[str]:

@@ -131,8 +131,8 @@ class SearchConfig(BaseModel):
     )
     example_views: bool = Field(
         default=True,
-        description="a tool's example requests (written or approved by a person) count as views of it for their"
-        " tenant (search/examples.py)",
+        description="a tool's example requests (written or approved by a person) and its tenants' own descriptions"
+        " count as views of it for their tenant (search/examples.py)",
     )
     usage_weight: float = Field(
         default=0.0,

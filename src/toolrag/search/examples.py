@@ -1,5 +1,6 @@
 """Example requests as views of their tools: a request close to an example a person approved for a tool scores that
-tool at least as close, as an alias would, but only for the example's tenant.
+tool at least as close, as an alias would, but only for the example's tenant. A tenant's own description of a tool
+(`Tool.tenant_descriptions`) is one more view of it, that tenant's only, embedded as the tool's main text is.
 
 An operator writes examples in the console or promotes a logged request that led to a successful call
 (model.ExampleRequest). Each is embedded as a tool text is (once per text and model: the store keeps the vector),
@@ -117,16 +118,15 @@ class ExampleViews:
             best = np.maximum(best, (requests @ chunk.T).max(axis=1))
         return best
 
-    def nearest(self, vector: FloatArray, position: int, tenant: str | None) -> tuple[int, float] | None:
-        """The tool's example of `tenant` nearest the request: which of the tool's examples it is (their order in
-        `Tool.examples`) and its cosine; for explanations."""
+    def of_tool(self, vector: FloatArray, position: int, tenant: str | None) -> list[tuple[int, float]]:
+        """(which, cosine) of each of the tool's views `tenant` searches with: which of its views it is (their
+        order in search/text.py `tenant_views`) and the request's cosine with it; for explanations."""
         rows = np.flatnonzero(self.positions == position).tolist()
         mine = [n for n, row in enumerate(rows) if self.tenants[row] is None or self.tenants[row] == tenant]
         if not mine:
-            return None
-        cosines = self.vectors[[rows[n] for n in mine]] @ vector
-        best = int(np.argmax(cosines))
-        return mine[best], float(cosines[best])
+            return []
+        cosines = (self.vectors[[rows[n] for n in mine]] @ vector).tolist()
+        return list(zip(mine, (float(c) for c in cosines), strict=True))
 
 
 def promotable_requests(

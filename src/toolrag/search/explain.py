@@ -48,6 +48,12 @@ class RankedTool(BaseModel):
     matched_words: list[str] = Field(description="the request's words the tool's text holds")
     example: str | None = Field(default=None, description="the tool's example request nearest this request")
     example_cosine: float | None = None
+    description: str = Field(
+        default="source", description="which description was used: the source's, or the principal's tenant's own"
+    )
+    description_cosine: float | None = Field(
+        default=None, description="the request's cosine with the tool described in the tenant's own words"
+    )
     group: str | None = Field(default=None, description="its group (category or MCP server)")
     routed_category: str | None = Field(default=None, description="a routing rule sent the request to its category")
     named: bool = Field(default=False, description="the request names the tool")
@@ -128,7 +134,7 @@ def explain(
                 cut=None
                 if tool.name in returned
                 else _why_cut(found.needs_tool, rank, k, probability, retriever.config.min_confidence),
-                **_nearest_example(index, vector, item.position, principal.tenant, tool),
+                **_nearest_views(index, vector, item.position, principal.tenant, tool),
             )
         )
     return Explanation(
@@ -185,17 +191,24 @@ def _model_cosines(
     return {p: {model: round(c, 4) for model, c in row.items()} for p, row in zip(positions, cosines, strict=True)}
 
 
-def _nearest_example(
+def _nearest_views(
     index: SearchIndex, vector: np.ndarray | None, position: int, tenant: str | None, tool: Tool
 ) -> dict[str, object]:
+    """Which description the principal's tenant gets, and its nearest example request, with their cosines."""
+    own = tool.described_for(tenant)
+    shown: dict[str, object] = {"description": f"override for tenant {tenant}" if own is not None else "source"}
     views = index.examples
     if vector is None or views is None or not views.count:
-        return {}
-    nearest = views.nearest(vector, position, tenant)
-    if nearest is None:
-        return {}
-    which, cosine = nearest
-    return {"example": tool.examples[which].text, "example_cosine": round(cosine, 4)}
+        return shown
+    cosines = views.of_tool(vector, position, tenant)
+    examples = [(which, cosine) for which, cosine in cosines if which < len(tool.examples)]
+    described = [cosine for which, cosine in cosines if which >= len(tool.examples)]
+    if examples:
+        which, cosine = max(examples, key=lambda found: found[1])
+        shown |= {"example": tool.examples[which].text, "example_cosine": round(cosine, 4)}
+    if own is not None and described:
+        shown["description_cosine"] = round(max(described), 4)
+    return shown
 
 
 def _unstemmed(words: set[str], tool: Tool) -> set[str]:

@@ -27,13 +27,15 @@ def visibility_mask(index: SearchIndex, principal: Principal) -> BoolArray | Non
 
 
 def partition(index: SearchIndex, principal: Principal) -> tuple[list[Tool], list[Tool]]:
-    """(the live tools of `index` the principal may use, the live tools it may not)."""
+    """(the live tools of `index` the principal may use, the live tools it may not), each as the principal's
+    tenant is shown it (`Tool.for_tenant`: its description, if it has one; never another tenant's)."""
     mask = visibility_mask(index, principal)
+    tenant = principal.tenant
     if mask is None:
-        return list(index.tools), []
+        return [tool.for_tenant(tenant) for tool in index.tools], []
     hidden = ~mask if index.live is None else ~mask & index.live
-    return [index.tools[i] for i in np.flatnonzero(mask).tolist()], [
-        index.tools[i] for i in np.flatnonzero(hidden).tolist()
+    return [index.tools[i].for_tenant(tenant) for i in np.flatnonzero(mask).tolist()], [
+        index.tools[i].for_tenant(tenant) for i in np.flatnonzero(hidden).tolist()
     ]
 
 

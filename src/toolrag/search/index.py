@@ -28,7 +28,7 @@ from toolrag.search.derived import Derived
 from toolrag.search.examples import ExampleViews
 from toolrag.search.groups import group_of
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray, LexicalIndex
-from toolrag.search.text import dense_texts, embedded_texts, lexical_text, split_identifier, tokenize
+from toolrag.search.text import dense_texts, embedded_texts, lexical_text, split_identifier, tenant_views, tokenize
 from toolrag.store.base import Vector
 
 _LINEAGES = itertools.count()
@@ -59,7 +59,7 @@ class PreparedTool:
     tool: Tool
     tokens: list[str]
     vectors: npt.NDArray[np.float32]  # one row per dense text (description, then aliases)
-    examples: npt.NDArray[np.float32]  # one row per example request (search/examples.py)
+    examples: npt.NDArray[np.float32]  # one row per tenant view: example request, tenant description (text.py)
 
 
 def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
@@ -74,8 +74,9 @@ def prepare(tool: Tool, vectors: dict[str, Vector]) -> PreparedTool:
 
 
 def example_views(prepared: Sequence[PreparedTool], first: int, dimension: int) -> ExampleViews:
-    """The example requests of `prepared`, the tools at positions `first`, `first + 1`, ..."""
-    tenants = [[example.tenant for example in p.tool.examples] for p in prepared]
+    """The tenant views (example requests, tenants' descriptions) of `prepared`, the tools at positions `first`,
+    `first + 1`, ..."""
+    tenants = [[tenant for tenant, _ in tenant_views(p.tool)] for p in prepared]
     return ExampleViews.of([p.examples for p in prepared], tenants, first, dimension)
 
 

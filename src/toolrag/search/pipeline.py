@@ -119,6 +119,17 @@ def _with_confirmed(tool: Tool, book: RelationBook) -> Tool:
     return tool.model_copy(update={"requires": [*tool.requires, *extra]})
 
 
+def _described(index: SearchIndex, results: list[SearchResult], tenant: str | None) -> list[SearchResult]:
+    """The results with the cards of the tools described in `tenant`'s own words made from that text (the
+    results are built from the snapshot's tools, which carry the source's description)."""
+    described = []
+    for result in results:
+        tool = index.tools[index.by_name[result.name.lower()]]
+        own = tool.described_for(tenant)
+        described.append(result if own is None else result.model_copy(update={"card": tool.for_tenant(tenant).card()}))
+    return described
+
+
 def _in_set(
     index: SearchIndex, retrieved: SearchResult | None, position: int, why: Prerequisite | None, likelihood: float
 ) -> SearchResult:
@@ -249,7 +260,7 @@ class Retriever:
             retrieved, found = self._retrieve(request, limit)
             results = self._with_related(request, self._with_prerequisites(request, retrieved), found)
         results.extend(self._always_included(request, {r.name for r in results}))
-        results = _flagged(query, results)
+        results = _described(index, _flagged(query, results), principal.tenant)
         self.cache.put(key, results)
         return list(results)
 
@@ -277,7 +288,7 @@ class Retriever:
             SearchResult(name=tool.name, score=1.0, signals=SignalScores(name_match=True), card=tool.card())
             for tool in (index.tools[p] for p in positions[:limit])
         ]
-        return found, len(positions)
+        return _described(index, found, principal.tenant), len(positions)
 
     def serves_all(self, principal: Principal) -> bool:
         """Whether the principal's whole catalog fits `SearchConfig.inject_all_below_tokens`."""
@@ -289,7 +300,8 @@ class Retriever:
         query = self.searched(query)
         request = self._request(self._snapshot(), query, principal, limit, mode or self.config.mode)
         found = self._candidates(request, self._intents(query))
-        return _flagged(query, [self._result(request.index, chosen, found.evidence) for chosen in self._scored(found)])
+        ranked = [self._result(request.index, chosen, found.evidence) for chosen in self._scored(found)]
+        return _described(request.index, _flagged(query, ranked), principal.tenant)
 
     def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:
         """The best candidates of the configured mode and what the relevance model reads (search/confidence.py)."""

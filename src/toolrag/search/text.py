@@ -181,9 +181,9 @@ def lexical_text(tool: Tool) -> str:
     return "\n".join(parts)
 
 
-def dense_text(tool: Tool) -> str:
-    """What the embedding model reads for the tool's main vector."""
-    text = f"{split_identifier(tool.name)}: {tool.description}"
+def dense_text(tool: Tool, description: str | None = None) -> str:
+    """What the embedding model reads for the tool's main vector (with `description`: for a tenant's view)."""
+    text = f"{split_identifier(tool.name)}: {description or tool.description}"
     params = parameter_words(tool.input_schema)
     if params:
         text += f" Parameters: {', '.join(params)}."
@@ -195,6 +195,14 @@ def dense_texts(tool: Tool) -> list[str]:
     return [dense_text(tool), *tool.aliases]
 
 
+def tenant_views(tool: Tool) -> list[tuple[str | None, str]]:
+    """(tenant, text) of the tool's views for one tenant's searches (search/examples.py): its example requests
+    (None: every tenant's), then its main text with each tenant's own description."""
+    examples = [(example.tenant, example.text) for example in tool.examples]
+    described = [(tenant, dense_text(tool, text)) for tenant, text in tool.tenant_descriptions.items()]
+    return [*examples, *described]
+
+
 def embedded_texts(tool: Tool) -> list[str]:
-    """Every text of the tool the model embeds: its dense texts, then its example requests (search/examples.py)."""
-    return [*dense_texts(tool), *(example.text for example in tool.examples)]
+    """Every text of the tool the model embeds: its dense texts, then its tenant views."""
+    return [*dense_texts(tool), *(text for _, text in tenant_views(tool))]

@@ -7,7 +7,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import MAX_EXAMPLE_CHARS, ExampleRequest, Principal, Requirement, SearchResult, Strategy, Tool
+from toolrag.model import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_EXAMPLE_CHARS,
+    ExampleRequest,
+    Principal,
+    Requirement,
+    SearchResult,
+    Strategy,
+    Tool,
+)
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 
@@ -114,6 +123,29 @@ class ExampleIn(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
     tenant: str | None = Field(default=None, max_length=200, description="whose searches it serves; none: all")
     source: Literal["operator", "usage"] = "operator"
+
+
+class TenantDescriptionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(min_length=1, max_length=200, description="the tenant whose principals get the text")
+    # Bounded here as a body; the registry refuses a text over MAX_DESCRIPTION_CHARS once stripped, saying so.
+    text: str = Field(max_length=2 * MAX_DESCRIPTION_CHARS, description="the description they get instead")
+    expected_version: int | None = Field(
+        default=None, ge=1, description="the version the edit was made from: 409, nothing written, if it moved on"
+    )
+
+
+class TenantDescriptionDropIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(min_length=1, max_length=200)
+    expected_version: int | None = Field(default=None, ge=1)
+
+
+class TenantDescriptionOut(BaseModel):
+    tool: Tool
+    findings: list[str] = Field(description="what the poisoning check found in the text (shown, not refused)")
 
 
 class VerdictOut(BaseModel):

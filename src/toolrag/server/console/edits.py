@@ -3,7 +3,7 @@ made between two replays of the logged requests it may affect, and the page afte
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Literal
 from urllib.parse import quote
 
@@ -13,7 +13,8 @@ from fastapi.responses import RedirectResponse, Response
 from toolrag.access import Caller
 from toolrag.errors import EditConflictError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import MAX_EXAMPLE_CHARS
+from toolrag.mcp.review import described
+from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS
 from toolrag.server.console.common import Console, ConsoleState, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
@@ -69,6 +70,32 @@ def change_example(
         change = lambda: registry.add_example(name, text, owner, source, edited_by=who.name)  # noqa: E731
     fixing = fixing or (text if action != "remove" else "")
     return _edited(console, request, who, name, change, fixing, fixing_tenant or tenant)
+
+
+@router.post("/tools/{name}/tenant-descriptions")
+def change_tenant_description(
+    request: Request,
+    console: Console,
+    name: str,
+    tenant: Annotated[str, Form(max_length=200)],
+    version: Annotated[int, Form(ge=1)],
+    text: Annotated[str, Form(max_length=2 * MAX_DESCRIPTION_CHARS)] = "",
+    action: Annotated[str, Form(pattern="^(set|remove)$")] = "set",
+    fixing: Annotated[str, Form(max_length=MAX_MESSAGE_CHARS)] = "",
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    """Describe the tool for one tenant (or give it the source's text again), compare-and-set on the version the
+    page showed; the page after it shows what the poisoning check found in the text."""
+    who, registry = console.admin(request, csrf), console.registry
+    findings: list[str] = []
+
+    def change() -> None:
+        if action == "remove":
+            registry.drop_tenant_description(name, tenant, expected_version=version, edited_by=who.name)
+        else:
+            findings.extend(described(registry, name, tenant, text, version, edited_by=who.name).findings)
+
+    return _edited(console, request, who, name, change, fixing, tenant, findings)
 
 
 @router.post("/tools/{name}/overrides")
@@ -204,8 +231,10 @@ def _edited(
     change: Callable[[], object],
     fixing: str,
     fixing_tenant: str,
+    findings: Sequence[str] = (),
 ) -> Response:
-    """Make the edit between two replays of the logged requests it may affect; show what moved."""
+    """Make the edit between two replays of the logged requests it may affect; show what moved (and `findings`,
+    what the poisoning check found in a text the edit wrote, filled by `change`)."""
     registry = console.registry
     try:
         registry.get(name)
@@ -216,4 +245,5 @@ def _edited(
         return console.page(request, "conflict.html", 409, message=str(conflict), name=name)
     except ToolragError as problem:
         return console.error(request, 422, str(problem))
-    return console.page(request, "impact.html", name=name, tool=registry.get(name), impact=impact)
+    tool = registry.get(name)
+    return console.page(request, "impact.html", name=name, tool=tool, impact=impact, findings=list(findings))

@@ -1,12 +1,12 @@
-"""`/tools`: read tools as the token may see them; register, edit, (de)activate them and their examples, and judge
-their inferred and learned relations (admins).
+"""`/tools`: read tools as the token may see them; register, edit, (de)activate them, their examples and their
+tenants' descriptions, and judge their inferred and learned relations (admins).
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
 from fastapi import APIRouter, HTTPException
 
 from toolrag.errors import ToolNotFoundError
-from toolrag.mcp.review import pending_review
+from toolrag.mcp.review import described, pending_review
 from toolrag.model import Tool, ToolRelation
 from toolrag.search.learned import learner_key
 from toolrag.server.models import (
@@ -15,6 +15,9 @@ from toolrag.server.models import (
     OverridesIn,
     PendingOut,
     RollbackIn,
+    TenantDescriptionDropIn,
+    TenantDescriptionIn,
+    TenantDescriptionOut,
     ToolIn,
     ToolOut,
     ToolPatch,
@@ -117,6 +120,24 @@ def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
+
+
+@router.post("/tools/{name}/tenant-descriptions", response_model=TenantDescriptionOut)
+def set_tenant_description(name: str, body: TenantDescriptionIn, who: Admin, api: Api) -> TenantDescriptionOut:
+    """Describe the tool in other words for one tenant's principals (a new version): what they are shown and
+    injected, and one more view of it for their searches; syncs and re-imports keep it. The text is scanned like an
+    MCP server's and the findings returned. Compare-and-set on `expected_version`: 409 when the tool moved on."""
+    done = described(api.registry, name, body.tenant, body.text, body.expected_version, edited_by=who.name)
+    return TenantDescriptionOut(tool=done.tool, findings=list(done.findings))
+
+
+@router.post("/tools/{name}/tenant-descriptions/remove", response_model=Tool)
+def remove_tenant_description(name: str, body: TenantDescriptionDropIn, who: Admin, api: Api) -> Tool:
+    """The tenant's principals get the source's description again (a new version); 409 as above, 422 when the tool
+    has no description for that tenant."""
+    return api.registry.drop_tenant_description(
+        name, body.tenant, expected_version=body.expected_version, edited_by=who.name
+    )
 
 
 @router.get("/tools/{name}/relations", response_model=list[ToolRelation])
