@@ -23,12 +23,12 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Caller
+from toolrag.catalog.poisoning import scan
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError
 from toolrag.mcp.config import load_config
 from toolrag.mcp.conversations import CONVERSATION_META_KEY
 from toolrag.mcp.importer import ToolImporter, upstream_hash
-from toolrag.mcp.poisoning import scan
 from toolrag.store.base import Pin
 
 from .mcp_support import (

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,7 @@ from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
     from toolrag.store.relations import LearnedRelation, RelationTables, RelationVerdict
+    from toolrag.store.reviews import ReviewTables
     from toolrag.store.switches import DisabledServer, UpstreamSwitches
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
@@ -42,6 +43,8 @@ class UpsertReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # a text change waits for review; the live text keeps serving
+    rejected: list[str] = field(default_factory=list)  # proposed the text an admin rejected: left out again
 
     @property
     def changed(self) -> int:
@@ -86,6 +89,26 @@ class Pin:
 
 
 @dataclass(frozen=True)
+class TextReview:
+    """A catalog tool's text change (description, schemas, annotations) waiting for an admin while the registry's
+    `text_review` setting is on, and the text an admin rejected (catalog/review.py): the MCP pins' counterpart for
+    tools no upstream server owns."""
+
+    tool: str
+    pending_hash: str | None = None
+    pending: dict[str, Any] | None = None  # the proposed values of `model.SOURCE_FIELDS`
+    findings: tuple[str, ...] = ()
+    proposed_by: str | None = None
+    origin: str | None = None  # import, api, cli or python
+    proposed_at: datetime = field(default_factory=utc_now)
+    rejected_hash: str | None = None  # left out when proposed again, until lifted
+
+    @property
+    def waiting(self) -> bool:
+        return self.pending_hash is not None
+
+
+@dataclass(frozen=True)
 class AuditEntry:
     """One line of the audit log: what happened to which tool, for whom, and why."""
 
@@ -108,9 +131,12 @@ class ToolStore(Protocol):
         model: IndexModel,
         audit: Sequence[AuditEntry] = (),
         expected: Mapping[str, int | None] | None = None,
+        reviews: Sequence[TextReview] = (),
+        reviewed: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
-        """Insert or update tools, save the vectors (keyed by text hash) for `model` and append `audit` (who changed
-        what), atomically.
+        """Insert or update tools, save the vectors (keyed by text hash) for `model`, append `audit` (who changed
+        what) and write `reviews` (text changes held or decided, compare-and-set on the pending hashes `reviewed`:
+        `ReviewTables.write`), atomically.
 
         A tool whose definition changed gets the next version; an unchanged tool is left alone. `expected`: the
         version each named tool was read at (None: it did not exist), compared and set in the same transaction as
@@ -210,6 +236,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     backup: BackupTables  # the whole registry, dumped and restored
     relations: RelationTables  # relations learned from usage, and admins' verdicts on inferred and learned ones
     switches: UpstreamSwitches  # upstream MCP servers an operator switched off
+    reviews: ReviewTables  # catalog tools' text changes waiting for review, and the `text_review` setting
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from toolrag.store.base import (
 )
 from toolrag.store.dialect import Dialect
 from toolrag.store.relations import RelationTables
+from toolrag.store.reviews import ReviewTables
 from toolrag.store.switches import UpstreamSwitches
 from toolrag.store.usage import UsageTables
 
@@ -384,10 +385,18 @@ class BackupTables:
 def tables_over(
     database: Database, vectors: VectorAccess
 ) -> tuple[
-    UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables, RelationTables, UpstreamSwitches
+    UsageTables,
+    AuditTrail,
+    PinTables,
+    GroupTables,
+    VersionTables,
+    BackupTables,
+    RelationTables,
+    UpstreamSwitches,
+    ReviewTables,
 ]:
     """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
-    `.backup`, `.relations` and `.switches`, in that order."""
+    `.backup`, `.relations`, `.switches` and `.reviews`, in that order."""
     trail = AuditTrail(database)
     pins, relations, switches = (
         PinTables(database, trail),
@@ -403,6 +412,7 @@ def tables_over(
         BackupTables(database, vectors, OperatorRecords(pins, switches, relations, trail)),
         relations,
         switches,
+        ReviewTables(database, trail),
     )
 
 
