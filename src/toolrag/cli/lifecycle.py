@@ -156,7 +156,7 @@ def pending(
         )
         for finding in row["findings"]:
             out.print(f"finding: {escape(finding)}", highlight=False)
-        out.print(escape("\n".join(row["diff"])), highlight=False)
+        out.print(escape("\n".join(row["diff"])), highlight=False, soft_wrap=True)
         return
     table = Table("tool", "text hash", "proposed by", "through", "at", "findings", title=f"{len(rows)} waiting")
     for row in rows:
