@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from toolrag.catalog import poisoning
 from toolrag.catalog.poisoning import Finding, PoisoningScanner, margins
 from toolrag.catalog.poisoning_signs import MARKS, WEAK_SIGNS
-from toolrag.mcp import poisoning
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -317,12 +317,12 @@ def test_issue26_a_sync_of_unchanged_tools_scans_nothing(
     """Every reconnect scanned every tool again (a server with long descriptions never came up); now a tool whose
     approved version is registered as listed is neither parsed nor scanned, and a quarantined one keeps its
     findings."""
-    from toolrag.mcp import importer
+    from toolrag.catalog import poisoning
 
     scanned: list[str] = []
-    original = importer.scan
+    original = poisoning.scan
     monkeypatch.setattr(
-        importer, "scan", lambda description, *rest: scanned.append(description) or original(description, *rest)
+        poisoning, "scan", lambda description, *rest: scanned.append(description) or original(description, *rest)
     )
     config, description = fixture_config
     first = sync(config)

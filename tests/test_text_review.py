@@ -107,7 +107,7 @@ def test_a_rejected_text_stays_out_across_reimports_until_lifted(reviewed: ToolR
     assert reviewed.store.reviews.read(["weather.forecast"])[0].rejected_hash != rejected
     reviewed.lift_text_rejection("weather.forecast", lifter="boss")
     assert reviewed.register_over([make_tool("weather.forecast", CHANGED)], origin="import").held
-    with pytest.raises(ToolNotFoundError, match="no rejected text change of 'email.send'"):
+    with pytest.raises(ToolNotFoundError, match=r"no rejected text change of 'email\.send'"):
         reviewed.lift_text_rejection("email.send")
 
 
@@ -120,7 +120,7 @@ def test_a_decision_on_another_text_than_the_one_waiting_is_a_conflict(reviewed:
             decide("weather.forecast", seen)
     assert reviewed.get("weather.forecast").description == LIVE
     assert reviewed.text_change("weather.forecast").review.proposed_by == "b"
-    with pytest.raises(ToolNotFoundError, match="no text change of 'email.send' waits for review"):
+    with pytest.raises(ToolNotFoundError, match=r"no text change of 'email\.send' waits for review"):
         reviewed.approve_text_change("email.send")
 
 
