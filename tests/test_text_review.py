@@ -212,9 +212,10 @@ def test_the_cli_says_what_waits_and_decides_it(tmp_path: Path, embedder: Counti
     assert row["tool"] == "weather.forecast" and row["origin"] == "import" and row["findings"]
     shown = runner.invoke(app, ["tools", "pending", "weather.forecast", "--store", store])
     assert f'+  "description": "{POISONED}",' in shown.stdout.splitlines()
-    stale = runner.invoke(app, ["tools", "approve", "weather.forecast", "--text-hash", "abc", "--store", store])
+    stale = runner.invoke(app, ["tools", "approve", "weather.forecast", "--text-hash", "0" * 12, "--store", store])
     assert stale.exit_code != 0 and "changed since it was reviewed" in stale.output
-    rejected = runner.invoke(app, ["tools", "reject", "weather.forecast", "--store", store])
+    shown_hash = row["text_hash"][:12]  # as the table shows it
+    rejected = runner.invoke(app, ["tools", "reject", "weather.forecast", "--text-hash", shown_hash, "--store", store])
     assert rejected.exit_code == 0 and "rejected; the live text stays" in rejected.stdout
     again = runner.invoke(app, ["import", str(catalog(tmp_path, POISONED)), "--store", store, "--json"])
     assert json.loads(again.stdout)[str(tmp_path / "catalog.json")]["rejected"] == ["weather.forecast"]

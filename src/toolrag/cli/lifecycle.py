@@ -150,7 +150,7 @@ def pending(
     if name:
         row = rows[0]
         out.print(
-            f"{name}: text {row['text_hash'][:12]} proposed by {row['proposed_by']} through {row['origin']}"
+            f"{name}: text {row['text_hash']} proposed by {row['proposed_by']} through {row['origin']}"
             f" at {row['proposed_at']}",
             highlight=False,
         )
@@ -185,6 +185,15 @@ def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
     return row | {"diff": change.diff()} if with_diff else row
 
 
+def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | None:
+    """The waiting text's hash when `given` is its start as `tools pending` shows it (12 characters or more); else
+    `given` as it is, which the decision compares (another text waiting now: a conflict)."""
+    if given is None or len(given) < 12:
+        return given
+    waiting = guarded(lambda: registry.text_change(name)).review.pending_hash
+    return waiting if waiting is not None and waiting.startswith(given) else given
+
+
 TextHashOption = Annotated[
     str | None,
     typer.Option(
@@ -204,7 +213,8 @@ def approve(
     import getpass
 
     registry = open_registry(store)
-    approved = guarded(lambda: registry.approve_text_change(name, text_hash, getpass.getuser()))
+    reviewed = _full_hash(registry, name, text_hash)
+    approved = guarded(lambda: registry.approve_text_change(name, reviewed, getpass.getuser()))
     _print_tool(approved, as_json, "text change approved")
 
 
@@ -230,7 +240,8 @@ def reject(
         else:
             out.print(f"{name}: rejection lifted")
         return
-    rejected = guarded(lambda: registry.reject_text_change(name, text_hash, getpass.getuser()))
+    reviewed = _full_hash(registry, name, text_hash)
+    rejected = guarded(lambda: registry.reject_text_change(name, reviewed, getpass.getuser()))
     if as_json:
         print_json({"name": name, "rejected_hash": rejected})
     else:
