@@ -22,7 +22,7 @@ from typing import Any, Literal
 from toolrag.model import SOURCE_FIELDS, Tool
 from toolrag.store.base import AuditEntry, TextReview
 
-Origin = Literal["import", "api", "cli", "python"]
+Origin = Literal["import", "api", "console", "cli", "python"]
 MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
 
 

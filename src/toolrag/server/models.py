@@ -71,7 +71,7 @@ class TextChangeOut(BaseModel):
     tool: str
     text_hash: str = Field(description="the hash of the text waiting: state it when approving or rejecting")
     proposed_by: str | None
-    origin: str = Field(description="import, api, cli or python")
+    origin: str = Field(description="import, api, console, cli or python")
     proposed_at: datetime
     findings: list[str] = Field(description="what the poisoning checks found in the proposed text")
     proposed: Tool = Field(description="the tool as approving would make it (the live tool with the new text)")

@@ -99,7 +99,7 @@ class TextReview:
     pending: dict[str, Any] | None = None  # the proposed values of `model.SOURCE_FIELDS`
     findings: tuple[str, ...] = ()
     proposed_by: str | None = None
-    origin: str | None = None  # import, api, cli or python
+    origin: str | None = None  # import, api, console, cli or python
     proposed_at: datetime = field(default_factory=utc_now)
     rejected_hash: str | None = None  # left out when proposed again, until lifted
 

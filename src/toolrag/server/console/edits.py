@@ -3,7 +3,7 @@ made between two replays of the logged requests it may affect, and the page afte
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Literal
 from urllib.parse import quote
 
@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 from toolrag.access import Caller
 from toolrag.errors import EditConflictError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
-from toolrag.model import MAX_EXAMPLE_CHARS
+from toolrag.model import MAX_EXAMPLE_CHARS, Tool
 from toolrag.server.console.common import Console, ConsoleState, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
@@ -44,8 +44,16 @@ def edit_tool(
         "not_for": not_for.strip() or None,
         "category": category.strip() or None,
     }
-    update = lambda: console.registry.update(name, edited_by=who.name, expected_version=version, **changes)  # noqa: E731
-    return _edited(console, request, who, name, update, fixing, fixing_tenant)
+    held: list[bool] = []
+
+    def update() -> Tool:
+        edited = console.registry.update_reviewed(
+            name, edited_by=who.name, expected_version=version, origin="console", **changes
+        )
+        held.append(edited.held or edited.rejected)
+        return edited.tool
+
+    return _edited(console, request, who, name, update, fixing, fixing_tenant, held)
 
 
 @router.post("/tools/{name}/examples")
@@ -204,8 +212,10 @@ def _edited(
     change: Callable[[], object],
     fixing: str,
     fixing_tenant: str,
+    held: Sequence[bool] = (),
 ) -> Response:
-    """Make the edit between two replays of the logged requests it may affect; show what moved."""
+    """Make the edit between two replays of the logged requests it may affect; show what moved, and (`held`, filled
+    by the edit) whether its text waits for review."""
     registry = console.registry
     try:
         registry.get(name)
@@ -216,4 +226,5 @@ def _edited(
         return console.page(request, "conflict.html", 409, message=str(conflict), name=name)
     except ToolragError as problem:
         return console.error(request, 422, str(problem))
-    return console.page(request, "impact.html", name=name, tool=registry.get(name), impact=impact)
+    tool = registry.get(name)
+    return console.page(request, "impact.html", name=name, tool=tool, impact=impact, held=any(held))

@@ -7,7 +7,7 @@ CREATE TABLE text_reviews (
     pending TEXT,                      -- JSON of the proposed description, input_schema, output_schema, annotations
     findings TEXT NOT NULL,            -- JSON list of what the poisoning checks found in it
     proposed_by TEXT,
-    origin TEXT,                       -- import, api, cli or python
+    origin TEXT,                       -- import, api, console, cli or python
     proposed_at TEXT NOT NULL,
     rejected_hash TEXT
 );
