@@ -4,6 +4,7 @@ makes it a new version, rejecting is remembered by hash. Real stores (SQLite and
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,18 +52,16 @@ def served_description(registry: ToolRegistry, query: str = "will it rain in Kyi
 def test_an_imported_description_change_waits_while_the_live_text_serves(
     reviewed: ToolRegistry, tmp_path: Path
 ) -> None:
-    report = reviewed.register_over(
-        [make_tool("weather.forecast", POISONED, scopes=["weather:read"])], origin="import", proposed_by="ci"
-    )
+    report = reviewed.import_file(catalog(tmp_path, POISONED, scopes=["weather:read"]))
     assert report.held == ["weather.forecast"] and report.rejected == []
     tool = reviewed.get("weather.forecast")
     assert tool.description == LIVE and tool.scopes == ["weather:read"]  # the other fields went live
     change = reviewed.text_change("weather.forecast")
-    assert (change.review.proposed_by, change.review.origin) == ("ci", "import")
+    assert (change.review.proposed_by, change.review.origin) == (getpass.getuser(), "import")
     assert change.review.findings and "instructions" in change.review.findings[0]
     assert f'-  "description": "{LIVE}",' in change.diff() and f'+  "description": "{POISONED}",' in change.diff()
     audit = reviewed.store.audit_log(1, "weather.forecast")[0]
-    assert (audit.action, audit.principal) == ("text held", "ci")
+    assert (audit.action, audit.principal) == ("text held", getpass.getuser())
 
 
 def test_search_and_injection_keep_the_live_text_until_approved(reviewed: ToolRegistry) -> None:
@@ -244,3 +243,19 @@ def test_a_console_edit_says_its_text_waits(tmp_path: Path, embedder: CountingEm
         tool = registry.get("mail.send")
         assert tool.description == "Send an email to someone." and tool.aliases == ["write to"]
         assert registry.text_change("mail.send").review.origin == "console"
+
+
+def test_a_proposal_landing_between_the_read_and_the_write_approves_nothing(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hash is compared again in the approval's own transaction: a text proposed after the approver's read
+    (another process's import) is a conflict, not an approval of text nobody saw."""
+    reviewed.update_reviewed("weather.forecast", edited_by="a", description=CHANGED)
+    stale = reviewed.store.reviews.read()
+    reviewed.update_reviewed("weather.forecast", edited_by="b", description=POISONED)
+    monkeypatch.setattr(reviewed.store.reviews, "read", lambda tools=None: stale)  # the read the approval made
+    with pytest.raises(ApprovalConflictError, match="changed since it was reviewed"):
+        reviewed.approve_text_change("weather.forecast", approver="boss")
+    monkeypatch.undo()
+    assert reviewed.get("weather.forecast").description == LIVE
+    assert reviewed.text_change("weather.forecast").review.proposed_by == "b"
