@@ -60,10 +60,13 @@ class RegistryDump:
     versions: list[Tool]  # every version of every tool, oldest first per tool
     vectors: dict[str, Vector]  # the index model's vectors by text hash
     groups: dict[str, str] = field(default_factory=dict)  # group name -> description
-    # What operators decided, which a copy must keep: approved, waiting and rejected MCP texts, upstreams switched
+    # What operators decided, which a copy must keep: approved, waiting and rejected MCP and catalog texts (and
+    # whether catalog text changes wait for review), upstreams switched
     # off, verdicts on relations, what was learned from usage, and the audit log (oldest first). The usage log is
     # not part of a dump.
     pins: list[Pin] = field(default_factory=list)
+    text_reviews: list[TextReview] = field(default_factory=list)  # catalog text changes waiting, texts rejected
+    text_review: bool = False  # whether text changes wait for review (the registry's setting)
     switches: list[DisabledServer] = field(default_factory=list)
     verdicts: list[RelationVerdict] = field(default_factory=list)
     learned: list[LearnedRelation] = field(default_factory=list)

@@ -31,26 +31,41 @@ class ReviewTables:
         rows = self._db.query(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,))
         return bool(rows) and str(rows[0][0]) == "on"
 
+    def required_in(self, db: Any) -> bool:
+        """`required`, read in the caller's transaction (`db`): for a dump."""
+        found = db.execute(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,)).fetchone()
+        return found is not None and str(found[0]) == "on"
+
     def require(self, on: bool, audit: AuditEntry) -> None:
-        dialect = self._db.dialect
         with self._db.transaction() as db:
-            db.execute(
-                dialect.sql(
-                    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-                ),
-                (SETTING, "on" if on else "off"),
-            )
+            self.write_setting(db, on)
             self._trail.write(db, [audit])
+
+    def write_setting(self, db: Any, on: bool) -> None:
+        """Set `required` in the caller's transaction (`db`)."""
+        db.execute(
+            self._db.dialect.sql(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ),
+            (SETTING, "on" if on else "off"),
+        )
 
     def read(self, tools: Sequence[str] | None = None) -> list[TextReview]:
         """Every row (of the named tools), by tool name."""
-        query = (
-            f"SELECT tool, pending_hash, {self._db.dialect.as_text('pending')}, {self._db.dialect.as_text('findings')},"
-            " proposed_by, origin, proposed_at, rejected_hash FROM text_reviews ORDER BY tool"
-        )
         wanted = None if tools is None else set(tools)
-        rows = [self._row(row) for row in self._db.query(query, ())]
+        rows = [self._row(row) for row in self._db.query(self._select(), ())]
         return [row for row in rows if wanted is None or row.tool in wanted]
+
+    def read_all(self, db: Any) -> list[TextReview]:
+        """Every row, read in the caller's transaction (`db`): for a dump."""
+        return [self._row(row) for row in db.execute(self._select()).fetchall()]
+
+    def _select(self) -> str:
+        as_text = self._db.dialect.as_text
+        return (
+            f"SELECT tool, pending_hash, {as_text('pending')}, {as_text('findings')}, proposed_by, origin, proposed_at,"
+            " rejected_hash FROM text_reviews ORDER BY tool"
+        )
 
     def save(self, rows: Sequence[TextReview], audit: Sequence[AuditEntry], reviewed: Mapping[str, str | None]) -> None:
         """Write rows (a rejection, a lifted one) with their audit entries in one transaction (`write`)."""
