@@ -135,7 +135,7 @@ class ToolRegistry:
         the texts embedded after each batch; `audit`: written in the same transaction; `expected`: the versions the
         tools were read at, compared and set (EditConflictError when one moved; `Store.upsert`). A text change of
         an existing tool waits for review while the registry asks for it (`require_text_review`; `report.held`)."""
-        report = self._writer.register_gated(tools, progress, audit, expected, Proposal("python", getpass.getuser()))
+        report = self._writer.register_gated(tools, progress, audit, expected, Proposal("python", None))
         _log_held(report)
         return report
 
@@ -161,7 +161,7 @@ class ToolRegistry:
         given replace the current ones, those it does not mention (an operator's tenants, scopes, ...) are kept.
         A text change waits for review while the registry asks for it (`report.held`), recorded as proposed by
         `proposed_by` (default: the user running this) through `origin`."""
-        proposal = Proposal(origin, proposed_by or getpass.getuser())
+        proposal = Proposal(origin, proposed_by)
         report = self._writer.register_over(tools, progress, proposal)
         _log_held(report)
         return report
@@ -209,12 +209,12 @@ class ToolRegistry:
         **changes: Any,
     ) -> Edited:
         """`update`, saying whether its text change waits for review (`held`) or was rejected before."""
-        proposal = Proposal(origin, edited_by or getpass.getuser())
+        proposal = Proposal(origin, edited_by)
         return self._writer.update(name, edited_by, expected_version, changes, proposal)
 
     def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
         """A new version made by `change`, a function of the tool as it is (`ToolWriter.edit`: a merge, no conflict)."""
-        return self._writer.edit(name, change, edited_by, Proposal("python", edited_by or getpass.getuser()))
+        return self._writer.edit(name, change, edited_by, Proposal("python", edited_by))
 
     # -- text changes held for review (catalog/review.py) -------------------------------------------------------
 

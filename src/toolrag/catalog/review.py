@@ -14,6 +14,7 @@ are not held.
 from __future__ import annotations
 
 import difflib
+import getpass
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -28,10 +29,19 @@ MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is s
 
 @dataclass(frozen=True)
 class Proposal:
-    """Who writes, and through which way in: what a held change is recorded with."""
+    """Who writes (None: the user running this process, looked up only when a change is held), and through which
+    way in: what a held change is recorded with."""
 
     origin: Origin
     by: str | None
+
+    def proposer(self) -> str | None:
+        if self.by is not None:
+            return self.by
+        try:
+            return getpass.getuser()
+        except (OSError, KeyError):  # no login name and no password entry (a container's arbitrary uid)
+            return None
 
 
 def text_of(tool: Tool) -> dict[str, Any]:
@@ -72,13 +82,13 @@ class Gate:
             return kept  # waits already as it is: its proposer and findings are kept
         from toolrag.catalog.poisoning import tool_findings  # the scanner's model loads only when text changes
 
-        findings = tool_findings(proposed)
+        findings, by = tool_findings(proposed), self.proposal.proposer()
         row = TextReview(
             current.name,
             digest,
             wanted,
             findings,
-            self.proposal.by,
+            by,
             self.proposal.origin,
             rejected_hash=None if known is None else known.rejected_hash,
         )
@@ -87,7 +97,7 @@ class Gate:
         changed = ", ".join(sorted(key for key in SOURCE_FIELDS if wanted[key] != live[key]))
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
         detail = f"{changed} changed through {self.proposal.origin}: waits for review{flagged}"
-        self.audit.append(AuditEntry("text held", detail, current.name, None, self.proposal.by))
+        self.audit.append(AuditEntry("text held", detail, current.name, None, by))
         return kept
 
 
