@@ -13,7 +13,7 @@ meaning anything). The cost is CPU time per tool (description and schema) or tex
 the model is loaded.
 
 Fitting: a logistic model over the signs of each sentence, their pairs, and each signed sentence's nearness by
-meaning to attack sentences rather than to ordinary tool texts (mcp/poisoning.py); the attack sentences are the
+meaning to attack sentences rather than to ordinary tool texts (catalog/poisoning.py); the attack sentences are the
 hand-written ones and the sentences of the tuning side's attacks that carry a strong sign (a sentence's own copy is
 ignored while fitting); the threshold is the lowest one that keeps false alarms on the tuning side at or under
 `--false-alarms` (3%). `fit --out FILE` writes the model to FILE instead (a trial fit that leaves the package alone).
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from toolrag.mcp import poisoning
-from toolrag.mcp.poisoning import Finding, PoisoningScanner, margins
-from toolrag.mcp.poisoning_signs import MARKS, WEAK_SIGNS
+from toolrag.catalog import poisoning
+from toolrag.catalog.poisoning import Finding, PoisoningScanner, margins
+from toolrag.catalog.poisoning_signs import MARKS, WEAK_SIGNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -126,6 +126,8 @@ def test_manage_tools_over_http(api: tuple[str, ToolRegistry]) -> None:
         "added": ["crm.note"],
         "updated": [],
         "unchanged": [],
+        "held": [],
+        "rejected": [],
     }
     patched = call(url, "PATCH", "/tools/crm.note", ADMIN, json={"aliases": ["annotate customer"]})
     assert patched.status_code == 200 and patched.json()["version"] == 2

@@ -63,7 +63,8 @@ def test_cli_edits_and_history(tmp_path: Path) -> None:
     catalog.write_text(json.dumps([{"name": "a.tool", "description": "Look up the weather for a city."}]))
     assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
     edited = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--aliases", "forecast,rain", "--json"])
-    assert json.loads(edited.stdout) == {"name": "a.tool", "version": 2, "active": True}
+    shown = {"name": "a.tool", "version": 2, "active": True, "held": False, "rejected": False}
+    assert json.loads(edited.stdout) == shown
     assert runner.invoke(app, ["tools", "deactivate", "a.tool", "--store", store]).exit_code == 0
     assert runner.invoke(app, ["tools", "reactivate", "a.tool", "--store", store]).exit_code == 0
     rolled = runner.invoke(app, ["tools", "rollback", "a.tool", "--to", "1", "--store", store])

@@ -23,12 +23,12 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Caller
+from toolrag.catalog.poisoning import scan
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError
 from toolrag.mcp.config import load_config
 from toolrag.mcp.conversations import CONVERSATION_META_KEY
 from toolrag.mcp.importer import ToolImporter, upstream_hash
-from toolrag.mcp.poisoning import scan
 from toolrag.store.base import Pin
 
 from .mcp_support import (
@@ -317,12 +317,12 @@ def test_issue26_a_sync_of_unchanged_tools_scans_nothing(
     """Every reconnect scanned every tool again (a server with long descriptions never came up); now a tool whose
     approved version is registered as listed is neither parsed nor scanned, and a quarantined one keeps its
     findings."""
-    from toolrag.mcp import importer
+    from toolrag.catalog import poisoning
 
     scanned: list[str] = []
-    original = importer.scan
+    original = poisoning.scan
     monkeypatch.setattr(
-        importer, "scan", lambda description, *rest: scanned.append(description) or original(description, *rest)
+        poisoning, "scan", lambda description, *rest: scanned.append(description) or original(description, *rest)
     )
     config, description = fixture_config
     first = sync(config)

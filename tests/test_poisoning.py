@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolrag.mcp.poisoning import PoisoningScanner, decoded_tags, hidden_characters, scan, strip_instructions
+from toolrag.catalog.poisoning import PoisoningScanner, decoded_tags, hidden_characters, scan, strip_instructions
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,14 +11,17 @@ snapshot's life to snapshot/, search to search/pipeline.py, the token budget and
 
 from __future__ import annotations
 
+import getpass
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolrag import tracing
-from toolrag.catalog.edits import ToolWriter, as_tool
+from toolrag.catalog.edits import Edited, ToolWriter, as_tool
 from toolrag.catalog.relations import RelationDesk
+from toolrag.catalog.review import Origin, Proposal, TextChange
 from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.errors import StoreLocationError
 from toolrag.inject import budget as token_budget
@@ -41,6 +44,8 @@ from toolrag.store.sqlite import SQLiteStore
 from toolrag.store.switches import DisabledServer
 from toolrag.usagelog.config import MonitorConfig
 from toolrag.usagelog.recorder import UsageRecorder
+
+log = logging.getLogger("toolrag")
 
 if TYPE_CHECKING:
     from toolrag.search.explain import Explanation
@@ -128,8 +133,11 @@ class ToolRegistry:
     ) -> UpsertReport:
         """Upsert tools in one transaction, embedding only texts the store has no vector for. `progress`: called with
         the texts embedded after each batch; `audit`: written in the same transaction; `expected`: the versions the
-        tools were read at, compared and set (EditConflictError when one moved; `Store.upsert`)."""
-        return self._writer.register(tools, progress, audit, expected, {})
+        tools were read at, compared and set (EditConflictError when one moved; `Store.upsert`). A text change of
+        an existing tool waits for review while the registry asks for it (`require_text_review`; `report.held`)."""
+        report = self._writer.register_gated(tools, progress, audit, expected, Proposal("python", None))
+        _log_held(report)
+        return report
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
         """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
@@ -140,12 +148,23 @@ class ToolRegistry:
     ) -> UpsertReport:
         from toolrag.catalog.files import load_catalog
 
-        return self.register_over(load_catalog(path, lenient=lenient), progress=progress)
+        return self.register_over(load_catalog(path, lenient=lenient), progress=progress, origin="import")
 
-    def register_over(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+    def register_over(
+        self,
+        tools: Sequence[Tool],
+        progress: ProgressCallback | None = None,
+        origin: Origin = "python",
+        proposed_by: str | None = None,
+    ) -> UpsertReport:
         """Register tools over their current versions (as a catalog or `POST /tools` does): the fields a tool was
-        given replace the current ones, those it does not mention (an operator's tenants, scopes, ...) are kept."""
-        return self._writer.register_over(tools, progress)
+        given replace the current ones, those it does not mention (an operator's tenants, scopes, ...) are kept.
+        A text change waits for review while the registry asks for it (`report.held`), recorded as proposed by
+        `proposed_by` (default: the user running this) through `origin`."""
+        proposal = Proposal(origin, proposed_by)
+        report = self._writer.register_over(tools, progress, proposal)
+        _log_held(report)
+        return report
 
     def rebuild(self, progress: ProgressCallback | None = None, batch_size: int = 256) -> int:
         """Embed every tool with this registry's model and switch the index to it; returns texts embedded (resumable,
@@ -173,12 +192,64 @@ class ToolRegistry:
     def update(
         self, name: str, *, edited_by: str | None = None, expected_version: int | None = None, **changes: Any
     ) -> Tool:
-        """A new version of a tool with some fields changed, compare-and-set (catalog/edits.py `ToolWriter.update`)."""
-        return self._writer.update(name, edited_by, expected_version, changes)
+        """A new version of a tool with some fields changed, compare-and-set (catalog/edits.py `ToolWriter.update`);
+        a text change waits for review while the registry asks for it (`update_reviewed` says so)."""
+        edited = self.update_reviewed(name, edited_by=edited_by, expected_version=expected_version, **changes)
+        if edited.held or edited.rejected:
+            log.warning("the text change of %s waits for review or was rejected before: the live text serves", name)
+        return edited.tool
+
+    def update_reviewed(
+        self,
+        name: str,
+        *,
+        edited_by: str | None = None,
+        expected_version: int | None = None,
+        origin: Origin = "python",
+        **changes: Any,
+    ) -> Edited:
+        """`update`, saying whether its text change waits for review (`held`) or was rejected before."""
+        proposal = Proposal(origin, edited_by)
+        return self._writer.update(name, edited_by, expected_version, changes, proposal)
 
     def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
         """A new version made by `change`, a function of the tool as it is (`ToolWriter.edit`: a merge, no conflict)."""
-        return self._writer.edit(name, change, edited_by)
+        return self._writer.edit(name, change, edited_by, Proposal("python", edited_by))
+
+    # -- text changes held for review (catalog/review.py) -------------------------------------------------------
+
+    @property
+    def text_review_required(self) -> bool:
+        """Whether text changes of existing tools wait for an admin (the registry's setting, every process's)."""
+        return self.store.reviews.required()
+
+    def require_text_review(self, on: bool = True, by: str | None = None) -> None:
+        """Turn the registry's text review on (or off), audited with `by`: while on, an import or edit that changes
+        an existing tool's description, schemas or annotations leaves the live text serving and waits for
+        `approve_text_change`. Changes already waiting keep waiting when it is turned off."""
+        detail = f"text changes need review: {'on' if on else 'off'}"
+        self.store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
+
+    def text_changes(self) -> list[TextChange]:
+        """The text changes waiting for review, by tool name: who proposed what, how, when, the findings."""
+        return self._writer.text_changes()
+
+    def text_change(self, name: str) -> TextChange:
+        """The text change of `name` waiting (its `diff()` against the live text); ToolNotFoundError when none."""
+        return self._writer.text_change(name)
+
+    def approve_text_change(self, name: str, text_hash: str | None = None, approver: str | None = None) -> Tool:
+        """Make the waiting text live (a new version, audited); compare-and-set on `text_hash`, the pending text
+        reviewed: ApprovalConflictError when another text waits now."""
+        return self._writer.approve_text(name, text_hash, approver or getpass.getuser())
+
+    def reject_text_change(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
+        """Drop the waiting text, remembered by hash (returned): proposing it again leaves it out until lifted."""
+        return self._writer.reject_text(name, text_hash, rejecter or getpass.getuser())
+
+    def lift_text_rejection(self, name: str, lifter: str | None = None) -> None:
+        """Forget a rejected text: proposing it again waits for review again."""
+        self._writer.lift_text_rejection(name, lifter or getpass.getuser())
 
     def write_merged(
         self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: ProgressCallback | None = None
@@ -404,3 +475,8 @@ class ToolRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _log_held(report: UpsertReport) -> None:
+    if report.held:
+        log.warning("text changes wait for review, the live text serves: %s", ", ".join(report.held))

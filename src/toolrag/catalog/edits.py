@@ -3,17 +3,27 @@
 Every write is a compare-and-set on the versions read (`Store.upsert`); an edit made on the tool as it is
 (`ToolWriter.edit`, `write_merged`) is made again when another writer moved the tool in between, so concurrent edits
 merge instead of conflicting. A synced tool (an MCP server's) keeps an operator's overrides of the fields its source
-owns, with the source's values recorded to return to (`drop_overrides`).
+owns, with the source's values recorded to return to (`drop_overrides`). A write that says who proposes it
+(`Proposal`) holds text changes for review while the registry asks for it (catalog/review.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from toolrag.catalog.review import Gate, Proposal, TextChange
 from toolrag.embed.base import ProgressCallback, embed_in_batches
-from toolrag.errors import EditConflictError, InvalidToolError, ModelMismatchError, ToolNotFoundError
+from toolrag.errors import (
+    ApprovalConflictError,
+    EditConflictError,
+    InvalidToolError,
+    ModelMismatchError,
+    ToolNotFoundError,
+)
 from toolrag.model import (
     DEACTIVATED_BY_OPERATOR,
     SOURCE_FIELDS,
@@ -24,7 +34,7 @@ from toolrag.model import (
 )
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
-from toolrag.store.base import AuditEntry, UpsertReport, Vector
+from toolrag.store.base import AuditEntry, TextReview, UpsertReport, Vector
 
 Written = TypeVar("Written")
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
@@ -47,6 +57,25 @@ def retry_on_conflict(write: Callable[[], Written], attempts: int = EDIT_ATTEMPT
             if attempt >= attempts:
                 raise
             attempt += 1
+
+
+@dataclass(frozen=True)
+class Edited:
+    """An edit's outcome: the tool as it is now, and whether its text change waits for review (`held`) or was the
+    text an admin rejected (`rejected`), the live text serving in both cases."""
+
+    tool: Tool
+    held: bool = False
+    rejected: bool = False
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What an approval writes with its tool: the cleared row, the pending hash it was made on, its audit entry."""
+
+    rows: list[TextReview] = dataclasses.field(default_factory=list)
+    reviewed: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    audit: list[AuditEntry] = dataclasses.field(default_factory=list)
 
 
 def as_tool(item: ToolLike) -> Tool:
@@ -83,10 +112,11 @@ class ToolWriter:
         audit: Sequence[AuditEntry],
         expected: Mapping[str, int | None] | None,
         embedded: EmbeddedVectors,
+        decision: _Decision | Gate | None = None,
     ) -> UpsertReport:
         """`ToolRegistry.register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the
         same write embedded before another writer overtook it (its transaction, their vectors with it, rolled
-        back)."""
+        back). `decision`: the text reviews written in the same transaction (held changes, an approval)."""
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
@@ -101,7 +131,11 @@ class ToolWriter:
             vectors = embed_in_batches(embeddings.embedder, [texts[key] for key in new], progress=progress)
             embedded.update(((model.model_id, key), vector) for key, vector in zip(new, vectors, strict=True))
             reused = {key: embedded[model.model_id, key] for key in missing}
-            return self.store.upsert(tools, reused, model, audit, expected)
+            rows, reviewed = ([], None) if decision is None else (decision.rows, _reviewed(decision))
+            report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed)
+            if isinstance(decision, Gate):
+                report.held, report.rejected = list(decision.held), list(decision.rejected)
+            return report
 
         try:
             return upsert()
@@ -112,26 +146,73 @@ class ToolWriter:
             # a registry that follows the index's model embeds again with the new one.
             return upsert()
 
-    def register_over(self, tools: Sequence[Tool], progress: ProgressCallback | None = None) -> UpsertReport:
+    def register_gated(
+        self,
+        tools: Sequence[Tool],
+        progress: ProgressCallback | None,
+        audit: Sequence[AuditEntry],
+        expected: Mapping[str, int | None] | None,
+        proposal: Proposal,
+    ) -> UpsertReport:
+        """`register` of whole tools (the Python API's), holding their text changes for review when the registry
+        asks for it: compare-and-set on the versions the held text was compared with (made again when another
+        writer moved one, unless the caller gave the versions it read)."""
+        if not self.store.reviews.required():
+            return self.register(tools, progress, audit, expected, {})
+        embedded: EmbeddedVectors = {}
+
+        def write() -> UpsertReport:
+            gate = self._gate(proposal)
+            assert gate is not None  # required, read just now
+            current = self.store.get_many(t.name for t in tools)
+            admitted = [gate.admit(current.get(t.name), t) for t in tools]
+            versions = {t.name: _version(current.get(t.name)) for t in tools} | dict(expected or {})
+            return self.register(admitted, progress, [*audit, *gate.audit], versions, embedded, gate)
+
+        return retry_on_conflict(write, 1 if expected else EDIT_ATTEMPTS)
+
+    def register_over(
+        self, tools: Sequence[Tool], progress: ProgressCallback | None = None, proposal: Proposal | None = None
+    ) -> UpsertReport:
         """Register tools over their current versions, as a catalog or `POST /tools` does: the fields a tool was
         given replace the current ones, and those it does not mention (an operator's tenants, scopes, examples,
         aliases, ...) are kept; compare-and-set on the versions read (`write_merged`). Re-posting a tool without
-        its tenants made a tenant's tool every tenant's."""
-        return self.write_merged({tool.name: partial(given_over, tool) for tool in tools}, progress)
+        its tenants made a tenant's tool every tenant's. `proposal`: who writes, for text changes held."""
+        return self.write_merged({tool.name: partial(given_over, tool) for tool in tools}, progress, proposal)
 
-    def update(self, name: str, edited_by: str | None, expected_version: int | None, changes: dict[str, Any]) -> Tool:
+    def _gate(self, proposal: Proposal | None) -> Gate | None:
+        """The gate of a write that says who proposes it, while the registry asks for text review; else None."""
+        if proposal is None or not self.store.reviews.required():
+            return None
+        return Gate(proposal, {row.tool: row for row in self.store.reviews.read()})
+
+    def update(
+        self,
+        name: str,
+        edited_by: str | None,
+        expected_version: int | None,
+        changes: dict[str, Any],
+        proposal: Proposal | None = None,
+    ) -> Edited:
         """A new version of a tool with some fields changed (description, aliases, not_for, examples, ...).
 
         Only texts that changed are embedded again. `edited_by`: who made the change, written to the audit log in
         the same transaction (the fields changed; an unchanged tool writes nothing). The write is a compare-and-set
         on `expected_version` (the version the caller's edit was made from), else on the version read here:
-        EditConflictError, with nothing written, when another writer moved the tool in between."""
+        EditConflictError, with nothing written, when another writer moved the tool in between. `proposal`: who
+        writes, for a text change held for review."""
         check_changes(name, changes)
         current = self.get(name)
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected, {})
+        return self._write_edit(current, changes, edited_by, expected, {}, proposal=self._gate(proposal))
 
-    def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
+    def edit(
+        self,
+        name: str,
+        change: Callable[[Tool], dict[str, Any]],
+        edited_by: str | None = None,
+        proposal: Proposal | None = None,
+    ) -> Tool:
         """A new version made by `change`, a function of the tool as it is (one more example, deactivation): when
         another writer moves the tool between the read and the write, `change` is made again on the tool as that
         writer left it, so both changes stay (a merge, not a conflict)."""
@@ -141,7 +222,8 @@ class ToolWriter:
             current = self.get(name)
             changes = change(current)
             check_changes(name, changes)
-            return self._write_edit(current, changes, edited_by, current.version, embedded)
+            gate = self._gate(proposal)
+            return self._write_edit(current, changes, edited_by, current.version, embedded, proposal=gate).tool
 
         return retry_on_conflict(write)
 
@@ -153,34 +235,51 @@ class ToolWriter:
         expected: int,
         embedded: EmbeddedVectors,
         detail: str | None = None,
-    ) -> Tool:
+        proposal: Gate | None = None,
+        decision: _Decision | None = None,
+    ) -> Edited:
+        """The edit written compare-and-set on `expected`: with `proposal`, its text change held for review;
+        with `decision`, an approval's row and audit entry written with it."""
         entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
         updated = Tool.parse(entry)
+        if proposal is not None:
+            updated = proposal.admit(current, updated)
         changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
         if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
             updated.overrides = operator_overrides(updated, changed)
             updated.source_values = source_values(current, updated.overrides)
-        audit = []
-        if edited_by and changed:
+        audit = [] if proposal is None else list(proposal.audit)
+        if decision is not None:
+            audit = list(decision.audit)
+        elif edited_by and changed:
             audit.append(AuditEntry("edited", detail or ", ".join(changed), current.name, None, edited_by))
-        self.register([updated], None, audit, {current.name: expected}, embedded)
-        return self.get(current.name)
+        self.register([updated], None, audit, {current.name: expected}, embedded, decision or proposal)
+        held = proposal is not None and current.name in proposal.held
+        return Edited(self.get(current.name), held, proposal is not None and current.name in proposal.rejected)
 
     def write_merged(
-        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: ProgressCallback | None = None
+        self,
+        edits: Mapping[str, Callable[[Tool | None], Tool | None]],
+        progress: ProgressCallback | None = None,
+        proposal: Proposal | None = None,
     ) -> UpsertReport:
         """Write the tools each edit makes of its tool's current version (None: there is none; an edit returning
         None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
         one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
-        sync beside an operator's edit)."""
+        sync beside an operator's edit). `proposal`: who writes, for text changes held for review (an MCP sync
+        gives none: its text is pinned by the importer)."""
         embedded: EmbeddedVectors = {}
 
         def write() -> UpsertReport:
+            gate = self._gate(proposal)
             found = self.store.get_many(edits)
             current = {name: found.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
+            if gate is not None:
+                written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
-            return self.register(written, progress, (), expected, embedded) if written else UpsertReport()
+            audit = [] if gate is None else gate.audit
+            return self.register(written, progress, audit, expected, embedded, gate) if written else UpsertReport()
 
         return retry_on_conflict(write)
 
@@ -217,7 +316,7 @@ class ToolWriter:
             )
         changes = {"tenant_descriptions": {**current.tenant_descriptions, tenant: text}}
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected, {}, f"description for tenant {tenant}")
+        return self._write_edit(current, changes, edited_by, expected, {}, f"description for tenant {tenant}").tool
 
     def drop_tenant_description(
         self, name: str, tenant: str, expected_version: int | None, edited_by: str | None
@@ -232,7 +331,7 @@ class ToolWriter:
         kept = {owner: text for owner, text in current.tenant_descriptions.items() if owner != tenant}
         expected = current.version if expected_version is None else expected_version
         detail = f"description for tenant {tenant}: the source's again"
-        return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail)
+        return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail).tool
 
     def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
         """A new version with `fields` (description, schemas, annotations an operator replaced) back at their
@@ -244,7 +343,7 @@ class ToolWriter:
         def write() -> Tool:
             current = self.get(name)
             changes = returned_to_source(current, wanted, self.store.history(name))
-            return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+            return self._write_edit(current, changes, edited_by, current.version, embedded, detail).tool
 
         return retry_on_conflict(write)
 
@@ -270,7 +369,70 @@ class ToolWriter:
         changes = earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"})
         current = self.get(name)
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected, {}, f"rolled back to version {version}")
+        return self._write_edit(current, changes, edited_by, expected, {}, f"rolled back to version {version}").tool
+
+    # -- text changes held for review (catalog/review.py) ------------------------------------------------------
+
+    def text_changes(self) -> list[TextChange]:
+        """Every text change waiting for review, by tool name, with its live tool."""
+        waiting = [row for row in self.store.reviews.read() if row.waiting]
+        live = self.store.get_many(row.tool for row in waiting)
+        return [TextChange(row, live[row.tool]) for row in waiting if row.tool in live]
+
+    def text_change(self, name: str) -> TextChange:
+        """The text change of `name` waiting for review; ToolNotFoundError when none waits."""
+        change = next((c for c in self.text_changes() if c.review.tool == name), None)
+        if change is None:
+            raise ToolNotFoundError(f"no text change of {name!r} waits for review", name=name)
+        return change
+
+    def approve_text(self, name: str, text_hash: str | None, approver: str) -> Tool:
+        """Make the waiting text of `name` live as a new version, audited with `approver`. `text_hash`: the
+        pending text the approver reviewed (None: the one read here), compared in the write's transaction:
+        ApprovalConflictError, nothing written, when another text waits now."""
+        embedded: EmbeddedVectors = {}
+
+        def write() -> Tool:
+            change = self.text_change(name)
+            review = change.review
+            reviewed = review.pending_hash if text_hash is None else text_hash
+            _check_hash(name, reviewed, review)
+            by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
+            despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
+            detail = f"text change{by} through {review.origin} approved{despite}"
+            decision = _Decision(
+                [TextReview(name, rejected_hash=review.rejected_hash)],
+                {name: reviewed},
+                [AuditEntry("text approved", detail, name, None, approver)],
+            )
+            pending = dict(review.pending or {})
+            live = change.live
+            return self._write_edit(live, pending, approver, live.version, embedded, decision=decision).tool
+
+        return retry_on_conflict(write)
+
+    def reject_text(self, name: str, text_hash: str | None, rejecter: str) -> str:
+        """Drop the waiting text of `name` (the live text stays) and remember it: proposing the same text again
+        leaves it out, until `lift_text_rejection`. Returns the rejected text's hash; compare-and-set as approving."""
+        review = self.text_change(name).review
+        reviewed = review.pending_hash if text_hash is None else text_hash
+        _check_hash(name, reviewed, review)
+        findings = "; ".join(review.findings)
+        detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
+        self.store.reviews.save(
+            [TextReview(name, rejected_hash=review.pending_hash)],
+            [AuditEntry("text rejected", detail, name, None, rejecter)],
+            {name: reviewed},
+        )
+        return str(review.pending_hash)
+
+    def lift_text_rejection(self, name: str, lifter: str) -> None:
+        """Forget the rejected text of `name`: proposing it again holds it for review again."""
+        row = next((r for r in self.store.reviews.read([name]) if r.rejected_hash is not None), None)
+        if row is None:
+            raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
+        audit = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, lifter)
+        self.store.reviews.save([replace(row, rejected_hash=None)], [audit], {})
 
 
 def check_changes(name: str, changes: Mapping[str, Any]) -> None:
@@ -339,6 +501,20 @@ def given_over(given: Tool, current: Tool | None) -> Tool:
         return given
     kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)
     return Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
+
+
+def _reviewed(decision: _Decision | Gate) -> dict[str, str | None] | None:
+    return decision.reviewed if isinstance(decision, _Decision) else None
+
+
+def _check_hash(name: str, reviewed: str | None, review: TextReview) -> None:
+    """A decision on another text than the one waiting is refused before anything is written (the write's
+    transaction compares again, for a text that changes in between)."""
+    if reviewed != review.pending_hash:
+        raise ApprovalConflictError(
+            f"the text change of {name!r} changed since it was reviewed (text {str(reviewed)[:12]} was reviewed,"
+            f" text {str(review.pending_hash)[:12]} waits now): review it again; nothing was decided"
+        )
 
 
 def _version(tool: Tool | None) -> int | None:

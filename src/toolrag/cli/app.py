@@ -41,6 +41,7 @@ from toolrag.cli.lifecycle import (
     export_registry,
     groups_app,
     migrate,
+    print_held,
     report_command,
     restore_backup,
     suggest_aliases_command,
@@ -111,16 +112,21 @@ def import_catalog(
     for path, tools in catalogs:
         total = guarded(lambda tools=tools: registry.texts_to_embed(tools))  # type: ignore[misc]
         with progress_bar(f"embedding {path.name}", total, not as_json) as advance:
-            report = guarded(lambda tools=tools, advance=advance: registry.register_over(tools, advance))  # type: ignore[misc]
+            report = guarded(
+                lambda tools=tools, advance=advance: registry.register_over(tools, advance, origin="import")  # type: ignore[misc]
+            )
         reports[str(path)] = {
             "added": len(report.added),
             "updated": len(report.updated),
             "unchanged": len(report.unchanged),
+            "held": report.held,
+            "rejected": report.rejected,
         }
         if not as_json:
             out.print(
                 f"{path}: {len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged"
             )
+            print_held(report.held, report.rejected)
     if as_json:
         print_json(reports)
 

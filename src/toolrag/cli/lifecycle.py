@@ -26,6 +26,7 @@ from toolrag.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from toolrag.catalog.review import TextChange
     from toolrag.model import Tool
     from toolrag.registry import ToolRegistry
 
@@ -77,8 +78,174 @@ def update(
     if not changes:
         fail("nothing to change: give --description, --aliases, --not-for, --scopes, --tenants or --category")
     registry = open_registry(store)
-    edit = lambda: registry.update(name, edited_by="cli", expected_version=if_version, **changes)  # noqa: E731
-    _print_tool(guarded(edit), as_json, "updated")
+    edited = guarded(
+        lambda: registry.update_reviewed(name, edited_by="cli", expected_version=if_version, origin="cli", **changes)
+    )
+    if as_json:
+        tool = edited.tool
+        print_json(
+            {
+                "name": name,
+                "version": tool.version,
+                "active": tool.active,
+                "held": edited.held,
+                "rejected": edited.rejected,
+            }
+        )
+        return
+    _print_tool(edited.tool, False, "updated")
+    print_held([name] if edited.held else [], [name] if edited.rejected else [])
+
+
+def print_held(held: list[str], rejected: list[str]) -> None:
+    """The lines saying which text changes did not go live (the registry's text review)."""
+    if held:
+        out.print(
+            f"text change waits for review, the live text serves: {', '.join(held)}"
+            " (`toolrag tools pending`, then `toolrag tools approve NAME`)",
+            highlight=False,
+        )
+    if rejected:
+        out.print(
+            f"left out as rejected before: {', '.join(rejected)} (`toolrag tools reject --lift NAME` to review again)",
+            highlight=False,
+        )
+
+
+@tools_app.command("text-review")
+def text_review(
+    state: Annotated[
+        str | None, typer.Argument(help="on: text changes of existing tools wait for review; off: they go live.")
+    ] = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Show, or turn on or off, the registry's text review (kept in the registry: every process honours it)."""
+    if state not in (None, "on", "off"):
+        fail(f"text review is 'on' or 'off', not {state!r}")
+    registry = open_registry(store)
+    if state is not None:
+        guarded(lambda: registry.require_text_review(state == "on"))
+    required = registry.text_review_required
+    if as_json:
+        print_json({"text_review": "on" if required else "off"})
+    else:
+        out.print(f"text review: {'on' if required else 'off'}")
+
+
+@tools_app.command()
+def pending(
+    name: Annotated[str | None, typer.Argument(help="A tool: its proposed text and the diff against the live.")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """The text changes waiting for review (who proposed them, how, when, what the poisoning checks found), or
+    one of them with its diff against the live text."""
+    registry = open_registry(store)
+    changes = [guarded(lambda: registry.text_change(name))] if name else registry.text_changes()
+    rows = [_change_json(change, with_diff=name is not None) for change in changes]
+    if as_json:
+        print_json(rows[0] if name else rows)
+        return
+    if name:
+        row = rows[0]
+        out.print(
+            f"{name}: text {row['text_hash']} proposed by {row['proposed_by']} through {row['origin']}"
+            f" at {row['proposed_at']}",
+            highlight=False,
+        )
+        for finding in row["findings"]:
+            out.print(f"finding: {escape(finding)}", highlight=False)
+        out.print(escape("\n".join(row["diff"])), highlight=False, soft_wrap=True)
+        return
+    table = Table("tool", "text hash", "proposed by", "through", "at", "findings", title=f"{len(rows)} waiting")
+    for row in rows:
+        table.add_row(
+            escape(row["tool"]),
+            row["text_hash"][:12],
+            escape(str(row["proposed_by"])),
+            row["origin"],
+            row["proposed_at"],
+            escape("\n".join(row["findings"])),
+        )
+    out.print(table)
+
+
+def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
+    review = change.review
+    row: dict[str, Any] = {
+        "tool": review.tool,
+        "text_hash": str(review.pending_hash),
+        "proposed_by": review.proposed_by,
+        "origin": review.origin,
+        "proposed_at": review.proposed_at.isoformat(timespec="seconds"),
+        "findings": list(review.findings),
+        "description": change.proposed.description,
+    }
+    return row | {"diff": change.diff()} if with_diff else row
+
+
+def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | None:
+    """The waiting text's hash when `given` is its start as `tools pending` shows it (12 characters or more); else
+    `given` as it is, which the decision compares (another text waiting now: a conflict)."""
+    if given is None or len(given) < 12:
+        return given
+    waiting = guarded(lambda: registry.text_change(name)).review.pending_hash
+    return waiting if waiting is not None and waiting.startswith(given) else given
+
+
+TextHashOption = Annotated[
+    str | None,
+    typer.Option(
+        "--text-hash", help="The pending text as `tools pending` showed it: refused when another text waits now."
+    ),
+]
+
+
+@tools_app.command()
+def approve(
+    name: ToolNameArgument,
+    text_hash: TextHashOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Make a tool's waiting text change live: a new version, in the audit log with who approved it."""
+    import getpass
+
+    registry = open_registry(store)
+    reviewed = _full_hash(registry, name, text_hash)
+    approved = guarded(lambda: registry.approve_text_change(name, reviewed, getpass.getuser()))
+    _print_tool(approved, as_json, "text change approved")
+
+
+@tools_app.command()
+def reject(
+    name: ToolNameArgument,
+    text_hash: TextHashOption = None,
+    lift: Annotated[
+        bool, typer.Option("--lift", help="Forget the rejection: the same text proposed again waits again.")
+    ] = False,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Drop a tool's waiting text change (the live text stays) and remember it: importing the same text again
+    leaves it out until `--lift`."""
+    import getpass
+
+    registry = open_registry(store)
+    if lift:
+        guarded(lambda: registry.lift_text_rejection(name, getpass.getuser()))
+        if as_json:
+            print_json({"name": name, "lifted": True})
+        else:
+            out.print(f"{name}: rejection lifted")
+        return
+    reviewed = _full_hash(registry, name, text_hash)
+    rejected = guarded(lambda: registry.reject_text_change(name, reviewed, getpass.getuser()))
+    if as_json:
+        print_json({"name": name, "rejected_hash": rejected})
+    else:
+        out.print(f"{name}: text {rejected[:12]} rejected; the live text stays")
 
 
 @tools_app.command("drop-override")

@@ -97,7 +97,7 @@ class GatewayConfig(BaseModel):
     scan_results: Literal["off", "flag", "strip"] = Field(
         default="off",
         description="check the text of upstream results for instructions aimed at the model: `flag` puts a warning"
-        " before such a result, `strip` removes the sentences (mcp/poisoning.py)",
+        " before such a result, `strip` removes the sentences (catalog/poisoning.py)",
     )
     max_result_bytes: int = Field(
         default=4_194_304, ge=1024, description="larger results of upstream calls are refused with an error"

@@ -31,6 +31,7 @@ from toolrag import __version__, tracing
 from toolrag.access import Caller
 from toolrag.access.guard import CALLER_KEY, server_config
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
+from toolrag.catalog.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.events import CALL_ORIGIN, Event, EventSink, FanoutSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.inject.formats import render
 from toolrag.limits import MAX_MESSAGE_CHARS
@@ -39,7 +40,6 @@ from toolrag.mcp.conversations import Conversations, given_conversation
 from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
 from toolrag.mcp.listen import ListChanges
-from toolrag.mcp.poisoning import Finding, scan_texts, strip_instructions
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
 from toolrag.model import Principal, SearchResult
 from toolrag.monitor.schedule import Scheduler

@@ -24,13 +24,12 @@ from typing import Any
 import mcp.types as types
 
 from toolrag.catalog.files import repair_schema
+from toolrag.catalog.poisoning import scan, tool_findings
 from toolrag.errors import ApprovalConflictError, InvalidToolError, ServerNotFoundError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
-from toolrag.mcp.poisoning import scan
 from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
 from toolrag.registry import ToolRegistry
-from toolrag.schemas.drafts import deeper_than, to_2020_12
-from toolrag.schemas.providers import provider_problems
+from toolrag.schemas.drafts import deeper_than
 from toolrag.store.base import AuditEntry, Pin
 
 SOURCE_PREFIX = SYNCED_SOURCE_PREFIX
@@ -138,7 +137,7 @@ class ToolImporter:
                 continue
             pin = pins.get(tool.name)
             legacy = pin is not None and pin.approved_hash == upstream_hash(upstream_tool, passed_on=False) != digest
-            if pin is not None and legacy and not _findings(tool):
+            if pin is not None and legacy and not tool_findings(tool):
                 pin = self._carry_over(plan, pin, digest)
             self._plan_one(plan, tool, digest, pin, current.get(tool.name), trust_new)
         for upstream_tool in listed[self.settings.max_tools_per_server :]:
@@ -268,7 +267,7 @@ class _Plan:
             return (NOT_SCANNED,)
         started = time.process_time()
         try:
-            return _findings(tool)
+            return tool_findings(tool)
         finally:
             self.scan_seconds -= time.process_time() - started
 
@@ -357,17 +356,6 @@ def _in_place(pin: Pin | None, digest: str, existing: Tool | None, config: Serve
         and (existing.active or DEACTIVATED_BY_OPERATOR in existing.overrides)
         and set(config.scopes) <= set(existing.scopes)
     )
-
-
-def _findings(tool: Tool) -> tuple[str, ...]:
-    """What the poisoning checks find in every text of the tool that reaches a model, and what in its input schema
-    model providers would refuse (one such schema fails every request it is sent in)."""
-    shown = {"output_schema": tool.output_schema, "annotations": tool.annotations}
-    poisoning = scan(tool.description, tool.input_schema, {k: v for k, v in shown.items() if v is not None})
-    refused = [
-        f"input schema providers refuse: {problem}" for problem in provider_problems(to_2020_12(tool.input_schema))
-    ]
-    return (*poisoning, *refused)
 
 
 def _passed_on(upstream: types.Tool) -> dict[str, Any]:

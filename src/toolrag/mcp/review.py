@@ -4,15 +4,12 @@ finding with the text that triggered it, and what changed against the approved v
 
 from __future__ import annotations
 
-import difflib
-import json
 from dataclasses import dataclass
 
-from toolrag.mcp.poisoning import scan_texts
+from toolrag.catalog.poisoning import scan_texts
+from toolrag.catalog.review import text_diff
 from toolrag.model import Tool, check_description
 from toolrag.registry import ToolRegistry
-
-MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
 
 
 @dataclass(frozen=True)
@@ -25,10 +22,7 @@ class PendingReview:
         """A unified diff of the approved version's reviewed text against the quarantined one ([] for a new tool)."""
         if self.pinned is None:
             return []
-        lines = difflib.unified_diff(
-            _reviewed(self.pinned), _reviewed(self.tool), "approved", "quarantined", lineterm=""
-        )
-        return list(lines)[:MAX_DIFF_LINES]
+        return text_diff(self.pinned, self.tool, "approved", "quarantined")
 
 
 def pending_review(registry: ToolRegistry, name: str) -> PendingReview | None:
@@ -65,14 +59,3 @@ def described(
         name, tenant, checked, expected_version=expected_version, edited_by=edited_by
     )
     return Described(tool, findings)
-
-
-def _reviewed(tool: Tool) -> list[str]:
-    """What a model would read of the tool, one line per line, in a stable order."""
-    shown = {
-        "description": tool.description,
-        "input_schema": tool.input_schema,
-        "output_schema": tool.output_schema,
-        "annotations": tool.annotations,
-    }
-    return json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False).splitlines()

@@ -64,6 +64,48 @@ class UpsertOut(BaseModel):
     added: list[str]
     updated: list[str]
     unchanged: list[str]
+    held: list[str] = Field(
+        default_factory=list,
+        description="tools whose text change waits for review (the registry's text review is on): their live text"
+        " keeps serving, their other fields were written; GET /text-changes/{name}",
+    )
+    rejected: list[str] = Field(
+        default_factory=list, description="tools posted with the text an admin rejected: left out again"
+    )
+
+
+class TextChangeOut(BaseModel):
+    """A catalog tool's text change waiting for review: the live text serves until an admin approves it."""
+
+    tool: str
+    text_hash: str = Field(description="the hash of the text waiting: state it when approving or rejecting")
+    proposed_by: str | None
+    origin: str = Field(description="import, api, console, cli or python")
+    proposed_at: datetime
+    findings: list[str] = Field(description="what the poisoning checks found in the proposed text")
+    proposed: Tool = Field(description="the tool as approving would make it (the live tool with the new text)")
+    diff: list[str] = Field(description="a unified diff of the live text against the proposed one")
+
+
+class TextDecisionIn(BaseModel):
+    """The text an admin reviewed, compare-and-set: 409, nothing decided, when another text waits now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text_hash: str = Field(min_length=1, description="`text_hash` as GET /text-changes/{name} showed it")
+
+
+class TextRejectedOut(BaseModel):
+    tool: str
+    rejected_hash: str = Field(description="posting or importing this text again leaves it out until lifted")
+
+
+class TextReviewSetting(BaseModel):
+    """Whether text changes of existing tools wait for an admin (kept in the registry: every process honours it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    required: bool
 
 
 class SearchIn(BaseModel):

@@ -1,5 +1,6 @@
 """A registry as one JSON file: every tool, every version, the index's vectors and what operators decided (MCP
-pins, switched-off upstreams, verdicts on relations, learned relations, the audit log), restorable exactly.
+pins, catalog text reviews and their setting, switched-off upstreams, verdicts on relations, learned relations, the
+audit log), restorable exactly.
 
 Vectors are little-endian float32, base64-encoded, so a restored registry needs no embedding at all. Version 1
 files (before operators' records were kept) still load, with none.
@@ -19,13 +20,13 @@ import numpy as np
 
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.model import Tool
-from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump
+from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.relations import LearnedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
-VERSION = 2
-READABLE = (1, 2)
+VERSION = 3  # 3: catalog text reviews and their setting (an older toolrag refuses it rather than drop them)
+READABLE = (1, 2, 3)
 
 
 def write_backup(dump: RegistryDump, path: str | Path) -> None:
@@ -39,6 +40,8 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "versions": [json.loads(t.model_dump_json()) for t in dump.versions],
         "groups": dump.groups,
         "pins": [_pin_document(pin) for pin in dump.pins],
+        "text_reviews": [_plain(review) | {"findings": list(review.findings)} for review in dump.text_reviews],
+        "text_review": dump.text_review,
         "switches": [_plain(switch) for switch in dump.switches],
         "verdicts": [_plain(verdict) for verdict in dump.verdicts],
         "learned": [_plain(relation) for relation in dump.learned],
@@ -86,6 +89,8 @@ def read_backup(path: str | Path) -> RegistryDump:
                 for key, value in document["vectors"].items()
             },
             pins=[_pin(item) for item in document.get("pins", [])],
+            text_reviews=[_text_review(item) for item in document.get("text_reviews", [])],
+            text_review=bool(document.get("text_review", False)),
             switches=[DisabledServer(**_timed(item, "disabled_at")) for item in document.get("switches", [])],
             verdicts=[_verdict(item) for item in document.get("verdicts", [])],
             learned=[LearnedRelation(**_timed(item, "learned_at")) for item in document.get("learned", [])],
@@ -120,6 +125,14 @@ def _pin(item: Any) -> Pin:
     if not isinstance(findings, list):
         raise TypeError("a pin's findings must be a list")
     return Pin(**fields | {"pending": None if pending is None else Tool.parse(pending), "findings": tuple(findings)})
+
+
+def _text_review(item: Any) -> TextReview:
+    fields = _timed(item, "proposed_at")
+    findings, pending = fields.get("findings", []), fields.get("pending")
+    if not isinstance(findings, list) or not (pending is None or isinstance(pending, dict)):
+        raise TypeError("a text review's findings must be a list and its pending text an object")
+    return TextReview(**fields | {"findings": tuple(findings)})
 
 
 def _verdict(item: Any) -> RelationVerdict:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,7 @@ from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
     from toolrag.store.relations import LearnedRelation, RelationTables, RelationVerdict
+    from toolrag.store.reviews import ReviewTables
     from toolrag.store.switches import DisabledServer, UpstreamSwitches
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
 
@@ -42,6 +43,8 @@ class UpsertReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # a text change waits for review; the live text keeps serving
+    rejected: list[str] = field(default_factory=list)  # proposed the text an admin rejected: left out again
 
     @property
     def changed(self) -> int:
@@ -57,10 +60,13 @@ class RegistryDump:
     versions: list[Tool]  # every version of every tool, oldest first per tool
     vectors: dict[str, Vector]  # the index model's vectors by text hash
     groups: dict[str, str] = field(default_factory=dict)  # group name -> description
-    # What operators decided, which a copy must keep: approved, waiting and rejected MCP texts, upstreams switched
+    # What operators decided, which a copy must keep: approved, waiting and rejected MCP and catalog texts (and
+    # whether catalog text changes wait for review), upstreams switched
     # off, verdicts on relations, what was learned from usage, and the audit log (oldest first). The usage log is
     # not part of a dump.
     pins: list[Pin] = field(default_factory=list)
+    text_reviews: list[TextReview] = field(default_factory=list)  # catalog text changes waiting, texts rejected
+    text_review: bool = False  # whether text changes wait for review (the registry's setting)
     switches: list[DisabledServer] = field(default_factory=list)
     verdicts: list[RelationVerdict] = field(default_factory=list)
     learned: list[LearnedRelation] = field(default_factory=list)
@@ -82,6 +88,26 @@ class Pin:
 
     @property
     def quarantined(self) -> bool:
+        return self.pending_hash is not None
+
+
+@dataclass(frozen=True)
+class TextReview:
+    """A catalog tool's text change (description, schemas, annotations) waiting for an admin while the registry's
+    `text_review` setting is on, and the text an admin rejected (catalog/review.py): the MCP pins' counterpart for
+    tools no upstream server owns."""
+
+    tool: str
+    pending_hash: str | None = None
+    pending: dict[str, Any] | None = None  # the proposed values of `model.SOURCE_FIELDS`
+    findings: tuple[str, ...] = ()
+    proposed_by: str | None = None
+    origin: str | None = None  # import, api, console, cli or python
+    proposed_at: datetime = field(default_factory=utc_now)
+    rejected_hash: str | None = None  # left out when proposed again, until lifted
+
+    @property
+    def waiting(self) -> bool:
         return self.pending_hash is not None
 
 
@@ -108,9 +134,12 @@ class ToolStore(Protocol):
         model: IndexModel,
         audit: Sequence[AuditEntry] = (),
         expected: Mapping[str, int | None] | None = None,
+        reviews: Sequence[TextReview] = (),
+        reviewed: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
-        """Insert or update tools, save the vectors (keyed by text hash) for `model` and append `audit` (who changed
-        what), atomically.
+        """Insert or update tools, save the vectors (keyed by text hash) for `model`, append `audit` (who changed
+        what) and write `reviews` (text changes held or decided, compare-and-set on the pending hashes `reviewed`:
+        `ReviewTables.write`), atomically.
 
         A tool whose definition changed gets the next version; an unchanged tool is left alone. `expected`: the
         version each named tool was read at (None: it did not exist), compared and set in the same transaction as
@@ -210,6 +239,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     backup: BackupTables  # the whole registry, dumped and restored
     relations: RelationTables  # relations learned from usage, and admins' verdicts on inferred and learned ones
     switches: UpstreamSwitches  # upstream MCP servers an operator switched off
+    reviews: ReviewTables  # catalog tools' text changes waiting for review, and the `text_review` setting
 
 
 @dataclass(frozen=True)

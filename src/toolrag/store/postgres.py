@@ -31,6 +31,7 @@ from toolrag.store.base import (
     IndexModel,
     PreviousNames,
     StoredRow,
+    TextReview,
     UpsertReport,
     Vector,
     check_expected,
@@ -87,9 +88,8 @@ class PostgresStore(PreviousNames):
         database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations, self.switches = (
-            tables
-        )
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
+        self.relations, self.switches, self.reviews = tables[6:]
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:
@@ -224,6 +224,8 @@ class PostgresStore(PreviousNames):
         model: IndexModel,
         audit: Sequence[AuditEntry] = (),
         expected: Mapping[str, int | None] | None = None,
+        reviews: Sequence[TextReview] = (),
+        reviewed: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
         model's HNSW index, when the store keeps one, to be built once, after the writes stop (`IndexBuilder`). The
@@ -248,6 +250,7 @@ class PostgresStore(PreviousNames):
                     write_current(db, POSTGRES, tool, generation)
                     write_version(db, POSTGRES, tool)
                 self._insert_vectors(db, model, vectors)
+            self.reviews.write(db, reviews, reviewed)
             self.trail.write(db, audit)
         if bulk:
             self._index_builder.after_bulk_write(model)

@@ -20,6 +20,7 @@ from toolrag.store.base import (
     IndexModel,
     PreviousNames,
     StoredRow,
+    TextReview,
     UpsertReport,
     Vector,
     check_expected,
@@ -66,9 +67,8 @@ class SQLiteStore(PreviousNames):
         database = Database(SQLITE, self._query, self._transaction, self._bump_generation, str(self.path))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup, self.relations, self.switches = (
-            tables
-        )
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
+        self.relations, self.switches, self.reviews = tables[6:]
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -122,6 +122,8 @@ class SQLiteStore(PreviousNames):
         model: IndexModel,
         audit: Sequence[AuditEntry] = (),
         expected: Mapping[str, int | None] | None = None,
+        reviews: Sequence[TextReview] = (),
+        reviewed: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         report = UpsertReport()
         with self._transaction() as db:  # BEGIN IMMEDIATE: no other writer, of any process, until it ends
@@ -130,6 +132,7 @@ class SQLiteStore(PreviousNames):
             for tool in tools:
                 self._upsert_one(db, tool, generation, report, expected)
             self._insert_vectors(db, model, vectors)
+            self.reviews.write(db, reviews, reviewed)
             self.trail.write(db, audit)
         return report
 

@@ -27,6 +27,7 @@ from toolrag.store.base import (
 )
 from toolrag.store.dialect import Dialect
 from toolrag.store.relations import RelationTables
+from toolrag.store.reviews import ReviewTables
 from toolrag.store.switches import UpstreamSwitches
 from toolrag.store.usage import UsageTables
 
@@ -302,12 +303,15 @@ class OperatorRecords:
     pins: PinTables
     switches: UpstreamSwitches
     relations: RelationTables
+    reviews: ReviewTables
     trail: AuditTrail
 
     def read(self, db: Any) -> dict[str, Any]:
         """RegistryDump's fields of these tables."""
         return {
             "pins": self.pins.read_all(db),
+            "text_reviews": self.reviews.read_all(db),
+            "text_review": self.reviews.required_in(db),
             "switches": self.switches.disabled(db),
             "verdicts": self.relations.verdicts(db),
             "learned": self.relations.learned(db),
@@ -316,6 +320,8 @@ class OperatorRecords:
 
     def write(self, db: Any, dump: RegistryDump) -> None:
         self.pins.write(db, dump.pins)
+        self.reviews.write(db, dump.text_reviews)
+        self.reviews.write_setting(db, dump.text_review)
         for switch in dump.switches:
             self.switches.write(db, switch)
         for verdict in dump.verdicts:
@@ -384,15 +390,24 @@ class BackupTables:
 def tables_over(
     database: Database, vectors: VectorAccess
 ) -> tuple[
-    UsageTables, AuditTrail, PinTables, GroupTables, VersionTables, BackupTables, RelationTables, UpstreamSwitches
+    UsageTables,
+    AuditTrail,
+    PinTables,
+    GroupTables,
+    VersionTables,
+    BackupTables,
+    RelationTables,
+    UpstreamSwitches,
+    ReviewTables,
 ]:
     """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
-    `.backup`, `.relations` and `.switches`, in that order."""
+    `.backup`, `.relations`, `.switches` and `.reviews`, in that order."""
     trail = AuditTrail(database)
-    pins, relations, switches = (
+    pins, relations, switches, reviews = (
         PinTables(database, trail),
         RelationTables(database, trail),
         UpstreamSwitches(database, trail),
+        ReviewTables(database, trail),
     )
     return (
         UsageTables(database.query, database.transaction, database.dialect),
@@ -400,9 +415,10 @@ def tables_over(
         pins,
         GroupTables(database),
         VersionTables(database),
-        BackupTables(database, vectors, OperatorRecords(pins, switches, relations, trail)),
+        BackupTables(database, vectors, OperatorRecords(pins, switches, relations, reviews, trail)),
         relations,
         switches,
+        reviews,
     )
 
 

@@ -14,7 +14,7 @@ from toolrag.access import Caller
 from toolrag.errors import EditConflictError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
-from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS
+from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool
 from toolrag.server.console.common import Console, ConsoleState, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
@@ -45,8 +45,16 @@ def edit_tool(
         "not_for": not_for.strip() or None,
         "category": category.strip() or None,
     }
-    update = lambda: console.registry.update(name, edited_by=who.name, expected_version=version, **changes)  # noqa: E731
-    return _edited(console, request, who, name, update, fixing, fixing_tenant)
+    held: list[bool] = []
+
+    def update() -> Tool:
+        edited = console.registry.update_reviewed(
+            name, edited_by=who.name, expected_version=version, origin="console", **changes
+        )
+        held.append(edited.held or edited.rejected)
+        return edited.tool
+
+    return _edited(console, request, who, name, update, fixing, fixing_tenant, held=held)
 
 
 @router.post("/tools/{name}/examples")
@@ -95,7 +103,7 @@ def change_tenant_description(
         else:
             findings.extend(described(registry, name, tenant, text, version, edited_by=who.name).findings)
 
-    return _edited(console, request, who, name, change, fixing, tenant, findings)
+    return _edited(console, request, who, name, change, fixing, tenant, findings=findings)
 
 
 @router.post("/tools/{name}/overrides")
@@ -232,9 +240,11 @@ def _edited(
     fixing: str,
     fixing_tenant: str,
     findings: Sequence[str] = (),
+    held: Sequence[bool] = (),
 ) -> Response:
-    """Make the edit between two replays of the logged requests it may affect; show what moved (and `findings`,
-    what the poisoning check found in a text the edit wrote, filled by `change`)."""
+    """Make the edit between two replays of the logged requests it may affect; show what moved, `findings` (what
+    the poisoning check found in a text the edit wrote) and `held` (whether its text waits for review), both
+    filled by the edit."""
     registry = console.registry
     try:
         registry.get(name)
@@ -246,4 +256,6 @@ def _edited(
     except ToolragError as problem:
         return console.error(request, 422, str(problem))
     tool = registry.get(name)
-    return console.page(request, "impact.html", name=name, tool=tool, impact=impact, findings=list(findings))
+    return console.page(
+        request, "impact.html", name=name, tool=tool, impact=impact, findings=list(findings), held=any(held)
+    )

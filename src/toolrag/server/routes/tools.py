@@ -3,8 +3,9 @@ tenants' descriptions, and judge their inferred and learned relations (admins).
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Response
 
+from toolrag.catalog.review import TextChange
 from toolrag.errors import ToolNotFoundError
 from toolrag.mcp.review import described, pending_review
 from toolrag.model import Tool, ToolRelation
@@ -18,6 +19,10 @@ from toolrag.server.models import (
     TenantDescriptionDropIn,
     TenantDescriptionIn,
     TenantDescriptionOut,
+    TextChangeOut,
+    TextDecisionIn,
+    TextRejectedOut,
+    TextReviewSetting,
     ToolIn,
     ToolOut,
     ToolPatch,
@@ -76,21 +81,84 @@ def rollback_tool(name: str, body: RollbackIn, who: Admin, api: Api) -> Tool:
 @router.post("/tools", response_model=UpsertOut)
 def register_tools(tools: list[ToolIn], who: Admin, api: Api) -> UpsertOut:
     """Add or update tools, all in one transaction: the fields a tool is posted with replace the current ones,
-    those it leaves out (an operator's tenants, examples, ...) are kept; compare-and-set on the versions read."""
+    those it leaves out (an operator's tenants, examples, ...) are kept; compare-and-set on the versions read.
+    While the registry's text review is on, an existing tool's text change waits for review (`held`)."""
     parsed = [Tool.parse({**t.model_dump(exclude_unset=True), "source": "api"}) for t in tools]
-    report = api.registry.register_over(parsed)
-    return UpsertOut(added=report.added, updated=report.updated, unchanged=report.unchanged)
+    report = api.registry.register_over(parsed, origin="api", proposed_by=who.name)
+    return UpsertOut(
+        added=report.added,
+        updated=report.updated,
+        unchanged=report.unchanged,
+        held=report.held,
+        rejected=report.rejected,
+    )
 
 
-@router.patch("/tools/{name}", response_model=Tool)
-def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api) -> Tool:
+@router.patch(
+    "/tools/{name}",
+    response_model=Tool,
+    responses={202: {"model": Tool, "description": "the live tool: the text change waits for review"}},
+)
+def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api, response: Response) -> Tool:
     """Replace some fields (a new version), compare-and-set on `version` when given, else on the version the
-    server read: 409 when another writer changed the tool in between (nothing is written; reload and redo)."""
+    server read: 409 when another writer changed the tool in between (nothing is written; reload and redo).
+    202 with the live tool when the registry's text review holds the description or schema change for an admin
+    (GET /text-changes/{name}; its other fields were written), or when it is the text an admin rejected."""
     changes = patch.model_dump(exclude_unset=True)
     expected = changes.pop("version", None)
     if not changes:
         raise HTTPException(422, "nothing to change")
-    return api.registry.update(name, edited_by=who.name, expected_version=expected, **changes)
+    edited = api.registry.update_reviewed(name, edited_by=who.name, expected_version=expected, origin="api", **changes)
+    if edited.held or edited.rejected:
+        response.status_code = 202
+    return edited.tool
+
+
+@router.get("/text-review", response_model=TextReviewSetting, tags=["review"])
+def text_review(who: Admin, api: Api) -> TextReviewSetting:
+    """Whether text changes of existing tools wait for review. Admin tokens only."""
+    return TextReviewSetting(required=api.registry.text_review_required)
+
+
+@router.put("/text-review", response_model=TextReviewSetting, tags=["review"])
+def set_text_review(body: TextReviewSetting, who: Admin, api: Api) -> TextReviewSetting:
+    """Turn text review on or off for every process on this registry, audited with the token's name. Changes
+    already waiting keep waiting when it is turned off."""
+    api.registry.require_text_review(body.required, who.name)
+    return TextReviewSetting(required=api.registry.text_review_required)
+
+
+@router.get("/text-changes", response_model=list[TextChangeOut], tags=["review"])
+def text_changes(who: Admin, api: Api) -> list[TextChangeOut]:
+    """Every text change waiting for review, by tool name. Admin tokens only."""
+    return [_change_out(change) for change in api.registry.text_changes()]
+
+
+@router.get("/text-changes/{name}", response_model=TextChangeOut, tags=["review"])
+def text_change(name: str, who: Admin, api: Api) -> TextChangeOut:
+    """One text change with its diff against the live text; 404 when none waits for the tool."""
+    return _change_out(api.registry.text_change(name))
+
+
+@router.post("/text-changes/{name}/approve", response_model=Tool, tags=["review"])
+def approve_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> Tool:
+    """Make the waiting text live: a new version, audited with the token's name. Compare-and-set on `text_hash`:
+    409, nothing approved, when another text waits now (review it again); 404 when none waits."""
+    return api.registry.approve_text_change(name, body.text_hash, who.name)
+
+
+@router.post("/text-changes/{name}/reject", response_model=TextRejectedOut, tags=["review"])
+def reject_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> TextRejectedOut:
+    """Drop the waiting text (the live text stays), audited and remembered: posting or importing the same text
+    again leaves it out until the rejection is lifted. 409 as approving."""
+    rejected = api.registry.reject_text_change(name, body.text_hash, who.name)
+    return TextRejectedOut(tool=name, rejected_hash=rejected)
+
+
+@router.post("/text-changes/{name}/lift", status_code=204, tags=["review"])
+def lift_text_rejection(name: str, who: Admin, api: Api) -> None:
+    """Forget the rejected text of the tool: proposing it again waits for review again. 404 when none."""
+    api.registry.lift_text_rejection(name, who.name)
 
 
 @router.post("/tools/{name}/deactivate", response_model=Tool)
@@ -172,6 +240,20 @@ def lift_relation(name: str, other: str, who: Admin, api: Api) -> LiftedOut:
 def _verdict_out(verdict: RelationVerdict) -> VerdictOut:
     return VerdictOut(
         tool=verdict.tool, other=verdict.other, kind=verdict.kind, verdict=verdict.verdict, parameter=verdict.parameter
+    )
+
+
+def _change_out(change: TextChange) -> TextChangeOut:
+    review = change.review
+    return TextChangeOut(
+        tool=review.tool,
+        text_hash=str(review.pending_hash),
+        proposed_by=review.proposed_by,
+        origin=str(review.origin),
+        proposed_at=review.proposed_at,
+        findings=list(review.findings),
+        proposed=change.proposed,
+        diff=change.diff(),
     )
 
 

@@ -1,4 +1,4 @@
-"""The signs of a text aimed at the model, sentence by sentence, in many languages (for mcp/poisoning.py).
+"""The signs of a text aimed at the model, sentence by sentence, in many languages (for catalog/poisoning.py).
 
 A tool's text may address its caller ("call list_projects first", "the path must be absolute") or deal with secrets
 ("stores a password in the vault"); what marks an attack is signs appearing together in one sentence: an order

@@ -41,10 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from toolrag.embed.base import Embedder
-from toolrag.embed.cache import cached_vectors
-from toolrag.mcp.poisoning_bank import ATTACKS, TOOL_TEXTS
-from toolrag.mcp.poisoning_signs import (
+from toolrag.catalog.poisoning_bank import ATTACKS, TOOL_TEXTS
+from toolrag.catalog.poisoning_signs import (
     DESCRIPTIONS,
     MARKS,
     NAMES,
@@ -52,6 +50,11 @@ from toolrag.mcp.poisoning_signs import (
     claims_precedence_for_itself,
     signs_of,
 )
+from toolrag.embed.base import Embedder
+from toolrag.embed.cache import cached_vectors
+from toolrag.model import Tool
+from toolrag.schemas.drafts import to_2020_12
+from toolrag.schemas.providers import provider_problems
 from toolrag.search.text import split_identifier
 
 # -- 1. hidden characters ----------------------------------------------------------------------------------------
@@ -587,6 +590,18 @@ _SHARED = PoisoningScanner()
 def scan(description: str, schema: Any = None, others: dict[str, Any] | None = None) -> list[str]:
     """Why a tool's text looks aimed at the model: one line per finding, empty when nothing is found."""
     return [str(finding) for finding in _SHARED.scan_tool(description, schema, others)]
+
+
+def tool_findings(tool: Tool) -> tuple[str, ...]:
+    """What the checks find in every text of the tool that reaches a model, and what in its input schema model
+    providers would refuse (one such schema fails every request it is sent in): an MCP tool's new text
+    (mcp/importer.py) and a catalog tool's text change waiting for review (catalog/review.py) alike."""
+    shown = {"output_schema": tool.output_schema, "annotations": tool.annotations}
+    poisoning = scan(tool.description, tool.input_schema, {k: v for k, v in shown.items() if v is not None})
+    refused = [
+        f"input schema providers refuse: {problem}" for problem in provider_problems(to_2020_12(tool.input_schema))
+    ]
+    return (*poisoning, *refused)
 
 
 def scan_texts(texts: Iterable[tuple[str, str]]) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""Reference sentences for the poisoning detector's embedding check (`mcp/poisoning.py`).
+"""Reference sentences for the poisoning detector's embedding check (`catalog/poisoning.py`).
 
 `ATTACKS` are things a text aimed at the model asks it to do; `TOOL_TEXTS` are what tool descriptions, parameter
 texts and tool results ordinarily say, including the wordings that look alarming out of context (credentials as

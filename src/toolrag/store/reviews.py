@@ -1,0 +1,125 @@
+"""Text changes of catalog tools waiting for review, and the registry setting that asks for them (`text_review` in
+`meta`, so every process on the registry honours it). A held change is written in the transaction of the tool write
+it came with (`Store.upsert`); approvals and rejections compare the pending hash the admin reviewed under the same
+write lock (compare-and-set).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolrag.errors import ApprovalConflictError
+from toolrag.store.base import AuditEntry, TextReview
+
+if TYPE_CHECKING:  # tables.py builds these tables
+    from toolrag.store.tables import AuditTrail, Database
+
+SETTING = "text_review"
+
+
+class ReviewTables:
+    """The `text_reviews` rows and the `text_review` setting, over one store's database (store/tables.py)."""
+
+    def __init__(self, database: Database, trail: AuditTrail) -> None:
+        self._db = database
+        self._trail = trail
+
+    def required(self) -> bool:
+        """Whether text changes of existing tools wait for review (off unless an admin turned it on)."""
+        rows = self._db.query(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,))
+        return bool(rows) and str(rows[0][0]) == "on"
+
+    def required_in(self, db: Any) -> bool:
+        """`required`, read in the caller's transaction (`db`): for a dump."""
+        found = db.execute(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,)).fetchone()
+        return found is not None and str(found[0]) == "on"
+
+    def require(self, on: bool, audit: AuditEntry) -> None:
+        with self._db.transaction() as db:
+            self.write_setting(db, on)
+            self._trail.write(db, [audit])
+
+    def write_setting(self, db: Any, on: bool) -> None:
+        """Set `required` in the caller's transaction (`db`)."""
+        db.execute(
+            self._db.dialect.sql(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ),
+            (SETTING, "on" if on else "off"),
+        )
+
+    def read(self, tools: Sequence[str] | None = None) -> list[TextReview]:
+        """Every row (of the named tools), by tool name."""
+        wanted = None if tools is None else set(tools)
+        rows = [self._row(row) for row in self._db.query(self._select(), ())]
+        return [row for row in rows if wanted is None or row.tool in wanted]
+
+    def read_all(self, db: Any) -> list[TextReview]:
+        """Every row, read in the caller's transaction (`db`): for a dump."""
+        return [self._row(row) for row in db.execute(self._select()).fetchall()]
+
+    def _select(self) -> str:
+        as_text = self._db.dialect.as_text
+        return (
+            f"SELECT tool, pending_hash, {as_text('pending')}, {as_text('findings')}, proposed_by, origin, proposed_at,"
+            " rejected_hash FROM text_reviews ORDER BY tool"
+        )
+
+    def save(self, rows: Sequence[TextReview], audit: Sequence[AuditEntry], reviewed: Mapping[str, str | None]) -> None:
+        """Write rows (a rejection, a lifted one) with their audit entries in one transaction (`write`)."""
+        with self._db.transaction() as db:
+            self.write(db, rows, reviewed)
+            self._trail.write(db, audit)
+
+    def write(self, db: Any, rows: Sequence[TextReview], reviewed: Mapping[str, str | None] | None = None) -> None:
+        """Insert or replace rows in the caller's transaction (`db`). `reviewed`: the pending hash each named tool
+        was decided on, compared first: ApprovalConflictError, with nothing written, when another text waits now."""
+        dialect = self._db.dialect
+        self._check(db, reviewed or {})
+        for row in rows:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO text_reviews(tool, pending_hash, pending, findings, proposed_by, origin, proposed_at,"
+                    " rejected_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
+                    " pending_hash = excluded.pending_hash, pending = excluded.pending,"
+                    " findings = excluded.findings, proposed_by = excluded.proposed_by, origin = excluded.origin,"
+                    " proposed_at = excluded.proposed_at, rejected_hash = excluded.rejected_hash"
+                ),
+                (
+                    row.tool,
+                    row.pending_hash,
+                    None if row.pending is None else json.dumps(row.pending, sort_keys=True, ensure_ascii=False),
+                    json.dumps(list(row.findings)),
+                    row.proposed_by,
+                    row.origin,
+                    dialect.timestamp(row.proposed_at),
+                    row.rejected_hash,
+                ),
+            )
+
+    def _check(self, db: Any, reviewed: Mapping[str, str | None]) -> None:
+        query = self._db.dialect.sql("SELECT pending_hash FROM text_reviews WHERE tool = ?")
+        for tool, wanted in sorted(reviewed.items()):
+            found = db.execute(query, (tool,)).fetchone()
+            now = None if found is None or found[0] is None else str(found[0])
+            if now != wanted:
+                waits = f"text {now[:12]} waits now" if now else "nothing waits now"
+                raise ApprovalConflictError(
+                    f"the text change of {tool!r} changed since it was reviewed (text {str(wanted)[:12]} was reviewed,"
+                    f" {waits}): review it again; nothing was decided"
+                )
+
+    def _row(self, row: tuple[Any, ...]) -> TextReview:
+        tool, pending_hash, pending, findings, proposed_by, origin, proposed_at, rejected_hash = row
+        return TextReview(
+            str(tool),
+            None if pending_hash is None else str(pending_hash),
+            None if pending is None else json.loads(str(pending)),
+            tuple(json.loads(str(findings))),
+            None if proposed_by is None else str(proposed_by),
+            None if origin is None else str(origin),
+            self._db.dialect.parse_time(proposed_at),
+            None if rejected_hash is None else str(rejected_hash),
+        )
