@@ -307,3 +307,30 @@ def test_a_reader_gets_no_approve_all_and_its_forged_post_is_refused(
     forged = httpx.post(f"{url}/console/upstreams/shop/approve", data=form, cookies=cookies, headers={"origin": url})
     assert forged.status_code == 403 and "only admins change tools" in forged.text
     assert waiting(registry) == WAITING and approvals(registry) == []
+
+
+def test_the_consoles_approve_all_names_a_bad_form_and_an_unknown_server(
+    shop_console: tuple[str, ToolRegistry, Path, Path],
+) -> None:
+    url, registry, _, _ = shop_console
+    cookies = session_of(url, CONSOLE_ADMIN)
+    page = httpx.get(f"{url}/console/upstreams", cookies=cookies).text
+    form = {"csrf": form_token(page), "confirmed": "true"}
+
+    def post(server: str, pending: str) -> httpx.Response:
+        return httpx.post(
+            f"{url}/console/upstreams/{server}/approve", data={**form, "pending": pending}, cookies=cookies
+        )
+
+    for malformed in ("shop.repeat", '["shop.repeat"]', '{"shop.repeat": 1}'):
+        refused = post("shop", malformed)
+        assert refused.status_code == 422 and "pending: not a JSON object of tool names to text hashes" in refused.text
+    unknown = post("nope", "{}")
+    assert unknown.status_code == 404 and "no MCP server named &#39;nope&#39; has tools" in unknown.text
+    nothing = post("shop", "{}")  # the page showed nothing waiting, three tools wait
+    assert (
+        nothing.status_code == 409
+        and 'id="error"' in nothing.text
+        and "also waits and was not reviewed" in nothing.text
+    )
+    assert waiting(registry) == WAITING and approvals(registry) == []
