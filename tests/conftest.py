@@ -42,6 +42,10 @@ SLOW = {
     "test_postgres.py::test_bulk_writes_hold_what_row_by_row_writes_hold": "bulk writes (2 s)",
     "test_shared_registry.py::test_processes_share_one_registry_without_lost_updates": "processes (4 s)",
     "test_api.py::test_dashboard_renders_with_data_in_headless_chromium": "a real Chromium (3 s each)",
+    "test_bulk_approve.py::test_an_admin_approves_all_a_console_page_showed_and_a_sync_in_between_approves_nothing": (
+        "a real Chromium and three MCP syncs (14 s)"
+    ),
+    "test_bulk_approve.py::test_a_reader_gets_no_approve_all_and_its_forged_post_is_refused": "a Chromium (4 s)",
 }
 
 

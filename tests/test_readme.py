@@ -147,7 +147,7 @@ def test_every_readme_snippet_runs_and_prints_as_shown(tmp_path: Path) -> None:
     assert not mismatches, "\n\n".join(mismatches)
 
 
-@pytest.mark.parametrize("page", ["library.md", "console.md"])
+@pytest.mark.parametrize("page", ["library.md", "console.md", "cli.md", "operations.md"])
 def test_every_snippet_of_the_docs_runs_and_prints_as_shown(page: str, tmp_path: Path) -> None:
     """Each page on its own, in an empty folder: it creates whatever its blocks use."""
     env = docs_env()

@@ -9,17 +9,22 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import TypeAdapter, ValidationError
 
 from toolrag.access import Caller
-from toolrag.errors import EditConflictError, ToolragError
+from toolrag.errors import ApprovalConflictError, EditConflictError, ServerNotFoundError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
 from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool
 from toolrag.server.console.common import Console, ConsoleState, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
+from toolrag.server.console.usage import upstreams_view
 
 router = APIRouter()
+# What an "approve all" form posts: tool -> text hash of each tool it showed waiting; room for thousands of them.
+REVIEWED = TypeAdapter(dict[str, str])
+MAX_REVIEWED_CHARS = 1_000_000
 
 
 @router.post("/tools/{name}/edit")
@@ -132,7 +137,7 @@ def set_active(
     who = console.admin(request, csrf)
     if not active and not confirmed:
         question, consequence = f"Deactivate {name}?", "search stops offering it and calls of it fail"
-        return _confirm(console, request, name, question, consequence, {"active": "false"})
+        return _confirm(console, request, question, consequence, {"active": "false"}, _tool_page(name))
     switch = lambda: console.registry.set_active(name, active, edited_by=who.name)  # noqa: E731
     return _edited(console, request, who, name, switch, "", "")
 
@@ -153,9 +158,8 @@ def rollback_tool(
     if not confirmed:
         question = f"Restore version {to} of {name}?"
         consequence = f"version {to}'s content becomes a new version over version {expected_version}"
-        return _confirm(
-            console, request, name, question, consequence, {"to": str(to), "expected_version": str(expected_version)}
-        )
+        fields = {"to": str(to), "expected_version": str(expected_version)}
+        return _confirm(console, request, question, consequence, fields, _tool_page(name))
     restore = lambda: console.registry.rollback(  # noqa: E731
         name, to, expected_version=expected_version, edited_by=who.name
     )
@@ -179,7 +183,7 @@ def decide_quarantine(
             else "the change is dropped and the last approved definition stays"
         )
         question = f"{decision.capitalize()} {name}?"
-        return _confirm(console, request, name, question, consequence, {"decision": decision})
+        return _confirm(console, request, question, consequence, {"decision": decision}, _tool_page(name))
     from toolrag.mcp.importer import approve_quarantined, reject_quarantined
 
     decide = approve_quarantined if decision == "approve" else reject_quarantined
@@ -187,6 +191,39 @@ def decide_quarantine(
         decide(console.registry, [name], who.name)
     except ToolragError as problem:
         return console.error(request, 409, str(problem))
+    return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
+
+
+@router.post("/upstreams/{server}/approve")
+def approve_upstream(
+    request: Request,
+    console: Console,
+    server: str,
+    pending: Annotated[str, Form(max_length=MAX_REVIEWED_CHARS)],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    """Approve every quarantined tool of a server at once, asked first, on the texts the page showed (`pending`:
+    tool -> text hash, as `POST /mcp/servers/{server}/approve` takes it): a sync that changed or added one since is
+    the upstreams page again with the conflict, nothing approved."""
+    who = console.admin(request, csrf)
+    try:
+        reviewed = REVIEWED.validate_json(pending)
+    except ValidationError:
+        return console.error(request, 422, "pending: not a JSON object of tool names to text hashes")
+    if not confirmed:
+        question = f"Approve all {len(reviewed)} waiting tools of {server}?"
+        consequence = f"their current definitions are pinned and served: {', '.join(sorted(reviewed))}"
+        back = f"{PREFIX}upstreams"
+        return _confirm(console, request, question, consequence, {"pending": pending}, back)
+    from toolrag.mcp.importer import approve_server
+
+    try:
+        approve_server(console.registry, server, reviewed, who.name)
+    except ServerNotFoundError as missing:
+        return console.error(request, 404, str(missing))
+    except ApprovalConflictError as conflict:
+        return upstreams_view(request, console, who, 409, str(conflict))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
 
 
@@ -217,9 +254,10 @@ def switch_upstream(
 
 
 def _confirm(
-    console: ConsoleState, request: Request, name: str, question: str, consequence: str, fields: dict[str, str]
+    console: ConsoleState, request: Request, question: str, consequence: str, fields: dict[str, str], back: str
 ) -> Response:
-    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page)."""
+    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page);
+    `back`: where Cancel leads."""
     return console.page(
         request,
         "confirm.html",
@@ -227,8 +265,12 @@ def _confirm(
         consequence=consequence,
         action=request.url.path,
         fields=fields,
-        back=f"{PREFIX}tools/{quote(name, safe='')}",
+        back=back,
     )
+
+
+def _tool_page(name: str) -> str:
+    return f"{PREFIX}tools/{quote(name, safe='')}"
 
 
 def _edited(

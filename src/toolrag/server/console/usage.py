@@ -3,16 +3,18 @@ Each reads the usage log by the rule `/reports/health` reads it for the same cal
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
+import json
 from datetime import timedelta
 from typing import Annotated, get_args
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from toolrag.access import Caller
 from toolrag.events import Outcome
 from toolrag.model import utc_now
 from toolrag.monitor.reading import ANSWERED, Reading
-from toolrag.server.console.common import Console, Who
+from toolrag.server.console.common import Console, ConsoleState, Who
 from toolrag.server.console.dashboard import dashboard_context
 
 router = APIRouter()
@@ -36,11 +38,26 @@ def misses(
 
 @router.get("/upstreams")
 def upstreams_page(request: Request, console: Console, who: Who) -> HTMLResponse:
+    return upstreams_view(request, console, who)
+
+
+def upstreams_view(
+    request: Request, console: ConsoleState, who: Caller, status: int = 200, error: str | None = None
+) -> HTMLResponse:
+    """The upstreams page as `who` may see it; `error`: why the admin's last decision on it was not made."""
     every = console.upstreams() if console.upstreams else []
     states = [s for s in every if who.is_admin or who.principal.may_name(f"{s['name']}.")]
     pins = console.registry.store.pins() if who.is_admin else []
     disabled = {d.server: d for d in console.registry.store.switches.disabled()}
-    return console.page(request, "upstreams.html", states=states, pins=pins, disabled=disabled)
+    # Per server, what an "approve all" form posts back: the text hashes this page shows (compared at the write).
+    waiting: dict[str, dict[str, str]] = {}
+    for pin in pins:
+        if pin.quarantined:
+            waiting.setdefault(pin.server, {})[pin.tool] = str(pin.pending_hash)
+    waiting = dict(sorted(waiting.items()))
+    reviewed = {server: json.dumps(pending) for server, pending in waiting.items()}
+    context = {"states": states, "pins": pins, "disabled": disabled, "waiting": waiting, "reviewed": reviewed}
+    return console.page(request, "upstreams.html", status, error=error, **context)
 
 
 @router.get("/audit")
