@@ -30,7 +30,7 @@ SLOW = {
     "test_abuse.py": "attacks run for seconds while a client is timed (41 s)",
     "test_console.py": "a real Chromium (46 s)",
     "test_benchmarks_smoke.py": "every benchmark script in a subprocess (229 s)",
-    "test_readme.py::test_every_readme_snippet_runs_as_printed": "the quick start and every README block (about 180 s)",
+    "test_readme.py::test_every_readme_snippet_runs_and_prints_as_shown": "the quick start, every README block (180 s)",
     # Single tests of several seconds each (measured in one `-m "not slow" --durations` run at load about 2):
     "test_oauth.py::test_issue25_one_policy_gives_every_entry_point_the_same_tools": "every way in, servers (10 s)",
     "test_permissions.py::test_http_api": "the HTTP API in a server (6 s)",
