@@ -389,10 +389,23 @@ def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
     return [pins[name] for name in wanted]
 
 
-def approve_quarantined(registry: ToolRegistry, names: Iterable[str], approver: str) -> list[str]:
+def approve_quarantined(
+    registry: ToolRegistry, names: Iterable[str], approver: str, reviewed: Mapping[str, str] | None = None
+) -> list[str]:
     """Pin the quarantined versions' hashes and make them active (the CLI, the console), with what operators set
-    on the tool kept (`Tool.synced`)."""
-    return _approve(registry, _quarantined(registry, names), approver)
+    on the tool kept (`Tool.synced`). `reviewed`: the text hash each was shown with; ApprovalConflictError, nothing
+    approved, when another text waits now."""
+    return _approve(registry, _unchanged(_quarantined(registry, names), reviewed, "approved"), approver)
+
+
+def _unchanged(pins: list[Pin], reviewed: Mapping[str, str] | None, decided: str) -> list[Pin]:
+    changed = [p.tool for p in pins if reviewed is not None and reviewed.get(p.tool) != p.pending_hash]
+    if changed:
+        raise ApprovalConflictError(
+            f"{', '.join(map(repr, changed))} changed since it was reviewed (another text waits now): review it"
+            f" again; nothing was {decided}"
+        )
+    return pins
 
 
 def server_quarantined(registry: ToolRegistry, server: str) -> list[Pin]:
@@ -450,14 +463,18 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str) -> 
     return [p.tool for p in approved]
 
 
-def reject_quarantined(registry: ToolRegistry, names: Iterable[str], rejecter: str) -> list[str]:
+def reject_quarantined(
+    registry: ToolRegistry, names: Iterable[str], rejecter: str, reviewed: Mapping[str, str] | None = None
+) -> list[str]:
     """Drop the quarantined versions: an approved tool keeps its approved version, a new one stays out. The
     rejection sticks: while its server publishes the same text, syncs leave it out without quarantining it again
-    (`lift_rejections` undoes that)."""
-    rejected = _quarantined(registry, names)
+    (`lift_rejections` undoes that). `reviewed` as for `approve_quarantined`; the hashes read here are compared
+    again at the write, so a sync in between drops no text nobody saw."""
+    rejected = _unchanged(_quarantined(registry, names), reviewed, "rejected")
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.approved_hash, rejected_hash=p.pending_hash) for p in rejected],
         [AuditEntry("rejected", "; ".join(p.findings) or "rejected", p.tool, p.server, rejecter) for p in rejected],
+        {p.tool: p.pending_hash for p in rejected},
     )
     return [p.tool for p in rejected]
 

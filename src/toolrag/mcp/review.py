@@ -17,6 +17,7 @@ class PendingReview:
     tool: Tool  # the quarantined version, as its server lists it
     findings: tuple[str, ...]
     pinned: Tool | None  # the approved version, None for a tool never approved
+    text_hash: str  # the hash of the text waiting: a decision is made on it (compare-and-set)
 
     def diff(self) -> list[str]:
         """A unified diff of the approved version's reviewed text against the quarantined one ([] for a new tool)."""
@@ -31,7 +32,7 @@ def pending_review(registry: ToolRegistry, name: str) -> PendingReview | None:
     if pin is None or pin.pending is None:
         return None
     pinned = registry.store.get(name) if pin.approved_hash is not None else None
-    return PendingReview(pin.pending, pin.findings, pinned)
+    return PendingReview(pin.pending, pin.findings, pinned, str(pin.pending_hash))
 
 
 @dataclass(frozen=True)

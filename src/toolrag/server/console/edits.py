@@ -172,9 +172,11 @@ def decide_quarantine(
     console: Console,
     name: str,
     decision: Annotated[str, Form(pattern="^(approve|reject)$")],
+    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
     csrf: Annotated[str | None, Form()] = None,
     confirmed: Annotated[bool, Form()] = False,
 ) -> Response:
+    """Decide on the quarantined text the page showed (`text_hash`): another text waiting now is a conflict."""
     who = console.admin(request, csrf)
     if not confirmed:
         consequence = (
@@ -183,12 +185,13 @@ def decide_quarantine(
             else "the change is dropped and the last approved definition stays"
         )
         question = f"{decision.capitalize()} {name}?"
-        return _confirm(console, request, question, consequence, {"decision": decision}, _tool_page(name))
+        fields = {"decision": decision, "text_hash": text_hash}
+        return _confirm(console, request, question, consequence, fields, _tool_page(name))
     from toolrag.mcp.importer import approve_quarantined, reject_quarantined
 
     decide = approve_quarantined if decision == "approve" else reject_quarantined
     try:
-        decide(console.registry, [name], who.name)
+        decide(console.registry, [name], who.name, {name: text_hash})
     except ToolragError as problem:
         return console.error(request, 409, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
