@@ -135,7 +135,9 @@ def test_explain_says_which_description_was_used(registry: ToolRegistry) -> None
 
 
 def test_it_is_versioned_audited_compare_and_set_and_dropped(registry: ToolRegistry) -> None:
-    tool = registry.set_tenant_description("crm.query", "acme", f"  {ACMES}  ", expected_version=1, edited_by="ops")
+    tool = registry.set_tenant_description(
+        "crm.query", "acme", f"  {ACMES}  ", expected_version=1, edited_by="ops"
+    ).tool
     assert tool.version == 2 and tool.tenant_descriptions == {"acme": ACMES} and tool.description == SOURCE
     assert registry.store.audit_log(5, "crm.query")[0].detail == "description for tenant acme"
     with pytest.raises(EditConflictError):

@@ -226,7 +226,7 @@ def test_a_disabled_servers_tools_are_not_searched_listed_or_shown_outside_the_g
     registry = ToolRegistry(store_url, embedder, RETRIEVAL)
     registry.register(
         make_tool("depot.track_parcel", "Track a parcel by its tracking number.", source="mcp:depot"),
-        make_tool("weather.forecast", "Weather forecast for a city."),
+        make_tool("weather.forecast", "Weather forecast for a city.", requires=["depot.track_parcel"]),
     )
     everyone = Principal(user="u", scopes=frozenset({"*"}))
     assert [r.name for r in registry.search("track my parcel", everyone, k=1)] == ["depot.track_parcel"]
@@ -251,6 +251,7 @@ def test_a_disabled_servers_tools_are_not_searched_listed_or_shown_outside_the_g
             assert "depot.track_parcel" not in searched(token)  # never ranked, admins' searches included
         assert "depot.track_parcel" not in [t["name"] for t in get("/tools", READER).json()]
         assert get("/tools/depot.track_parcel", READER).status_code == 404
+        assert get("/tools/weather.forecast/relations", READER).json() == []  # not even as what it requires
         assert "depot.track_parcel" in [t["name"] for t in get("/tools", ADMIN).json()]  # admins manage it
         registry.store.switches.enable("depot", AuditEntry("server enabled", "enabled", None, "depot"))
         assert "depot.track_parcel" in searched(AGENT)
@@ -281,3 +282,22 @@ def test_a_disabled_server_is_not_revealed_to_a_principal_who_may_not_use_it(tmp
             assert "disabled" not in await answer(client, "shop.no_such_tool")
 
     anyio.run(session)
+
+
+def test_only_who_could_use_a_server_is_told_it_is_off_and_only_admins_by_whom(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """The gateway's health and the console's Upstreams page flag a switched-off server to a principal only if it
+    could use one of its tools were it on, and name who switched it and why to admins only."""
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL)
+    registry.register(make_tool("depot.track_parcel", "Track a parcel.", source="mcp:depot", tenants=["acme"]))
+    registry.store.switches.disable(
+        DisabledServer("depot", "ops", "secret reorganisation"), AuditEntry("server disabled", "x", None, "depot")
+    )
+    acme, globex = Principal(user="a", tenant="acme"), Principal(user="g", tenant="globex")
+    assert registry.disabled_servers_seen(globex) == {}
+    told = registry.disabled_servers_seen(acme)["depot"]
+    assert (told.server, told.disabled_by, told.reason) == ("depot", None, None)
+    whole = registry.disabled_servers_seen(globex, everything=True)["depot"]
+    assert (whole.disabled_by, whole.reason) == ("ops", "secret reorganisation")
+    registry.close()

@@ -33,6 +33,16 @@ MAX_EXAMPLES = 200  # per tool, across tenants
 # a sync rewrites; operators own everything else (tenants, scopes, aliases, examples, not-for, category, ...), which a
 # sync keeps. An operator's edit of a source-owned field is an override a sync keeps too (`Tool.overrides`).
 SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "annotations"})
+# What a model reads of a tool, which the registry's text review holds (catalog/review.py): its source's text, and
+# what operators write that is shown with it (the not-for line of every capability card, each tenant's description).
+REVIEWED_FIELDS = frozenset({*SOURCE_FIELDS, "not_for", "tenant_descriptions"})
+
+
+def reviewed_text_hash(text: dict[str, Any]) -> str:
+    """The hash a held text change is known by: of its `REVIEWED_FIELDS` values as JSON."""
+    return hashlib.sha256(json.dumps(text, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 # In `Tool.overrides`: an operator deactivated the tool, and no sync reactivates it (the operator does).
 DEACTIVATED_BY_OPERATOR = "active"
 SYNCED_SOURCE_PREFIX = "mcp:"  # the source of tools a sync rewrites: `mcp:SERVER`

@@ -285,17 +285,28 @@ class ToolRegistry:
         *,
         expected_version: int | None = None,
         edited_by: str | None = None,
-    ) -> Tool:
+        origin: Origin = "python",
+    ) -> Edited:
         """Describe the tool in `text` for the principals of `tenant` only: what they are shown and injected, and
         one more view of the tool their searches use; every other tenant keeps the source's text. Kept by syncs and
-        re-imports; compare-and-set on `expected_version`. Scan the text first: `toolrag.mcp.review.described`."""
-        return self._writer.set_tenant_description(name, tenant, text, expected_version, edited_by)
+        re-imports; compare-and-set on `expected_version`; held for review like any text a model reads while the
+        registry asks for it (`Edited.held`). Scan the text first: `toolrag.mcp.review.described`."""
+        proposal = Proposal(origin, edited_by)
+        return self._writer.set_tenant_description(name, tenant, text, expected_version, edited_by, proposal)
 
     def drop_tenant_description(
-        self, name: str, tenant: str, *, expected_version: int | None = None, edited_by: str | None = None
-    ) -> Tool:
-        """The principals of `tenant` get the source's description again (a new version, compare-and-set)."""
-        return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by)
+        self,
+        name: str,
+        tenant: str,
+        *,
+        expected_version: int | None = None,
+        edited_by: str | None = None,
+        origin: Origin = "python",
+    ) -> Edited:
+        """The principals of `tenant` get the source's description again (a new version, compare-and-set; held for
+        review as `set_tenant_description` is)."""
+        proposal = Proposal(origin, edited_by)
+        return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
 
     def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
         """A new version with `fields` an operator replaced back at their source's value, kept current by syncs."""
@@ -345,6 +356,20 @@ class ToolRegistry:
             disabled = {d.server: d for d in self.store.switches.disabled()}
             self._switches = cached = (generation, disabled)
         return cached[1]
+
+    def disabled_servers_seen(self, principal: Principal, everything: bool = False) -> dict[str, DisabledServer]:
+        """The switched-off servers a principal may be told of: those with a tool it could use were they on, each
+        without who switched it off or why; `everything` (admins): all of them, whole. Anyone else learns nothing
+        of a switch (as a call refused for it says nothing, mcp/gateway.py)."""
+        disabled = self.disabled_servers()
+        if everything or not disabled:
+            return disabled
+        usable = {tool.name.partition(".")[0] for tool in partition(self._snapshot(), principal)[0]}
+        return {
+            server: DisabledServer(server, disabled_at=d.disabled_at)
+            for server, d in disabled.items()
+            if server in usable
+        }
 
     def served_as(self, principal: Principal) -> Principal:
         """The principal with the tools of disabled servers denied: every search, listing and schema leaves them

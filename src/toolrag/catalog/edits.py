@@ -302,8 +302,14 @@ class ToolWriter:
         return self.edit(name, without, edited_by)
 
     def set_tenant_description(
-        self, name: str, tenant: str, text: str, expected_version: int | None, edited_by: str | None
-    ) -> Tool:
+        self,
+        name: str,
+        tenant: str,
+        text: str,
+        expected_version: int | None,
+        edited_by: str | None,
+        proposal: Proposal | None = None,
+    ) -> Edited:
         """A new version whose principals of `tenant` get `text` as its description (shown, injected and searched
         with, for them only), compare-and-set on `expected_version` (else on the version read here)."""
         tenant = check_tenant_name(tenant)
@@ -316,11 +322,17 @@ class ToolWriter:
             )
         changes = {"tenant_descriptions": {**current.tenant_descriptions, tenant: text}}
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected, {}, f"description for tenant {tenant}").tool
+        detail = f"description for tenant {tenant}"
+        return self._write_edit(current, changes, edited_by, expected, {}, detail, proposal=self._gate(proposal))
 
     def drop_tenant_description(
-        self, name: str, tenant: str, expected_version: int | None, edited_by: str | None
-    ) -> Tool:
+        self,
+        name: str,
+        tenant: str,
+        expected_version: int | None,
+        edited_by: str | None,
+        proposal: Proposal | None = None,
+    ) -> Edited:
         """A new version whose principals of `tenant` get the source's description again."""
         current = self.get(name)
         if tenant not in current.tenant_descriptions:
@@ -331,7 +343,8 @@ class ToolWriter:
         kept = {owner: text for owner, text in current.tenant_descriptions.items() if owner != tenant}
         expected = current.version if expected_version is None else expected_version
         detail = f"description for tenant {tenant}: the source's again"
-        return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail).tool
+        gate = self._gate(proposal)
+        return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail, proposal=gate)
 
     def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
         """A new version with `fields` (description, schemas, annotations an operator replaced) back at their

@@ -2,28 +2,28 @@
 
 While the registry's `text_review` setting is on (`ToolRegistry.require_text_review`, kept in the store so every
 process honours it), an import, API, CLI or Python write that changes the text a model reads of an existing tool
-(`model.SOURCE_FIELDS`: description, input schema, output schema, annotations; what the MCP pins hash) does not put
-that text live: the tool is written with its live text and the write's other fields (scopes, tenants, examples,
-aliases, ... go live at once), and the proposed text is recorded, with who proposed it, how, when and what the
-poisoning checks find in it, until an admin approves it (a new version) or rejects it (remembered by hash: proposing
-the same text again leaves it out until the rejection is lifted). New tools, MCP syncs (pinned on their own,
-mcp/importer.py), rollbacks and returning MCP overrides to their server's text (both restore text that was live)
-are not held.
+(`REVIEWED_FIELDS`: description, input schema, output schema, annotations, what the MCP pins hash, and what
+operators write that is shown with them: the not-for line and each tenant's description) does not put that text
+live: the tool is written with its live text and the write's other fields (scopes, tenants, examples, aliases, ...
+go live at once), and the proposed text is recorded, with who proposed it, how, when and what the poisoning checks
+find in it, until an admin approves it (a new version) or rejects it (remembered by hash: proposing the same text
+again leaves it out until the rejection is lifted). New tools, MCP syncs (pinned on their own, mcp/importer.py),
+rollbacks and returning MCP overrides to their server's text (both restore text that was live) are not held.
 """
 
 from __future__ import annotations
 
 import difflib
 import getpass
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolrag.model import SOURCE_FIELDS, Tool
+from toolrag.model import REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
+
 MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
 
 
@@ -46,11 +46,7 @@ class Proposal:
 
 def text_of(tool: Tool) -> dict[str, Any]:
     """The text a model reads of the tool, as JSON values."""
-    return tool.model_dump(mode="json", include=set(SOURCE_FIELDS))
-
-
-def text_hash(text: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(text, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return tool.model_dump(mode="json", include=set(REVIEWED_FIELDS))
 
 
 @dataclass
@@ -72,8 +68,8 @@ class Gate:
         live, wanted = text_of(current), text_of(proposed)
         if wanted == live:
             return proposed
-        digest, known = text_hash(wanted), self.reviews.get(current.name)
-        kept = proposed.model_copy(update={key: getattr(current, key) for key in SOURCE_FIELDS})
+        digest, known = reviewed_text_hash(wanted), self.reviews.get(current.name)
+        kept = proposed.model_copy(update={key: getattr(current, key) for key in REVIEWED_FIELDS})
         if known is not None and known.rejected_hash == digest:
             self.rejected.append(current.name)
             return kept
@@ -94,7 +90,7 @@ class Gate:
         )
         self.rows.append(row)
         self.reviews[current.name] = row
-        changed = ", ".join(sorted(key for key in SOURCE_FIELDS if wanted[key] != live[key]))
+        changed = ", ".join(sorted(key for key in REVIEWED_FIELDS if wanted[key] != live[key]))
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
         detail = f"{changed} changed through {self.proposal.origin}: waits for review{flagged}"
         self.audit.append(AuditEntry("text held", detail, current.name, None, by))

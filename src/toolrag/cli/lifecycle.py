@@ -102,7 +102,7 @@ def print_held(held: list[str], rejected: list[str]) -> None:
     if held:
         out.print(
             f"text change waits for review, the live text serves: {', '.join(held)}"
-            " (`toolrag tools pending`, then `toolrag tools approve NAME`)",
+            " (`toolrag tools pending`, then `toolrag tools approve NAME --text-hash HASH`)",
             highlight=False,
         )
     if rejected:
@@ -162,7 +162,7 @@ def pending(
     for row in rows:
         table.add_row(
             escape(row["tool"]),
-            row["text_hash"][:12],
+            row["text_hash"][:HASH_PREFIX],
             escape(str(row["proposed_by"])),
             row["origin"],
             row["proposed_at"],
@@ -185,10 +185,14 @@ def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
     return row | {"diff": change.diff()} if with_diff else row
 
 
+# The start of a text hash `tools pending` shows and a decision accepts: 64 bits, beyond grinding a text to match.
+HASH_PREFIX = 16
+
+
 def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | None:
-    """The waiting text's hash when `given` is its start as `tools pending` shows it (12 characters or more); else
-    `given` as it is, which the decision compares (another text waiting now: a conflict)."""
-    if given is None or len(given) < 12:
+    """The waiting text's hash when `given` is its start as `tools pending` shows it (HASH_PREFIX characters or
+    more); else `given` as it is, which the decision compares (another text waiting now: a conflict)."""
+    if given is None or len(given) < HASH_PREFIX:
         return given
     waiting = guarded(lambda: registry.text_change(name)).review.pending_hash
     return waiting if waiting is not None and waiting.startswith(given) else given
@@ -205,7 +209,14 @@ TextHashOption = Annotated[
 @tools_app.command()
 def approve(
     name: ToolNameArgument,
-    text_hash: TextHashOption = None,
+    text_hash: Annotated[
+        str,
+        typer.Option(
+            "--text-hash",
+            help="The pending text as `tools pending` showed it (required: an approval names the text it makes"
+            " live; refused when another text waits now).",
+        ),
+    ],
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
@@ -665,11 +676,14 @@ def describe_for_tenant(
     from toolrag.mcp.review import described
 
     registry = open_registry(store)
-    done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by="cli"))
+    done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by="cli", origin="cli"))
     for finding in done.findings:
         err.print(f"[yellow]poisoning check:[/] {escape(finding)}", highlight=False)
     if as_json:
-        print_json({"name": done.tool.name, "version": done.tool.version, "findings": list(done.findings)})
+        fields = {"name": done.tool.name, "version": done.tool.version, "findings": list(done.findings)}
+        print_json(fields | {"held": done.held})
+    elif done.held:
+        out.print(f"{done.tool.name}: the text waits for review, the live text serves (`toolrag tools pending {name}`)")
     else:
         out.print(f"{done.tool.name}: description for tenant {escape(tenant)}, now version {done.tool.version}")
 
@@ -684,5 +698,7 @@ def drop_tenant_description(
 ) -> None:
     """Give a tenant's principals the source's description of a tool again. A new version."""
     registry = open_registry(store)
-    edit = lambda: registry.drop_tenant_description(name, tenant, expected_version=if_version, edited_by="cli")  # noqa: E731
-    _print_tool(guarded(edit), as_json, f"the source's description for tenant {tenant}")
+    edit = lambda: registry.drop_tenant_description(  # noqa: E731
+        name, tenant, expected_version=if_version, edited_by="cli", origin="cli"
+    )
+    _print_tool(guarded(edit).tool, as_json, f"the source's description for tenant {tenant}")

@@ -271,10 +271,11 @@ class McpGateway:
         import; `ready` once every one of them is up."""
         shown = [s for s in self.pool.statuses() if caller.is_admin or caller.principal.may_name(f"{s.name}.")]
         disabled = self.registry.disabled_servers()
+        told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)
         servers = [
             _status_json(status)
             | {"tools": status.tools, "reconnects": status.reconnects}
-            | ({"disabled": True} if status.name in disabled else {})
+            | ({"disabled": True} if status.name in told else {})
             | ({"last_import": status.last_import.isoformat(timespec="seconds")} if status.last_import else {})
             for status in shown
         ]

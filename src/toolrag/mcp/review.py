@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolrag.catalog.poisoning import scan_texts
-from toolrag.catalog.review import text_diff
+from toolrag.catalog.review import Origin, text_diff
 from toolrag.model import Tool, check_description
 from toolrag.registry import ToolRegistry
 
@@ -42,6 +42,7 @@ class Described:
 
     tool: Tool
     findings: tuple[str, ...]
+    held: bool = False  # the text waits for review (or was rejected before): the live text serves
 
 
 def described(
@@ -51,12 +52,13 @@ def described(
     text: str,
     expected_version: int | None = None,
     edited_by: str | None = None,
+    origin: Origin = "python",
 ) -> Described:
     """`ToolRegistry.set_tenant_description` with the text scanned as an MCP server's description is (the CLI,
     the API and the console write through here)."""
     checked = check_description(text, f"the description for tenant {tenant!r}")
     findings = tuple(str(f) for f in scan_texts([(f"description for tenant {tenant}", checked)]))
-    tool = registry.set_tenant_description(
-        name, tenant, checked, expected_version=expected_version, edited_by=edited_by
+    edited = registry.set_tenant_description(
+        name, tenant, checked, expected_version=expected_version, edited_by=edited_by, origin=origin
     )
-    return Described(tool, findings)
+    return Described(edited.tool, findings, edited.held or edited.rejected)

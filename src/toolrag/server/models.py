@@ -188,6 +188,7 @@ class TenantDescriptionDropIn(BaseModel):
 class TenantDescriptionOut(BaseModel):
     tool: Tool
     findings: list[str] = Field(description="what the poisoning check found in the text (shown, not refused)")
+    held: bool = Field(default=False, description="the text waits for review (the registry asks for it)")
 
 
 class VerdictOut(BaseModel):

@@ -14,18 +14,22 @@ import os
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolrag.errors import CatalogError, InvalidToolError
-from toolrag.model import Tool
+from toolrag.model import REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.relations import LearnedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
 VERSION = 3  # 3: catalog text reviews and their setting (an older toolrag refuses it rather than drop them)
+# The records of what operators decided, as a backup holds them: fields of the right type, no others.
+STRICT_FIELDS = ConfigDict(extra="forbid")
+Record = TypeVar("Record")
 READABLE = (1, 2, 3)
 
 
@@ -88,16 +92,16 @@ def read_backup(path: str | Path) -> RegistryDump:
                 key: np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
                 for key, value in document["vectors"].items()
             },
-            pins=[_pin(item) for item in document.get("pins", [])],
-            text_reviews=[_text_review(item) for item in document.get("text_reviews", [])],
-            text_review=bool(document.get("text_review", False)),
-            switches=[DisabledServer(**_timed(item, "disabled_at")) for item in document.get("switches", [])],
-            verdicts=[_verdict(item) for item in document.get("verdicts", [])],
-            learned=[LearnedRelation(**_timed(item, "learned_at")) for item in document.get("learned", [])],
-            audit=[AuditEntry(**_timed(item, "at")) for item in document.get("audit", [])],
+            pins=_records(Pin, document.get("pins", [])),
+            text_reviews=[_checked_review(review) for review in _records(TextReview, document.get("text_reviews", []))],
+            text_review=_flag(document.get("text_review", False)),
+            switches=_records(DisabledServer, document.get("switches", [])),
+            verdicts=_records(RelationVerdict, document.get("verdicts", [])),
+            learned=_records(LearnedRelation, document.get("learned", [])),
+            audit=_records(AuditEntry, document.get("audit", [])),
         )
-    except (KeyError, TypeError, ValueError, InvalidToolError) as exc:
-        raise CatalogError(f"backup {source} is damaged: {exc}") from None
+    except (KeyError, TypeError, ValueError, InvalidToolError, ValidationError) as exc:
+        raise CatalogError(f"backup {source} is damaged: {_first_line(exc)}") from None
 
 
 def _plain(record: Any) -> dict[str, Any]:
@@ -110,35 +114,29 @@ def _pin_document(pin: Pin) -> dict[str, Any]:
     return _plain(replace(pin, pending=None)) | {"pending": pending, "findings": list(pin.findings)}
 
 
-def _timed(item: Any, key: str) -> dict[str, Any]:
-    """A record's fields from the file, its time parsed: TypeError/ValueError for anything else than an object
-    of the record's fields."""
-    if not isinstance(item, dict):
-        raise TypeError(f"expected an object, got {type(item).__name__}")
-    return item | {key: datetime.fromisoformat(str(item[key]))}
+def _records(kind: type[Record], items: Any) -> list[Record]:
+    """Every record of a list in the file, each checked field by field against its type (a string where a number
+    belongs, an unknown field, a relation of no known kind: ValidationError, nothing restored)."""
+    return TypeAdapter(list[kind], config=STRICT_FIELDS).validate_python(items)  # type: ignore[valid-type]
 
 
-def _pin(item: Any) -> Pin:
-    fields = _timed(item, "updated_at")
-    pending = fields.get("pending")
-    findings = fields.get("findings", [])
-    if not isinstance(findings, list):
-        raise TypeError("a pin's findings must be a list")
-    return Pin(**fields | {"pending": None if pending is None else Tool.parse(pending), "findings": tuple(findings)})
+def _checked_review(review: TextReview) -> TextReview:
+    """A held text change as approving it would apply it: only text fields, known by the hash of exactly them."""
+    if review.pending is None:
+        return review
+    foreign = sorted(set(review.pending) - REVIEWED_FIELDS)
+    if foreign:
+        raise ValueError(f"the text change of {review.tool!r} holds other fields than text: {', '.join(foreign)}")
+    if reviewed_text_hash(review.pending) != review.pending_hash:
+        raise ValueError(f"the text change of {review.tool!r} does not match its hash")
+    return review
 
 
-def _text_review(item: Any) -> TextReview:
-    fields = _timed(item, "proposed_at")
-    findings, pending = fields.get("findings", []), fields.get("pending")
-    if not isinstance(findings, list) or not (pending is None or isinstance(pending, dict)):
-        raise TypeError("a text review's findings must be a list and its pending text an object")
-    return TextReview(**fields | {"findings": tuple(findings)})
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"text_review must be true or false, not {value!r}")
+    return value
 
 
-def _verdict(item: Any) -> RelationVerdict:
-    fields = _timed(item, "decided_at")
-    if fields.get("kind") not in ("requires", "related") or fields.get("verdict") not in ("confirmed", "rejected"):
-        raise ValueError(
-            f"a relation verdict of unknown kind or verdict: {fields.get('kind')!r}, {fields.get('verdict')!r}"
-        )
-    return RelationVerdict(**fields)
+def _first_line(error: Exception) -> str:
+    return " ".join(str(error).split("\n")[:3])

@@ -101,14 +101,20 @@ def change_tenant_description(
     page showed; the page after it shows what the poisoning check found in the text."""
     who, registry = console.admin(request, csrf), console.registry
     findings: list[str] = []
+    held: list[bool] = []
 
     def change() -> None:
         if action == "remove":
-            registry.drop_tenant_description(name, tenant, expected_version=version, edited_by=who.name)
+            edited = registry.drop_tenant_description(
+                name, tenant, expected_version=version, edited_by=who.name, origin="console"
+            )
+            held.append(edited.held or edited.rejected)
         else:
-            findings.extend(described(registry, name, tenant, text, version, edited_by=who.name).findings)
+            done = described(registry, name, tenant, text, version, edited_by=who.name, origin="console")
+            findings.extend(done.findings)
+            held.append(done.held)
 
-    return _edited(console, request, who, name, change, fixing, tenant, findings=findings)
+    return _edited(console, request, who, name, change, fixing, tenant, findings=findings, held=held)
 
 
 @router.post("/tools/{name}/overrides")

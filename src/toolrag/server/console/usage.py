@@ -48,7 +48,7 @@ def upstreams_view(
     every = console.upstreams() if console.upstreams else []
     states = [s for s in every if who.is_admin or who.principal.may_name(f"{s['name']}.")]
     pins = console.registry.store.pins() if who.is_admin else []
-    disabled = {d.server: d for d in console.registry.store.switches.disabled()}
+    disabled = console.registry.disabled_servers_seen(who.principal, who.is_admin)
     # Per server, what an "approve all" form posts back: the text hashes this page shows (compared at the write).
     waiting: dict[str, dict[str, str]] = {}
     for pin in pins:

@@ -195,8 +195,8 @@ def set_tenant_description(name: str, body: TenantDescriptionIn, who: Admin, api
     """Describe the tool in other words for one tenant's principals (a new version): what they are shown and
     injected, and one more view of it for their searches; syncs and re-imports keep it. The text is scanned like an
     MCP server's and the findings returned. Compare-and-set on `expected_version`: 409 when the tool moved on."""
-    done = described(api.registry, name, body.tenant, body.text, body.expected_version, edited_by=who.name)
-    return TenantDescriptionOut(tool=done.tool, findings=list(done.findings))
+    done = described(api.registry, name, body.tenant, body.text, body.expected_version, who.name, "api")
+    return TenantDescriptionOut(tool=done.tool, findings=list(done.findings), held=done.held)
 
 
 @router.post("/tools/{name}/tenant-descriptions/remove", response_model=Tool)
@@ -204,8 +204,8 @@ def remove_tenant_description(name: str, body: TenantDescriptionDropIn, who: Adm
     """The tenant's principals get the source's description again (a new version); 409 as above, 422 when the tool
     has no description for that tenant."""
     return api.registry.drop_tenant_description(
-        name, body.tenant, expected_version=body.expected_version, edited_by=who.name
-    )
+        name, body.tenant, expected_version=body.expected_version, edited_by=who.name, origin="api"
+    ).tool
 
 
 @router.get("/tools/{name}/relations", response_model=list[ToolRelation])
@@ -215,7 +215,8 @@ def tool_relations(name: str, who: Reader, api: Api) -> list[ToolRelation]:
     relations to tools the token sees."""
     get_tool(name, who, api)
     mine = learner_key(who.principal.tenant, who.principal.caller)
-    return api.registry.relations.of(name, who.sees, lambda learner: who.is_admin or learner == mine)
+    shown = served(who, api.registry)
+    return api.registry.relations.of(name, shown.sees, lambda learner: who.is_admin or learner == mine)
 
 
 @router.post("/tools/{name}/relations/{other}/confirm", response_model=VerdictOut)
