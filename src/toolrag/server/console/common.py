@@ -74,6 +74,22 @@ class ConsoleState:
         return who.view(tool)
 
 
+def confirm(
+    console: ConsoleState, request: Request, question: str, consequence: str, fields: dict[str, str], back: str
+) -> Response:
+    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page);
+    `back`: where Cancel leads."""
+    return console.page(
+        request,
+        "confirm.html",
+        question=question,
+        consequence=consequence,
+        action=request.url.path,
+        fields=fields,
+        back=back,
+    )
+
+
 def console_state(request: Request) -> ConsoleState:
     state: ConsoleState = request.app.state.console
     return state

@@ -16,7 +16,7 @@ from toolrag.errors import ApprovalConflictError, EditConflictError, ServerNotFo
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
 from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool
-from toolrag.server.console.common import Console, ConsoleState, secured
+from toolrag.server.console.common import Console, ConsoleState, confirm, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
 from toolrag.server.console.usage import upstreams_view
@@ -143,7 +143,7 @@ def set_active(
     who = console.admin(request, csrf)
     if not active and not confirmed:
         question, consequence = f"Deactivate {name}?", "search stops offering it and calls of it fail"
-        return _confirm(console, request, question, consequence, {"active": "false"}, _tool_page(name))
+        return confirm(console, request, question, consequence, {"active": "false"}, _tool_page(name))
     switch = lambda: console.registry.set_active(name, active, edited_by=who.name)  # noqa: E731
     return _edited(console, request, who, name, switch, "", "")
 
@@ -165,7 +165,7 @@ def rollback_tool(
         question = f"Restore version {to} of {name}?"
         consequence = f"version {to}'s content becomes a new version over version {expected_version}"
         fields = {"to": str(to), "expected_version": str(expected_version)}
-        return _confirm(console, request, question, consequence, fields, _tool_page(name))
+        return confirm(console, request, question, consequence, fields, _tool_page(name))
     restore = lambda: console.registry.rollback(  # noqa: E731
         name, to, expected_version=expected_version, edited_by=who.name
     )
@@ -192,7 +192,7 @@ def decide_quarantine(
         )
         question = f"{decision.capitalize()} {name}?"
         fields = {"decision": decision, "text_hash": text_hash}
-        return _confirm(console, request, question, consequence, fields, _tool_page(name))
+        return confirm(console, request, question, consequence, fields, _tool_page(name))
     from toolrag.mcp.importer import approve_quarantined, reject_quarantined
 
     decide = approve_quarantined if decision == "approve" else reject_quarantined
@@ -224,7 +224,7 @@ def approve_upstream(
         question = f"Approve all {len(reviewed)} waiting tools of {server}?"
         consequence = f"their current definitions are pinned and served: {', '.join(sorted(reviewed))}"
         back = f"{PREFIX}upstreams"
-        return _confirm(console, request, question, consequence, {"pending": pending}, back)
+        return confirm(console, request, question, consequence, {"pending": pending}, back)
     from toolrag.mcp.importer import approve_server
 
     try:
@@ -260,22 +260,6 @@ def switch_upstream(
     except ToolragError as problem:
         return console.error(request, 404, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
-
-
-def _confirm(
-    console: ConsoleState, request: Request, question: str, consequence: str, fields: dict[str, str], back: str
-) -> Response:
-    """Ask before a decision that is hard to take back: the same form again, confirmed (no script: a page);
-    `back`: where Cancel leads."""
-    return console.page(
-        request,
-        "confirm.html",
-        question=question,
-        consequence=consequence,
-        action=request.url.path,
-        fields=fields,
-        back=back,
-    )
 
 
 def _tool_page(name: str) -> str:

@@ -1,0 +1,80 @@
+"""The console's text review pages (admins): the text changes of catalog tools waiting while the registry's text
+review is on (catalog/review.py), one change whole with its findings and its diff against the live text, and the
+decision on it. A decision is made on the text the page showed (its hash travels with the form): a proposal that
+landed since is a conflict on the page, nothing decided. Anyone else gets the page a missing one gets.
+
+(No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from toolrag.errors import ApprovalConflictError, ToolNotFoundError
+from toolrag.server.console.common import Console, ConsoleState, Who, confirm, secured
+from toolrag.server.console.session import PREFIX
+
+router = APIRouter()
+LIST = f"{PREFIX}text-changes"
+
+
+@router.get("/text-changes")
+def text_changes_page(request: Request, console: Console, who: Who) -> HTMLResponse:
+    if not who.is_admin:
+        return console.error(request, 404, f"no page {LIST}")
+    registry = console.registry
+    changes = registry.text_changes()
+    return console.page(request, "text_changes.html", changes=changes, required=registry.text_review_required)
+
+
+@router.get("/text-changes/{name}")
+def text_change_page(request: Request, console: Console, who: Who, name: str) -> Response:
+    """One waiting change whole, for an admin to decide on: who proposed it, through what, the findings, the
+    diff of the live text against the proposed one."""
+    if not who.is_admin:
+        return console.error(request, 404, f"no text change of {name!r} waits for review")
+    return text_change_view(request, console, name)
+
+
+@router.post("/text-changes/{name}")
+def decide_text_change(
+    request: Request,
+    console: Console,
+    name: str,
+    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
+    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    """Approve (a new version) or reject (remembered by hash) the text the page showed, asked first; audited with
+    the admin's name by the registry."""
+    who = console.admin(request, csrf)
+    if not confirmed:
+        consequence = (
+            "the proposed text becomes a new version, served and searched"
+            if decision == "approve"
+            else "the proposed text is dropped and remembered: proposing it again leaves it out"
+        )
+        question = f"{decision.capitalize()} the text change of {name}?"
+        fields = {"decision": decision, "text_hash": text_hash}
+        return confirm(console, request, question, consequence, fields, request.url.path)
+    registry = console.registry
+    decide = registry.approve_text_change if decision == "approve" else registry.reject_text_change
+    try:
+        decide(name, text_hash, who.name)
+    except ToolNotFoundError as missing:
+        return console.error(request, 404, str(missing))
+    except ApprovalConflictError as conflict:
+        return text_change_view(request, console, name, 409, str(conflict))
+    return secured(RedirectResponse(LIST, status_code=303))
+
+
+def text_change_view(
+    request: Request, console: ConsoleState, name: str, status: int = 200, error: str | None = None
+) -> Response:
+    """The change of `name` as it waits now; `error`: why the admin's last decision on it was not made."""
+    try:
+        change = console.registry.text_change(name)
+    except ToolNotFoundError as missing:
+        return console.error(request, 404, str(missing))
+    return console.page(request, "text_change.html", status, change=change, diff=change.diff(), error=error)
