@@ -288,6 +288,7 @@ def test_an_admin_approves_a_text_change_from_its_console_page(review_console: t
     form = {"csrf": form_token(page), "decision": "approve", "text_hash": shown}
     asked = httpx.post(f"{url}/console/text-changes/mail.send", data=form, cookies=cookies)
     assert asked.status_code == 200 and "Approve the text change of mail.send?" in asked.text
+    assert '<a href="/console/text-changes/mail.send">Cancel</a>' in asked.text
     assert registry.get("mail.send").description == MAIL_LIVE and decided(registry) == []  # asked first
     form |= {"confirmed": "true"}
     done = httpx.post(f"{url}/console/text-changes/mail.send", data=form, cookies=cookies, follow_redirects=False)
@@ -295,6 +296,8 @@ def test_an_admin_approves_a_text_change_from_its_console_page(review_console: t
     assert registry.get("mail.send").description == MAIL_POISONED and registry.text_changes() == []
     assert decided(registry) == [("text approved", "ops")]
     assert "No text change waits." in httpx.get(f"{url}/console/text-changes", cookies=cookies).text
+    again = httpx.post(f"{url}/console/text-changes/mail.send", data=form, cookies=cookies)
+    assert again.status_code == 404 and "no text change of &#39;mail.send&#39; waits for review" in again.text
 
 
 def test_a_proposal_landing_after_the_console_page_was_read_decides_nothing(
@@ -320,6 +323,10 @@ def test_a_proposal_landing_after_the_console_page_was_read_decides_nothing(
     assert registry.get("mail.send").description == MAIL_LIVE and decided(registry) == []
     review = registry.text_change("mail.send").review
     assert (review.pending_hash, review.rejected_hash) == (newer, None)
+    form = {"csrf": form_token(page), "decision": "reject", "text_hash": newer, "confirmed": "true"}
+    rejected = httpx.post(f"{url}/console/text-changes/mail.send", data=form, cookies=cookies, follow_redirects=False)
+    assert rejected.status_code == 303 and decided(registry) == [("text rejected", "ops")]
+    assert registry.text_changes() == [] and registry.get("mail.send").description == MAIL_LIVE
 
 
 def test_a_reader_neither_sees_text_changes_nor_decides_them(review_console: tuple[str, ToolRegistry]) -> None:
