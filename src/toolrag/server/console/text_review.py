@@ -33,7 +33,7 @@ def text_change_page(request: Request, console: Console, who: Who, name: str) ->
     diff of the live text against the proposed one."""
     if not who.is_admin:
         return console.error(request, 404, f"no text change of {name!r} waits for review")
-    return text_change_view(request, console, name)
+    return _change_view(request, console, name)
 
 
 @router.post("/text-changes/{name}")
@@ -65,11 +65,11 @@ def decide_text_change(
     except ToolNotFoundError as missing:
         return console.error(request, 404, str(missing))
     except ApprovalConflictError as conflict:
-        return text_change_view(request, console, name, 409, str(conflict))
+        return _change_view(request, console, name, 409, str(conflict))
     return secured(RedirectResponse(LIST, status_code=303))
 
 
-def text_change_view(
+def _change_view(
     request: Request, console: ConsoleState, name: str, status: int = 200, error: str | None = None
 ) -> Response:
     """The change of `name` as it waits now; `error`: why the admin's last decision on it was not made."""
