@@ -145,7 +145,7 @@ def test_it_is_versioned_audited_compare_and_set_and_dropped(registry: ToolRegis
     assert registry.get("crm.query").tenant_descriptions == {"acme": ACMES}
     with pytest.raises(EditConflictError):
         registry.drop_tenant_description("crm.query", "acme", expected_version=1)
-    dropped = registry.drop_tenant_description("crm.query", "acme", expected_version=2, edited_by="ops")
+    dropped = registry.drop_tenant_description("crm.query", "acme", expected_version=2, edited_by="ops").tool
     assert dropped.version == 3 and dropped.tenant_descriptions == {}
     assert registry.schemas(["crm.query"], ACME, "mcp")[0]["description"] == SOURCE
     assert registry.store.audit_log(5, "crm.query")[0].detail == "description for tenant acme: the source's again"
