@@ -57,10 +57,10 @@ class RelationTables:
 
     def learned(self, db: Any = None) -> list[LearnedRelation]:
         """Every learned relation, strongest first per tool (read in the caller's transaction `db`, if given)."""
-        rows = self._read(
-            db,
+        rows = self._db.read(
             "SELECT learner, tool, related, strength, support, sessions, learned_at FROM learned_relations"
             " ORDER BY learner, tool, strength DESC, related",
+            db=db,
         )
         parse = self._db.dialect.parse_time
         return [
@@ -90,10 +90,10 @@ class RelationTables:
 
     def verdicts(self, db: Any = None) -> list[RelationVerdict]:
         """Every verdict (read in the caller's transaction `db`, if given)."""
-        rows = self._read(
-            db,
+        rows = self._db.read(
             "SELECT tool, other, kind, verdict, parameter, decided_by, decided_at FROM relation_verdicts"
             " ORDER BY tool, other, kind",
+            db=db,
         )
         parse = self._db.dialect.parse_time
         return [
@@ -145,6 +145,3 @@ class RelationTables:
                 self._trail.write(db, [audit])
                 self._db.bump_generation(db)
         return int(dropped)
-
-    def _read(self, db: Any, query: str) -> Sequence[tuple[Any, ...]]:
-        return self._db.query(query, ()) if db is None else db.execute(query).fetchall()

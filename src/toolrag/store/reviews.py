@@ -26,15 +26,11 @@ class ReviewTables:
         self._db = database
         self._trail = trail
 
-    def required(self) -> bool:
-        """Whether text changes of existing tools wait for review (off unless an admin turned it on)."""
-        rows = self._db.query(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,))
+    def required(self, db: Any = None) -> bool:
+        """Whether text changes of existing tools wait for review (off unless an admin turned it on); read in the
+        caller's transaction `db`, if given."""
+        rows = self._db.read(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,), db)
         return bool(rows) and str(rows[0][0]) == "on"
-
-    def required_in(self, db: Any) -> bool:
-        """`required`, read in the caller's transaction (`db`): for a dump."""
-        found = db.execute(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,)).fetchone()
-        return found is not None and str(found[0]) == "on"
 
     def require(self, on: bool, audit: AuditEntry) -> None:
         with self._db.transaction() as db:
@@ -50,22 +46,16 @@ class ReviewTables:
             (SETTING, "on" if on else "off"),
         )
 
-    def read(self, tools: Sequence[str] | None = None) -> list[TextReview]:
-        """Every row (of the named tools), by tool name."""
-        wanted = None if tools is None else set(tools)
-        rows = [self._row(row) for row in self._db.query(self._select(), ())]
-        return [row for row in rows if wanted is None or row.tool in wanted]
-
-    def read_all(self, db: Any) -> list[TextReview]:
-        """Every row, read in the caller's transaction (`db`): for a dump."""
-        return [self._row(row) for row in db.execute(self._select()).fetchall()]
-
-    def _select(self) -> str:
+    def read(self, tools: Sequence[str] | None = None, db: Any = None) -> list[TextReview]:
+        """Every row (of the named tools), by tool name (read in the caller's transaction `db`, if given)."""
         as_text = self._db.dialect.as_text
-        return (
+        query = (
             f"SELECT tool, pending_hash, {as_text('pending')}, {as_text('findings')}, proposed_by, origin, proposed_at,"
             " rejected_hash FROM text_reviews ORDER BY tool"
         )
+        wanted = None if tools is None else set(tools)
+        rows = [self._row(row) for row in self._db.read(query, db=db)]
+        return [row for row in rows if wanted is None or row.tool in wanted]
 
     def save(self, rows: Sequence[TextReview], audit: Sequence[AuditEntry], reviewed: Mapping[str, str | None]) -> None:
         """Write rows (a rejection, a lifted one) with their audit entries in one transaction (`write`)."""

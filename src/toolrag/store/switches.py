@@ -36,7 +36,7 @@ class UpstreamSwitches:
     def disabled(self, db: Any = None) -> list[DisabledServer]:
         """Every disabled server, by name (read in the caller's transaction `db`, if given)."""
         query = "SELECT server, disabled_by, reason, disabled_at FROM upstream_switches ORDER BY server"
-        rows = self._db.query(query, ()) if db is None else db.execute(query).fetchall()
+        rows = self._db.read(query, db=db)
         parse = self._db.dialect.parse_time
         return [DisabledServer(str(s), by and str(by), why and str(why), parse(at)) for s, by, why, at in rows]
 

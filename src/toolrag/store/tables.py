@@ -53,6 +53,11 @@ class Database:
     bump_generation: Callable[[Any], int]
     label: str
 
+    def read(self, sql: str, params: Sequence[object] = (), db: Any = None) -> Rows:
+        """The rows of a read: in the caller's transaction `db` when given (a dump's one consistent read of every
+        table), else on its own."""
+        return self.query(sql, params) if db is None else list(db.execute(sql, params).fetchall())
+
 
 def write_current(db: Any, dialect: Dialect, tool: Tool, generation: int) -> None:
     """Insert or replace a tool's current row, written at `generation`."""
@@ -174,21 +179,15 @@ class PinTables:
         self._db = database
         self._trail = trail
 
-    def read(self, server: str | None = None) -> list[Pin]:
-        """Every pin (of one server), by tool name."""
+    def read(self, server: str | None = None, db: Any = None) -> list[Pin]:
+        """Every pin (of one server), by tool name (read in the caller's transaction `db`, if given)."""
         where, params = (" WHERE server = ?", (server,)) if server is not None else ("", ())
-        return [self._pin(row) for row in self._db.query(self._select(where), params)]
-
-    def read_all(self, db: Any) -> list[Pin]:
-        """Every pin, read in the caller's transaction (`db`): for a dump."""
-        return [self._pin(row) for row in db.execute(self._select("")).fetchall()]
-
-    def _select(self, where: str) -> str:
         findings = self._db.dialect.as_text("findings")
-        return self._db.dialect.sql(
+        query = self._db.dialect.sql(
             f"SELECT tool, server, approved_hash, pending_hash, pending, {findings}, updated_at, rejected_hash"
             f" FROM pins{where} ORDER BY tool"
         )
+        return [self._pin(row) for row in self._db.read(query, params, db)]
 
     def save(
         self, pins: Sequence[Pin], audit: Sequence[AuditEntry] = (), expected: Mapping[str, str | None] | None = None
@@ -309,9 +308,9 @@ class OperatorRecords:
     def read(self, db: Any) -> dict[str, Any]:
         """RegistryDump's fields of these tables."""
         return {
-            "pins": self.pins.read_all(db),
-            "text_reviews": self.reviews.read_all(db),
-            "text_review": self.reviews.required_in(db),
+            "pins": self.pins.read(db=db),
+            "text_reviews": self.reviews.read(db=db),
+            "text_review": self.reviews.required(db),
             "switches": self.switches.disabled(db),
             "verdicts": self.relations.verdicts(db),
             "learned": self.relations.learned(db),
