@@ -76,9 +76,7 @@ class Gate:
         self.held.append(current.name)
         if known is not None and known.pending_hash == digest:
             return kept  # waits already as it is: its proposer and findings are kept
-        from toolrag.catalog.poisoning import tool_findings  # the scanner's model loads only when text changes
-
-        findings, by = tool_findings(proposed), self.proposal.proposer()
+        findings, by = _findings(proposed), self.proposal.proposer()
         row = TextReview(
             current.name,
             digest,
@@ -95,6 +93,16 @@ class Gate:
         detail = f"{changed} changed through {self.proposal.origin}: waits for review{flagged}"
         self.audit.append(AuditEntry("text held", detail, current.name, None, by))
         return kept
+
+
+def _findings(tool: Tool) -> tuple[str, ...]:
+    """What the poisoning checks find in every text of the tool a model reads: its source's (`tool_findings`, as for
+    an MCP tool) and the operators' not-for line and tenants' descriptions."""
+    from toolrag.catalog.poisoning import scan_texts, tool_findings  # the scanner's model loads only when text changes
+
+    written = [("not_for", tool.not_for)] if tool.not_for else []
+    written += [(f"description for tenant {tenant}", text) for tenant, text in sorted(tool.tenant_descriptions.items())]
+    return (*tool_findings(tool), *(str(finding) for finding in scan_texts(written)))
 
 
 @dataclass(frozen=True)
