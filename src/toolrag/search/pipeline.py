@@ -24,7 +24,7 @@ from toolrag.limits import MAX_K
 from toolrag.model import Principal, Requirement, SearchResult, SignalScores, Strategy, Tool
 from toolrag.search.cache import QueryCache
 from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReference, embed_fixed, small_talk_reference
-from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, fitted_for
+from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, RelevanceModel, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.dense import dense_scores
@@ -215,6 +215,7 @@ class Retriever:
         self._catalog_fits = catalog_fits
         self.rewriter = rewriter
         self.memory: UsageMemory | None = None  # `use_memory`: what ToolRegistry.learn_from_usage learned
+        self.relevance = MODEL  # `use_relevance`
         self.embedder = embedder
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
@@ -228,6 +229,12 @@ class Retriever:
         """Search with `config` from now on (an evaluation of each mode, an ablation); cached results are dropped."""
         self.config = config
         self.router = CategoryRouter.from_config(config.routes)
+        self.cache.clear()
+
+    def use_relevance(self, model: RelevanceModel) -> None:
+        """Decide and show with another relevance model (one fitted leaving a catalog out: benchmarks/cut.py);
+        cached results are dropped."""
+        self.relevance = model
         self.cache.clear()
 
     def use_memory(self, memory: UsageMemory | None) -> None:
@@ -323,7 +330,7 @@ class Retriever:
         scores instead."""
         if self.config.mode == "lexical":
             return [item.score for item in candidates.items]
-        return MODEL.probabilities(candidates)
+        return self.relevance.probabilities(candidates)
 
     def searched(self, query: str) -> str:
         """What search reads of a request (search/request.py): without data blobs, cut to `max_request_chars`."""
