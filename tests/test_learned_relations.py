@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,15 @@ from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.model import Requirement
+from toolrag.monitor.config import ScheduleConfig
+from toolrag.monitor.schedule import Scheduler, summary
 from toolrag.search.learned import Thresholds, learn
 from toolrag.search.learned_defaults import MIN_SESSIONS
 from toolrag.store.usage import CallRecord, SessionCall
 
 from .conftest import RETRIEVAL, CountingEmbedder, make_tool
 from .test_inferred import catalog as playlist_catalog
+from .test_production import WallClock
 
 runner = CliRunner()
 RELATED = RETRIEVAL.model_copy(update={"k": 1, "related_tools": True})
@@ -222,6 +226,34 @@ def test_a_rejected_learned_relation_is_not_learned_again(tmp_path: Path, embedd
         found = registry.search("find the order I placed last week", GLOBEX)  # confirmed: for every tenant
         assert [r.name for r in found] == ["orders.search", "orders.refund"]
         assert found[1].signals.related_why == "related: confirmed by root"
+
+
+def test_the_scheduler_learns_relations_daily_and_a_run_that_learns_nothing_new_writes_nothing(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    with ToolRegistry(tmp_path / "r.db", embedder, RELATED) as registry:
+        registry.register_many(shop())
+        registry.store.usage.record([], sessions(*[("orders.search", "orders.refund")] * 6))
+        clock = WallClock()
+        scheduler = Scheduler(registry, ScheduleConfig(consistency="off", report="off"), clock=clock)
+        [run] = scheduler.tick()
+        assert run.job == "relations" and run.body == {"days": 30, "calls": 12, "relations": 1, "changed": True}
+        assert summary(run) == "toolrag relations: 1 learned from 12 calls of the last 30 days"
+        assert [r.name for r in registry.search("find the order I placed last week", ACME)] == [
+            "orders.search",
+            "orders.refund",
+        ]
+        generation, audited = registry.store.generation(), len(registry.store.audit_log(100))
+        clock.now += timedelta(hours=23)
+        assert scheduler.tick() == []  # daily
+        clock.now += timedelta(hours=1, minutes=1)
+        [again] = scheduler.tick()
+        assert again.body["changed"] is False and summary(again).endswith("days, as before")
+        assert (registry.store.generation(), len(registry.store.audit_log(100))) == (generation, audited)
+        registry.store.usage.record([], sessions(*[("orders.search", "orders.refund")] * 3, first=6))
+        clock.now += timedelta(days=1, minutes=1)
+        [third] = scheduler.tick()
+        assert third.body["changed"] is True and registry.store.relations.learned()[0].support == 9
 
 
 def test_the_command_line_learns_lists_and_judges_relations(tmp_path: Path, embedder: CountingEmbedder) -> None:

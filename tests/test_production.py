@@ -212,12 +212,12 @@ def test_scheduled_jobs_run_once_on_one_of_two_instances_sharing_postgres(
                 return [run for runs in pool.map(lambda s: s.tick(), instances) for run in runs]
 
         ran = tick_both()
-        assert sorted(run.job for run in ran) == ["consistency", "report"]  # each once, on either instance
+        assert sorted(run.job for run in ran) == ["consistency", "relations", "report"]  # each once, on either one
         clock.now += timedelta(hours=1)
         assert tick_both() == []
         clock.now += timedelta(days=1)
-        assert [run.job for run in tick_both()] == ["consistency"]  # daily, not weekly
-    assert len(posted) == 3 and any(text.startswith("toolrag weekly report (7 days)") for text in posted)
+        assert sorted(run.job for run in tick_both()) == ["consistency", "relations"]  # daily, not weekly
+    assert len(posted) == 5 and any(text.startswith("toolrag weekly report (7 days)") for text in posted)
     assert "1 missing_embedding" in next(t for t in posted if "consistency" in t)
     checks = second.store.usage.job_reports("consistency")
     assert len(checks) == 2 and checks[-1].body["counts"]["missing_embedding"] == 1  # the first run repaired it
@@ -318,7 +318,7 @@ def test_issue31_a_report_the_store_refused_is_written_at_the_next_tick(
     usage = registry.store.usage
     monkeypatch.setattr(usage, "finish_job", Outage(usage.finish_job, failures=1))
     clock = WallClock()
-    scheduler = Scheduler(registry, ScheduleConfig(report="off"), clock=clock)
+    scheduler = Scheduler(registry, ScheduleConfig(report="off", relations="off"), clock=clock)
     with pytest.raises(StoreError):
         scheduler.tick()  # the consistency check ran; its report could not be kept
     assert usage.job_reports("consistency") == []

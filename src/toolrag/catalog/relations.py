@@ -28,6 +28,12 @@ class LearningRun:
     calls: int
     relations: list[LearnedRelation]
     days: int
+    changed: bool = True  # False: the same relations as the run before, so nothing was written
+
+
+def _kept(relations: list[LearnedRelation]) -> set[tuple[str, str, str, float, int, int]]:
+    """What a learned relation says, without when it was learned."""
+    return {(r.learner, r.tool, r.related, round(r.strength, 9), r.support, r.sessions) for r in relations}
 
 
 class RelationDesk:
@@ -55,10 +61,13 @@ class RelationDesk:
         progress: Callable[[int, int], None] | None = None,
     ) -> LearningRun:
         """Learn from the latest `max_calls` successful calls of the last `days` in place of what was learned
-        before, in one transaction with its audit entry."""
+        before, in one transaction with its audit entry. A run that learns what is already kept writes nothing (a
+        scheduled run on a quiet registry leaves no audit entry and rebuilds no snapshot)."""
         calls = self._store.usage.session_calls(utc_now() - timedelta(days=days), max_calls)
         verdicts = self._store.relations.verdicts()
         learned = learn(calls, self._tools(), verdicts, thresholds, progress)
+        if _kept(learned) == _kept(self._store.relations.learned()):
+            return LearningRun(len(calls), learned, days, changed=False)
         learners = len({r.learner for r in learned})
         detail = f"{len(learned)} relations for {learners} learners from {len(calls)} calls of the last {days} days"
         self._store.relations.replace_learned(learned, [AuditEntry("relations_learned", detail)])

@@ -26,6 +26,11 @@ class ScheduleConfig(BaseModel):
 
     consistency: str = Field(default="daily", description="check the registry and embed what lacks embeddings")
     report: str = Field(default="weekly", description="the health report over `report_days`, kept in the store")
+    relations: str = Field(
+        default="daily",
+        description="learn which tools each tenant's sessions call one after another (catalog/relations.py), for"
+        " admins to judge and, with `related_tools`, for search",
+    )
     report_days: int = Field(default=7, ge=1, le=3650)
     webhook_url: str | None = Field(default=None, description="each run's summary is POSTed here (Slack-compatible)")
     check_every_seconds: float = Field(default=60.0, gt=0, description="how often due jobs are looked for")
@@ -34,7 +39,7 @@ class ScheduleConfig(BaseModel):
         default=900.0, gt=0, description="the longest wait after failed ticks (the wait doubles from check_every)"
     )
 
-    @field_validator("consistency", "report")
+    @field_validator("consistency", "report", "relations")
     @classmethod
     def _known_interval(cls, value: str) -> str:
         parse_interval(value)

@@ -1,4 +1,5 @@
-"""Scheduled jobs: a daily consistency check (and repair of missing embeddings) and a weekly health report.
+"""Scheduled jobs: a daily consistency check (and repair of missing embeddings), a daily run that learns tools'
+relations from the usage log, and a weekly health report.
 
 A server runs `Scheduler.run()` beside its requests; every `check_every_seconds` it looks for due jobs. Several
 instances may share one registry (PostgreSQL): each run is claimed in the store first (`claim_job`, one
@@ -34,7 +35,7 @@ from toolrag.registry import ToolRegistry
 from toolrag.store.usage import JobReport
 
 log = logging.getLogger("toolrag.schedule")
-CONSISTENCY, REPORT = "consistency", "report"
+CONSISTENCY, REPORT, RELATIONS = "consistency", "report", "relations"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Scheduler:
             for name, interval, run in (
                 (CONSISTENCY, self.config.consistency, self.consistency),
                 (REPORT, self.config.report, self.report),
+                (RELATIONS, self.config.relations, self.relations),
             )
             if (every := parse_interval(interval)) is not None
         ]
@@ -172,6 +174,11 @@ class Scheduler:
             by_kind.setdefault(finding.kind, []).append(", ".join(finding.tools))
         return {"counts": {kind: len(items) for kind, items in by_kind.items()}, "findings": by_kind}
 
+    def relations(self) -> dict[str, Any]:
+        """Relations learned from the usage log's latest sessions, in place of the last run's."""
+        run = self.registry.relations.learn()
+        return {"days": run.days, "calls": run.calls, "relations": len(run.relations), "changed": run.changed}
+
     def report(self) -> dict[str, Any]:
         report = build_report(self.registry.store, days=self.config.report_days)
         totals = report.totals
@@ -215,6 +222,12 @@ def summary(run: JobReport) -> str:
         counts = body.get("counts", {})
         found = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "nothing to report"
         return f"toolrag consistency check: {found}"
+    if run.job == RELATIONS:
+        news = "" if body["changed"] else ", as before"
+        return (
+            f"toolrag relations: {body['relations']} learned from {body['calls']} calls of the last {body['days']}"
+            f" days{news}"
+        )
     return (
         f"toolrag weekly report ({body['days']} days): {body['searches']} searches, no-tool rate "
         f"{body['no_tool_rate']:.1%}, {body['calls']} calls ({body['failed_calls']} failed); {len(body['dead'])} dead, "
