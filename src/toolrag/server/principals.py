@@ -12,7 +12,9 @@ from typing import Any
 
 from toolrag.access import AccessPolicy, Caller, NotGranted
 from toolrag.errors import ToolNotFoundError
+from toolrag.model import ToolRelation
 from toolrag.registry import ToolRegistry
+from toolrag.search.learned import learner_key
 from toolrag.server.models import AccessOut, ToolAccessOut
 
 
@@ -32,6 +34,13 @@ def served(who: Caller, registry: ToolRegistry) -> Caller:
     """The caller as the registry serves it now: the tools of upstream servers an operator switched off are
     hidden from it (`ToolRegistry.served_as`), in every listing and page as in its searches."""
     return replace(who, principal=registry.served_as(who.principal))
+
+
+def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[ToolRelation]:
+    """A tool's relations as the caller may read them: only to tools it sees, and, unless it is an admin, only
+    what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones."""
+    mine = learner_key(who.principal.tenant, who.principal.caller)
+    return registry.relations.of(name, served(who, registry).sees, lambda learner: who.is_admin or learner == mine)
 
 
 def rule_view(policy: AccessPolicy, rule: str, registry: ToolRegistry, tool: str | None) -> AccessOut:

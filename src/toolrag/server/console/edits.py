@@ -262,6 +262,28 @@ def switch_upstream(
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
 
 
+@router.post("/tools/{name}/relations/{other}")
+def judge_relation(
+    request: Request,
+    console: Console,
+    name: str,
+    other: str,
+    decision: Annotated[str, Form(pattern="^(confirm|reject|lift)$")],
+    csrf: Annotated[str | None, Form()] = None,
+) -> Response:
+    """An admin's word on a relation the registry inferred or learned (catalog/relations.py); undone by `lift`,
+    so nothing is asked first."""
+    who, relations = console.admin(request, csrf), console.registry.relations
+    try:
+        if decision == "lift":
+            relations.lift(name, other, who.name)
+        else:
+            relations.decide(name, other, "confirmed" if decision == "confirm" else "rejected", who.name)
+    except ToolragError as problem:
+        return console.error(request, 422, str(problem))
+    return secured(RedirectResponse(f"{_tool_page(name)}#relations", status_code=303))
+
+
 def _tool_page(name: str) -> str:
     return f"{PREFIX}tools/{quote(name, safe='')}"
 

@@ -21,6 +21,7 @@ from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
 from toolrag.server.console.common import Console, Who, chosen_principal
 from toolrag.server.console.tool_calls import tool_calls
+from toolrag.server.principals import relations_shown
 
 STATUSES = ("active", "deactivated", "quarantined", "pinned")
 
@@ -111,6 +112,7 @@ def tool_page(
         fixing=q,
         fixing_tenant=tenant,
         calls=tool_calls(registry, who, name),
+        relations=relations_shown(who, registry, name),
     )
 
 

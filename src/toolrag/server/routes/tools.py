@@ -9,7 +9,6 @@ from toolrag.catalog.review import TextChange
 from toolrag.errors import ToolNotFoundError
 from toolrag.mcp.review import described, pending_review
 from toolrag.model import Tool, ToolRelation
-from toolrag.search.learned import learner_key
 from toolrag.server.models import (
     ExampleIn,
     LiftedOut,
@@ -29,7 +28,7 @@ from toolrag.server.models import (
     UpsertOut,
     VerdictOut,
 )
-from toolrag.server.principals import served
+from toolrag.server.principals import relations_shown, served
 from toolrag.server.routes.deps import Admin, Api, Reader
 from toolrag.store.relations import RelationVerdict
 
@@ -214,9 +213,7 @@ def tool_relations(name: str, who: Reader, api: Api) -> list[ToolRelation]:
     from usage (for tokens other than admin, only what their own tenant's sessions taught), and rejected; only
     relations to tools the token sees."""
     get_tool(name, who, api)
-    mine = learner_key(who.principal.tenant, who.principal.caller)
-    shown = served(who, api.registry)
-    return api.registry.relations.of(name, shown.sees, lambda learner: who.is_admin or learner == mine)
+    return relations_shown(who, api.registry, name)
 
 
 @router.post("/tools/{name}/relations/{other}/confirm", response_model=VerdictOut)
