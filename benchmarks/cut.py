@@ -1,7 +1,7 @@
 """The cut fitted leaving one catalog out (issue 32 §6): does what search() decides to return, or not, hold on a
 catalog nobody tuned on?
 
-    python benchmarks/cut.py [--requests N] [--out FILE]
+    python benchmarks/cut.py [--requests N] [--catalogs NAME ...] [--out FILE]
 
 The cut is what decides that a request gets fewer tools than it ranks, or none: the small-talk quantile (whether a
 request needs a tool at all) and the relevance model (each candidate's probability, against `min_confidence`), both
@@ -28,13 +28,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import make_embedder
-from toolrag.eval import BenchmarkSet, load_benchmark, load_no_tool
+from toolrag.eval import load_benchmark, load_no_tool
 from toolrag.eval.dataset import NoToolRequest, Query, in_half, no_tool_in_half
 from toolrag.search.confidence import MODEL, RelevanceModel, features
 from toolrag.store.sqlite import SQLiteStore
@@ -47,6 +47,7 @@ CATALOGS = ("bfcl", "metatool", "seal-tools", "metatool-multilingual-xl")
 KEEP = 0.95  # the share of its top-3 hits every language of the fitting catalogs keeps at the chosen quantile
 MIN_LANGUAGE = 10  # requests with a top-3 hit a language needs to count in the rule
 RATIO_BAR = 0.9
+T = TypeVar("T")
 
 
 @dataclass
@@ -61,12 +62,15 @@ class Catalog:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=500, help="at most this many requests a catalog and half")
+    parser.add_argument("--catalogs", nargs="+", default=list(CATALOGS), help="at least two sets of ../shared/bench")
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "toolrag-cut.json")
     args = parser.parse_args()
+    if len(args.catalogs) < 2:
+        parser.error("--catalogs: give at least two sets, one to leave out and one to fit on")
     embedder = _RememberedTexts(make_embedder("default"))
     small_talk = load_no_tool(BENCH / "notool.jsonl")
-    catalogs = [_indexed(name, embedder, small_talk, args.requests) for name in CATALOGS]
+    catalogs = [_indexed(name, embedder, small_talk, args.requests) for name in args.catalogs]
     report = {}
     for left_out in catalogs:
         others = [c for c in catalogs if c is not left_out]
@@ -92,22 +96,19 @@ def _indexed(name: str, embedder: _RememberedTexts, small_talk: list[NoToolReque
     registry = ToolRegistry(SQLiteStore(folder / "registry.db"), embedder, config)
     print(f"{name}: indexing {len(benchmark.tools)} tools", file=sys.stderr, flush=True)
     registry.register_many(benchmark.tools)
-    tuning = _spaced(in_half(benchmark, "tune"), cap)
-    asked = [(q.text, q.lang, q.relevant) for q in tuning.queries]
-    asked += [(r.text, r.lang, frozenset[str]()) for r in no_tool_in_half(small_talk, "tune")]
+    asked = [(q.text, q.lang, q.relevant) for q in _spaced(in_half(benchmark, "tune").queries, cap)]
+    asked += [(r.text, r.lang, frozenset[str]()) for r in _spaced(no_tool_in_half(small_talk, "tune"), cap)]
     rows = [
         {"group": f"{name}:{lang}", **_collected(registry, config, text, lang, relevant)}
         for text, lang, relevant in asked
     ]
-    held_out = _spaced(in_half(benchmark, "held-out"), cap).queries
-    return Catalog(name, registry, rows, held_out, no_tool_in_half(small_talk, "held-out"))
+    held_out = _spaced(in_half(benchmark, "held-out").queries, cap)
+    return Catalog(name, registry, rows, held_out, _spaced(no_tool_in_half(small_talk, "held-out"), cap))
 
 
-def _spaced(benchmark: BenchmarkSet, cap: int) -> BenchmarkSet:
-    queries = benchmark.queries
-    if len(queries) > cap:
-        queries = [queries[int(n * len(queries) / cap)] for n in range(cap)]
-    return BenchmarkSet(benchmark.name, benchmark.tools, queries)
+def _spaced(items: list[T], cap: int) -> list[T]:
+    """At most `cap` of `items`, evenly spaced."""
+    return items if len(items) <= cap else [items[int(n * len(items) / cap)] for n in range(cap)]
 
 
 def _collected(

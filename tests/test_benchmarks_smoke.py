@@ -71,6 +71,12 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r"\| toolrag \(default\) \| [01]\.\d{3} \|",
         bench=True,
     ),
+    "benchmarks/cut.py": once(
+        # Two sets with the same tools, embedded once: each is left out and fitted on the other.
+        *("--catalogs", "metatool", "metatool-multilingual", "--requests", "6", "--out", "{tmp}/cut.json"),
+        shows=r"metatool-multilingual left out: quantile 0\.\d+",
+        bench=True,
+    ),
     "benchmarks/confidence.py": Smoke(
         (
             # Two sets (fit leaves each out in turn) with the same tools, embedded once.
