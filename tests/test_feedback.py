@@ -124,6 +124,21 @@ def test_eval_replays_a_share_of_the_requests_as_a_usage_log(tmp_path: Path, emb
         split_for_replay(one, 0.5)
 
 
+def test_eval_replays_sessions_and_learns_relations_from_them(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Each replayed request is a session calling its tools in order: five sessions that summarized a PDF and then
+    mailed it teach "mail is related to pdf", which `--set related_tools=true` measures."""
+    queries = [
+        {"id": f"q{n}", "query": f"summarize report {n} and mail it", "relevant": ["PDF&URL", "mail"], "lang": "en"}
+        for n in range(10)
+    ]
+    benchmark = load_benchmark(bench(tmp_path / "b", queries=queries))
+    report = evaluate(benchmark, embedder, SearchConfig(related_tools=True), replay_share=0.5).as_json()
+    assert (report["replayed"], report["relations_learned"]) == (5, 1)
+    assert report["n_queries"] == 5
+    too_few = evaluate(load_benchmark(bench(tmp_path / "c", queries=queries[:8])), embedder, replay_share=0.5)
+    assert too_few.relations_learned == 0  # four sessions: below the five a relation needs
+
+
 def test_callers_without_a_tenant_learn_only_from_their_own_usage(tmp_path: Path, embedder: CountingEmbedder) -> None:
     """Memory was keyed on the tenant, so every caller without one learned from every other's requests (issue 31)."""
     alone, other = Principal(user="alone", scopes=frozenset({"*"})), Principal(user="other", scopes=frozenset({"*"}))

@@ -71,8 +71,9 @@ def eval_command(
         typer.Option(
             min=0.0,
             max=0.9,
-            help="Replay this share of the requests as a usage log, learn from it and measure the rest"
-            " (with --set usage_weight=0.3: the usage-learned adjustment).",
+            help="Replay this share of the requests as a usage log (one session each, calling its tools),"
+            " learn from it and measure the rest (with --set usage_weight=0.3: the usage-learned adjustment;"
+            " with --set related_tools=true: the relations learned from the sessions).",
         ),
     ] = 0.0,
     example_share: Annotated[

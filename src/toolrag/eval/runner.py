@@ -102,6 +102,7 @@ class EvalReport:
     catalog_tokens: int = 0
     index_seconds: float = 0.0
     replayed: int = 0  # requests written to the usage log and learned from, not measured
+    relations_learned: int = 0  # relations learned from the replayed sessions (used with related_tools on)
     examples: int = 0  # example requests given to the tools (example_share), not measured
     no_tool: NoToolReport | None = None
 
@@ -134,6 +135,7 @@ class EvalReport:
             },
             "index_seconds": round(self.index_seconds, 2),
             "replayed": self.replayed,
+            "relations_learned": self.relations_learned,
             "examples": self.examples,
             "modes": {name: m.as_json() for name, m in self.modes.items()},
             "versus": self.versus(),
@@ -198,7 +200,7 @@ def evaluate(
         if replay_share > 0:
             log, benchmark = split_for_replay(benchmark, replay_share)
             report.replayed = len(log)
-            replay(registry, log, principal)
+            report.relations_learned = replay(registry, log, principal)
         report.catalog_tokens = registry.catalog_tokens(principal)
         for number, mode in enumerate(modes):
             report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)
@@ -235,8 +237,9 @@ def with_examples(tools: Sequence[Tool], requests: Sequence[Query]) -> list[Tool
 
 
 def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -> int:
-    """Write each request as `principal`'s, and a successful call of each of its relevant tools, to the usage log;
-    then learn."""
+    """Write each request as `principal`'s session, with a successful call of each of its relevant tools in their
+    order, to the usage log; then learn from it, both the usage adjustment and relations between tools. Returns the
+    number of relations learned."""
     tenant, caller = principal.tenant, principal.caller
     retrievals = [
         RetrievalRecord(query.id, (), query.text, f"replay-{query.id}", tenant=tenant, caller=caller) for query in log
@@ -247,7 +250,8 @@ def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -
         for tool in query.relevant
     ]
     registry.store.usage.record(retrievals, calls)
-    return registry.learn_from_usage(days=1)
+    registry.learn_from_usage(days=1)
+    return len(registry.relations.learn(days=1).relations)
 
 
 def _run_mode(
