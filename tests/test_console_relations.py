@@ -1,6 +1,6 @@
 """A tool's relations on its console page (issue 32 §1): each with its source, strength and why; an admin confirms,
 rejects and lifts an inferred or learned one there, in Chromium; a reader sees only its own tenant's learned
-relations and no buttons, and its forged post is refused."""
+relations and no buttons, never a rejected learned one, and its forged post is refused."""
 
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ def test_a_reader_sees_its_own_tenants_learned_relations_without_buttons_and_can
         globex: Any = signed_in(chromium, url, GLOBEX_READER)
         globex.goto(f"{url}/console/tools/orders.search")
         assert rows(globex) == []  # what acme's sessions taught is acme's
+        registry.relations.decide("orders.search", "orders.refund", "rejected", "root")
+        for reader in (acme, globex):  # a rejection would name what some tenant's sessions taught
+            reader.reload()
+            assert rows(reader) == []
     cookies = session_of(url, ACME_READER)
     csrf = form_token(httpx.get(f"{url}/console/tools/orders.search", cookies=cookies).text)
     forged = httpx.post(
@@ -82,7 +86,7 @@ def test_a_reader_sees_its_own_tenants_learned_relations_without_buttons_and_can
         headers={"origin": url},
     )
     assert forged.status_code == 403 and "only admins change tools" in forged.text
-    assert registry.store.relations.verdicts() == []
+    assert [v.verdict for v in registry.store.relations.verdicts()] == ["rejected"]
 
 
 def test_a_verdict_on_a_relation_the_registry_never_found_is_named_on_a_console_page(

@@ -210,6 +210,29 @@ def test_a_verdict_needs_a_relation_the_registry_found(playlists: ToolRegistry) 
         playlists.relations.decide("play_playlist", "find_playlists", "rejected", "root")
 
 
+def test_a_pair_with_an_inferred_requirement_and_a_learned_relation_is_judged_one_kind_at_a_time(
+    playlists: ToolRegistry,
+) -> None:
+    """Sessions that call play_playlist then find_playlists teach a related pair that inference also links:
+    `kind` says which of the two a verdict or a lift is about."""
+    calls = sessions(*[("play_playlist", "find_playlists")] * 6)
+    playlists.store.usage.record([], calls)
+    assert [(r.tool, r.related) for r in playlists.relations.learn().relations] == [("play_playlist", "find_playlists")]
+    requirement = playlists.relations.decide("play_playlist", "find_playlists", "rejected", "root")
+    assert requirement.kind == "requires"  # without a kind: the inferred requirement
+    related = playlists.relations.decide("play_playlist", "find_playlists", "confirmed", "root", "related")
+    assert (related.kind, related.verdict) == ("related", "confirmed")
+    verdicts = {(v.kind, v.verdict) for v in playlists.store.relations.verdicts()}
+    assert verdicts == {("requires", "rejected"), ("related", "confirmed")}
+    assert playlists.relations.lift("play_playlist", "find_playlists", "root", "related") == 1
+    assert [(v.kind, v.verdict) for v in playlists.store.relations.verdicts()] == [("requires", "rejected")]
+    assert playlists.store.audit_log(1)[0].detail == "related play_playlist -> find_playlists"
+    with pytest.raises(InvalidToolError, match="no learned relation from get_weather to play_playlist"):
+        playlists.relations.decide("get_weather", "play_playlist", "confirmed", "root", "related")
+    with pytest.raises(InvalidToolError, match="no inferred requirement from find_playlists to play_playlist"):
+        playlists.relations.decide("find_playlists", "play_playlist", "confirmed", "root", "requires")
+
+
 def test_a_rejected_learned_relation_is_not_learned_again(tmp_path: Path, embedder: CountingEmbedder) -> None:
     with ToolRegistry(tmp_path / "r.db", embedder, RELATED) as registry:
         registry.register_many(shop())

@@ -20,6 +20,12 @@ from toolrag.search.learned_defaults import MAX_CALLS, WINDOW_DAYS
 from toolrag.store.base import AuditEntry, Store
 from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
 
+_SOUGHT: dict[RelationKind | None, str] = {
+    "requires": "inferred requirement",
+    "related": "learned relation",
+    None: "inferred or learned relation",
+}
+
 
 @dataclass(frozen=True)
 class LearningRun:
@@ -74,11 +80,16 @@ class RelationDesk:
         return LearningRun(len(calls), learned, days)
 
     def of(
-        self, name: str, sees: Callable[[Tool], bool], learners: Callable[[str], bool] = lambda _: True
+        self,
+        name: str,
+        sees: Callable[[Tool], bool],
+        learners: Callable[[str], bool] = lambda _: True,
+        rejected_learned: bool = True,
     ) -> list[ToolRelation]:
         """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred,
         learned (of the learners `learners` accepts), then the rejected ones; tools the reader does not see, or
-        that are no longer in the catalog, are left out, never named."""
+        that are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected
+        learned relations, which some tenant's sessions taught (a reader of another tenant would learn that)."""
         tool = self._get(name)
         verdicts = {
             (v.other.lower(), v.kind): v for v in self._store.relations.verdicts() if v.tool.lower() == name.lower()
@@ -129,20 +140,23 @@ class RelationDesk:
                 rejected=True,
             )
             for v in verdicts.values()
-            if v.verdict == "rejected"
+            if v.verdict == "rejected" and (rejected_learned or v.kind == "requires")
         ]
         catalog = {tool.name.lower(): tool for tool in self._tools()}
         return [r for r in found if (other := catalog.get(r.other.lower())) is not None and sees(other)]
 
-    def decide(self, name: str, other: str, verdict: Verdict, decided_by: str | None) -> RelationVerdict:
-        """Confirm or reject `name` -> `other`: an inferred requirement if there is one, else a learned (or
-        already judged) relation; InvalidToolError if the registry has neither, or the catalog declares it."""
+    def decide(
+        self, name: str, other: str, verdict: Verdict, decided_by: str | None, kind: RelationKind | None = None
+    ) -> RelationVerdict:
+        """Confirm or reject `name` -> `other` of `kind` (None: an inferred requirement if there is one, else a
+        learned or already judged relation); InvalidToolError if the registry has no such relation, or the
+        catalog declares the requirement."""
         tool, needed = self._get(name), self._get(other)
-        if any(r.tool.lower() == needed.name.lower() for r in tool.requires):
+        if kind != "related" and any(r.tool.lower() == needed.name.lower() for r in tool.requires):
             raise InvalidToolError(
                 f"{tool.name} declares it requires {needed.name}: change the tool's `requires`, not a verdict"
             )
-        kind, parameter = self._found(tool.name, needed.name)
+        kind, parameter = self._found(tool.name, needed.name, kind)
         decided = RelationVerdict(tool.name, needed.name, kind, verdict, parameter, decided_by)
         audit = AuditEntry(
             f"relation_{verdict}", f"{kind} {tool.name} -> {needed.name}", tool=tool.name, principal=decided_by
@@ -150,27 +164,31 @@ class RelationDesk:
         self._store.relations.decide(decided, audit)
         return decided
 
-    def lift(self, name: str, other: str, lifted_by: str | None) -> int:
-        """Forget the verdicts on `name` -> `other`: inference and learning decide again."""
+    def lift(self, name: str, other: str, lifted_by: str | None, kind: RelationKind | None = None) -> int:
+        """Forget the verdicts on `name` -> `other` (of `kind`; None: of either): inference and learning decide
+        again."""
         tool, needed = self._get(name), self._get(other)
-        audit = AuditEntry("relation_lifted", f"{tool.name} -> {needed.name}", tool=tool.name, principal=lifted_by)
-        return self._store.relations.lift(tool.name, needed.name, audit)
+        what = f"{kind} {tool.name} -> {needed.name}" if kind else f"{tool.name} -> {needed.name}"
+        audit = AuditEntry("relation_lifted", what, tool=tool.name, principal=lifted_by)
+        return self._store.relations.lift(tool.name, needed.name, audit, kind)
 
-    def _found(self, name: str, other: str) -> tuple[RelationKind, str | None]:
-        """What kind of relation `name` -> `other` the registry has found, and the parameter an inferred one fills."""
-        for edge in self._inferred().of(name):
-            if edge.producer.lower() == other.lower():
-                return "requires", edge.parameter
+    def _found(self, name: str, other: str, kind: RelationKind | None) -> tuple[RelationKind, str | None]:
+        """What kind of relation `name` -> `other` the registry has found (only `kind`, if given), and the
+        parameter an inferred one fills."""
+        if kind != "related":
+            for edge in self._inferred().of(name):
+                if edge.producer.lower() == other.lower():
+                    return "requires", edge.parameter
         for v in self._store.relations.verdicts():
-            if v.tool.lower() == name.lower() and v.other.lower() == other.lower():
+            if v.tool.lower() == name.lower() and v.other.lower() == other.lower() and kind in (None, v.kind):
                 return v.kind, v.parameter
-        if any(
+        if kind != "requires" and any(
             r.tool.lower() == name.lower() and r.related.lower() == other.lower()
             for r in self._store.relations.learned()
         ):
             return "related", None
         raise InvalidToolError(
-            f"no inferred or learned relation from {name} to {other}: declare it in the tool's `requires` instead"
+            f"no {_SOUGHT[kind]} from {name} to {other}: declare it in the tool's `requires` instead"
         )
 
 

@@ -3,7 +3,7 @@ and an admin's verdicts on inferred and learned ones (catalog/relations.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.table import Table
@@ -24,12 +24,16 @@ from toolrag.cli.common import (
 from toolrag.search.learned_defaults import MAX_CALLS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
 
 if TYPE_CHECKING:
-    from toolrag.store.relations import Verdict
+    from toolrag.store.relations import RelationKind, Verdict
 
 relations_app = typer.Typer(
     help="Tool relations: list them, learn them from usage, confirm or reject them.", no_args_is_help=True
 )
 OtherArgument = Annotated[str, typer.Argument(help="The other tool: the one required, or called next.")]
+# A pair can have both an inferred requirement and a learned relation.
+KindOption = Annotated[
+    Literal["requires", "related"] | None, typer.Option("--kind", help="Which relation of the pair to judge.")
+]
 
 
 @relations_app.command("list")
@@ -111,9 +115,9 @@ def _progress(done: int, total: int) -> None:
         err.print(f"read {done} of {total} sessions", highlight=False)
 
 
-def _decide(name: str, other: str, verdict: Verdict, store: str, as_json: bool) -> None:
+def _decide(name: str, other: str, verdict: Verdict, kind: RelationKind | None, store: str, as_json: bool) -> None:
     registry = open_registry(store)
-    decided = guarded(lambda: registry.relations.decide(name, other, verdict, "cli"))
+    decided = guarded(lambda: registry.relations.decide(name, other, verdict, "cli", kind))
     if as_json:
         print_json({"tool": decided.tool, "other": decided.other, "kind": decided.kind, "verdict": decided.verdict})
         return
@@ -122,27 +126,39 @@ def _decide(name: str, other: str, verdict: Verdict, store: str, as_json: bool) 
 
 @relations_app.command("confirm")
 def confirm(
-    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+    name: ToolNameArgument,
+    other: OtherArgument,
+    kind: KindOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
 ) -> None:
     """Confirm an inferred or learned relation: as strong as a declared one, kept whatever is inferred next."""
-    _decide(name, other, "confirmed", store, as_json)
+    _decide(name, other, "confirmed", kind, store, as_json)
 
 
 @relations_app.command("reject")
 def reject(
-    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+    name: ToolNameArgument,
+    other: OtherArgument,
+    kind: KindOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
 ) -> None:
     """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
-    _decide(name, other, "rejected", store, as_json)
+    _decide(name, other, "rejected", kind, store, as_json)
 
 
 @relations_app.command("lift")
 def lift(
-    name: ToolNameArgument, other: OtherArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False
+    name: ToolNameArgument,
+    other: OtherArgument,
+    kind: KindOption = None,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
 ) -> None:
     """Drop a confirmation or a rejection: inference and learning decide again."""
     registry = open_registry(store)
-    dropped = guarded(lambda: registry.relations.lift(name, other, "cli"))
+    dropped = guarded(lambda: registry.relations.lift(name, other, "cli", kind))
     if as_json:
         print_json({"lifted": dropped})
         return

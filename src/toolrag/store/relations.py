@@ -135,12 +135,11 @@ class RelationTables:
             ),
         )
 
-    def lift(self, tool: str, other: str, audit: AuditEntry) -> int:
-        """Drop the verdicts on `tool` -> `other` (of either kind); how many there were."""
+    def lift(self, tool: str, other: str, audit: AuditEntry, kind: RelationKind | None = None) -> int:
+        """Drop the verdicts on `tool` -> `other` (of `kind`; None: of either); how many there were."""
+        sql = "DELETE FROM relation_verdicts WHERE tool = ? AND other = ?" + (" AND kind = ?" if kind else "")
         with self._db.transaction() as db:
-            dropped = db.execute(
-                self._db.dialect.sql("DELETE FROM relation_verdicts WHERE tool = ? AND other = ?"), (tool, other)
-            ).rowcount
+            dropped = db.execute(self._db.dialect.sql(sql), (tool, other, *((kind,) if kind else ()))).rowcount
             if dropped:
                 self._trail.write(db, [audit])
                 self._db.bump_generation(db)

@@ -20,6 +20,7 @@ from toolrag.server.console.common import Console, ConsoleState, confirm, secure
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
 from toolrag.server.console.usage import upstreams_view
+from toolrag.store.relations import RelationKind
 
 router = APIRouter()
 # What an "approve all" form posts: tool -> text hash of each tool it showed waiting; room for thousands of them.
@@ -269,16 +270,18 @@ def judge_relation(
     name: str,
     other: str,
     decision: Annotated[str, Form(pattern="^(confirm|reject|lift)$")],
+    kind: Annotated[RelationKind | None, Form()] = None,
     csrf: Annotated[str | None, Form()] = None,
 ) -> Response:
-    """An admin's word on a relation the registry inferred or learned (catalog/relations.py); undone by `lift`,
-    so nothing is asked first."""
+    """An admin's word on a relation the registry inferred or learned (catalog/relations.py), of the row's kind
+    (a pair can have both an inferred requirement and a learned relation); undone by `lift`, so nothing is asked
+    first."""
     who, relations = console.admin(request, csrf), console.registry.relations
     try:
         if decision == "lift":
-            relations.lift(name, other, who.name)
+            relations.lift(name, other, who.name, kind)
         else:
-            relations.decide(name, other, "confirmed" if decision == "confirm" else "rejected", who.name)
+            relations.decide(name, other, "confirmed" if decision == "confirm" else "rejected", who.name, kind)
     except ToolragError as problem:
         return console.error(request, 422, str(problem))
     return secured(RedirectResponse(f"{_tool_page(name)}#relations", status_code=303))

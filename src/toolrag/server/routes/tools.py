@@ -3,7 +3,9 @@ tenants' descriptions, and judge their inferred and learned relations (admins).
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-from fastapi import APIRouter, HTTPException, Response
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from toolrag.catalog.review import TextChange
 from toolrag.errors import ToolNotFoundError
@@ -30,7 +32,7 @@ from toolrag.server.models import (
 )
 from toolrag.server.principals import relations_shown, served
 from toolrag.server.routes.deps import Admin, Api, Reader
-from toolrag.store.relations import RelationVerdict
+from toolrag.store.relations import RelationKind, RelationVerdict
 
 router = APIRouter(tags=["tools"])
 
@@ -216,23 +218,29 @@ def tool_relations(name: str, who: Reader, api: Api) -> list[ToolRelation]:
     return relations_shown(who, api.registry, name)
 
 
+# A pair can have both an inferred requirement and a learned relation: `kind` says which one is judged.
+KindQuery = Annotated[
+    RelationKind | None, Query(description="requires or related; default: the inferred requirement if any")
+]
+
+
 @router.post("/tools/{name}/relations/{other}/confirm", response_model=VerdictOut)
-def confirm_relation(name: str, other: str, who: Admin, api: Api) -> VerdictOut:
+def confirm_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> VerdictOut:
     """Confirm an inferred or learned relation: as strong as a declared one, kept whatever inference finds next.
     422 when the registry found no such relation, or the catalog declares it."""
-    return _verdict_out(api.registry.relations.decide(name, other, "confirmed", who.name))
+    return _verdict_out(api.registry.relations.decide(name, other, "confirmed", who.name, kind))
 
 
 @router.post("/tools/{name}/relations/{other}/reject", response_model=VerdictOut)
-def reject_relation(name: str, other: str, who: Admin, api: Api) -> VerdictOut:
+def reject_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> VerdictOut:
     """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
-    return _verdict_out(api.registry.relations.decide(name, other, "rejected", who.name))
+    return _verdict_out(api.registry.relations.decide(name, other, "rejected", who.name, kind))
 
 
 @router.post("/tools/{name}/relations/{other}/lift", response_model=LiftedOut)
-def lift_relation(name: str, other: str, who: Admin, api: Api) -> LiftedOut:
-    """Drop a confirmation or rejection of the pair."""
-    return LiftedOut(lifted=api.registry.relations.lift(name, other, who.name))
+def lift_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> LiftedOut:
+    """Drop a confirmation or rejection of the pair (of `kind`, if given)."""
+    return LiftedOut(lifted=api.registry.relations.lift(name, other, who.name, kind))
 
 
 def _verdict_out(verdict: RelationVerdict) -> VerdictOut:
