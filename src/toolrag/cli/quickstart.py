@@ -20,6 +20,7 @@ SUPPORT_AGENT = Principal(
 BILLING_LEAD = Principal(user="marc", tenant="acme", scopes=frozenset({"billing:*", "support:*"}))
 SRE = Principal(user="sam", tenant="acme", scopes=frozenset({"k8s:write", "deploy:write", "ops:*"}))
 EMPLOYEE = Principal(user="li", tenant="acme", scopes=frozenset({"hr:self", "calendar:write", "calendar:read"}))
+TRAVELLER = Principal(user="ana", tenant="acme", scopes=frozenset({"travel:*", "calendar:write"}))
 
 EXAMPLES: list[tuple[str, str, Principal]] = [
     ("guest", "Where is my package? It should have arrived yesterday.", GUEST),
@@ -30,6 +31,7 @@ EXAMPLES: list[tuple[str, str, Principal]] = [
     ("marc (billing:*)", "Refund the customer's last payment", BILLING_LEAD),
     ("sam (sre)", "restart the checkout service in production", SRE),
     ("li (employee)", "How many vacation days do I have left?", EMPLOYEE),
+    ("ana (travel)", "Book me a flight to Rome for Friday, then a hotel near the Colosseum.", TRAVELLER),
     ("guest", "tell me a joke", GUEST),
 ]
 
