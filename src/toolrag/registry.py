@@ -28,7 +28,7 @@ from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
 from toolrag.model import Principal, SearchResult, Tool, utc_now
 from toolrag.search.config import SearchConfig
-from toolrag.search.examples import promotable_requests
+from toolrag.search.examples import PastTask, past_tasks, promotable_requests
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.filter import partition
 from toolrag.search.groups import checked_descriptions
@@ -276,6 +276,33 @@ class ToolRegistry:
         newest first, without those already among its examples: the candidates to promote to example requests."""
         used = self.store.usage.called_after(utc_now() - timedelta(days=days))
         return promotable_requests(name, self.get(name).examples, used)
+
+    def past_tasks(self, days: int = 90) -> list[PastTask]:
+        """The requests of the last `days` after which an agent's session called two or more tools successfully,
+        with those tools, most frequent first, without those promoted already or naming a tool that is gone: candidates
+        for `add_task`."""
+        calls = self.store.usage.task_calls(utc_now() - timedelta(days=days))
+        tools = self.store.get_many({call.tool for call in calls})
+
+        def promoted(name: str, tenant: str | None, text: str) -> bool:
+            tool = tools.get(name)
+            wanted = (text.casefold(), tenant)
+            return tool is not None and any((e.text.casefold(), e.tenant) == wanted for e in tool.examples)
+
+        return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)]
+
+    def add_task(
+        self,
+        text: str,
+        tools: Sequence[str],
+        tenant: str | None = None,
+        source: Literal["operator", "usage"] = "operator",
+        edited_by: str | None = None,
+    ) -> list[Tool]:
+        """A past task (search/examples.py): `text` becomes an example request of every one of `tools`, for
+        `tenant`'s searches (None: every tenant's), in one transaction: a later request like it retrieves the whole
+        set. `source` "usage": promoted from a logged session (`past_tasks`)."""
+        return self._writer.add_task_example(tools, text, tenant, source, edited_by)
 
     def set_tenant_description(
         self,

@@ -28,6 +28,7 @@ from toolrag.model import (
     DEACTIVATED_BY_OPERATOR,
     SOURCE_FIELDS,
     SYNCED_SOURCE_PREFIX,
+    ExampleRequest,
     Tool,
     check_description,
     check_tenant_name,
@@ -240,14 +241,7 @@ class ToolWriter:
     ) -> Edited:
         """The edit written compare-and-set on `expected`: with `proposal`, its text change held for review;
         with `decision`, an approval's row and audit entry written with it."""
-        entry = {**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes}
-        updated = Tool.parse(entry)
-        if proposal is not None:
-            updated = proposal.admit(current, updated)
-        changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
-        if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
-            updated.overrides = operator_overrides(updated, changed)
-            updated.source_values = source_values(current, updated.overrides)
+        updated, changed = _edited(current, changes, proposal)
         audit = [] if proposal is None else list(proposal.audit)
         if decision is not None:
             audit = list(decision.audit)
@@ -288,6 +282,43 @@ class ToolWriter:
     ) -> Tool:
         example = {"text": text, "tenant": tenant, "source": source}
         return self.edit(name, lambda current: {"examples": [*current.examples, example]}, edited_by)
+
+    def add_task_example(
+        self,
+        names: Sequence[str],
+        text: str,
+        tenant: str | None,
+        source: Literal["operator", "usage"],
+        edited_by: str | None,
+    ) -> list[Tool]:
+        """A past task: `text` as one more example request of each of `names`, every tool its task used, written
+        in one transaction (all of them or none); a tool that has the example already is left as it is. Made
+        again on the tools as they are when another writer moved one of them, like `edit`."""
+        names = list(dict.fromkeys(names))
+        if len(names) < 2:
+            raise InvalidToolError("a past task names two or more tools; for one tool, add an example request")
+        example = ExampleRequest(text=text, tenant=tenant, source=source)
+        embedded: EmbeddedVectors = {}
+
+        def write() -> list[Tool]:
+            found = self.store.get_many(names)
+            if missing := [name for name in names if name not in found]:
+                raise ToolNotFoundError(f"no tool named {missing[0]!r}", name=missing[0])
+            others = ", ".join(names)
+            written, audit = [], []
+            for current in (found[name] for name in names):
+                if any((e.text.casefold(), e.tenant) == (example.text.casefold(), tenant) for e in current.examples):
+                    continue
+                updated, _ = _edited(current, {"examples": [*current.examples, example]}, None)
+                written.append(updated)
+                audit.append(AuditEntry("edited", f"examples: a past task of {others}", current.name, None, edited_by))
+            if written:
+                versions = {tool.name: found[tool.name].version for tool in written}
+                self.register(written, None, audit, versions, embedded)
+            now = self.store.get_many(names)
+            return [now[name] for name in names]
+
+        return retry_on_conflict(write)
 
     def remove_example(self, name: str, text: str, tenant: str | None, edited_by: str | None) -> Tool:
         wanted = (" ".join(text.split()).casefold(), tenant)
@@ -505,6 +536,19 @@ def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
         if not edited.active:
             overrides.add(DEACTIVATED_BY_OPERATOR)
     return sorted(overrides)
+
+
+def _edited(current: Tool, changes: Mapping[str, Any], proposal: Gate | None) -> tuple[Tool, list[str]]:
+    """`current` with `changes` made (a text change held for review by `proposal`), and the fields that changed; a
+    synced tool records which fields its operators now own."""
+    updated = Tool.parse({**current.model_dump(exclude={"version", "created_at", "updated_at"}), **changes})
+    if proposal is not None:
+        updated = proposal.admit(current, updated)
+    changed = sorted(key for key in changes if getattr(current, key) != getattr(updated, key))
+    if current.source.startswith(SYNCED_SOURCE_PREFIX) and "overrides" not in changes:
+        updated.overrides = operator_overrides(updated, changed)
+        updated.source_values = source_values(current, updated.overrides)
+    return updated, changed
 
 
 def given_over(given: Tool, current: Tool | None) -> Tool:

@@ -3,6 +3,7 @@ model migration and the health report."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -654,6 +655,45 @@ def remove_example(
     registry = open_registry(store)
     tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli"))
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
+
+
+@tools_app.command("tasks")
+def list_tasks(
+    store: StoreOption = DEFAULT_STORE,
+    days: Annotated[int, typer.Option(min=1, help="How far back the usage log is read.")] = 90,
+    as_json: JsonOption = False,
+) -> None:
+    """Past tasks to promote: logged requests after which an agent called two or more tools, with those tools."""
+    registry = open_registry(store)
+    tasks = registry.past_tasks(days)
+    if as_json:
+        print_json([dataclasses.asdict(task) for task in tasks])
+        return
+    table = Table("request", "tenant", "tools", "sessions", title="past tasks (promote with add-task --from-usage)")
+    for task in tasks:
+        table.add_row(task.request, task.tenant or "(every tenant)", ", ".join(task.tools), str(task.sessions))
+    out.print(table)
+
+
+@tools_app.command("add-task")
+def add_task(
+    text: Annotated[str, typer.Argument(help="The request, as a user wrote it.")],
+    names: Annotated[list[str], typer.Argument(help="Every tool the task needed (two or more).")],
+    tenant: TenantOption = None,
+    from_usage: Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")] = False,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a past task: the request becomes an example of each of its tools, so a request like it gets them all."""
+    registry = open_registry(store)
+    tools = guarded(
+        lambda: registry.add_task(text, names, tenant, "usage" if from_usage else "operator", edited_by="cli")
+    )
+    if as_json:
+        print_json([{"name": tool.name, "version": tool.version, "examples": len(tool.examples)} for tool in tools])
+        return
+    for tool in tools:
+        _print_tool(tool, False, plural(len(tool.examples), "example request"))
 
 
 IfVersionOption = Annotated[

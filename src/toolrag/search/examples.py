@@ -7,6 +7,9 @@ An operator writes examples in the console or promotes a logged request that led
 and a request's cosine with a tool becomes the best of its cosines with the tool's texts and with the examples of
 the principal's tenant (or of every tenant). One tenant's examples never move another tenant's ranking, and an
 example of a tool a principal may not use changes nothing for that principal: only visible tools' cosines move.
+A past task is one request given as an example of every tool its task used (promoted from an agent's session that
+called them, or written by an operator): a later request like it raises all of them at once, so the whole set is
+retrieved, not only the tool the request is most about.
 A request close to an example also counts as evidence that it needs a tool, so a request that found nothing finds
 the tool after its example is added; but requests resemble each other more than they resemble tool descriptions,
 small talk included, so that evidence is weighed against what the small-talk bank reaches against the same examples
@@ -16,8 +19,8 @@ a person approved each one. Measured: docs/benchmarks.md "Example requests".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -28,7 +31,7 @@ from toolrag.model import ExampleRequest
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
-    from toolrag.store.usage import UsedRequest
+    from toolrag.store.usage import TaskCall, UsedRequest
 
 _CHUNK_ROWS = 4096
 
@@ -142,3 +145,36 @@ def promotable_requests(
         if request.tool == name and text and key not in known:
             found.setdefault(key, (request.tenant, text))
     return list(found.values())
+
+
+@dataclass(frozen=True)
+class PastTask:
+    """A request and the tools an agent's sessions called successfully after it (two or more, in the order of their
+    first calls), a candidate to promote: each tool gets the request as an example (`ToolWriter.add_task_example`)."""
+
+    tenant: str | None
+    request: str
+    tools: tuple[str, ...]
+    sessions: int  # how many sessions asked this and called exactly these tools
+
+
+def past_tasks(calls: Iterable[TaskCall], promoted: Callable[[str, str | None, str], bool]) -> list[PastTask]:
+    """The tasks of the sessions whose `calls` (oldest first) name two or more tools, alike ones counted together
+    (the same tenant, request and tools), most sessions first, then newest first; without the tasks whose every
+    tool `promoted(tool, tenant, request)` has the request as an example already."""
+    sessions: dict[str, tuple[str | None, str, list[str]]] = {}
+    for call in calls:
+        text = " ".join(call.request.split())
+        tenant, _, tools = sessions.setdefault(call.session, (call.tenant, text, []))
+        if call.tool not in tools:
+            tools.append(call.tool)
+    found: dict[tuple[str | None, str, frozenset[str]], PastTask] = {}
+    for tenant, text, tools in reversed(sessions.values()):  # newest first
+        if len(tools) < 2 or not text or all(promoted(tool, tenant, text) for tool in tools):
+            continue
+        key = (tenant, text.casefold(), frozenset(tools))
+        seen = found.get(key)
+        found[key] = (
+            PastTask(tenant, text, tuple(tools), 1) if seen is None else replace(seen, sessions=seen.sessions + 1)
+        )
+    return sorted(found.values(), key=lambda task: -task.sessions)

@@ -2,11 +2,11 @@
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolrag.limits import MAX_MESSAGE_CHARS
+from toolrag.limits import MAX_MESSAGE_CHARS, MAX_SET_TOOLS
 from toolrag.model import (
     MAX_DESCRIPTION_CHARS,
     MAX_EXAMPLE_CHARS,
@@ -165,6 +165,21 @@ class ExampleIn(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
     tenant: str | None = Field(default=None, max_length=200, description="whose searches it serves; none: all")
     source: Literal["operator", "usage"] = "operator"
+
+
+class TaskIn(ExampleIn):
+    """A past task: a request and every tool its task needed; the request becomes an example of each."""
+
+    tools: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=2, max_length=MAX_SET_TOOLS, description="every tool the task needed (a set delivers this many)"
+    )
+
+
+class PastTaskOut(BaseModel):
+    request: str
+    tenant: str | None
+    tools: list[str]
+    sessions: int = Field(description="sessions that asked this and called exactly these tools")
 
 
 class TenantDescriptionIn(BaseModel):

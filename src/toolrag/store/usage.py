@@ -134,6 +134,18 @@ class UsedRequest:
 
 
 @dataclass(frozen=True)
+class TaskCall:
+    """A successful call of an agent's session, with the first request logged in that session by the same caller:
+    the task the session was for (search/examples.py `past_tasks`)."""
+
+    session: str
+    tenant: str | None
+    caller: str | None
+    tool: str
+    request: str
+
+
+@dataclass(frozen=True)
 class SessionCall:
     """A successful call, as learning relations from usage reads it (search/learned.py)."""
 
@@ -409,6 +421,26 @@ class UsageTables:
             (self._timestamp(since), limit),
         )
         return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows[::-1]]
+
+    def task_calls(self, since: datetime, limit: int = 50_000) -> list[TaskCall]:
+        """The latest `limit` successful calls agents made in a session since `since` with a request logged in that
+        session before them, each with the session's first request, oldest first. An admin's console trials are not
+        agents' sessions."""
+        rows = self._query(
+            self._sql(
+                "SELECT session, tenant, caller, tool, request FROM (SELECT c.at AS at, c.id AS id,"
+                " c.session AS session, c.tenant AS tenant, c.caller AS caller, c.tool AS tool,"
+                " (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
+                f" AND {_SAME_PRINCIPAL} ORDER BY r.at, r.id LIMIT 1) AS request FROM calls c"
+                " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL AND c.origin IS NULL) AS tasks"
+                " WHERE request IS NOT NULL ORDER BY at DESC, id DESC LIMIT ?"
+            ),
+            (self._timestamp(since), limit),
+        )
+        return [
+            TaskCall(str(session), _text(tenant), _text(caller), str(tool), str(request))
+            for session, tenant, caller, tool, request in rows[::-1]
+        ]
 
     def recent_requests(
         self, since: datetime, limit: int = 100, audience: Audience = EVERYONE, tool: str | None = None

@@ -15,8 +15,10 @@ from toolrag.server.models import (
     ExampleIn,
     LiftedOut,
     OverridesIn,
+    PastTaskOut,
     PendingOut,
     RollbackIn,
+    TaskIn,
     TenantDescriptionDropIn,
     TenantDescriptionIn,
     TenantDescriptionOut,
@@ -189,6 +191,21 @@ def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
+
+
+@router.get("/past-tasks", response_model=list[PastTaskOut])
+def past_tasks(who: Admin, api: Api, days: Annotated[int, Query(ge=1, le=3650)] = 90) -> list[PastTaskOut]:
+    """Logged requests after which an agent's session called two or more tools, with those tools: candidates to
+    promote as past tasks."""
+    tasks = api.registry.past_tasks(days)
+    return [PastTaskOut(request=t.request, tenant=t.tenant, tools=list(t.tools), sessions=t.sessions) for t in tasks]
+
+
+@router.post("/past-tasks", response_model=list[Tool])
+def add_task(body: TaskIn, who: Admin, api: Api) -> list[Tool]:
+    """A past task: the request becomes an example of each of its tools (new versions, one transaction), so a
+    request like it retrieves the whole set."""
+    return api.registry.add_task(body.text, body.tools, body.tenant, body.source, edited_by=who.name)
 
 
 @router.post("/tools/{name}/tenant-descriptions", response_model=TenantDescriptionOut)

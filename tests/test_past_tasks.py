@@ -1,0 +1,192 @@
+"""Past tasks (issue 32 §1): a request and every tool its task needed, given to each of those tools as an example
+request, so a later request like it retrieves the whole set. Candidates come from agents' sessions in the usage log
+(the session's first request, the tools it called successfully); an admin promotes one, or writes one, through the
+library, the command line, the API and the console. One tenant's past task moves only that tenant's searches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from toolrag import Principal, Tool, ToolRegistry
+from toolrag.cli.app import app
+from toolrag.errors import InvalidToolError, ToolNotFoundError
+from toolrag.model import utc_now
+from toolrag.server.app import create_app
+from toolrag.store.usage import CallRecord, RetrievalRecord
+
+from .conftest import RETRIEVAL, CountingEmbedder, make_tool
+from .test_api import ADMIN as API_ADMIN
+from .test_api import READER, api_config, serving
+from .test_console import ACME_READER, ADMIN, browser, console_config, signed_in
+
+runner = CliRunner()
+ACME = Principal(user="ann", tenant="acme")
+GLOBEX = Principal(user="gus", tenant="globex")
+TASK = "chase Acme Corp about the invoices they have not paid"
+LIKE_IT = "remind Initech to pay their overdue invoices"
+TASK_TOOLS = ["crm.find_customer", "billing.open_invoices", "email.send"]
+
+
+def office() -> list[Tool]:
+    return [
+        make_tool("crm.find_customer", "Look up a customer record by company name: contacts, account id, owner."),
+        make_tool("billing.open_invoices", "List the unpaid invoices of a customer account, with due dates."),
+        make_tool("email.send", "Send an e-mail message to one or more addresses."),
+        make_tool("weather.forecast", "Weather forecast for the next days for a city."),
+        make_tool("calendar.create_event", "Create a calendar event with a time, a title and guests."),
+        make_tool("files.search", "Search documents and files by name or content."),
+    ]
+
+
+Session = tuple[list[RetrievalRecord], list[CallRecord]]
+
+
+def session(number: int, request: str, tools: list[str], tenant: str = "acme", origin: str | None = None) -> Session:
+    """One agent session of `tenant`: `request` searched, then `tools` called successfully, in order."""
+    start, name = utc_now() - timedelta(hours=1) + timedelta(minutes=number), f"{tenant}-{number}"
+    asked = RetrievalRecord("h", (), request, name, tenant=tenant, caller=f"u{number}", at=start)
+    calls = [
+        CallRecord(tool, "ok", 3.0, True, name, tenant=tenant, caller=f"u{number}", at=start + timedelta(seconds=n + 1))
+        for n, tool in enumerate(tools)
+    ]
+    calls = [replace(call, origin=origin) for call in calls]
+    return [asked], calls
+
+
+def log(registry: ToolRegistry, *sessions: Session) -> None:
+    for retrievals, calls in sessions:
+        registry.store.usage.record(retrievals, calls)
+
+
+@pytest.fixture
+def offices(store_url: str, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    with ToolRegistry(store_url, embedder, RETRIEVAL) as registry:
+        registry.register_many(office())
+        yield registry
+
+
+def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: ToolRegistry) -> None:
+    follow_up = RetrievalRecord("h", (), "and the e-mail?", "acme-0", tenant="acme", caller="u0", at=utc_now())
+    log(
+        offices,
+        session(0, TASK, TASK_TOOLS),
+        session(1, f"  {TASK} ", TASK_TOOLS),  # the same task again: counted, not listed twice
+        session(2, "what's the weather in Lviv", ["weather.forecast"]),  # one tool: no task
+        session(3, TASK, TASK_TOOLS, origin="console"),  # an admin's trials are no agent's session
+        session(4, "plan a meeting about the report", ["files.search", "calendar.create_event"], tenant="globex"),
+        ([follow_up], []),
+    )
+    tasks = offices.past_tasks()
+    assert [(t.tenant, t.request, t.tools, t.sessions) for t in tasks] == [
+        ("acme", TASK, tuple(TASK_TOOLS), 2),  # the session's first request, the tools in the order called
+        ("globex", "plan a meeting about the report", ("files.search", "calendar.create_event"), 1),
+    ]
+    promoted = offices.add_task(TASK, TASK_TOOLS, "acme", "usage", edited_by="root")
+    assert [t.name for t in promoted] == TASK_TOOLS
+    assert all(t.examples[-1].model_dump() == {"text": TASK, "tenant": "acme", "source": "usage"} for t in promoted)
+    assert [t.tenant for t in offices.past_tasks()] == ["globex"]  # promoted: no longer a candidate
+    audit = offices.store.audit_log(3)
+    assert {(e.tool, e.action, e.principal) for e in audit} == {(name, "edited", "root") for name in TASK_TOOLS}
+    assert audit[0].detail == f"examples: a past task of {', '.join(TASK_TOOLS)}"
+    again = offices.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")  # each tool has it already: no version
+    assert [t.version for t in again] == [t.version for t in promoted]
+
+
+def test_a_past_task_brings_its_whole_set_to_its_tenant_only(offices: ToolRegistry) -> None:
+    before = {r.name for r in offices.search(LIKE_IT, ACME, k=5)}
+    assert not set(TASK_TOOLS) <= before  # the request is about invoices: the e-mail and the customer are implied
+    offices.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")
+    found = offices.search(LIKE_IT, ACME, k=5)
+    assert set(TASK_TOOLS) <= {r.name for r in found}
+    assert {r.name for r in offices.search(LIKE_IT, GLOBEX, k=5)} == before  # acme's task, acme's searches
+    unrelated = offices.search("what's the weather in Lviv tomorrow", ACME, k=5)
+    assert [r.name for r in unrelated][:1] == ["weather.forecast"]
+
+
+def test_a_past_task_is_written_whole_or_not_at_all(offices: ToolRegistry) -> None:
+    versions = {t.name: t.version for t in offices.tools(include_inactive=True)}
+    with pytest.raises(ToolNotFoundError, match=r"no tool named 'crm\.nothing'"):
+        offices.add_task(TASK, ["crm.find_customer", "crm.nothing", "email.send"], "acme")
+    with pytest.raises(InvalidToolError, match="a past task names two or more tools"):
+        offices.add_task(TASK, ["email.send", "email.send"], "acme")
+    restricted = make_tool("billing.globex_ledger", "Globex's ledger of invoices.", tenants=["globex"])
+    offices.register(restricted)
+    versions[restricted.name] = offices.get(restricted.name).version
+    with pytest.raises(InvalidToolError):  # acme's example on a tool only globex may use
+        offices.add_task(TASK, ["crm.find_customer", "billing.globex_ledger"], "acme")
+    assert {t.name: t.version for t in offices.tools(include_inactive=True)} == versions
+    assert all(not t.examples for t in offices.tools(include_inactive=True))
+
+
+def test_the_command_line_lists_and_adds_past_tasks(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = str(tmp_path / "cli.db")
+    with ToolRegistry(store, embedder, RETRIEVAL) as registry:
+        registry.register_many(office())
+        log(registry, session(0, TASK, TASK_TOOLS))
+    listed = runner.invoke(app, ["tools", "tasks", "--store", store, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output) == [{"tenant": "acme", "request": TASK, "tools": TASK_TOOLS, "sessions": 1}]
+    added = runner.invoke(
+        app, ["tools", "add-task", TASK, *TASK_TOOLS, "--tenant", "acme", "--from-usage", "--store", store]
+    )
+    assert added.exit_code == 0, added.output
+    assert "crm.find_customer: 1 example request, now version 2" in added.output
+    assert json.loads(runner.invoke(app, ["tools", "tasks", "--store", store, "--json"]).output) == []
+    one = runner.invoke(app, ["tools", "add-task", TASK, "email.send", "--store", store])
+    assert one.exit_code == 1 and "a past task names two or more tools" in one.output
+
+
+def test_the_api_lists_and_adds_past_tasks_for_admins_only(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    registry = ToolRegistry(tmp_path / "api.db", embedder, RETRIEVAL)
+    registry.register_many(office())
+    log(registry, session(0, TASK, TASK_TOOLS))
+    with registry, serving(create_app(registry, api_config())) as url:
+        reader = {"authorization": f"Bearer {READER}"}
+        admin = {"authorization": f"Bearer {API_ADMIN}"}
+        assert httpx.get(f"{url}/past-tasks", headers=reader).status_code == 403
+        body = {"text": TASK, "tools": TASK_TOOLS, "tenant": "acme", "source": "usage"}
+        assert httpx.post(f"{url}/past-tasks", json=body, headers=reader).status_code == 403
+        assert registry.past_tasks() and all(not t.examples for t in registry.tools())
+        listed = httpx.get(f"{url}/past-tasks", headers=admin).json()
+        assert listed == [{"request": TASK, "tenant": "acme", "tools": TASK_TOOLS, "sessions": 1}]
+        added = httpx.post(f"{url}/past-tasks", json=body, headers=admin)
+        assert added.status_code == 200 and [t["name"] for t in added.json()] == TASK_TOOLS
+        assert httpx.get(f"{url}/past-tasks", headers=admin).json() == []
+        one = httpx.post(f"{url}/past-tasks", json={**body, "tools": ["email.send"]}, headers=admin)
+        assert one.status_code == 422
+        unknown = httpx.post(f"{url}/past-tasks", json={**body, "tools": ["email.send", "nope"]}, headers=admin)
+        assert unknown.status_code == 404
+
+
+def test_an_admin_promotes_a_past_task_in_the_console_and_a_reader_finds_no_page(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    registry = ToolRegistry(tmp_path / "console.db", embedder, RETRIEVAL)
+    registry.register_many(office())
+    log(registry, session(0, TASK, TASK_TOOLS))
+    with registry, serving(create_app(registry, console_config())) as url, browser() as chromium:
+        page: Any = signed_in(chromium, url, ADMIN)
+        page.goto(f"{url}/console/tasks")
+        row = page.locator(f'#tasks tr[data-request="{TASK}"]')
+        assert row.inner_text().split("\t")[:4] == [TASK, "acme", ", ".join(TASK_TOOLS), "1"]
+        row.locator("button", has_text="promote").click()
+        assert page.url == f"{url}/console/tasks"
+        assert page.locator("#tasks tr[data-request]").count() == 0
+        assert [e.source for e in registry.get("email.send").examples] == ["usage"]
+        page.fill('#add-task input[name="text"]', "plan the quarterly review with the team")
+        page.fill('#add-task input[name="tools"]', "files.search, calendar.create_event nope")
+        page.locator("#add-task button").click()
+        assert "no tool named 'nope'" in page.locator("#error").inner_text()
+        assert not registry.get("files.search").examples
+        reader: Any = signed_in(chromium, url, ACME_READER)
+        assert reader.goto(f"{url}/console/tasks").status == 404
+        assert reader.locator('nav a[href="/console/tasks"]').count() == 0
