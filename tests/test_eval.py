@@ -264,6 +264,27 @@ def test_eval_half_measures_one_half_and_names_a_wrong_one(tmp_path: Path) -> No
     assert wrong.exit_code != 0 and "--half 'test': expected one of tune, held-out" in wrong.output
 
 
+def test_eval_gives_the_other_halfs_multi_tool_requests_as_past_tasks(tmp_path: Path) -> None:
+    """q4 (two tools) is on the tuning side: measuring the held-out half with --tasks-from tune gives it to both of
+    its tools as an example, and measures with and without."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    folder = bench(tmp_path / "b")
+    result = CliRunner().invoke(app, ["eval", str(folder), "--half", "held-out", "--tasks-from", "tune", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["n_queries"], report["examples"]) == (2, 2)  # q4's text, an example of pdf and of mail
+    assert set(report["modes"]) == {"hybrid", "hybrid, examples off"}
+    for wrong, said in (
+        (["--tasks-from", "tune"], "--tasks-from needs --half"),
+        (["--half", "tune", "--tasks-from", "tune"], "expected the other half than --half 'tune'"),
+    ):
+        refused = CliRunner().invoke(app, ["eval", str(folder), *wrong])
+        assert refused.exit_code != 0 and said in refused.output
+
+
 def test_no_tool_file_may_hold_one_plain_request_per_line(tmp_path: Path) -> None:
     from toolrag.eval import load_no_tool
 

@@ -103,15 +103,24 @@ class GraphToolCall:
         from graph_tool_call import ToolGraph
 
         self.graph = ToolGraph()
-        self.graph.add_tools(
-            [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                }
-                for t in tools
-            ]
-        )
+        if any(t.output_schema for t in tools):  # what tools return feeds its dependency detection: MCP's shape
+            self.graph.ingest_mcp_tools(
+                [
+                    {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                    | ({"outputSchema": t.output_schema} if t.output_schema else {})
+                    for t in tools
+                ]
+            )
+        else:
+            self.graph.add_tools(
+                [
+                    {
+                        "type": "function",
+                        "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                    }
+                    for t in tools
+                ]
+            )
         self.graph.enable_embedding(lambda texts: [list(map(float, v)) for v in self.embedder.embed_documents(texts)])
 
     def search(self, request: str, k: int) -> list[str]:

@@ -1,12 +1,15 @@
 """toolrag against the open-source peers that run offline here, on every shared set, in one run.
 
     pip install -e ".[compare]"          # the peers: benchmark-only dependencies
-    python benchmarks/compare/run.py [--bfcl-limit 1000] [--metatool-limit 2000] [--plot docs/compare.png]
+    python benchmarks/compare/run.py [--bfcl-limit 1000] [--metatool-limit 2000] [--seal-limit 500] [--plot ...]
 
 Every system gets the same tools and requests and, where it takes an embedding model, toolrag's default model
 (peers.py). Reported per set: Recall@3/5 and nDCG@10 of the top 10, search latency p50/p95 (request embedding
 included, one request at a time, 2 CPU cores) and index build time; and the prompt tokens of injecting every tool
-against toolrag's selection. Not measured: callbus (its ranking needs its 8B embedding model on a GPU server).
+against toolrag's selection. On seal-tools (its held-out half: toolrag's set rules were chosen on the other), the
+requests that need two or more tools are also judged as whole sets: all-required@5/@10 of each ranking and of what
+each system hands an agent (a peer: its top 10). Not measured: callbus (its ranking needs its 8B embedding model on
+a GPU server).
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ from peers import (
 from toolrag import Principal
 from toolrag.embed import make_embedder
 from toolrag.eval import BenchmarkSet, load_benchmark
-from toolrag.eval.metrics import score_query, summarize
+from toolrag.eval.dataset import in_half
+from toolrag.eval.metrics import by_needed, score_query, summarize
 
 BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
-SETS = ("bfcl", "metatool", "metatool-multilingual")
+SETS = ("bfcl", "metatool", "metatool-multilingual", "seal-tools")
 
 
 def measure(system: System, benchmark: BenchmarkSet) -> dict[str, Any]:
@@ -53,6 +57,7 @@ def measure(system: System, benchmark: BenchmarkSet) -> dict[str, Any]:
     ordered = sorted(latencies)
     return {
         **summarize(scores),
+        "sets": by_needed(scores).get("2+"),
         "p50_ms": round(ordered[len(ordered) // 2], 2),
         "p95_ms": round(ordered[int(len(ordered) * 0.95)], 2),
         "build_s": round(build_seconds, 2),
@@ -76,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--metatool-limit", type=int, default=2000)
     parser.add_argument("--bfcl-limit", type=int, default=1000)
+    parser.add_argument("--seal-limit", type=int, default=500, help="of seal-tools' held-out half, evenly spaced")
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--systems", nargs="+", default=None, help="names starting with these (default: all)")
@@ -83,8 +89,7 @@ def main() -> None:
     embedder = make_embedder("default")
     results: dict[str, dict[str, Any]] = {}
     for set_name in args.sets:
-        limits = {"bfcl": args.bfcl_limit, "metatool": args.metatool_limit}
-        benchmark = load_benchmark(BENCH / set_name, limits.get(set_name))
+        benchmark = read(set_name, args)
         results[set_name] = {"systems": {}}
         with tempfile.TemporaryDirectory() as folder:
             systems: list[Callable[[], System]] = [
@@ -112,6 +117,16 @@ def main() -> None:
         plot(results, args.plot)
 
 
+def read(set_name: str, args: argparse.Namespace) -> BenchmarkSet:
+    """The set's requests, or an evenly spaced sample of them (seal-tools: of its held-out half)."""
+    if set_name == "seal-tools":
+        held = in_half(load_benchmark(BENCH / set_name), "held-out")
+        step = max(1, len(held.queries) // args.seal_limit)
+        return BenchmarkSet(held.name, held.tools, held.queries[::step][: args.seal_limit])
+    limits = {"bfcl": args.bfcl_limit, "metatool": args.metatool_limit}
+    return load_benchmark(BENCH / set_name, limits.get(set_name))
+
+
 def print_tables(results: dict[str, dict[str, Any]]) -> None:
     for set_name, result in results.items():
         tokens = result.get("tokens")
@@ -123,6 +138,18 @@ def print_tables(results: dict[str, dict[str, Any]]) -> None:
             print(
                 f"| {name} | {f['recall@3']:.3f} | {f['recall@5']:.3f} | {f['ndcg@10']:.3f} "
                 f"| {f['p50_ms']} / {f['p95_ms']} | {f['build_s']} |"
+            )
+        several = {name: f["sets"] for name, f in result["systems"].items() if f.get("sets")}
+        if not several:
+            continue
+        n = next(iter(several.values()))["n"]
+        print(f"\n{set_name}, the {n} requests that need two or more tools: the whole set\n")
+        print("| system | all-required@5 | all-required@10 | delivered all-required | tools delivered |")
+        print("|---|---|---|---|---|")
+        for name, f in several.items():
+            print(
+                f"| {name} | {f['all_required@5']:.3f} | {f['all_required@10']:.3f} "
+                f"| {f['delivered_all_required']:.3f} | {f['mean_returned']:.2f} |"
             )
 
 

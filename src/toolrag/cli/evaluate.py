@@ -92,6 +92,14 @@ def eval_command(
             " chosen) or `held-out` (never used to choose them); halves are cut by a hash of each request's id."
         ),
     ] = None,
+    tasks_from: Annotated[
+        str | None,
+        typer.Option(
+            "--tasks-from",
+            help="With --half: give the other half's requests that need two or more tools to their tools as past"
+            " tasks (example requests of every tool of the task), and measure with them and without.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval on a benchmark set: the ranking (Recall@k, Hit@k, nDCG@10, MRR@10) and what search()
@@ -99,7 +107,7 @@ def eval_command(
     no tool; latency and tokens saved."""
     from toolrag.embed import make_embedder
     from toolrag.eval import evaluate, example_no_tool_requests, load_benchmark, load_example, load_no_tool
-    from toolrag.eval.dataset import HALVES, in_half, no_tool_in_half
+    from toolrag.eval.dataset import HALVES, Query, in_half, no_tool_in_half
     from toolrag.search.config import SearchConfig
 
     if (folder is None) == (not example):
@@ -115,11 +123,19 @@ def eval_command(
         benchmark = guarded(lambda: load_benchmark(source, limit))
         given = no_tool or (folder / "notool.jsonl" if (folder / "notool.jsonl").is_file() else None)
         small_talk = guarded(lambda: load_no_tool(given)) if given else []
+    past_tasks: list[Query] = []
     if half is not None:
         if half not in HALVES:
             fail(f"--half {half!r}: expected one of {', '.join(HALVES)}")
         chosen = next(h for h in HALVES if h == half)
+        if tasks_from is not None:
+            if tasks_from == half or tasks_from not in HALVES:
+                fail(f"--tasks-from {tasks_from!r}: expected the other half than --half {half!r}")
+            other = next(h for h in HALVES if h != half)
+            past_tasks = [query for query in in_half(benchmark, other).queries if len(query.relevant) > 1]
         benchmark, small_talk = in_half(benchmark, chosen), no_tool_in_half(small_talk, chosen)
+    elif tasks_from is not None:
+        fail("--tasks-from needs --half: the past tasks come from the half that is not measured")
     principal = principal_from(user, tenant, scopes)
     overrides = guarded(lambda: _settings(settings or []))
     config = guarded(lambda: SearchConfig(dense_weight=dense_weight, k=k, **overrides))
@@ -135,7 +151,16 @@ def eval_command(
 
         report = guarded(
             lambda: evaluate(
-                benchmark, model, config, modes, progress, replay_share, principal, small_talk, example_share
+                benchmark,
+                model,
+                config,
+                modes,
+                progress,
+                replay_share,
+                principal,
+                small_talk,
+                example_share,
+                past_tasks,
             )
         )
     data = report.as_json()

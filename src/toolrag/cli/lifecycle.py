@@ -598,6 +598,9 @@ TenantOption = Annotated[
 ]
 
 
+FromUsageOption = Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")]
+
+
 @tools_app.command("examples")
 def list_examples(
     name: ToolNameArgument,
@@ -631,7 +634,7 @@ def add_example(
     name: ToolNameArgument,
     text: Annotated[str, typer.Argument(help="A request the tool serves, as a user would write it.")],
     tenant: TenantOption = None,
-    from_usage: Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")] = False,
+    from_usage: FromUsageOption = False,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
@@ -680,7 +683,7 @@ def add_task(
     text: Annotated[str, typer.Argument(help="The request, as a user wrote it.")],
     names: Annotated[list[str], typer.Argument(help="Every tool the task needed (two or more).")],
     tenant: TenantOption = None,
-    from_usage: Annotated[bool, typer.Option("--from-usage", help="It is a logged request (promoted).")] = False,
+    from_usage: FromUsageOption = False,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:

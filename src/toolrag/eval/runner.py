@@ -168,21 +168,27 @@ def evaluate(
     principal: Principal | None = None,
     no_tool: Sequence[NoToolRequest] = (),
     example_share: float = 0.0,
+    past_tasks: Sequence[Query] = (),
 ) -> EvalReport:
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
     how the usage-learned adjustment (`usage_weight`) would do on a registry with that history. `no_tool`: requests
     that need no tool, searched on the first mode's default path (the false-tool rate). `example_share`: that share
     of the requests (every n-th) becomes example requests of their relevant tools (search/examples.py) and is left
-    out of the measurement; the first mode is measured again with examples off, for the paired difference. Retrieval
-    is measured whatever the catalog's size: the `all` strategy is off (`inject_all_below_tokens` 0)."""
+    out of the measurement; the first mode is measured again with examples off, for the paired difference.
+    `past_tasks`: requests of another half that needed several tools, each given to its tools as an example (a past
+    task, search/examples.py), measured the same way. Retrieval is measured whatever the catalog's size: the `all`
+    strategy is off (`inject_all_below_tokens` 0)."""
     config = (config or SearchConfig()).model_copy(update={"inject_all_below_tokens": 0})
     remembered = _RememberedQueries(embedder)
     with tempfile.TemporaryDirectory(prefix="toolrag-eval-") as folder:
         registry = ToolRegistry(SQLiteStore(Path(folder) / "eval.db"), remembered, config)
         started = time.perf_counter()
+        examples: Sequence[Query] = past_tasks
         if example_share > 0:
-            examples, benchmark = split_for_replay(benchmark, example_share)
+            shared, benchmark = split_for_replay(benchmark, example_share)
+            examples = [*examples, *shared]
+        if examples:
             benchmark = BenchmarkSet(benchmark.name, with_examples(benchmark.tools, examples), benchmark.queries)
         total = registry.texts_to_embed(benchmark.tools)
         done = 0
@@ -207,7 +213,7 @@ def evaluate(
             if number == 0:
                 report.latency_ms = _percentiles(latencies)
                 report.no_tool = _no_tool(registry, no_tool, principal) if no_tool else None
-        if example_share > 0:
+        if examples:
             report.examples = sum(len(tool.examples) for tool in benchmark.tools)
             registry.config = registry.config.model_copy(update={"example_views": False})
             report.modes[f"{modes[0]}, examples off"], _ = _run_mode(registry, benchmark, modes[0], principal, None)
