@@ -112,6 +112,17 @@ def test_a_past_task_brings_its_whole_set_to_its_tenant_only(offices: ToolRegist
     assert [r.name for r in unrelated][:1] == ["weather.forecast"]
 
 
+def test_among_the_tools_a_past_task_raises_the_one_the_request_is_about_comes_first(offices: ToolRegistry) -> None:
+    """A past task raises its tools to one cosine: each tool's own text then orders them (search/examples.py
+    `OWN_TEXT_WEIGHT`), instead of their names."""
+    trip = ["files.search", "calendar.create_event", "weather.forecast"]
+    offices.add_task("get ready for my trip to Lisbon on Friday", trip, "acme")
+    ranked = offices.rank("will it rain during my trip to Lisbon on Friday", ACME, limit=3)
+    assert [r.name for r in ranked][0] == "weather.forecast" and {r.name for r in ranked} == set(trip)
+    assert len({r.signals.dense for r in ranked}) == 1  # the task's example: one cosine for all three
+    assert ranked[0].signals.fused - ranked[1].signals.fused > 0.05
+
+
 def test_a_past_task_is_written_whole_or_not_at_all(offices: ToolRegistry) -> None:
     versions = {t.name: t.version for t in offices.tools(include_inactive=True)}
     with pytest.raises(ToolNotFoundError, match=r"no tool named 'crm\.nothing'"):

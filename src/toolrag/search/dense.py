@@ -45,6 +45,14 @@ def approximate_dense_scores(
     return _hide(per_tool, visible)
 
 
+def exact_dense_scores(index: SearchIndex, query_vector: FloatArray, positions: IntArray) -> FloatArray:
+    """The cosines of the tools at `positions` (each its best row), computed exactly whatever index proposed them."""
+    rows = np.flatnonzero(np.isin(index.vectors.row_tool, positions))
+    best = np.full(index.size, -1.0, dtype=np.float32)
+    np.maximum.at(best, index.vectors.row_tool[rows], index.vectors.take(rows) @ query_vector.astype(np.float32))
+    return best[positions]
+
+
 def _hide(per_tool: FloatArray, visible: BoolArray | None) -> FloatArray:
     if visible is not None:
         per_tool = np.where(visible, per_tool, np.float32(-1.0))

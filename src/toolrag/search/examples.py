@@ -34,31 +34,45 @@ if TYPE_CHECKING:
     from toolrag.store.usage import TaskCall, UsedRequest
 
 _CHUNK_ROWS = 4096
+# How much a tool's own text still counts in the order of tools once an example raised its cosine: a past task
+# raises every tool of it to the same cosine, and its own text then tells apart the one the request is most about.
+# Chosen on metatool's tuning half: the most requests with both of their tools in the top 5 (past tasks from the
+# other half: 0.854 -> 0.883) without ranking one-tool requests lower (with paraphrases as examples: nDCG@10 0.858
+# -> 0.856; 1.0 cost 0.011 there; docs/benchmarks.md "Past tasks").
+OWN_TEXT_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
 class ExampleViews:
-    """Every example request of a snapshot's tools: its vector, its tool's position and its tenant."""
+    """Every tenant view of a snapshot's tools (example requests and tenants' descriptions): its vector, its tool's
+    position, its tenant, and whether it is a description (the tool's own text for that tenant)."""
 
-    vectors: FloatArray  # one row per example, embedded as tool texts are
-    positions: IntArray  # the example's tool
+    vectors: FloatArray  # one row per view, embedded as tool texts are
+    positions: IntArray  # the view's tool
     tenants: tuple[str | None, ...]  # None: every tenant's
+    described: BoolArray  # True: a tenant's description of the tool; False: an example request
 
     @classmethod
     def empty(cls, dimension: int) -> ExampleViews:
-        return cls(np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), ())
+        return cls(np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), (), np.zeros(0, bool))
 
     @classmethod
     def of(
-        cls, rows: Sequence[FloatArray], tenants: Sequence[Sequence[str | None]], first: int, dimension: int
+        cls,
+        rows: Sequence[FloatArray],
+        tenants: Sequence[Sequence[str | None]],
+        described: Sequence[Sequence[bool]],
+        first: int,
+        dimension: int,
     ) -> ExampleViews:
-        """`rows[i]`, `tenants[i]`: the example vectors and tenants of the tool at position `first + i`."""
+        """`rows[i]`, `tenants[i]`, `described[i]`: the views of the tool at position `first + i`."""
         counts = [len(block) for block in rows]
         if not sum(counts):
             return cls.empty(dimension)
         vectors = np.vstack([block for block in rows if len(block)]).astype(np.float32)
         positions = np.repeat(np.arange(first, first + len(rows), dtype=np.int64), counts)
-        return cls(vectors, positions, tuple(tenant for owners in tenants for tenant in owners))
+        flags = np.array([flag for flags in described for flag in flags], dtype=np.bool_)
+        return cls(vectors, positions, tuple(tenant for owners in tenants for tenant in owners), flags)
 
     @property
     def count(self) -> int:
@@ -82,14 +96,14 @@ class ExampleViews:
             np.vstack([self.vectors, other.vectors]),
             np.concatenate([self.positions, other.positions]),
             (*self.tenants, *other.tenants),
+            np.concatenate([self.described, other.described]),
         )
 
     def compacted(self, keep: BoolArray, renumber: IntArray) -> ExampleViews:
         """Without the examples of positions that are not kept, the others renumbered."""
         rows = np.flatnonzero(keep[self.positions]) if self.count else np.zeros(0, dtype=np.int64)
-        return ExampleViews(
-            self.vectors[rows], renumber[self.positions[rows]], tuple(self.tenants[i] for i in rows.tolist())
-        )
+        tenants = tuple(self.tenants[i] for i in rows.tolist())
+        return ExampleViews(self.vectors[rows], renumber[self.positions[rows]], tenants, self.described[rows])
 
     def rows(self, tenant: str | None, usable: BoolArray | None) -> IntArray:
         """The examples a principal of `tenant` searches with. `usable`: positions the principal may use and that
@@ -102,11 +116,19 @@ class ExampleViews:
         return np.flatnonzero(mine)
 
     def pooled(
-        self, cosines: FloatArray, vector: FloatArray, tenant: str | None, usable: BoolArray | None
+        self,
+        cosines: FloatArray,
+        vector: FloatArray,
+        tenant: str | None,
+        usable: BoolArray | None,
+        descriptions_only: bool = False,
     ) -> FloatArray:
-        """`cosines` (one per position) raised to the request's cosine with each usable tool's examples of
-        `tenant`."""
+        """`cosines` (one per position) raised to the request's cosine with each usable tool's views of `tenant`
+        (`descriptions_only`: with its tenant's descriptions only, the tool's own text for that tenant); `cosines`
+        itself when no view is searched with."""
         rows = self.rows(tenant, usable)
+        if descriptions_only:
+            rows = rows[self.described[rows]]
         if not len(rows):
             return cosines
         raised = cosines.copy()
@@ -130,6 +152,13 @@ class ExampleViews:
             return []
         cosines = (self.vectors[[rows[n] for n in mine]] @ vector).tolist()
         return list(zip(mine, (float(c) for c in cosines), strict=True))
+
+
+def ranking_cosines(pooled: FloatArray, own: FloatArray) -> FloatArray:
+    """The cosines that order tools once examples were pooled: each tool's best view (`pooled`: its texts, its
+    tenant's description and the examples searched with), plus the cosine of its own text for the tenant (`own`: its
+    texts, or its tenant's description) weighed by OWN_TEXT_WEIGHT."""
+    return (pooled + np.float32(OWN_TEXT_WEIGHT) * own).astype(np.float32)
 
 
 def promotable_requests(

@@ -27,8 +27,9 @@ from toolrag.search.calibrate import FixedTextVectors, Levels, SmallTalkReferenc
 from toolrag.search.confidence import MODEL, SPREAD_OVER, Candidates, RelevanceModel, fitted_for
 from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Chosen, Ranked, choose
-from toolrag.search.dense import dense_scores
+from toolrag.search.dense import dense_scores, exact_dense_scores
 from toolrag.search.derived import Slot
+from toolrag.search.examples import ranking_cosines
 from toolrag.search.feedback import UsageMemory, learner_of
 from toolrag.search.filter import visibility_mask
 from toolrag.search.fuse import fuse, min_max
@@ -584,10 +585,11 @@ class Retriever:
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             text_dense, vector = self._dense(index, query, visible, mode)
             dense = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable)
+        ordering = self._ordering(request, text_dense, dense, vector)
         if mode == "hybrid":
-            scores = fuse(dense, lexical, candidates, self.config.dense_weight)
+            scores = fuse(ordering, lexical, candidates, self.config.dense_weight)
         else:
-            scores = min_max((dense if mode == "dense" else lexical)[candidates])
+            scores = min_max((ordering if mode == "dense" else lexical)[candidates])
         scores = self._boost_routed(index, candidates, scores, routed)
         scores = self._blend_groups(index, candidates, scores, dense, vector)
         scores = self._learned(index, candidates, scores, vector, request.principal)
@@ -646,12 +648,28 @@ class Retriever:
         vector: FloatArray | None,
         tenant: str | None,
         usable: BoolArray | None,
+        descriptions_only: bool = False,
     ) -> FloatArray:
-        """Cosines raised by the example requests of the principal's tenant (search/examples.py)."""
+        """Cosines raised by the views of the principal's tenant (search/examples.py): its example requests and its
+        descriptions, or (`descriptions_only`) its descriptions only."""
         views = index.examples
         if views is None or not views.count or vector is None or not self.config.example_views:
             return dense
-        return views.pooled(dense, vector, tenant, usable)
+        return views.pooled(dense, vector, tenant, usable, descriptions_only)
+
+    def _ordering(
+        self, request: RequestContext, text_dense: FloatArray, dense: FloatArray, vector: FloatArray | None
+    ) -> FloatArray:
+        """The cosines that order the tools (search/examples.py `ranking_cosines`): with examples pooled, each tool's
+        own text counts beside its best view; a tool an example raised gets its own text's cosine computed exactly
+        (an approximate index gives the tools it did not propose only a bound)."""
+        if dense is text_dense or vector is None:
+            return dense
+        exact = text_dense.copy()
+        raised = np.flatnonzero(dense > text_dense)
+        exact[raised] = exact_dense_scores(request.index, vector, raised)
+        tenant, usable = request.principal.tenant, request.usable
+        return ranking_cosines(dense, self._with_examples(request.index, exact, vector, tenant, usable, True))
 
     def _example_rows(self, index: SearchIndex, tenant: str | None, usable: BoolArray | None) -> IntArray | None:
         """The example requests a principal of `tenant` who may use `usable` searches with (None: none)."""

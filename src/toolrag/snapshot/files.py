@@ -36,7 +36,7 @@ from toolrag.search.text import TOKENIZATION
 
 log = logging.getLogger("toolrag.snapshot")
 
-FORMAT = 2
+FORMAT = 3
 KEPT_PER_REGISTRY = 2  # snapshots kept per registry and model: the newest, and the one a reader may still map
 
 
@@ -121,7 +121,11 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
             "neighbour_floor": index.neighbours.floor,
         }
     if index.examples is not None and index.examples.count:
-        arrays |= {"example_vectors": index.examples.vectors, "example_positions": index.examples.positions}
+        arrays |= {
+            "example_vectors": index.examples.vectors,
+            "example_positions": index.examples.positions,
+            "example_described": index.examples.described,
+        }
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     offsets = [0]
@@ -204,8 +208,10 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
             np.asarray(array("example_vectors")),
             np.asarray(array("example_positions"), dtype=np.int64),
             tuple(facts["example_tenants"]),
+            np.asarray(array("example_described"), dtype=np.bool_),
         )
-        if examples.vectors.shape != (examples.count, dimension) or len(examples.tenants) != examples.count:
+        counts = {len(examples.tenants), len(examples.described)}
+        if examples.vectors.shape != (examples.count, dimension) or counts != {examples.count}:
             raise SnapshotFileError(f"{folder}: its example requests do not fit together")
     return SearchIndex(
         generation=int(facts["generation"]),
