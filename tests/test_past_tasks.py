@@ -94,6 +94,7 @@ def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: T
     assert [t.name for t in promoted] == TASK_TOOLS
     assert all(t.examples[-1].model_dump() == {"text": TASK, "tenant": "acme", "source": "usage"} for t in promoted)
     assert [t.tenant for t in offices.past_tasks()] == ["globex"]  # promoted: no longer a candidate
+    assert offices.past_tasks(limit=1) == offices.past_tasks()[:1]
     audit = offices.store.audit_log(3)
     assert {(e.tool, e.action, e.principal) for e in audit} == {(name, "edited", "root") for name in TASK_TOOLS}
     assert audit[0].detail == f"examples: a past task of {', '.join(TASK_TOOLS)}"
@@ -118,7 +119,7 @@ def test_among_the_tools_a_past_task_raises_the_one_the_request_is_about_comes_f
     trip = ["files.search", "calendar.create_event", "weather.forecast"]
     offices.add_task("get ready for my trip to Lisbon on Friday", trip, "acme")
     ranked = offices.rank("will it rain during my trip to Lisbon on Friday", ACME, limit=3)
-    assert [r.name for r in ranked][0] == "weather.forecast" and {r.name for r in ranked} == set(trip)
+    assert ranked[0].name == "weather.forecast" and {r.name for r in ranked} == set(trip)
     assert len({r.signals.dense for r in ranked}) == 1  # the task's example: one cosine for all three
     assert ranked[0].signals.fused - ranked[1].signals.fused > 0.05
 

@@ -277,10 +277,10 @@ class ToolRegistry:
         used = self.store.usage.called_after(utc_now() - timedelta(days=days))
         return promotable_requests(name, self.get(name).examples, used)
 
-    def past_tasks(self, days: int = 90) -> list[PastTask]:
+    def past_tasks(self, days: int = 90, limit: int = 100) -> list[PastTask]:
         """The requests of the last `days` after which an agent's session called two or more tools successfully,
-        with those tools, most frequent first, without those promoted already or naming a tool that is gone: candidates
-        for `add_task`."""
+        with those tools, most frequent first, at most `limit`, without those promoted already or naming a tool that
+        is gone: candidates for `add_task`."""
         calls = self.store.usage.task_calls(utc_now() - timedelta(days=days))
         tools = self.store.get_many({call.tool for call in calls})
 
@@ -289,7 +289,7 @@ class ToolRegistry:
             wanted = (text.casefold(), tenant)
             return tool is not None and any((e.text.casefold(), e.tenant) == wanted for e in tool.examples)
 
-        return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)]
+        return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)][:limit]
 
     def add_task(
         self,

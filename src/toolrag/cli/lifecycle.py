@@ -664,11 +664,12 @@ def remove_example(
 def list_tasks(
     store: StoreOption = DEFAULT_STORE,
     days: Annotated[int, typer.Option(min=1, help="How far back the usage log is read.")] = 90,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many, the most frequent first.")] = 100,
     as_json: JsonOption = False,
 ) -> None:
     """Past tasks to promote: logged requests after which an agent called two or more tools, with those tools."""
     registry = open_registry(store)
-    tasks = registry.past_tasks(days)
+    tasks = registry.past_tasks(days, limit)
     if as_json:
         print_json([dataclasses.asdict(task) for task in tasks])
         return

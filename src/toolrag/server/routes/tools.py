@@ -194,10 +194,15 @@ def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
 
 
 @router.get("/past-tasks", response_model=list[PastTaskOut])
-def past_tasks(who: Admin, api: Api, days: Annotated[int, Query(ge=1, le=3650)] = 90) -> list[PastTaskOut]:
-    """Logged requests after which an agent's session called two or more tools, with those tools: candidates to
-    promote as past tasks."""
-    tasks = api.registry.past_tasks(days)
+def past_tasks(
+    who: Admin,
+    api: Api,
+    days: Annotated[int, Query(ge=1, le=3650)] = 90,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[PastTaskOut]:
+    """Logged requests after which an agent's session called two or more tools, with those tools, the most
+    frequent first: candidates to promote as past tasks."""
+    tasks = api.registry.past_tasks(days, limit)
     return [PastTaskOut(request=t.request, tenant=t.tenant, tools=list(t.tools), sessions=t.sessions) for t in tasks]
 
 
