@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from pydantic import ValidationError
+
 from toolrag.catalog.review import Gate, Proposal, TextChange
 from toolrag.embed.base import ProgressCallback, embed_in_batches
 from toolrag.errors import (
@@ -24,6 +26,7 @@ from toolrag.errors import (
     ModelMismatchError,
     ToolNotFoundError,
 )
+from toolrag.limits import MAX_SET_TOOLS
 from toolrag.model import (
     DEACTIVATED_BY_OPERATOR,
     SOURCE_FIELDS,
@@ -297,7 +300,9 @@ class ToolWriter:
         names = list(dict.fromkeys(names))
         if len(names) < 2:
             raise InvalidToolError("a past task names two or more tools; for one tool, add an example request")
-        example = ExampleRequest(text=text, tenant=tenant, source=source)
+        if len(names) > MAX_SET_TOOLS:
+            raise InvalidToolError(f"a past task names at most {MAX_SET_TOOLS} tools (a set holds no more)")
+        example = _task_example(text, tenant, source)
         embedded: EmbeddedVectors = {}
 
         def write() -> list[Tool]:
@@ -536,6 +541,13 @@ def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
         if not edited.active:
             overrides.add(DEACTIVATED_BY_OPERATOR)
     return sorted(overrides)
+
+
+def _task_example(text: str, tenant: str | None, source: Literal["operator", "usage"]) -> ExampleRequest:
+    try:
+        return ExampleRequest(text=text, tenant=tenant, source=source)
+    except ValidationError as exc:
+        raise InvalidToolError(f"a past task's request: {exc.errors()[0]['msg']}") from None
 
 
 def _edited(current: Tool, changes: Mapping[str, Any], proposal: Gate | None) -> tuple[Tool, list[str]]:

@@ -34,6 +34,7 @@ from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
 from toolrag.server.config import ApiConfig
+from toolrag.server.console import PREFIX as CONSOLE_PREFIX
 from toolrag.server.console import PUBLIC_PATHS as CONSOLE_PUBLIC
 from toolrag.server.console import ConsoleSessions, ConsoleState, Upstreams, console_router
 from toolrag.server.metrics import ApiMetrics
@@ -114,10 +115,14 @@ def _handle_errors(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
         """What is wrong and where, without echoing the input: it may be a megabyte, or not even encodable (a lone
-        surrogate made FastAPI's own answer fail with a 500)."""
+        surrogate made FastAPI's own answer fail with a 500). A console form gets a page saying it, not JSON."""
         problems = [{"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]} for error in exc.errors()]
+        if request.url.path.startswith(CONSOLE_PREFIX):
+            fields = "; ".join(f"{'.'.join(map(str, p['loc'][1:])) or 'form'}: {p['msg']}" for p in problems[:5])
+            console: ConsoleState = request.app.state.console
+            return console.page(request, "error.html", 422, title="Not accepted", message=fields)
         return JSONResponse({"detail": problems[:20]}, status_code=422)
 
 
