@@ -102,6 +102,28 @@ def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: T
     assert [t.version for t in again] == [t.version for t in promoted]
 
 
+def test_only_a_session_that_looks_like_one_task_is_proposed(offices: ToolRegistry) -> None:
+    """A session id two callers share is two tasks; a session that called more tools than a set holds (an agent
+    left running) or opened with a document instead of a request proposes nothing."""
+    many = [f"extra.tool_{n}" for n in range(17)]
+    offices.register_many([make_tool(name, f"Extra tool number {n}.") for n, name in enumerate(many)])
+    mine, mine_calls = session(0, TASK, TASK_TOOLS[:2])
+    theirs, theirs_calls = session(1, "plan a meeting about the report", ["files.search", "calendar.create_event"])
+    shared = [replace(record, session="shared") for record in (*mine, *theirs)]
+    shared_calls = [replace(record, session="shared") for record in (*mine_calls, *theirs_calls)]
+    log(
+        offices,
+        (shared, shared_calls),
+        session(2, "keep the office running", many),
+        session(3, "summarise this: " + "the quarterly report says " * 60, ["files.search", "email.send"]),
+    )
+    tasks = offices.past_tasks()
+    assert sorted((t.request, t.tools) for t in tasks) == [
+        (TASK, tuple(TASK_TOOLS[:2])),
+        ("plan a meeting about the report", ("files.search", "calendar.create_event")),
+    ]
+
+
 def test_a_past_task_brings_its_whole_set_to_its_tenant_only(offices: ToolRegistry) -> None:
     before = {r.name for r in offices.search(LIKE_IT, ACME, k=5)}
     assert not set(TASK_TOOLS) <= before  # the request is about invoices: the e-mail and the customer are implied
@@ -130,6 +152,10 @@ def test_a_past_task_is_written_whole_or_not_at_all(offices: ToolRegistry) -> No
         offices.add_task(TASK, ["crm.find_customer", "crm.nothing", "email.send"], "acme")
     with pytest.raises(InvalidToolError, match="a past task names two or more tools"):
         offices.add_task(TASK, ["email.send", "email.send"], "acme")
+    with pytest.raises(InvalidToolError, match=r"a past task's request: .*must not be blank"):
+        offices.add_task(" \n ", TASK_TOOLS, "acme")
+    with pytest.raises(InvalidToolError, match="at most 16 tools"):
+        offices.add_task(TASK, [f"tool{n}" for n in range(17)], "acme")
     restricted = make_tool("billing.globex_ledger", "Globex's ledger of invoices.", tenants=["globex"])
     offices.register(restricted)
     versions[restricted.name] = offices.get(restricted.name).version
@@ -175,6 +201,8 @@ def test_the_api_lists_and_adds_past_tasks_for_admins_only(tmp_path: Path, embed
         assert httpx.get(f"{url}/past-tasks", headers=admin).json() == []
         one = httpx.post(f"{url}/past-tasks", json={**body, "tools": ["email.send"]}, headers=admin)
         assert one.status_code == 422
+        blank = httpx.post(f"{url}/past-tasks", json={**body, "text": "  "}, headers=admin)
+        assert blank.status_code == 422 and "must not be blank" in blank.json()["detail"]
         unknown = httpx.post(f"{url}/past-tasks", json={**body, "tools": ["email.send", "nope"]}, headers=admin)
         assert unknown.status_code == 404
 
@@ -198,6 +226,15 @@ def test_an_admin_promotes_a_past_task_in_the_console_and_a_reader_finds_no_page
         page.fill('#add-task input[name="tools"]', "files.search, calendar.create_event nope")
         page.locator("#add-task button").click()
         assert "no tool named 'nope'" in page.locator("#error").inner_text()
+        page.fill('#add-task input[name="text"]', "   ")
+        page.fill('#add-task input[name="tools"]', "files.search calendar.create_event")
+        page.locator("#add-task button").click()
+        assert "must not be blank" in page.locator("#error").inner_text()
+        page.fill('#add-task input[name="text"]', "plan the quarterly review with the team")
+        page.fill('#add-task input[name="tools"]', "files.search " * 300)  # longer than a set's names
+        page.locator("#add-task button").click()
+        assert page.locator("h1").inner_text() == "Not accepted"  # a page, not the API's JSON
+        assert "tools: String should have at most" in page.locator("#error").inner_text()
         assert not registry.get("files.search").examples
         reader: Any = signed_in(chromium, url, ACME_READER)
         assert reader.goto(f"{url}/console/tasks").status == 404

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from toolrag.limits import MAX_SET_TOOLS
 from toolrag.model import ExampleRequest
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
@@ -188,18 +189,20 @@ class PastTask:
 
 
 def past_tasks(calls: Iterable[TaskCall], promoted: Callable[[str, str | None, str], bool]) -> list[PastTask]:
-    """The tasks of the sessions whose `calls` (oldest first) name two or more tools, alike ones counted together
-    (the same tenant, request and tools), most sessions first, then newest first; without the tasks whose every
-    tool `promoted(tool, tenant, request)` has the request as an example already."""
-    sessions: dict[str, tuple[str | None, str, list[str]]] = {}
+    """The tasks of the sessions whose `calls` (oldest first) name two to MAX_SET_TOOLS tools, alike ones counted
+    together (the same tenant, request and tools), most sessions first, then newest first; without the tasks whose
+    every tool `promoted(tool, tenant, request)` has the request as an example already. A session is one caller's:
+    two callers that happen to share a session id are two tasks. A session that called more tools than a set may
+    hold was not one task (an agent left running, a session id reused): it proposes nothing."""
+    sessions: dict[tuple[str, str | None, str | None], tuple[str, list[str]]] = {}
     for call in calls:
-        text = " ".join(call.request.split())
-        tenant, _, tools = sessions.setdefault(call.session, (call.tenant, text, []))
+        _, tools = sessions.setdefault((call.session, call.tenant, call.caller), (call.request, []))
         if call.tool not in tools:
             tools.append(call.tool)
     found: dict[tuple[str | None, str, frozenset[str]], PastTask] = {}
-    for tenant, text, tools in reversed(sessions.values()):  # newest first
-        if len(tools) < 2 or not text or all(promoted(tool, tenant, text) for tool in tools):
+    for (_, tenant, _), (request, tools) in reversed(sessions.items()):  # newest first
+        text = " ".join(request.split())
+        if not 2 <= len(tools) <= MAX_SET_TOOLS or not text or all(promoted(tool, tenant, text) for tool in tools):
             continue
         key = (tenant, text.casefold(), frozenset(tools))
         seen = found.get(key)

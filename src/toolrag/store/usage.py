@@ -14,7 +14,7 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any, Literal
 
-from toolrag.model import Principal, utc_now
+from toolrag.model import MAX_EXAMPLE_CHARS, Principal, utc_now
 from toolrag.store.dialect import Dialect
 
 
@@ -63,7 +63,7 @@ _SAME_PRINCIPAL = (
     " AND COALESCE(r.caller, '') = COALESCE(c.caller, '')"
 )
 
-# Tools one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
+# Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
 # psycopg 65,535), whatever the number of tools a reader may use.
 TOOLS_PER_QUERY = 500
 
@@ -422,25 +422,49 @@ class UsageTables:
         )
         return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows[::-1]]
 
-    def task_calls(self, since: datetime, limit: int = 50_000) -> list[TaskCall]:
-        """The latest `limit` successful calls agents made in a session since `since` with a request logged in that
-        session before them, each with the session's first request, oldest first. An admin's console trials are not
-        agents' sessions."""
+    def task_calls(self, since: datetime, limit: int = 50_000, max_chars: int = MAX_EXAMPLE_CHARS) -> list[TaskCall]:
+        """The latest `limit` successful calls agents made in a session since `since` after that caller's first
+        request of the session, each with that request, oldest first; without the sessions whose first request is
+        longer than `max_chars` (a document, not a task). An admin's console trials are not agents' sessions.
+
+        A session's first request is found once, not once a call, and its text read once: the calls of one session
+        share one string."""
+        agents = "c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL AND c.origin IS NULL"
+        who = ("tenant", "principal", "caller")
+        keys = ", ".join(f"COALESCE(r.{column}, '') AS {column}_key" for column in who)
+        same = " AND ".join(f"f.{column}_key = COALESCE(c.{column}, '')" for column in who)
+        grouped = ", ".join(f"{column}_key" for column in who)
         rows = self._query(
             self._sql(
-                "SELECT session, tenant, caller, tool, request FROM (SELECT c.at AS at, c.id AS id,"
-                " c.session AS session, c.tenant AS tenant, c.caller AS caller, c.tool AS tool,"
-                " (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
-                f" AND {_SAME_PRINCIPAL} ORDER BY r.at, r.id LIMIT 1) AS request FROM calls c"
-                " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL AND c.origin IS NULL) AS tasks"
-                " WHERE request IS NOT NULL ORDER BY at DESC, id DESC LIMIT ?"
+                f"SELECT c.session, c.tenant, c.caller, c.tool, f.first_id FROM calls c JOIN (SELECT r.session AS"
+                f" session, {keys}, MIN(r.id) AS first_id, MIN(r.at) AS first_at FROM retrievals r"
+                " WHERE r.request IS NOT NULL AND r.session IN"
+                f" (SELECT c.session FROM calls c WHERE {agents}) GROUP BY r.session, {grouped}) f"
+                f" ON f.session = c.session AND {same} AND f.first_at <= c.at"
+                f" WHERE {agents} ORDER BY c.at DESC, c.id DESC LIMIT ?"
             ),
-            (self._timestamp(since), limit),
+            (self._timestamp(since), self._timestamp(since), limit),
         )
+        requests = self._short_requests({int(row[4]) for row in rows}, max_chars)
         return [
-            TaskCall(str(session), _text(tenant), _text(caller), str(tool), str(request))
-            for session, tenant, caller, tool, request in rows[::-1]
+            TaskCall(str(session), _text(tenant), _text(caller), str(tool), requests[int(first)])
+            for session, tenant, caller, tool, first in rows[::-1]
+            if int(first) in requests
         ]
+
+    def _short_requests(self, ids: Collection[int], max_chars: int) -> dict[int, str]:
+        """The texts of the retrievals `ids` that are at most `max_chars` long."""
+        found: dict[int, str] = {}
+        ordered = sorted(ids)
+        for at in range(0, len(ordered), TOOLS_PER_QUERY):
+            chunk = ordered[at : at + TOOLS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._query(
+                self._sql(f"SELECT id, request FROM retrievals WHERE id IN ({marks}) AND LENGTH(request) <= ?"),
+                (*chunk, max_chars),
+            )
+            found.update((int(row_id), str(request)) for row_id, request in rows)
+        return found
 
     def recent_requests(
         self, since: datetime, limit: int = 100, audience: Audience = EVERYONE, tool: str | None = None
