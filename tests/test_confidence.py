@@ -19,6 +19,7 @@ from toolrag.cli.app import app
 from toolrag.eval import example_no_tool_requests, load_no_tool
 from toolrag.monitor.report import build_report
 from toolrag.search.calibrate import NEAREST_TOOLS, nearest_tools
+from toolrag.search.dense import exact_dense_scores
 from toolrag.search.index import SearchIndex, ToolTable, VectorRows
 from toolrag.search.lexical import LexicalIndex
 from toolrag.search.small_talk import SMALL_TALK, SMALL_TALK_BY_LANGUAGE
@@ -225,6 +226,31 @@ def test_the_nearest_tools_scan_agrees_with_a_full_sort(tools: int, aliases: lis
     expected = -np.sort(-per_tool, axis=1)[:, : min(NEAREST_TOOLS, tools)]
     assert np.allclose(cosines, expected, atol=1e-5)
     assert np.allclose(np.take_along_axis(per_tool, positions, axis=1), cosines, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    aliases=st.lists(st.integers(min_value=0, max_value=2), min_size=1, max_size=60),
+    picked=st.lists(st.integers(min_value=0, max_value=59), max_size=20, unique=True),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_the_exact_cosines_of_some_tools_read_only_their_rows(aliases: list[int], picked: list[int], seed: int) -> None:
+    """A tool an example raised gets its own text's cosine from its rows alone, found by bisection, not by a scan
+    of every row: the same as the full computation."""
+    rng = np.random.default_rng(seed)
+    rows_per_tool = [1 + a for a in aliases]
+    matrix = rng.normal(size=(sum(rows_per_tool), 8)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)  # cosines, as the model's vectors give
+    row_tool = np.repeat(np.arange(len(aliases)), rows_per_tool)
+    index = vectors_only_index(matrix, row_tool)
+    positions = np.array(sorted(p for p in picked if p < len(aliases)), dtype=np.int64)
+    rows = index.vectors.rows_of(positions)
+    assert rows.tolist() == np.flatnonzero(np.isin(row_tool, positions)).tolist()
+    request = rng.normal(size=8).astype(np.float32)
+    request /= np.linalg.norm(request)
+    per_tool = np.full(len(aliases), -np.inf, dtype=np.float32)
+    np.maximum.at(per_tool, row_tool, matrix @ request)
+    assert np.allclose(exact_dense_scores(index, request, positions), per_tool[positions], atol=1e-5)
 
 
 def test_the_strategy_reaches_the_usage_log_and_the_command_line(tmp_path: Path, embedder: CountingEmbedder) -> None:

@@ -47,7 +47,7 @@ def approximate_dense_scores(
 
 def exact_dense_scores(index: SearchIndex, query_vector: FloatArray, positions: IntArray) -> FloatArray:
     """The cosines of the tools at `positions` (each its best row), computed exactly whatever index proposed them."""
-    rows = np.flatnonzero(np.isin(index.vectors.row_tool, positions))
+    rows = index.vectors.rows_of(positions)
     best = np.full(index.size, -1.0, dtype=np.float32)
     np.maximum.at(best, index.vectors.row_tool[rows], index.vectors.take(rows) @ query_vector.astype(np.float32))
     return best[positions]

@@ -182,7 +182,7 @@ def _model_cosines(
     index: SearchIndex, embedder: object, text: str, items: Sequence[Ranked]
 ) -> dict[int, dict[str, float]]:
     """Each model's cosine of the request with each ranked tool's own text, by tool position."""
-    rows = {item.position: np.flatnonzero(index.vectors.row_tool == item.position) for item in items}
+    rows = {item.position: index.vectors.rows_of(np.array([item.position])) for item in items}
     positions = [position for position, found in rows.items() if len(found)]
     if not positions:
         return {}

@@ -160,6 +160,14 @@ class VectorRows:
             return pieces[0]
         return np.vstack(pieces) if pieces else np.zeros((0, self.blocks[0].shape[1]), dtype=np.float32)
 
+    def rows_of(self, positions: IntArray) -> IntArray:
+        """The rows of the tools at `positions`, found by bisection: a tool's rows are contiguous and tools come in
+        the order of their positions (a changed tool gets a new position at the end)."""
+        starts = np.searchsorted(self.row_tool, positions, side="left")
+        counts = np.searchsorted(self.row_tool, positions, side="right") - starts
+        before = np.cumsum(counts) - counts  # rows of the earlier positions in the answer
+        return (np.repeat(starts - before, counts) + np.arange(int(counts.sum()))).astype(np.int64)
+
     def take(self, rows: IntArray) -> FloatArray:
         if len(self.blocks) == 1:
             return self.blocks[0][rows]
