@@ -303,6 +303,11 @@ def test_the_command_line_learns_lists_and_judges_relations(tmp_path: Path, embe
     wrong = runner.invoke(app, ["relations", "confirm", "orders.search", "weather.forecast", "--store", store])
     assert wrong.exit_code == 1
     assert "no inferred or learned relation from orders.search to weather.forecast" in wrong.stderr
-    assert runner.invoke(app, ["relations", "lift", "orders.search", "orders.refund", "--store", store]).exit_code == 0
+    pair = ["orders.search", "orders.refund", "--store", store]
+    wrong_kind = runner.invoke(app, ["relations", "confirm", *pair, "--kind", "requires"])
+    assert wrong_kind.exit_code == 1
+    assert "no inferred requirement from orders.search to orders.refund" in wrong_kind.stderr
+    assert runner.invoke(app, ["relations", "confirm", *pair, "--kind", "parent"]).exit_code == 2
+    assert runner.invoke(app, ["relations", "lift", *pair, "--kind", "related"]).exit_code == 0
     again = runner.invoke(app, ["relations", "lift", "orders.search", "orders.refund", "--store", store])
     assert (again.exit_code, again.stderr) == (1, "no verdict on orders.search -> orders.refund\n")
