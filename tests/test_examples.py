@@ -73,6 +73,29 @@ def test_an_example_of_a_hidden_tool_changes_nothing_for_who_cannot_use_it(regis
         registry.add_example("hr.payslip", "my salary", tenant="globex")
 
 
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_a_miss_fixed_by_an_example_stays_fixed_against_a_tool_described_like_the_request(
+    tmp_path: Path, embedder: CountingEmbedder, mode: str
+) -> None:
+    """The operator's example is the request itself: its tool comes first even when a rival's own text is close to
+    the request (cosine 0.80) and the example's tool's own text is far from it (0.02). Its own text may reorder it
+    only among tools raised about as high (search/examples.py `ranking_cosines`)."""
+    registry = ToolRegistry(tmp_path / f"{mode}.db", embedder, RETRIEVAL.model_copy(update={"mode": mode}))
+    registry.register_many(
+        [
+            make_tool("weather.rain", "Will it rain in a city tomorrow"),
+            make_tool("travel.packing", "Suggest what to pack in a suitcase for a trip."),
+            make_tool("mail.send", "Send an email to someone."),
+        ]
+    )
+    request = "will it rain in Paris tomorrow"
+    assert registry.rank(request, ACME)[0].name == "weather.rain"
+    registry.add_example("travel.packing", request, tenant="acme")
+    first, second = registry.rank(request, ACME)[:2]
+    assert (first.name, second.name) == ("travel.packing", "weather.rain")
+    assert first.score - second.score > 0.2
+
+
 def test_examples_are_checked_kept_once_and_removed_by_name(registry: ToolRegistry) -> None:
     with pytest.raises(InvalidToolError, match=r"examples\.0\.text: .*must not be blank"):
         registry.add_example("mail.send", "   ")

@@ -92,7 +92,8 @@ def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: T
     ]
     promoted = offices.add_task(TASK, TASK_TOOLS, "acme", "usage", edited_by="root")
     assert [t.name for t in promoted] == TASK_TOOLS
-    assert all(t.examples[-1].model_dump() == {"text": TASK, "tenant": "acme", "source": "usage"} for t in promoted)
+    written = {"text": TASK, "tenant": "acme", "source": "usage", "task": True}
+    assert all(t.examples[-1].model_dump() == written for t in promoted)
     assert [t.tenant for t in offices.past_tasks()] == ["globex"]  # promoted: no longer a candidate
     assert offices.past_tasks(limit=1) == offices.past_tasks()[:1]
     audit = offices.store.audit_log(3)

@@ -127,6 +127,11 @@ class ExampleRequest(BaseModel):
     source: Literal["operator", "usage"] = Field(
         default="operator", description="written by an operator, or promoted from a logged request"
     )
+    task: bool = Field(
+        default=False,
+        description="a past task's request, given to every tool the task needed: it raises them together, and"
+        " unlike a request about this tool alone it is no view of the tool's own in the order among them",
+    )
 
     @field_validator("text")
     @classmethod

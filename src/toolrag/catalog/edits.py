@@ -545,7 +545,7 @@ def operator_overrides(edited: Tool, changed: Iterable[str]) -> list[str]:
 
 def _task_example(text: str, tenant: str | None, source: Literal["operator", "usage"]) -> ExampleRequest:
     try:
-        return ExampleRequest(text=text, tenant=tenant, source=source)
+        return ExampleRequest(text=text, tenant=tenant, source=source, task=True)
     except ValidationError as exc:
         raise InvalidToolError(f"a past task's request: {exc.errors()[0]['msg']}") from None
 

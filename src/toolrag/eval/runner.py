@@ -234,11 +234,13 @@ def split_for_replay(benchmark: BenchmarkSet, share: float) -> tuple[list[Query]
 
 
 def with_examples(tools: Sequence[Tool], requests: Sequence[Query]) -> list[Tool]:
-    """The tools, each with the requests it is relevant to as example requests (of every tenant)."""
+    """The tools, each with the requests it is relevant to as example requests (of every tenant); a request that
+    needed several tools is a past task's."""
     examples: dict[str, list[ExampleRequest]] = defaultdict(list)
     for query in requests:
         for name in query.relevant:
-            examples[name].append(ExampleRequest(text=query.text[:MAX_EXAMPLE_CHARS]))
+            example = ExampleRequest(text=query.text[:MAX_EXAMPLE_CHARS], task=len(query.relevant) > 1)
+            examples[name].append(example)
     return [tool.model_copy(update={"examples": examples[tool.name][:MAX_EXAMPLES]}) for tool in tools]
 
 

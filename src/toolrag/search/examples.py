@@ -35,23 +35,24 @@ if TYPE_CHECKING:
     from toolrag.store.usage import TaskCall, UsedRequest
 
 _CHUNK_ROWS = 4096
-# How much a tool's own text still counts in the order of tools once an example raised its cosine: a past task
-# raises every tool of it to the same cosine, and its own text then tells apart the one the request is most about.
-# Chosen on metatool's tuning half: the most requests with both of their tools in the top 5 (past tasks from the
-# other half: 0.854 -> 0.883) without ranking one-tool requests lower (with paraphrases as examples: nDCG@10 0.858
-# -> 0.856; 1.0 cost 0.011 there; docs/benchmarks.md "Past tasks").
+# How much a tool's own views still count in the order of tools once a past task raised its cosine: a past task
+# raises every tool of it to the same cosine, and their own texts then tell apart the one the request is most about.
+# A request given to one tool alone is one of its own views: an operator's fix is not undone by the tool's weaker
+# description. Chosen on metatool's tuning half: the most requests with both of their tools in the top 5 (past
+# tasks from the other half: 0.854 -> 0.883; docs/benchmarks.md "Past tasks").
 OWN_TEXT_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
 class ExampleViews:
     """Every tenant view of a snapshot's tools (example requests and tenants' descriptions): its vector, its tool's
-    position, its tenant, and whether it is a description (the tool's own text for that tenant)."""
+    position, its tenant, and whether it is the tool's own (a tenant's description of it, or a request about it
+    alone) or a past task's request, shared with the task's other tools."""
 
     vectors: FloatArray  # one row per view, embedded as tool texts are
     positions: IntArray  # the view's tool
     tenants: tuple[str | None, ...]  # None: every tenant's
-    described: BoolArray  # True: a tenant's description of the tool; False: an example request
+    own: BoolArray  # False: a past task's request (`ExampleRequest.task`)
 
     @classmethod
     def empty(cls, dimension: int) -> ExampleViews:
@@ -62,17 +63,17 @@ class ExampleViews:
         cls,
         rows: Sequence[FloatArray],
         tenants: Sequence[Sequence[str | None]],
-        described: Sequence[Sequence[bool]],
+        own: Sequence[Sequence[bool]],
         first: int,
         dimension: int,
     ) -> ExampleViews:
-        """`rows[i]`, `tenants[i]`, `described[i]`: the views of the tool at position `first + i`."""
+        """`rows[i]`, `tenants[i]`, `own[i]`: the views of the tool at position `first + i`."""
         counts = [len(block) for block in rows]
         if not sum(counts):
             return cls.empty(dimension)
         vectors = np.vstack([block for block in rows if len(block)]).astype(np.float32)
         positions = np.repeat(np.arange(first, first + len(rows), dtype=np.int64), counts)
-        flags = np.array([flag for flags in described for flag in flags], dtype=np.bool_)
+        flags = np.array([flag for flags in own for flag in flags], dtype=np.bool_)
         return cls(vectors, positions, tuple(tenant for owners in tenants for tenant in owners), flags)
 
     @property
@@ -97,14 +98,14 @@ class ExampleViews:
             np.vstack([self.vectors, other.vectors]),
             np.concatenate([self.positions, other.positions]),
             (*self.tenants, *other.tenants),
-            np.concatenate([self.described, other.described]),
+            np.concatenate([self.own, other.own]),
         )
 
     def compacted(self, keep: BoolArray, renumber: IntArray) -> ExampleViews:
         """Without the examples of positions that are not kept, the others renumbered."""
         rows = np.flatnonzero(keep[self.positions]) if self.count else np.zeros(0, dtype=np.int64)
         tenants = tuple(self.tenants[i] for i in rows.tolist())
-        return ExampleViews(self.vectors[rows], renumber[self.positions[rows]], tenants, self.described[rows])
+        return ExampleViews(self.vectors[rows], renumber[self.positions[rows]], tenants, self.own[rows])
 
     def rows(self, tenant: str | None, usable: BoolArray | None) -> IntArray:
         """The examples a principal of `tenant` searches with. `usable`: positions the principal may use and that
@@ -122,14 +123,14 @@ class ExampleViews:
         vector: FloatArray,
         tenant: str | None,
         usable: BoolArray | None,
-        descriptions_only: bool = False,
+        own_only: bool = False,
     ) -> FloatArray:
         """`cosines` (one per position) raised to the request's cosine with each usable tool's views of `tenant`
-        (`descriptions_only`: with its tenant's descriptions only, the tool's own text for that tenant); `cosines`
-        itself when no view is searched with."""
+        (`own_only`: with its own views only, not past tasks' requests); `cosines` itself when no view is searched
+        with."""
         rows = self.rows(tenant, usable)
-        if descriptions_only:
-            rows = rows[self.described[rows]]
+        if own_only:
+            rows = rows[self.own[rows]]
         if not len(rows):
             return cosines
         raised = cosines.copy()
@@ -157,8 +158,9 @@ class ExampleViews:
 
 def ranking_cosines(pooled: FloatArray, own: FloatArray) -> FloatArray:
     """The cosines that order tools once examples were pooled: each tool's best view (`pooled`: its texts, its
-    tenant's description and the examples searched with), plus the cosine of its own text for the tenant (`own`: its
-    texts, or its tenant's description) weighed by OWN_TEXT_WEIGHT."""
+    tenant's description and the examples searched with), plus the cosine of its best own view for the tenant
+    (`own`: the same without past tasks' requests) weighed by OWN_TEXT_WEIGHT. A tool no past task raised keeps its
+    place (both are one cosine); a tool an example of its own raised stays above every tool below that example."""
     return (pooled + np.float32(OWN_TEXT_WEIGHT) * own).astype(np.float32)
 
 

@@ -77,8 +77,8 @@ def example_views(prepared: Sequence[PreparedTool], first: int, dimension: int) 
     """The tenant views (example requests, tenants' descriptions) of `prepared`, the tools at positions `first`,
     `first + 1`, ..."""
     tenants = [[tenant for tenant, _ in tenant_views(p.tool)] for p in prepared]
-    described = [[False] * len(p.tool.examples) + [True] * len(p.tool.tenant_descriptions) for p in prepared]
-    return ExampleViews.of([p.examples for p in prepared], tenants, described, first, dimension)
+    own = [[not e.task for e in p.tool.examples] + [True] * len(p.tool.tenant_descriptions) for p in prepared]
+    return ExampleViews.of([p.examples for p in prepared], tenants, own, first, dimension)
 
 
 class ToolTable(Sequence[Tool]):

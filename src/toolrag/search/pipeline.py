@@ -648,20 +648,20 @@ class Retriever:
         vector: FloatArray | None,
         tenant: str | None,
         usable: BoolArray | None,
-        descriptions_only: bool = False,
+        own_only: bool = False,
     ) -> FloatArray:
         """Cosines raised by the views of the principal's tenant (search/examples.py): its example requests and its
-        descriptions, or (`descriptions_only`) its descriptions only."""
+        descriptions, or (`own_only`) without past tasks' requests."""
         views = index.examples
         if views is None or not views.count or vector is None or not self.config.example_views:
             return dense
-        return views.pooled(dense, vector, tenant, usable, descriptions_only)
+        return views.pooled(dense, vector, tenant, usable, own_only)
 
     def _ordering(
         self, request: RequestContext, text_dense: FloatArray, dense: FloatArray, vector: FloatArray | None
     ) -> FloatArray:
         """The cosines that order the tools (search/examples.py `ranking_cosines`): with examples pooled, each tool's
-        own text counts beside its best view; a tool an example raised gets its own text's cosine computed exactly
+        own views count beside its best view; a tool an example raised gets its own text's cosine computed exactly
         (an approximate index gives the tools it did not propose only a bound)."""
         if dense is text_dense or vector is None:
             return dense

@@ -124,7 +124,7 @@ def _write(folder: Path, key: SnapshotKey, index: SearchIndex) -> None:
         arrays |= {
             "example_vectors": index.examples.vectors,
             "example_positions": index.examples.positions,
-            "example_described": index.examples.described,
+            "example_own": index.examples.own,
         }
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
@@ -208,9 +208,9 @@ def _read(folder: Path, facts: dict[str, Any], embedder: Embedder) -> SearchInde
             np.asarray(array("example_vectors")),
             np.asarray(array("example_positions"), dtype=np.int64),
             tuple(facts["example_tenants"]),
-            np.asarray(array("example_described"), dtype=np.bool_),
+            np.asarray(array("example_own"), dtype=np.bool_),
         )
-        counts = {len(examples.tenants), len(examples.described)}
+        counts = {len(examples.tenants), len(examples.own)}
         if examples.vectors.shape != (examples.count, dimension) or counts != {examples.count}:
             raise SnapshotFileError(f"{folder}: its example requests do not fit together")
     return SearchIndex(
