@@ -223,6 +223,9 @@ def test_an_admin_promotes_a_past_task_in_the_console_and_a_reader_finds_no_page
         assert page.url == f"{url}/console/tasks"
         assert page.locator("#tasks tr[data-request]").count() == 0
         assert [e.source for e in registry.get("email.send").examples] == ["usage"]
+        page.goto(f"{url}/console/tools/email.send")
+        assert page.locator("#examples li").inner_text().endswith("acme · usage · past task remove")
+        page.goto(f"{url}/console/tasks")
         page.fill('#add-task input[name="text"]', "plan the quarterly review with the team")
         page.fill('#add-task input[name="tools"]', "files.search, calendar.create_event nope")
         page.locator("#add-task button").click()
