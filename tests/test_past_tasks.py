@@ -243,3 +243,40 @@ def test_an_admin_promotes_a_past_task_in_the_console_and_a_reader_finds_no_page
         reader: Any = signed_in(chromium, url, ACME_READER)
         assert reader.goto(f"{url}/console/tasks").status == 404
         assert reader.locator('nav a[href="/console/tasks"]').count() == 0
+
+
+@pytest.mark.parametrize("read", ["task_calls", "called_after"])
+def test_reading_sessions_costs_their_length_not_calls_times_requests(tmp_path: Path, read: str) -> None:
+    """One agent's session of n requests and n calls after n other sessions' requests (a hostile or runaway agent
+    can make n large): the SQLite steps a read of the log takes grow with n, not n x n (counted by SQLite's progress
+    handler, not timed)."""
+    from toolrag.store.sqlite import SQLiteStore
+
+    def steps(n: int) -> int:
+        store = SQLiteStore(tmp_path / f"{read}-{n}.db")
+        start = utc_now() - timedelta(hours=5)
+        others = [RetrievalRecord("h", (), "hi", f"other-{i}", at=start - timedelta(seconds=i)) for i in range(n)]
+        asked = [
+            RetrievalRecord("h", (), f"request {i}", "long", tenant="a", caller="u", at=start + timedelta(seconds=i))
+            for i in range(n)
+        ]
+        called = [
+            CallRecord(f"tool{i % 9}", "ok", 1.0, True, "long", tenant="a", caller="u", at=asked[i].at)
+            for i in range(n)
+        ]
+        store.usage.record(others, [])
+        store.usage.record(asked, called)
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        store._db.set_progress_handler(count, 100)  # type: ignore[attr-defined]
+        found = getattr(store.usage, read)(utc_now() - timedelta(days=1))
+        store._db.set_progress_handler(None, 100)  # type: ignore[attr-defined]
+        assert len(found) == n
+        store.close()
+        return counted[0]
+
+    assert steps(800) < 8 * steps(200)  # 4 times the session: about 4 times the steps (16 times before)

@@ -7,6 +7,7 @@ psycopg); each store supplies how to run a query and a transaction through `Usag
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -14,6 +15,7 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any, Literal
 
+from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.model import MAX_EXAMPLE_CHARS, Principal, utc_now
 from toolrag.store.dialect import Dialect
 
@@ -393,21 +395,38 @@ class UsageTables:
 
     def called_after(self, since: datetime, limit: int = 50_000) -> list[UsedRequest]:
         """Every successful call, with the latest request before it in the same session of the same caller: what
-        users asked when a tool turned out to be the one they needed. Newest first."""
-        rows = self._query(
+        users asked when a tool turned out to be the one they needed. Newest first.
+
+        The sessions' requests are read once and each call finds the latest before it by bisection: a long session
+        costs its length, not its calls times its requests."""
+        agents = "at >= ? AND outcome = 'ok' AND session IS NOT NULL"
+        start = self._timestamp(since)
+        calls = self._query(
             self._sql(
-                "SELECT tenant, caller, tool, request FROM (SELECT c.at AS at, c.tenant AS tenant,"
-                " c.caller AS caller, c.tool AS tool,"
-                " (SELECT r.request FROM retrievals r WHERE r.session = c.session AND r.at <= c.at"
-                f" AND {_SAME_PRINCIPAL} ORDER BY r.at DESC LIMIT 1) AS request FROM calls c"
-                " WHERE c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL) AS pairs"
-                " WHERE request IS NOT NULL ORDER BY at DESC LIMIT ?"
+                f"SELECT at, session, tenant, principal, caller, tool FROM calls WHERE {agents}"
+                " ORDER BY at DESC, id DESC LIMIT ?"
             ),
-            (self._timestamp(since), limit),
+            (start, limit),
         )
-        return [
-            UsedRequest(_text(tenant), _text(caller), str(tool), str(request)) for tenant, caller, tool, request in rows
-        ]
+        asked = self._query(
+            self._sql(
+                "SELECT at, id, session, tenant, principal, caller FROM retrievals WHERE request IS NOT NULL"
+                f" AND session IN (SELECT session FROM calls WHERE {agents}) ORDER BY at, id"
+            ),
+            (start,),
+        )
+        requests: dict[tuple[str, ...], tuple[list[Any], list[int]]] = {}
+        for at, row_id, *who in asked:
+            times, ids = requests.setdefault(_session_of(*who), ([], []))
+            times.append(at)
+            ids.append(int(row_id))
+        pairs = []
+        for at, session, tenant, principal, caller, tool in calls:
+            times, ids = requests.get(_session_of(session, tenant, principal, caller), ([], []))
+            if before := bisect_right(times, at):
+                pairs.append((_text(tenant), _text(caller), str(tool), ids[before - 1]))
+        texts = self._request_texts({row_id for *_, row_id in pairs})
+        return [UsedRequest(tenant, caller, tool, texts[row_id]) for tenant, caller, tool, row_id in pairs]
 
     def session_calls(self, since: datetime, limit: int) -> list[SessionCall]:
         """The latest `limit` successful calls agents made in a session since `since`, oldest first (in the order
@@ -445,14 +464,14 @@ class UsageTables:
             ),
             (self._timestamp(since), self._timestamp(since), limit),
         )
-        requests = self._short_requests({int(row[4]) for row in rows}, max_chars)
+        requests = self._request_texts({int(row[4]) for row in rows}, max_chars)
         return [
             TaskCall(str(session), _text(tenant), _text(caller), str(tool), requests[int(first)])
             for session, tenant, caller, tool, first in rows[::-1]
             if int(first) in requests
         ]
 
-    def _short_requests(self, ids: Collection[int], max_chars: int) -> dict[int, str]:
+    def _request_texts(self, ids: Collection[int], max_chars: int = MAX_REQUEST_CHARS) -> dict[int, str]:
         """The texts of the retrievals `ids` that are at most `max_chars` long."""
         found: dict[int, str] = {}
         ordered = sorted(ids)
@@ -679,6 +698,11 @@ def _tool_clauses(tools: Collection[str] | None, column: str) -> list[tuple[str,
 def _newest(rows: Rows, at: int, limit: int) -> list[Any]:
     """The `limit` newest of rows gathered by several queries, each newest first (`at`: the column of the time)."""
     return sorted(rows, key=lambda row: row[at], reverse=True)[:limit]
+
+
+def _session_of(session: object, tenant: object, principal: object, caller: object) -> tuple[str, ...]:
+    """One caller's session (NULL-safe, as `_SAME_PRINCIPAL`)."""
+    return (str(session), *(str(value or "") for value in (tenant, principal, caller)))
 
 
 def _text(value: object) -> str | None:
