@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
-from toolrag.model import utc_now
+from toolrag.model import ExampleRequest, utc_now
 from toolrag.server.app import create_app
 from toolrag.store.usage import CallRecord, RetrievalRecord
 
@@ -280,3 +280,36 @@ def test_reading_sessions_costs_their_length_not_calls_times_requests(tmp_path: 
         return counted[0]
 
     assert steps(800) < 8 * steps(200)  # 4 times the session: about 4 times the steps (16 times before)
+
+
+def test_the_first_request_is_the_earliest_whatever_order_it_was_written_in(offices: ToolRegistry) -> None:
+    """Several writers may log a later request before an earlier one: the session's task is the earliest request,
+    and a request logged in full, longer than a request may be, pairs with nothing instead of failing the read."""
+    start = utc_now() - timedelta(hours=1)
+    later = RetrievalRecord("h", (), "and the bills?", "s", tenant="acme", caller="u", at=start + timedelta(seconds=9))
+    first = RetrievalRecord("h", (), TASK, "s", tenant="acme", caller="u", at=start)
+    calls = [
+        CallRecord(tool, "ok", 1.0, True, "s", tenant="acme", caller="u", at=start + timedelta(seconds=5 + 10 * n))
+        for n, tool in enumerate(TASK_TOOLS[:2])
+    ]
+    log(offices, ([later], []), ([first], calls))
+    assert [(t.request, t.tools) for t in offices.past_tasks()] == [(TASK, tuple(TASK_TOOLS[:2]))]
+    assert offices.promotable_requests("billing.open_invoices") == [("acme", "and the bills?")]  # the latest before
+    document = RetrievalRecord("h", (), "x" * 5000, "d", tenant="acme", caller="u", at=start)
+    sent = CallRecord("email.send", "ok", 1.0, True, "d", tenant="acme", caller="u", at=utc_now())
+    log(offices, ([document], [sent]))
+    assert offices.promotable_requests("email.send") == []
+
+
+def test_an_operators_example_of_a_past_tasks_request_becomes_the_tools_own(offices: ToolRegistry) -> None:
+    offices.add_task(TASK, TASK_TOOLS, "acme")
+    assert [e.task for e in offices.get("email.send").examples] == [True]
+    mine = offices.add_example("email.send", TASK, "acme")
+    assert [(e.text, e.task) for e in mine.examples] == [(TASK, False)]
+    assert [e.task for e in offices.get("crm.find_customer").examples] == [True]  # the others keep the task's
+
+
+def test_an_example_that_is_no_past_tasks_keeps_the_tools_version_hash() -> None:
+    """`task` joined the definition only where it is set: a tool with examples written before it keeps its hash."""
+    tool = make_tool("email.send", "Send an e-mail.").model_copy(update={"examples": [ExampleRequest(text="mail bob")]})
+    assert tool.definition()["examples"] == [{"text": "mail bob", "tenant": None, "source": "operator"}]

@@ -395,7 +395,7 @@ class Tool(BaseModel):
             for key, value in (
                 ("output_schema", self.output_schema),
                 ("annotations", self.annotations),
-                ("examples", [e.model_dump() for e in self.examples] or None),
+                ("examples", [e.model_dump(exclude=set() if e.task else {"task"}) for e in self.examples] or None),
                 ("tenant_descriptions", self.tenant_descriptions or None),
                 ("source_values", self.source_values or None),
                 ("requires", [r.model_dump(exclude_defaults=True) for r in self.requires] or None),

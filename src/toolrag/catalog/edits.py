@@ -284,7 +284,14 @@ class ToolWriter:
         self, name: str, text: str, tenant: str | None, source: Literal["operator", "usage"], edited_by: str | None
     ) -> Tool:
         example = {"text": text, "tenant": tenant, "source": source}
-        return self.edit(name, lambda current: {"examples": [*current.examples, example]}, edited_by)
+        wanted = (" ".join(text.split()).casefold(), tenant)
+
+        def added(current: Tool) -> dict[str, Any]:
+            # Given to this tool alone, a request a past task gave it becomes one of its own views.
+            kept = [e for e in current.examples if not (e.task and (e.text.casefold(), e.tenant) == wanted)]
+            return {"examples": [*kept, example]}
+
+        return self.edit(name, added, edited_by)
 
     def add_task_example(
         self,

@@ -36,7 +36,7 @@ from toolrag.search.text import TOKENIZATION
 
 log = logging.getLogger("toolrag.snapshot")
 
-FORMAT = 3
+FORMAT = 4
 KEPT_PER_REGISTRY = 2  # snapshots kept per registry and model: the newest, and the one a reader may still map
 
 

@@ -394,11 +394,12 @@ class UsageTables:
         ]
 
     def called_after(self, since: datetime, limit: int = 50_000) -> list[UsedRequest]:
-        """Every successful call, with the latest request before it in the same session of the same caller: what
-        users asked when a tool turned out to be the one they needed. Newest first.
+        """The latest `limit` successful calls since `since`, each with the latest request before it in the same
+        session of the same caller, since `since` too: what users asked when a tool turned out to be the one they
+        needed. Newest first; without the calls whose request is longer than a request may be (logged in full).
 
-        The sessions' requests are read once and each call finds the latest before it by bisection: a long session
-        costs its length, not its calls times its requests."""
+        The sessions' latest `limit` requests are read once and each call finds the one before it by bisection: a
+        long session costs its length, not its calls times its requests, and memory stays bounded."""
         agents = "at >= ? AND outcome = 'ok' AND session IS NOT NULL"
         start = self._timestamp(since)
         calls = self._query(
@@ -411,12 +412,13 @@ class UsageTables:
         asked = self._query(
             self._sql(
                 "SELECT at, id, session, tenant, principal, caller FROM retrievals WHERE request IS NOT NULL"
-                f" AND session IN (SELECT session FROM calls WHERE {agents}) ORDER BY at, id"
+                f" AND at >= ? AND session IN (SELECT session FROM calls WHERE {agents}) ORDER BY at DESC, id DESC"
+                " LIMIT ?"
             ),
-            (start,),
+            (start, start, limit),
         )
         requests: dict[tuple[str, ...], tuple[list[Any], list[int]]] = {}
-        for at, row_id, *who in asked:
+        for at, row_id, *who in reversed(asked):
             times, ids = requests.setdefault(_session_of(*who), ([], []))
             times.append(at)
             ids.append(int(row_id))
@@ -426,7 +428,11 @@ class UsageTables:
             if before := bisect_right(times, at):
                 pairs.append((_text(tenant), _text(caller), str(tool), ids[before - 1]))
         texts = self._request_texts({row_id for *_, row_id in pairs})
-        return [UsedRequest(tenant, caller, tool, texts[row_id]) for tenant, caller, tool, row_id in pairs]
+        return [
+            UsedRequest(tenant, caller, tool, texts[row_id])
+            for tenant, caller, tool, row_id in pairs
+            if row_id in texts
+        ]
 
     def session_calls(self, since: datetime, limit: int) -> list[SessionCall]:
         """The latest `limit` successful calls agents made in a session since `since`, oldest first (in the order
@@ -449,17 +455,21 @@ class UsageTables:
         A session's first request is found once, not once a call, and its text read once: the calls of one session
         share one string."""
         agents = "c.at >= ? AND c.outcome = 'ok' AND c.session IS NOT NULL AND c.origin IS NULL"
-        who = ("tenant", "principal", "caller")
-        keys = ", ".join(f"COALESCE(r.{column}, '') AS {column}_key" for column in who)
-        same = " AND ".join(f"f.{column}_key = COALESCE(c.{column}, '')" for column in who)
-        grouped = ", ".join(f"{column}_key" for column in who)
+        columns = ("tenant", "principal", "caller")
+        who = ", ".join(f"COALESCE(r.{column}, '')" for column in columns)
+        keys = ", ".join(f"COALESCE(r.{column}, '') AS {column}_key" for column in columns)
+        same = " AND ".join(f"f.{column}_key = COALESCE(c.{column}, '')" for column in columns)
+        # The first request of each caller's session: the earliest (by time, then id: ids of several writers need not
+        # follow time).
+        first = (
+            f"SELECT r.session AS session, {keys}, r.id AS first_id, r.at AS first_at, ROW_NUMBER() OVER"
+            f" (PARTITION BY r.session, {who} ORDER BY r.at, r.id) AS n FROM retrievals r"
+            f" WHERE r.request IS NOT NULL AND r.session IN (SELECT c.session FROM calls c WHERE {agents})"
+        )
         rows = self._query(
             self._sql(
-                f"SELECT c.session, c.tenant, c.caller, c.tool, f.first_id FROM calls c JOIN (SELECT r.session AS"
-                f" session, {keys}, MIN(r.id) AS first_id, MIN(r.at) AS first_at FROM retrievals r"
-                " WHERE r.request IS NOT NULL AND r.session IN"
-                f" (SELECT c.session FROM calls c WHERE {agents}) GROUP BY r.session, {grouped}) f"
-                f" ON f.session = c.session AND {same} AND f.first_at <= c.at"
+                f"SELECT c.session, c.tenant, c.caller, c.tool, f.first_id FROM calls c JOIN ({first}) f"
+                f" ON f.n = 1 AND f.session = c.session AND {same} AND f.first_at <= c.at"
                 f" WHERE {agents} ORDER BY c.at DESC, c.id DESC LIMIT ?"
             ),
             (self._timestamp(since), self._timestamp(since), limit),
