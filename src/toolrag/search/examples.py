@@ -86,6 +86,11 @@ class ExampleViews:
         return np.array(self.tenants, dtype=object)
 
     @cached_property
+    def has_tasks(self) -> bool:
+        """Whether any view is a past task's request: without one, every view is its tool's own."""
+        return not bool(self.own.all())
+
+    @cached_property
     def _shared(self) -> BoolArray:
         return np.array([owner is None for owner in self.tenants], dtype=np.bool_)
 

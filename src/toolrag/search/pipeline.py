@@ -662,8 +662,10 @@ class Retriever:
     ) -> FloatArray:
         """The cosines that order the tools (search/examples.py `ranking_cosines`): with examples pooled, each tool's
         own views count beside its best view; a tool an example raised gets its own text's cosine computed exactly
-        (an approximate index gives the tools it did not propose only a bound)."""
-        if dense is text_dense or vector is None:
+        (an approximate index gives the tools it did not propose only a bound). Without past tasks, own views are
+        every view: the best view alone orders the tools, with nothing more computed."""
+        views = request.index.examples
+        if dense is text_dense or vector is None or views is None or not views.has_tasks:
             return dense
         exact = text_dense.copy()
         raised = np.flatnonzero(dense > text_dense)
