@@ -116,6 +116,11 @@ def check_schema_depth(schema: Any, tool_name: str = "?", what: str = "input sch
         raise InvalidToolError(f"tool {tool_name!r}: {what}: nested deeper than {MAX_DEPTH} levels")
 
 
+def example_key(text: str, tenant: str | None) -> tuple[str, str | None]:
+    """What tells example requests apart: the text, spaces collapsed and case folded, and whose it is."""
+    return " ".join(text.split()).casefold(), tenant
+
+
 class ExampleRequest(BaseModel):
     """A request a person said the tool serves: one more view of the tool in retrieval, for the principals of its
     tenant (None: of every tenant that may use the tool), so a miss fixed by adding it stays fixed."""
@@ -132,6 +137,10 @@ class ExampleRequest(BaseModel):
         description="a past task's request, given to every tool the task needed: it raises them together, and"
         " unlike a request about this tool alone it is no view of the tool's own in the order among them",
     )
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return example_key(self.text, self.tenant)
 
     @field_validator("text")
     @classmethod
@@ -328,8 +337,8 @@ class Tool(BaseModel):
         seen: set[tuple[str, str | None]] = set()
         unique = []
         for example in self.examples:
-            if (example.text.casefold(), example.tenant) not in seen:
-                seen.add((example.text.casefold(), example.tenant))
+            if example.key not in seen:
+                seen.add(example.key)
                 unique.append(example)
         if len(unique) < len(self.examples):  # assigned only then: an assignment counts the field as given
             self.examples = unique

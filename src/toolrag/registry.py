@@ -26,7 +26,7 @@ from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.errors import StoreLocationError
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
-from toolrag.model import Principal, SearchResult, Tool, utc_now
+from toolrag.model import Principal, SearchResult, Tool, example_key, utc_now
 from toolrag.search.config import SearchConfig
 from toolrag.search.examples import PastTask, past_tasks, promotable_requests
 from toolrag.search.feedback import UsageMemory
@@ -286,8 +286,8 @@ class ToolRegistry:
 
         def promoted(name: str, tenant: str | None, text: str) -> bool:
             tool = tools.get(name)
-            wanted = (text.casefold(), tenant)
-            return tool is not None and any((e.text.casefold(), e.tenant) == wanted for e in tool.examples)
+            wanted = example_key(text, tenant)
+            return tool is not None and any(e.key == wanted for e in tool.examples)
 
         return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)][:limit]
 

@@ -35,6 +35,7 @@ from toolrag.model import (
     Tool,
     check_description,
     check_tenant_name,
+    example_key,
 )
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
@@ -284,11 +285,11 @@ class ToolWriter:
         self, name: str, text: str, tenant: str | None, source: Literal["operator", "usage"], edited_by: str | None
     ) -> Tool:
         example = {"text": text, "tenant": tenant, "source": source}
-        wanted = (" ".join(text.split()).casefold(), tenant)
+        wanted = example_key(text, tenant)
 
         def added(current: Tool) -> dict[str, Any]:
             # Given to this tool alone, a request a past task gave it becomes one of its own views.
-            kept = [e for e in current.examples if not (e.task and (e.text.casefold(), e.tenant) == wanted)]
+            kept = [e for e in current.examples if not (e.task and e.key == wanted)]
             return {"examples": [*kept, example]}
 
         return self.edit(name, added, edited_by)
@@ -319,7 +320,7 @@ class ToolWriter:
             others = ", ".join(names)
             written, audit = [], []
             for current in (found[name] for name in names):
-                if any((e.text.casefold(), e.tenant) == (example.text.casefold(), tenant) for e in current.examples):
+                if any(e.key == example.key for e in current.examples):
                     continue
                 updated, _ = _edited(current, {"examples": [*current.examples, example]}, None)
                 written.append(updated)
@@ -333,10 +334,10 @@ class ToolWriter:
         return retry_on_conflict(write)
 
     def remove_example(self, name: str, text: str, tenant: str | None, edited_by: str | None) -> Tool:
-        wanted = (" ".join(text.split()).casefold(), tenant)
+        wanted = example_key(text, tenant)
 
         def without(current: Tool) -> dict[str, Any]:
-            kept = [e for e in current.examples if (e.text.casefold(), e.tenant) != wanted]
+            kept = [e for e in current.examples if e.key != wanted]
             if len(kept) == len(current.examples):
                 whose = f"tenant {tenant!r}" if tenant else "every tenant"
                 raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from toolrag.limits import MAX_SET_TOOLS
-from toolrag.model import ExampleRequest
+from toolrag.model import ExampleRequest, example_key
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
@@ -174,11 +174,11 @@ def promotable_requests(
 ) -> list[tuple[str | None, str]]:
     """(tenant, request) of the logged requests in `used` after which the tool `name` was called successfully,
     in their order (newest first), without those already among its `examples`: the candidates to promote."""
-    known = {(e.text.casefold(), e.tenant) for e in examples}
+    known = {e.key for e in examples}
     found: dict[tuple[str, str | None], tuple[str | None, str]] = {}
     for request in used:
         text = " ".join(request.request.split())
-        key = (text.casefold(), request.tenant)
+        key = example_key(text, request.tenant)
         if request.tool == name and text and key not in known:
             found.setdefault(key, (request.tenant, text))
     return list(found.values())
