@@ -204,6 +204,10 @@ def test_the_api_lists_and_adds_past_tasks_for_admins_only(tmp_path: Path, embed
         assert one.status_code == 422
         blank = httpx.post(f"{url}/past-tasks", json={**body, "text": "  "}, headers=admin)
         assert blank.status_code == 422 and "must not be blank" in blank.json()["detail"]
+        huge = {**body, "text": "x" * 1_000_000, "tools": ["email.send"] * 1_000}  # a megabyte of request
+        refused = httpx.post(f"{url}/past-tasks", json=huge, headers=admin, timeout=60)
+        assert refused.status_code == 422 and len(refused.content) < 2_000  # says where, echoes nothing
+        assert {tuple(p["loc"]) for p in refused.json()["detail"]} == {("body", "text"), ("body", "tools")}
         unknown = httpx.post(f"{url}/past-tasks", json={**body, "tools": ["email.send", "nope"]}, headers=admin)
         assert unknown.status_code == 404
 
