@@ -82,3 +82,46 @@ def test_every_step_brings_its_tool_and_the_cache_tells_cases_apart(tmp_path, em
     steps = [r.name for r in registry.search(request, anyone)]
     assert steps == ["check_stock", "order_product", "email_supplier"]
     assert [r.name for r in registry.search(request.lower(), anyone)] == lower
+
+
+CONTEXT_TOOLS = [
+    ("gift_ideas", "Suggest birthday and holiday gift ideas for someone, based on what they like."),
+    ("recipe_search", "Find cooking and baking recipes by ingredient or dish."),
+    ("party_planner", "Plan a party: guest list, invitations, venue and schedule."),
+    ("kitchen_store", "Buy kitchen appliances and cookware online."),
+    ("job_search", "Search job openings by role and location."),
+    ("commute_time", "Estimate the commute time between two places."),
+    ("salary_data", "Typical salary ranges for a job title in a city."),
+    ("photo_editor", "Retouch photos: smooth skin, remove blemishes, apply filters."),
+    ("product_search", "Search products in online shops and compare prices."),
+]
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "I need birthday gift ideas for my mum, her birthday is soon. She loves spending time in the kitchen.",
+        "I'm looking for marketing jobs in Los Angeles. Any salary is fine, but I don't want a long commute.",
+        "Ich suche eine Stelle im Marketing in Berlin. Das Gehalt ist mir egal, der Arbeitsweg soll kurz sein.",
+        "Je cherche un emploi dans le marketing à Lyon. Le salaire m'importe peu.",
+    ],
+)
+def test_a_request_read_as_steps_keeps_what_it_gets_read_whole(
+    tmp_path, embedder: CountingEmbedder, request_text: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A sentence of context ("She loves spending time in the kitchen") reads as a step of its own; the tools the
+    whole request's ranking delivers must still come, the step's only add to them (the gift tool was lost when a
+    set took only the whole request's likeliest)."""
+    from toolrag import Tool
+    from toolrag.search.cut import choose
+
+    registry = ToolRegistry(tmp_path / "c.db", embedder, RETRIEVAL)
+    registry.register_many([Tool(name=name, description=text) for name, text in CONTEXT_TOOLS])
+    anyone = Principal()
+    assert len(registry.explain(request_text, anyone).steps) > 1
+    retriever = registry.retriever
+    found = retriever.candidates(request_text, anyone)
+    whole = choose(found.items, retriever.probabilities(found), found.needs_tool, registry.config, 3)
+    expected = {registry.retriever.snapshot().names[chosen.item.position] for chosen in whole}
+    delivered = {result.name for result in registry.search(request_text, anyone)}
+    assert expected <= delivered

@@ -349,7 +349,7 @@ class Retriever:
         found, steps = self._candidates_and_steps(request, parts)
         delivered = self._chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
-            whole = choose(found.items, self.probabilities(found), True, self.config, 1)
+            whole = choose(found.items, self.probabilities(found), True, self.config, k)
             chosen = tools_of_steps(whole, [chosen for _, chosen in delivered], self.config.max_set_tools)
             return [self._result(index, c, found.evidence) for c in chosen], found
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
