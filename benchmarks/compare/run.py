@@ -19,7 +19,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,10 @@ from peers import (
     Toolrag,
 )
 
-from toolrag import Principal
+from toolrag import Principal, Tool
 from toolrag.embed import make_embedder
 from toolrag.eval import BenchmarkSet, load_benchmark
-from toolrag.eval.dataset import in_half
+from toolrag.eval.dataset import Query, in_half
 from toolrag.eval.metrics import by_needed, score_query, summarize
 
 BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
@@ -82,6 +82,13 @@ def main() -> None:
     parser.add_argument("--metatool-limit", type=int, default=2000)
     parser.add_argument("--bfcl-limit", type=int, default=1000)
     parser.add_argument("--seal-limit", type=int, default=500, help="of seal-tools' held-out half, evenly spaced")
+    parser.add_argument(
+        "--seal-catalog",
+        type=int,
+        default=None,
+        help="cut seal-tools' catalog to this many tools: every tool the sampled requests need, then others evenly"
+        " spaced (graph-tool-call's index build grows with the square of the catalog: 5 minutes at 500 tools)",
+    )
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--systems", nargs="+", default=None, help="names starting with these (default: all)")
@@ -122,9 +129,22 @@ def read(set_name: str, args: argparse.Namespace) -> BenchmarkSet:
     if set_name == "seal-tools":
         held = in_half(load_benchmark(BENCH / set_name), "held-out")
         step = max(1, len(held.queries) // args.seal_limit)
-        return BenchmarkSet(held.name, held.tools, held.queries[::step][: args.seal_limit])
+        queries = held.queries[::step][: args.seal_limit]
+        return BenchmarkSet(held.name, catalog_cut(held.tools, queries, args.seal_catalog), queries)
     limits = {"bfcl": args.bfcl_limit, "metatool": args.metatool_limit}
     return load_benchmark(BENCH / set_name, limits.get(set_name))
+
+
+def catalog_cut(tools: Sequence[Tool], queries: Sequence[Query], size: int | None) -> list[Tool]:
+    """`size` tools at most (None: all): the ones the requests need, then the others evenly spaced, in catalog order."""
+    if size is None or size >= len(tools):
+        return list(tools)
+    needed = {name for query in queries for name in query.relevant}
+    others = [tool for tool in tools if tool.name not in needed]
+    room = max(0, size - len(needed))
+    step = max(1, len(others) // room) if room else len(others) + 1
+    kept = needed | {tool.name for tool in others[::step][:room]}
+    return [tool for tool in tools if tool.name in kept]
 
 
 def print_tables(results: dict[str, dict[str, Any]]) -> None:
