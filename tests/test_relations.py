@@ -229,3 +229,5 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     # A pair that requires each other: each placed once, and not both said to need the other.
     pair = names(["a", "b"], 8)
     assert [name for name, _ in pair] == ["b", "a"] and pair[1] == ("a", None)
+    # A tool retrieved itself, ahead of the tool that needs it, still says why it comes first.
+    assert names(["x", "t2"], 8) == [("x", "t2"), ("t2", None)]

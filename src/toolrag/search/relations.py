@@ -114,10 +114,14 @@ def _usable(position: int | None, usable: BoolArray | None) -> int | None:
 
 def _ordered(targets: Sequence[int], edges: list[Prerequisite]) -> list[tuple[int, Prerequisite | None]]:
     """Each tool after the tools it needs, deepest first; a tool comes once, where it is first needed, with the
-    requirement that placed it there. In a cycle the tool met again is not placed twice, nor said to be needed."""
+    requirement that placed it there. A target placed before a tool that needs it (it was retrieved itself) says so
+    too, so an agent knows why to call it first. In a cycle the tool met again is not placed twice, nor said to be
+    needed."""
     needs: dict[int, list[Prerequisite]] = {}
+    needed_by: dict[int, list[Prerequisite]] = {}
     for edge in edges:
         needs.setdefault(edge.needed_by, []).append(edge)
+        needed_by.setdefault(edge.position, []).append(edge)
     placed: set[int] = set()
     ordered: list[tuple[int, Prerequisite | None]] = []
 
@@ -126,7 +130,8 @@ def _ordered(targets: Sequence[int], edges: list[Prerequisite]) -> list[tuple[in
         for edge in needs.get(position, []):
             if edge.position not in placed:
                 place(edge.position, edge)
-        ordered.append((position, via))
+        later = (edge for edge in needed_by.get(position, []) if edge.needed_by not in placed)
+        ordered.append((position, via or next(later, None)))
 
     for target in targets:
         if target not in placed:
