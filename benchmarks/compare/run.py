@@ -87,7 +87,7 @@ def main() -> None:
         type=int,
         default=None,
         help="cut seal-tools' catalog to this many tools: every tool the sampled requests need, then others evenly"
-        " spaced (graph-tool-call's index build grows with the square of the catalog: 5 minutes at 500 tools)",
+        " spaced (graph-tool-call searches for seconds a request on a few thousand tools)",
     )
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
