@@ -59,7 +59,8 @@ def main() -> None:
         print(f"seed {seed}: Hit@3/delivered {' '.join(rows)}; small talk given a tool {given:.1%}", flush=True)
     print("\npooled | language | n | Hit@3 | delivered | delivered / Hit@3 | empty")
     for lang, (n, hit, got, empty) in sorted(pooled.items()):
-        print(f"| {lang} | {n:.0f} | {hit / n:.3f} | {got / n:.3f} | {got / hit:.3f} | {empty / n:.1%} |")
+        ratio = f"{got / hit:.3f}" if hit else "-"
+        print(f"| {lang} | {n:.0f} | {hit / n:.3f} | {got / n:.3f} | {ratio} | {empty / n:.1%} |")
 
 
 if __name__ == "__main__":

@@ -64,10 +64,14 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r'"row_by_row_over_copy": \d',
     ),
     "benchmarks/catalog_tokens.py": once(shows=r"\| all \| \d+ \| \d+ / \d+ / \d+ \|", bench=True),
-    "benchmarks/compare/run.py": once(
+    "benchmarks/compare/run.py": Smoke(
         # toolrag alone: each peer indexes the set again (tens of seconds here), and most need the `compare` extra,
         # which the test extra leaves out. They all ran on this input, with the extra, when this test was written.
-        *("--sets", "metatool", "--metatool-limit", "6", "--systems", "toolrag"),
+        # Then seal-tools with its catalog cut (--seal-catalog), as graph-tool-call is measured on it.
+        (
+            ("--sets", "metatool", "--metatool-limit", "6", "--systems", "toolrag"),
+            ("--sets", "seal-tools", "--seal-limit", "4", "--seal-catalog", "40", "--systems", "toolrag"),
+        ),
         shows=r"\| toolrag \(default\) \| [01]\.\d{3} \|",
         bench=True,
     ),
@@ -134,6 +138,11 @@ SCRIPTS: dict[str, Smoke] = {
     ),
     "benchmarks/runtime_overhead.py": once("--runs", "3", "--sizes", "10", shows=r"\| 10 \| discover \| [\d.]+ \|"),
     "benchmarks/scale.py": once("--sizes", "30", "--queries", "3", shows=r"\| 30 \| [\d.]+ \|"),
+    "benchmarks/small_catalogs.py": once(
+        *("--set", "metatool-multilingual", "--seeds", "1", "--size", "10"),
+        shows=r"\| en \| \d+ \| [01]\.\d{3} \| [01]\.\d{3} \|",
+        bench=True,
+    ),
     "benchmarks/snapshot.py": once(
         *("--tools", "50", "--changes", "2", "--reopens", "1", "--stores", "postgres", "--postgres", "{postgres}"),
         shows=r'"change_p50_ms": [\d.]+',

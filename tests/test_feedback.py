@@ -153,3 +153,22 @@ def test_callers_without_a_tenant_learn_only_from_their_own_usage(tmp_path: Path
     assert learning.learn_from_usage() == 1
     assert _rank(learning, USERS_SAY, alone)[0] == "payments.refund_payment"  # its own usage
     assert _rank(learning, USERS_SAY, other) == before  # nobody else's
+
+
+def test_a_search_cached_for_one_caller_without_a_tenant_is_not_served_to_another(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """The search cache was keyed on what a principal sees, while callers without a tenant learn apart: one such
+    caller was served the results another's usage had shaped (found by a review of issue 32's sets)."""
+    alone, other = Principal(user="alone", scopes=frozenset({"*"})), Principal(user="other", scopes=frozenset({"*"}))
+    registry = ToolRegistry(tmp_path / "c.db", embedder, monitor=MonitorConfig(flush_seconds=0.05))
+    registry.register_many(SAMPLE_TOOLS)
+    registry.search(USERS_SAY, alone, session="s1")
+    assert registry.usage is not None
+    registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1", user="alone")
+    registry.usage.flush()
+    learning = ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, usage_min_similarity=0.5))
+    assert learning.learn_from_usage() == 1
+    theirs = [result.name for result in learning.search(USERS_SAY, other)]
+    mine = [result.name for result in learning.search(USERS_SAY, alone)]
+    assert mine[0] == "payments.refund_payment" != theirs[0]

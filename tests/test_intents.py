@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolrag import Principal, SearchConfig, ToolRegistry
+from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.search.intents import split_intents
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
@@ -109,10 +109,9 @@ CONTEXT_TOOLS = [
 def test_a_request_read_as_steps_keeps_what_it_gets_read_whole(
     tmp_path, embedder: CountingEmbedder, request_text: str
 ) -> None:  # type: ignore[no-untyped-def]
-    """A sentence of context ("She loves spending time in the kitchen") reads as a step of its own; the tools the
-    whole request's ranking delivers must still come, the step's only add to them (the gift tool was lost when a
-    set took only the whole request's likeliest)."""
-    from toolrag import Tool
+    """A sentence of context ("Any salary is fine") reads as a step of its own; the tools the whole request's
+    ranking delivers must still come, the steps' only add to them (the job search was lost when a set took only the
+    whole request's likeliest)."""
     from toolrag.search.cut import choose
 
     registry = ToolRegistry(tmp_path / "c.db", embedder, RETRIEVAL)
@@ -121,7 +120,50 @@ def test_a_request_read_as_steps_keeps_what_it_gets_read_whole(
     assert len(registry.explain(request_text, anyone).steps) > 1
     retriever = registry.retriever
     found = retriever.candidates(request_text, anyone)
-    whole = choose(found.items, retriever.probabilities(found), found.needs_tool, registry.config, 3)
+    whole = choose(found.items, retriever.probabilities(found), found.needs_tool, registry.config, registry.config.k)
     expected = {registry.retriever.snapshot().names[chosen.item.position] for chosen in whole}
     delivered = {result.name for result in registry.search(request_text, anyone)}
     assert expected <= delivered
+
+
+TRAVEL = [
+    Tool(name="search_flights", description="Search flight offers between two airports on a date."),
+    Tool(
+        name="book_flight",
+        description="Book a flight offer for a passenger.",
+        requires=[{"tool": "search_flights", "parameter": "offer_id"}],
+    ),
+    Tool(name="search_hotels", description="Search hotel offers in a city for given dates."),
+    Tool(
+        name="book_hotel",
+        description="Book a hotel room offer.",
+        requires=[{"tool": "search_hotels", "parameter": "offer_id"}],
+    ),
+    Tool(
+        name="corporate_flight_booker",
+        description="Book a flight offer for a passenger with corporate rates.",
+        requires=["search_flights"],
+    ),
+    Tool(name="weather", description="Weather forecast for a city."),
+]
+
+
+@pytest.mark.parametrize("budget", [3, 4, 8])
+def test_what_the_whole_request_adds_comes_last_and_never_displaces_a_prerequisite(
+    tmp_path, embedder: CountingEmbedder, budget: int
+) -> None:  # type: ignore[no-untyped-def]
+    """The review of the change above: the whole request's less likely tools led the set and, short of room, pushed
+    out a prerequisite of a step's tool (book_flight without search_flights)."""
+    config = SearchConfig(inject_all_below_tokens=0, max_set_tools=budget)
+    registry = ToolRegistry(tmp_path / "t.db", embedder, config)
+    registry.register_many(TRAVEL)
+    request = "Book me a flight to Rome for Friday. Then book a hotel near the Colosseum."
+    names = [result.name for result in registry.search(request, Principal())]
+    assert len(names) <= budget
+    if budget == 3:  # the steps' tools are kept whatever the budget; the room goes to the first one's prerequisite
+        assert names == ["search_flights", "book_flight", "book_hotel"]
+    else:
+        assert names[:4] == ["search_flights", "book_flight", "search_hotels", "book_hotel"]
+        for tool in TRAVEL:
+            if tool.name in names:  # every tool of the set comes with, and after, what it requires
+                assert all(r.tool in names[: names.index(tool.name)] for r in tool.requires if not r.optional)

@@ -213,6 +213,9 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
             Tool(name="r", description="What the optional help needs."),
             Tool(name="a", description="One of a pair.", requires=["b"]),
             Tool(name="b", description="The other of the pair.", requires=["a"]),
+            Tool(name="p", description="May use y.", requires=[{"tool": "y", "optional": True}]),
+            Tool(name="q", description="Needs y.", requires=["y"]),
+            Tool(name="y", description="Wanted by p, needed by q."),
         ]
     )
     index = registry.retriever.snapshot()
@@ -231,3 +234,5 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     assert [name for name, _ in pair] == ["b", "a"] and pair[1] == ("a", None)
     # A tool retrieved itself, ahead of the tool that needs it, still says why it comes first.
     assert names(["x", "t2"], 8) == [("x", "t2"), ("t2", None)]
+    # ... naming the tool that requires it before one that may only use it.
+    assert names(["y", "p", "q"], 8) == [("y", "q"), ("p", None), ("q", None)]

@@ -255,7 +255,9 @@ class Retriever:
         query = self.searched(query)
         index = self._snapshot()
         # Case kept: steps are told apart by capitals after full stops ("... stock. Order ...").
-        key = (_SPACES.sub(" ", query).strip(), principal.visibility_key, index.serial, k)
+        # The learner too: callers without a tenant learn from their own usage only (search/learned.py).
+        learner = learner_key(principal.tenant, principal.caller)
+        key = (_SPACES.sub(" ", query).strip(), principal.visibility_key, learner, index.serial, k)
         cached = self.cache.get(key)
         if cached is not None:
             return list(cached)
@@ -265,8 +267,9 @@ class Retriever:
         else:
             limit = self.config.k if k is None else k
             request = self._request(index, query, principal, max(limit, SPREAD_OVER), self.config.mode)
-            retrieved, found = self._retrieve(request, limit)
+            retrieved, found, alternatives = self._retrieve(request, limit)
             results = self._with_related(request, self._with_prerequisites(request, retrieved), found)
+            results = self._with_alternatives(request, results, alternatives)
         results.extend(self._always_included(request, {r.name for r in results}))
         results = _described(index, _flagged(query, results), principal.tenant)
         self.cache.put(key, results)
@@ -343,21 +346,27 @@ class Retriever:
         usable = _usable(index, visible)
         return RequestContext(index, text, principal, visible, usable, looks_english(text), mode, limit)
 
-    def _retrieve(self, request: RequestContext, k: int) -> tuple[list[SearchResult], Candidates | None]:
-        """The retrieved tools, and the ranking they were chosen from (None: a second chance found them)."""
+    def _retrieve(
+        self, request: RequestContext, k: int
+    ) -> tuple[list[SearchResult], Candidates | None, list[SearchResult]]:
+        """The retrieved tools, the ranking they were chosen from (None: a second chance found them), and, for a
+        request read as steps, the other tools the whole request would get read as one: a sentence of context can
+        pass for a step, and must not cost the tool the request is about (`_with_alternatives`)."""
         index, parts = request.index, self._intents(request.text)
         found, steps = self._candidates_and_steps(request, parts)
         delivered = self._chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
             whole = choose(found.items, self.probabilities(found), True, self.config, k)
-            chosen = tools_of_steps(whole, [chosen for _, chosen in delivered], self.config.max_set_tools)
-            return [self._result(index, c, found.evidence) for c in chosen], found
+            chosen = tools_of_steps(whole[:1], [chosen for _, chosen in delivered], self.config.max_set_tools)
+            taken = {c.item.position for c in chosen}
+            others = [self._result(index, c, found.evidence) for c in whole[1:] if c.item.position not in taken]
+            return [self._result(index, c, found.evidence) for c in chosen], found, others
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, self.config, bound)
         if chosen:
-            return [self._result(index, c, found.evidence) for c in chosen], found
-        return self._reformulate(request, bound), None
+            return [self._result(index, c, found.evidence) for c in chosen], found, []
+        return self._reformulate(request, bound), None, []
 
     def _chosen_per_step(
         self, request: RequestContext, steps: list[Step], whole: Candidates, k: int
@@ -395,6 +404,22 @@ class Retriever:
             _in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
             for position, why in plan.entries
         ]
+
+    def _with_alternatives(
+        self, request: RequestContext, results: list[SearchResult], alternatives: list[SearchResult]
+    ) -> list[SearchResult]:
+        """The set, then each alternative that fits in what `max_set_tools` leaves with the tools it requires:
+        after the set, so it never displaces a step's tool or a prerequisite, and whole, never without what it
+        needs."""
+        taken = {result.name for result in results}
+        for alternative in alternatives:
+            if alternative.name in taken:
+                continue
+            complete = [r for r in self._with_prerequisites(request, [alternative]) if r.name not in taken]
+            if len(results) + len(complete) <= self.config.max_set_tools:
+                results = [*results, *complete]
+                taken.update(result.name for result in complete)
+        return results
 
     def _requires(self, index: SearchIndex, usable: BoolArray | None) -> Requires:
         """What a tool requires, each with the position of the tool it names: what it declares and what an admin

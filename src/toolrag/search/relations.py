@@ -130,8 +130,9 @@ def _ordered(targets: Sequence[int], edges: list[Prerequisite]) -> list[tuple[in
         for edge in needs.get(position, []):
             if edge.position not in placed:
                 place(edge.position, edge)
-        later = (edge for edge in needed_by.get(position, []) if edge.needed_by not in placed)
-        ordered.append((position, via or next(later, None)))
+        later = [edge for edge in needed_by.get(position, []) if edge.needed_by not in placed]
+        later.sort(key=lambda edge: edge.requirement.optional)  # a requirement says more than an option
+        ordered.append((position, via or next(iter(later), None)))
 
     for target in targets:
         if target not in placed:

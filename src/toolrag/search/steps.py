@@ -4,9 +4,10 @@ the set an agent needs to finish the task.
 A split (search/intents.py) is trusted only as far as its parts point, with evidence, at different tools: a part
 whose best tool is weak (a sentence of context: "I am planning a trip") or the same as an earlier part's (a step
 told in two sentences) is not a step of its own, nor is a part that reads as small talk by itself ("Can you help
-me?"). A request left with fewer than two steps is searched whole; one with more gets what it would get searched
-whole, and each step's tools besides: a sentence of context ("She loves baking") can pass for a step, and must not
-push out a tool the whole request was about.
+me?"). A request left with fewer than two steps is searched whole; one with more gets the whole request's likeliest
+tool and each step's, with what they require, and then, room left, the whole request's other likely tools: a
+sentence of context ("Any salary is fine") can pass for a step, and must not cost the tool the request is about
+(search/pipeline.py `_with_alternatives`).
 """
 
 from __future__ import annotations
