@@ -139,20 +139,28 @@ def test_eval_replays_sessions_and_learns_relations_from_them(tmp_path: Path, em
     assert too_few.relations_learned == 0  # four sessions: below the five a relation needs
 
 
-def test_callers_without_a_tenant_learn_only_from_their_own_usage(tmp_path: Path, embedder: CountingEmbedder) -> None:
-    """Memory was keyed on the tenant, so every caller without one learned from every other's requests (issue 31)."""
-    alone, other = Principal(user="alone", scopes=frozenset({"*"})), Principal(user="other", scopes=frozenset({"*"}))
+ALONE = Principal(user="alone", scopes=frozenset({"*"}))
+OTHER = Principal(user="other", scopes=frozenset({"*"}))
+
+
+def _learning_from_alone(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
+    """A registry about to learn from one session of ALONE, a caller without a tenant, that called the refund tool."""
     registry = ToolRegistry(tmp_path / "u.db", embedder, monitor=MonitorConfig(flush_seconds=0.05))
     registry.register_many(SAMPLE_TOOLS)
-    registry.search(USERS_SAY, alone, session="s1")
+    registry.search(USERS_SAY, ALONE, session="s1")
     assert registry.usage is not None
     registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1", user="alone")
     registry.usage.flush()
-    learning = ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, usage_min_similarity=0.5))
-    before = _rank(learning, USERS_SAY, other)
+    return ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, usage_min_similarity=0.5))
+
+
+def test_callers_without_a_tenant_learn_only_from_their_own_usage(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Memory was keyed on the tenant, so every caller without one learned from every other's requests (issue 31)."""
+    learning = _learning_from_alone(tmp_path, embedder)
+    before = _rank(learning, USERS_SAY, OTHER)
     assert learning.learn_from_usage() == 1
-    assert _rank(learning, USERS_SAY, alone)[0] == "payments.refund_payment"  # its own usage
-    assert _rank(learning, USERS_SAY, other) == before  # nobody else's
+    assert _rank(learning, USERS_SAY, ALONE)[0] == "payments.refund_payment"  # its own usage
+    assert _rank(learning, USERS_SAY, OTHER) == before  # nobody else's
 
 
 def test_a_search_cached_for_one_caller_without_a_tenant_is_not_served_to_another(
@@ -160,15 +168,8 @@ def test_a_search_cached_for_one_caller_without_a_tenant_is_not_served_to_anothe
 ) -> None:
     """The search cache was keyed on what a principal sees, while callers without a tenant learn apart: one such
     caller was served the results another's usage had shaped (found by a review of issue 32's sets)."""
-    alone, other = Principal(user="alone", scopes=frozenset({"*"})), Principal(user="other", scopes=frozenset({"*"}))
-    registry = ToolRegistry(tmp_path / "c.db", embedder, monitor=MonitorConfig(flush_seconds=0.05))
-    registry.register_many(SAMPLE_TOOLS)
-    registry.search(USERS_SAY, alone, session="s1")
-    assert registry.usage is not None
-    registry.usage.record_call("payments.refund_payment", "ok", 12.0, injected=True, session="s1", user="alone")
-    registry.usage.flush()
-    learning = ToolRegistry(registry.store, embedder, SearchConfig(usage_weight=1.0, usage_min_similarity=0.5))
+    learning = _learning_from_alone(tmp_path, embedder)
     assert learning.learn_from_usage() == 1
-    theirs = [result.name for result in learning.search(USERS_SAY, other)]
-    mine = [result.name for result in learning.search(USERS_SAY, alone)]
+    theirs = [result.name for result in learning.search(USERS_SAY, OTHER)]
+    mine = [result.name for result in learning.search(USERS_SAY, ALONE)]
     assert mine[0] == "payments.refund_payment" != theirs[0]
