@@ -100,6 +100,13 @@ def test_always_include_respects_visibility(tmp_path: Path, embedder: CountingEm
     assert [r.name for r in registry.search("will it rain tomorrow", ADMIN)][-1] == "hr.update_salary"
 
 
+def test_always_include_names_a_tool_in_any_case_and_adds_it_once(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """A name configured in another case was looked up in lower case but compared as written: the tool came twice."""
+    registry = configured(tmp_path, embedder, always_include=["Weather.Forecast", "EMAIL.send", "email.SEND"])
+    names = [r.name for r in registry.search("will it rain tomorrow", Principal())]
+    assert names.count("weather.forecast") == 1 and names.count("email.send") == 1
+
+
 def test_category_routing_boost_and_filter(tmp_path: Path, embedder: CountingEmbedder) -> None:
     routes = {"billing": ["money back", "Rückerstattung", "退款"]}
     boosted = configured(tmp_path, embedder, routes=routes)

@@ -356,10 +356,12 @@ class Retriever:
         found, steps = self._candidates_and_steps(request, parts)
         delivered = self._chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
-            whole = choose(found.items, self.probabilities(found), True, self.config, k)
-            chosen = tools_of_steps(whole[:1], [chosen for _, chosen in delivered], self.config.max_set_tools)
+            probabilities = self.probabilities(found)
+            likeliest = choose(found.items, probabilities, True, self.config, 1)
+            chosen = tools_of_steps(likeliest, [chosen for _, chosen in delivered], self.config.max_set_tools)
             taken = {c.item.position for c in chosen}
-            others = [self._result(index, c, found.evidence) for c in whole[1:] if c.item.position not in taken]
+            whole = choose(found.items, probabilities, True, self.config, k)
+            others = [self._result(index, c, found.evidence) for c in whole if c.item.position not in taken]
             return [self._result(index, c, found.evidence) for c in chosen], found, others
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
@@ -768,11 +770,15 @@ class Retriever:
         extra = []
         index, visible = request.index, request.visible
         self._warn_unknown_always_included(index)
+        chosen = set(chosen)
         for name in self.config.always_include:
             position = index.by_name.get(name.lower())
-            if position is None or name in chosen or (visible is not None and not visible[position]):
+            if position is None or (visible is not None and not visible[position]):
                 continue
             tool = index.tools[position]
+            if tool.name in chosen:  # names are matched in any case: `Weather.Forecast` is weather.forecast
+                continue
+            chosen.add(tool.name)
             extra.append(
                 SearchResult(name=tool.name, score=0.0, signals=SignalScores(always_included=True), card=tool.card())
             )
