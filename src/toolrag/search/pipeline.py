@@ -359,9 +359,8 @@ class Retriever:
             probabilities = self.probabilities(found)
             likeliest = choose(found.items, probabilities, True, self.config, 1)
             chosen = tools_of_steps(likeliest, [chosen for _, chosen in delivered], self.config.max_set_tools)
-            taken = {c.item.position for c in chosen}
-            whole = choose(found.items, probabilities, True, self.config, k)
-            others = [self._result(index, c, found.evidence) for c in whole if c.item.position not in taken]
+            whole = choose(found.items, probabilities, True, self.config, k)  # `_with_alternatives` skips the set's
+            others = [self._result(index, c, found.evidence) for c in whole]
             return [self._result(index, c, found.evidence) for c in chosen], found, others
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
