@@ -33,9 +33,18 @@ MAX_EXAMPLES = 200  # per tool, across tenants
 # a sync rewrites; operators own everything else (tenants, scopes, aliases, examples, not-for, category, ...), which a
 # sync keeps. An operator's edit of a source-owned field is an override a sync keeps too (`Tool.overrides`).
 SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "annotations"})
-# What a model reads of a tool, which the registry's text review holds (catalog/review.py): its source's text, and
-# what operators write that is shown with it (the not-for line of every capability card, each tenant's description).
-REVIEWED_FIELDS = frozenset({*SOURCE_FIELDS, "not_for", "tenant_descriptions"})
+# What a model reads of a tool, or is given or told to call because of it, which the registry's text review holds
+# (catalog/review.py): its source's text; what operators write that is shown with it (the not-for line of every
+# capability card, each tenant's description); the tools it brings along and tells the model to call first
+# (`requires`); and what retrieval matches it by (aliases, example requests and past tasks), which decides which
+# tools reach the model as much as a description does.
+REVIEWED_FIELDS = frozenset({*SOURCE_FIELDS, "not_for", "tenant_descriptions", "requires", "aliases", "examples"})
+# Fields only a sync writes (mcp/importer.py) and a backup restores: which source-owned fields an operator replaced
+# and the source's own values to return to. Written by anyone else, a "return to the source's value" would put any
+# text live unreviewed.
+SYNC_FIELDS = frozenset({"overrides", "source_values"})
+# Among a held change's proposed values (catalog/review.py): a new tool, written inactive, becomes active when approved.
+ACTIVATION = "active"
 
 
 def reviewed_text_hash(text: dict[str, Any]) -> str:

@@ -96,7 +96,7 @@ class ToolRegistry:
             rewriter,
             fixed_vectors=fixed,
             catalog_fits=self.catalog_fits,
-            stored_relations=lambda: RelationBook.of(self.store.relations.learned(), self.store.relations.verdicts()),
+            stored_relations=self._stored_relations,
         )
         self.relations = RelationDesk(
             self.store, self.get, self.tools, lambda: self.retriever.inferred(self.retriever.snapshot())
@@ -107,6 +107,12 @@ class ToolRegistry:
         self.usage: UsageRecorder | None = None
         if monitor:
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
+
+    def _stored_relations(self) -> RelationBook:
+        """The relations search reads: learned ones only while no review is asked for (under review, a relation
+        learned from usage reaches search only once an admin confirms it, as a `confirmed` verdict)."""
+        learned = () if self.store.reviews.required() else self.store.relations.learned()
+        return RelationBook.of(learned, self.store.relations.verdicts())
 
     @property
     def embedder(self) -> Embedder:
@@ -264,12 +270,21 @@ class ToolRegistry:
         tenant: str | None = None,
         source: Literal["operator", "usage"] = "operator",
         edited_by: str | None = None,
+        origin: Origin = "python",
     ) -> Tool:
-        """One more example request (search/examples.py) for `tenant`'s searches, or every tenant's when None."""
-        return self._writer.add_example(name, text, tenant, source, edited_by)
+        """One more example request (search/examples.py) for `tenant`'s searches, or every tenant's when None; held
+        for review like a text change while the registry asks for it (it changes which tools a request reaches)."""
+        return self._writer.add_example(name, text, tenant, source, edited_by, Proposal(origin, edited_by))
 
-    def remove_example(self, name: str, text: str, tenant: str | None = None, edited_by: str | None = None) -> Tool:
-        return self._writer.remove_example(name, text, tenant, edited_by)
+    def remove_example(
+        self,
+        name: str,
+        text: str,
+        tenant: str | None = None,
+        edited_by: str | None = None,
+        origin: Origin = "python",
+    ) -> Tool:
+        return self._writer.remove_example(name, text, tenant, edited_by, Proposal(origin, edited_by))
 
     def promotable_requests(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
         """(tenant, request) of logged requests after which the tool was called successfully in the same session,
@@ -298,11 +313,12 @@ class ToolRegistry:
         tenant: str | None = None,
         source: Literal["operator", "usage"] = "operator",
         edited_by: str | None = None,
+        origin: Origin = "python",
     ) -> list[Tool]:
         """A past task (search/examples.py): `text` becomes an example request of every one of `tools`, for
         `tenant`'s searches (None: every tenant's), in one transaction: a later request like it retrieves the whole
         set. `source` "usage": promoted from a logged session (`past_tasks`)."""
-        return self._writer.add_task_example(tools, text, tenant, source, edited_by)
+        return self._writer.add_task_example(tools, text, tenant, source, edited_by, Proposal(origin, edited_by))
 
     def set_tenant_description(
         self,
@@ -335,13 +351,17 @@ class ToolRegistry:
         proposal = Proposal(origin, edited_by)
         return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
 
-    def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
-        """A new version with `fields` an operator replaced back at their source's value, kept current by syncs."""
-        return self._writer.drop_overrides(name, fields, edited_by)
+    def drop_overrides(
+        self, name: str, fields: Iterable[str], edited_by: str | None = None, origin: Origin = "python"
+    ) -> Edited:
+        """A new version with `fields` an operator replaced back at their source's value, kept current by syncs;
+        held for review while the registry asks for it, unless that value was live before (`Edited.held`)."""
+        return self._writer.drop_overrides(name, fields, edited_by, Proposal(origin, edited_by))
 
     def set_active(self, name: str, active: bool, edited_by: str | None = None) -> Tool:
-        """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays."""
-        return self._writer.edit(name, lambda _: {"active": active}, edited_by)
+        """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays. A new
+        tool held for review (a live tool requires it) stays inactive until an admin approves it."""
+        return self._writer.edit(name, lambda _: {"active": active}, edited_by, Proposal("python", edited_by))
 
     def history(self, name: str) -> list[Tool]:
         return self._writer.history(name)

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from toolrag.catalog.review import Gate, Proposal, TextChange
+from toolrag.catalog.review import Gate, Proposal, TextChange, required_by, text_of
 from toolrag.embed.base import ProgressCallback, embed_in_batches
 from toolrag.errors import (
     ApprovalConflictError,
@@ -30,12 +30,14 @@ from toolrag.limits import MAX_SET_TOOLS
 from toolrag.model import (
     DEACTIVATED_BY_OPERATOR,
     SOURCE_FIELDS,
+    SYNC_FIELDS,
     SYNCED_SOURCE_PREFIX,
     ExampleRequest,
     Tool,
     check_description,
     check_tenant_name,
     example_key,
+    reviewed_text_hash,
 )
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
@@ -162,14 +164,16 @@ class ToolWriter:
         """`register` of whole tools (the Python API's), holding their text changes for review when the registry
         asks for it: compare-and-set on the versions the held text was compared with (made again when another
         writer moved one, unless the caller gave the versions it read)."""
-        if not self.store.reviews.required():
-            return self.register(tools, progress, audit, expected, {})
         embedded: EmbeddedVectors = {}
 
         def write() -> UpsertReport:
-            gate = self._gate(proposal)
-            assert gate is not None  # required, read just now
             current = self.store.get_many(t.name for t in tools)
+            for tool in tools:
+                check_sync_fields(tool, current.get(tool.name))
+            self._check_new_names([t.name for t in tools if t.name not in current])
+            gate = self._gate(proposal)
+            if gate is None:
+                return self.register(tools, progress, audit, expected, embedded)
             admitted = [gate.admit(current.get(t.name), t) for t in tools]
             versions = {t.name: _version(current.get(t.name)) for t in tools} | dict(expected or {})
             return self.register(admitted, progress, [*audit, *gate.audit], versions, embedded, gate)
@@ -189,7 +193,26 @@ class ToolWriter:
         """The gate of a write that says who proposes it, while the registry asks for text review; else None."""
         if proposal is None or not self.store.reviews.required():
             return None
-        return Gate(proposal, {row.tool: row for row in self.store.reviews.read()})
+        reviews = {row.tool: row for row in self.store.reviews.read()}
+        return Gate(
+            proposal,
+            reviews,
+            lambda: required_by(self.store.tools()),
+            lambda name: any(version.active for version in self.store.history(name)),
+        )
+
+    def _check_new_names(self, new: Sequence[str]) -> None:
+        """Refuse a new tool whose name differs only in case from another tool's (of the registry or of the same
+        write): requirements and agents resolve names case-insensitively, so it would stand in for that tool."""
+        if not new:
+            return
+        taken: dict[str, str] = {}
+        for name in [*self.store.names(), *new]:
+            other = taken.setdefault(name.casefold(), name)
+            if other != name:
+                raise InvalidToolError(
+                    f"tool {name!r}: its name differs only in case from the tool {other!r}; choose another name"
+                )
 
     def update(
         self,
@@ -273,6 +296,8 @@ class ToolWriter:
             found = self.store.get_many(edits)
             current = {name: found.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
+            if proposal is not None:  # a sync (no proposal) names its tools after its server's, checked there
+                self._check_new_names([tool.name for tool in written if current.get(tool.name) is None])
             if gate is not None:
                 written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
@@ -282,7 +307,13 @@ class ToolWriter:
         return retry_on_conflict(write)
 
     def add_example(
-        self, name: str, text: str, tenant: str | None, source: Literal["operator", "usage"], edited_by: str | None
+        self,
+        name: str,
+        text: str,
+        tenant: str | None,
+        source: Literal["operator", "usage"],
+        edited_by: str | None,
+        proposal: Proposal | None = None,
     ) -> Tool:
         example = {"text": text, "tenant": tenant, "source": source}
         wanted = example_key(text, tenant)
@@ -292,7 +323,7 @@ class ToolWriter:
             kept = [e for e in current.examples if not (e.task and e.key == wanted)]
             return {"examples": [*kept, example]}
 
-        return self.edit(name, added, edited_by)
+        return self.edit(name, added, edited_by, proposal)
 
     def add_task_example(
         self,
@@ -301,10 +332,12 @@ class ToolWriter:
         tenant: str | None,
         source: Literal["operator", "usage"],
         edited_by: str | None,
+        proposal: Proposal | None = None,
     ) -> list[Tool]:
         """A past task: `text` as one more example request of each of `names`, every tool its task used, written
         in one transaction (all of them or none); a tool that has the example already is left as it is. Made
-        again on the tools as they are when another writer moved one of them, like `edit`."""
+        again on the tools as they are when another writer moved one of them, like `edit`. `proposal`: who
+        writes, for the examples held for review (a past task redirects retrieval as much as a description)."""
         names = list(dict.fromkeys(names))
         if len(names) < 2:
             raise InvalidToolError("a past task names two or more tools; for one tool, add an example request")
@@ -318,22 +351,27 @@ class ToolWriter:
             if missing := [name for name in names if name not in found]:
                 raise ToolNotFoundError(f"no tool named {missing[0]!r}", name=missing[0])
             others = ", ".join(names)
+            gate = self._gate(proposal)
             written, audit = [], []
             for current in (found[name] for name in names):
                 if any(e.key == example.key for e in current.examples):
                     continue
-                updated, _ = _edited(current, {"examples": [*current.examples, example]}, None)
+                updated, changed = _edited(current, {"examples": [*current.examples, example]}, gate)
                 written.append(updated)
-                audit.append(AuditEntry("edited", f"examples: a past task of {others}", current.name, None, edited_by))
+                if changed:
+                    detail = f"examples: a past task of {others}"
+                    audit.append(AuditEntry("edited", detail, current.name, None, edited_by))
             if written:
                 versions = {tool.name: found[tool.name].version for tool in written}
-                self.register(written, None, audit, versions, embedded)
+                self.register(written, None, [*audit, *(gate.audit if gate else ())], versions, embedded, gate)
             now = self.store.get_many(names)
             return [now[name] for name in names]
 
         return retry_on_conflict(write)
 
-    def remove_example(self, name: str, text: str, tenant: str | None, edited_by: str | None) -> Tool:
+    def remove_example(
+        self, name: str, text: str, tenant: str | None, edited_by: str | None, proposal: Proposal | None = None
+    ) -> Tool:
         wanted = example_key(text, tenant)
 
         def without(current: Tool) -> dict[str, Any]:
@@ -343,7 +381,7 @@ class ToolWriter:
                 raise InvalidToolError(f"{name!r} has no example request {text!r} for {whose}")
             return {"examples": kept}
 
-        return self.edit(name, without, edited_by)
+        return self.edit(name, without, edited_by, proposal)
 
     def set_tenant_description(
         self,
@@ -390,17 +428,35 @@ class ToolWriter:
         gate = self._gate(proposal)
         return self._write_edit(current, {"tenant_descriptions": kept}, edited_by, expected, {}, detail, proposal=gate)
 
-    def drop_overrides(self, name: str, fields: Iterable[str], edited_by: str | None = None) -> Tool:
+    def drop_overrides(
+        self, name: str, fields: Iterable[str], edited_by: str | None = None, proposal: Proposal | None = None
+    ) -> Edited:
         """A new version with `fields` (description, schemas, annotations an operator replaced) back at their
-        source's value, which syncs then keep current again. Made on the tool as it is at the write (`edit`)."""
+        source's value, which syncs then keep current again. Made on the tool as it is at the write (`edit`).
+        While the registry asks for review (`proposal`: who writes), a source value that was never live (no version
+        of the tool had it) waits for review like any text change, the tool left as it is, and a rejected text is
+        never returned to."""
         wanted = sorted(set(fields))
         detail = f"{', '.join(wanted)}: the source's again"
         embedded: EmbeddedVectors = {}
 
-        def write() -> Tool:
+        def write() -> Edited:
             current = self.get(name)
-            changes = returned_to_source(current, wanted, self.store.history(name))
-            return self._write_edit(current, changes, edited_by, current.version, embedded, detail).tool
+            history = self.store.history(name)
+            changes = returned_to_source(current, wanted, history)
+            gate = self._gate(proposal)
+            if gate is None:
+                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+            returned, _ = _edited(current, changes, None)
+            rejected = gate.reviews.get(name)
+            rejected_hash = None if rejected is None else rejected.rejected_hash
+            if _was_live(returned, wanted, history) and reviewed_text_hash(text_of(returned)) != rejected_hash:
+                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+            if gate.admit(current, returned) is returned:
+                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+            # Held or rejected: the override stays as it is (its source value is not live); the review row is written.
+            self.register([current], None, gate.audit, {name: current.version}, embedded, gate)
+            return Edited(self.get(name), name in gate.held, name in gate.rejected)
 
         return retry_on_conflict(write)
 
@@ -493,10 +549,31 @@ class ToolWriter:
 
 
 def check_changes(name: str, changes: Mapping[str, Any]) -> None:
-    """Refuse an edit of fields a tool does not have, or of its name."""
+    """Refuse an edit of fields a tool does not have, of its name, or of what only syncs write."""
     unknown = set(changes) - set(Tool.model_fields) - {"name"}
     if unknown or "name" in changes:
         raise InvalidToolError(f"cannot update {', '.join(sorted(unknown or {'name'}))} of {name!r}")
+    if synced := sorted(SYNC_FIELDS & set(changes)):
+        raise InvalidToolError(f"cannot update {', '.join(synced)} of {name!r}: {_SYNC_ONLY}")
+
+
+_SYNC_ONLY = "written by MCP syncs only (return a field to its server's value with drop_overrides)"
+
+
+def check_sync_fields(given: Tool, current: Tool | None) -> None:
+    """Refuse a tool given with `overrides` or `source_values` other than the registry's (none for a new tool): only
+    syncs write them, and a forged source value would go live unreviewed when returned to."""
+    for key in sorted(SYNC_FIELDS & given.model_fields_set):
+        field = Tool.model_fields[key]
+        theirs = getattr(current, key) if current is not None else field.get_default(call_default_factory=True)
+        if getattr(given, key) != theirs:
+            raise InvalidToolError(f"tool {given.name!r}: {key} is {_SYNC_ONLY}")
+
+
+def _was_live(returned: Tool, fields: Sequence[str], history: Sequence[Tool]) -> bool:
+    """Whether every one of `fields` of `returned` had its value in a version of the tool (each version written
+    was live: a held change is never written)."""
+    return all(any(getattr(version, key) == getattr(returned, key) for version in history) for key in fields)
 
 
 def source_values(before: Tool, overrides: Iterable[str]) -> dict[str, Any]:
@@ -574,6 +651,7 @@ def _edited(current: Tool, changes: Mapping[str, Any], proposal: Gate | None) ->
 def given_over(given: Tool, current: Tool | None) -> Tool:
     """`given`'s fields set by its writer over `current` (checked again as a whole: an example must still serve one
     of the tool's tenants)."""
+    check_sync_fields(given, current)
     if current is None:
         return given
     kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)

@@ -14,7 +14,7 @@ from typing import Any
 
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.jsontext import loads
-from toolrag.model import Tool, check_schema_depth
+from toolrag.model import SYNC_FIELDS, Tool, check_schema_depth
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
 _IGNORED_KEYS = ("id", "relevant")
@@ -106,6 +106,9 @@ def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> 
     """One catalog entry -> Tool, accepting the common spellings of the schema field."""
     if not isinstance(entry, dict):
         raise InvalidToolError(f"expected an object, got {type(entry).__name__}")
+    if synced := sorted(key for key in SYNC_FIELDS if entry.get(key)):
+        # A forged source value would go live unreviewed when an admin returns the field to its source's value.
+        raise InvalidToolError(f"{', '.join(synced)}: written by MCP syncs only, never by a catalog")
     data = {k: v for k, v in entry.items() if k not in _IGNORED_KEYS and k not in _SCHEMA_KEYS}
     if "id" in entry and "name" in entry and entry["id"] != entry["name"]:
         data["name"] = entry["id"]  # benchmark format: ids are unique, names need not be

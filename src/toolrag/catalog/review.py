@@ -1,14 +1,21 @@
-"""Text changes that wait for review (issue 33 §4): a description edit is a security event, not only a re-embed.
+"""Changes of what a model is given or told to call, held for review (issue 33 §4, issue 48): a description edit is
+a security event, not only a re-embed, and so is a requirement, an alias or an example request that changes which
+tools reach the model.
 
 While the registry's `text_review` setting is on (`ToolRegistry.require_text_review`, kept in the store so every
-process honours it), an import, API, CLI or Python write that changes the text a model reads of an existing tool
-(`REVIEWED_FIELDS`: description, input schema, output schema, annotations, what the MCP pins hash, and what
-operators write that is shown with them: the not-for line and each tenant's description) does not put that text
-live: the tool is written with its live text and the write's other fields (scopes, tenants, examples, aliases, ...
-go live at once), and the proposed text is recorded, with who proposed it, how, when and what the poisoning checks
-find in it, until an admin approves it (a new version) or rejects it (remembered by hash: proposing the same text
-again leaves it out until the rejection is lifted). New tools, MCP syncs (pinned on their own, mcp/importer.py),
-rollbacks and returning MCP overrides to their server's text (both restore text that was live) are not held.
+process honours it), an import, API, console, CLI or Python write that changes what a model reads of an existing
+tool, or what it is given or told to call because of it (`REVIEWED_FIELDS`: description, input schema, output
+schema, annotations, the not-for line, each tenant's description, `requires`, aliases, example requests and past
+tasks), does not put it live: the tool is written with its live values of those fields and the write's other
+fields (scopes, tenants, category, ... go live at once), and the proposed values are recorded, with who proposed
+them, how, when and what the poisoning checks find in them, until an admin approves them (a new version) or rejects
+them (remembered by hash: proposing the same again leaves it out until the rejection is lifted).
+
+A new tool is written live, except one an existing tool would bring into a set (its name is in a live tool's
+`requires`): that one is written inactive and its activation waits for review like a text change. A new name that
+differs only in case from an existing tool's is refused (catalog/edits.py). MCP syncs (pinned on their own,
+mcp/importer.py) and rollbacks (to text that was live) are not held; returning an MCP override to its server's
+value is held unless that value was live before (catalog/edits.py `ToolWriter.drop_overrides`).
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ from __future__ import annotations
 import difflib
 import getpass
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolrag.model import REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
@@ -49,50 +57,100 @@ def text_of(tool: Tool) -> dict[str, Any]:
     return tool.model_dump(mode="json", include=set(REVIEWED_FIELDS))
 
 
+def required_by(tools: Sequence[Tool]) -> dict[str, list[str]]:
+    """The tools `tools` require (declared, optional ones too), by name in lower case (requirements resolve names
+    case-insensitively), each with the tools that require it."""
+    needed: dict[str, list[str]] = {}
+    for tool in tools:
+        for requirement in tool.requires:
+            needed.setdefault(requirement.tool.lower(), []).append(tool.name)
+    return needed
+
+
 @dataclass
 class Gate:
-    """What one write holds back: the rows and audit entries it writes with the tools (`Store.upsert`)."""
+    """What one write holds back: the rows and audit entries it writes with the tools (`Store.upsert`).
+    `requirers`: the live tools' requirements by needed name (`required_by`), read only when a write adds or
+    activates a tool; `ever_active`: whether a tool was ever active (its history), read only for such a tool."""
 
     proposal: Proposal
     reviews: dict[str, TextReview]
+    requirers: Callable[[], Mapping[str, Sequence[str]]] = dict
+    ever_active: Callable[[str], bool] = lambda _: False
     rows: list[TextReview] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    _requirers: Mapping[str, Sequence[str]] | None = field(default=None, init=False, repr=False)
 
     def admit(self, current: Tool | None, proposed: Tool) -> Tool:
-        """The tool to write now: `proposed` itself for a new tool or one whose text did not change, else
-        `proposed` with the live text (its proposed text held, or left out as rejected)."""
+        """The tool to write now: `proposed` itself for a new tool no live tool requires, or one whose reviewed
+        fields did not change; else `proposed` with the live values (its proposed values held, or left out as
+        rejected). A tool that a live tool requires and that was never active (new, or held new before) is written
+        inactive, its activation held."""
         if current is None:
-            return proposed
+            return self._admit_new(proposed)
+        known = self.reviews.get(current.name)
+        needing = self._needing(current.name) if proposed.active and not current.active else []
+        activation = bool(needing) and not self.ever_active(current.name)
+        if activation:
+            proposed = proposed.model_copy(update={"active": False})
         live, wanted = text_of(current), text_of(proposed)
-        if wanted == live:
+        if wanted == live and not activation:
             return proposed
-        digest, known = reviewed_text_hash(wanted), self.reviews.get(current.name)
         kept = proposed.model_copy(update={key: getattr(current, key) for key in REVIEWED_FIELDS})
+        if activation:
+            changed = ", ".join(key for key in sorted(REVIEWED_FIELDS) if wanted[key] != live[key])
+            activated = f"a new tool that {', '.join(needing)} require(s), written inactive"
+            return self._hold(
+                current.name,
+                {**wanted, ACTIVATION: True},
+                proposed,
+                kept,
+                known,
+                f"{activated}; {changed}" if changed else activated,
+            )
+        changed = ", ".join(sorted(key for key in REVIEWED_FIELDS if wanted[key] != live[key]))
+        return self._hold(current.name, wanted, proposed, kept, known, f"{changed} changed")
+
+    def _needing(self, name: str) -> list[str]:
+        """The live tools that require `name`, but itself."""
+        if self._requirers is None:
+            self._requirers = self.requirers()
+        return sorted(other for other in self._requirers.get(name.lower(), ()) if other != name)
+
+    def _admit_new(self, proposed: Tool) -> Tool:
+        needing = self._needing(proposed.name) if proposed.active else []
+        if not needing:
+            return proposed
+        inactive = proposed.model_copy(update={"active": False})
+        pending = {**text_of(proposed), ACTIVATION: True}
+        changed = f"a new tool that {', '.join(needing)} require(s), written inactive"
+        return self._hold(proposed.name, pending, proposed, inactive, self.reviews.get(proposed.name), changed)
+
+    def _hold(
+        self, name: str, pending: dict[str, Any], proposed: Tool, kept: Tool, known: TextReview | None, changed: str
+    ) -> Tool:
+        digest = reviewed_text_hash(pending)
         if known is not None and known.rejected_hash == digest:
-            self.rejected.append(current.name)
+            self.rejected.append(name)
             return kept
-        self.held.append(current.name)
+        self.held.append(name)
         if known is not None and known.pending_hash == digest:
             return kept  # waits already as it is: its proposer and findings are kept
         findings, by = _findings(proposed), self.proposal.proposer()
-        row = TextReview(
-            current.name,
-            digest,
-            wanted,
-            findings,
-            by,
-            self.proposal.origin,
-            rejected_hash=None if known is None else known.rejected_hash,
-        )
+        rejected = None if known is None else known.rejected_hash
+        row = TextReview(name, digest, pending, findings, by, self.proposal.origin, rejected_hash=rejected)
         self.rows.append(row)
-        self.reviews[current.name] = row
-        changed = ", ".join(sorted(key for key in REVIEWED_FIELDS if wanted[key] != live[key]))
+        self.reviews[name] = row
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
-        detail = f"{changed} changed through {self.proposal.origin}: waits for review{flagged}"
-        self.audit.append(AuditEntry("text held", detail, current.name, None, by))
+        detail = f"{changed} through {self.proposal.origin}: waits for review{flagged}"
+        self.audit.append(AuditEntry("text held", detail, name, None, by))
         return kept
+
+
+def _waits_for_activation(review: TextReview | None) -> bool:
+    return review is not None and review.waiting and bool((review.pending or {}).get(ACTIVATION))
 
 
 def _findings(tool: Tool) -> tuple[str, ...]:
@@ -115,9 +173,17 @@ class TextChange:
     @property
     def proposed(self) -> Tool:
         """The live tool with the proposed text: what approving it makes live."""
-        return self.live.model_copy(update=self.review.pending or {})
+        return Tool.parse({**self.live.model_dump(mode="json"), **(self.review.pending or {})})
+
+    @property
+    def new_tool(self) -> bool:
+        """Whether approving it activates a new tool (held because a live tool requires it)."""
+        return _waits_for_activation(self.review) and not self.live.active
 
     def diff(self) -> list[str]:
+        if self.new_tool:  # nothing of it was ever live: all of it is new
+            lines = difflib.unified_diff([], _shown(self.proposed), "(new tool)", "proposed", lineterm="")
+            return list(lines)[:MAX_DIFF_LINES]
         return text_diff(self.live, self.proposed, "live", "proposed")
 
 

@@ -273,8 +273,9 @@ def drop_override(
     """Return fields of an MCP server's tool that an operator replaced (`update --description`) to the server's
     value, which syncs keep current again: a new version, in the audit log."""
     registry = open_registry(store)
-    edit = lambda: registry.drop_overrides(name, fields, edited_by="cli")  # noqa: E731
-    _print_tool(guarded(edit), as_json, f"{', '.join(fields)} back to the server's")
+    edited = guarded(lambda: registry.drop_overrides(name, fields, edited_by="cli", origin="cli"))
+    done = "waits for review" if edited.held else "was rejected before" if edited.rejected else "back to the server's"
+    _print_tool(edited.tool, as_json, f"{', '.join(fields)} {done}")
 
 
 @tools_app.command()
@@ -641,7 +642,9 @@ def add_example(
     """Add an example request: searches like it (of that tenant) find the tool. A new version."""
     registry = open_registry(store)
     tool = guarded(
-        lambda: registry.add_example(name, text, tenant, "usage" if from_usage else "operator", edited_by="cli")
+        lambda: registry.add_example(
+            name, text, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
+        )
     )
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
 
@@ -656,7 +659,7 @@ def remove_example(
 ) -> None:
     """Remove an example request. A new version."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli"))
+    tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli", origin="cli"))
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
 
 
@@ -691,7 +694,9 @@ def add_task(
     """Add a past task: the request becomes an example of each of its tools, so a request like it gets them all."""
     registry = open_registry(store)
     tools = guarded(
-        lambda: registry.add_task(text, names, tenant, "usage" if from_usage else "operator", edited_by="cli")
+        lambda: registry.add_task(
+            text, names, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
+        )
     )
     if as_json:
         print_json([{"name": tool.name, "version": tool.version, "examples": len(tool.examples)} for tool in tools])

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolrag.errors import CatalogError, InvalidToolError
-from toolrag.model import REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.relations import LearnedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
@@ -121,10 +121,11 @@ def _records(kind: type[Record], items: Any) -> list[Record]:
 
 
 def _checked_review(review: TextReview) -> TextReview:
-    """A held text change as approving it would apply it: only text fields, known by the hash of exactly them."""
+    """A held change as approving it would apply it: only reviewed fields (and a held new tool's activation), known
+    by the hash of exactly them."""
     if review.pending is None:
         return review
-    foreign = sorted(set(review.pending) - REVIEWED_FIELDS)
+    foreign = sorted(set(review.pending) - REVIEWED_FIELDS - {ACTIVATION})
     if foreign:
         raise ValueError(f"the text change of {review.tool!r} holds other fields than text: {', '.join(foreign)}")
     if reviewed_text_hash(review.pending) != review.pending_hash:

@@ -167,6 +167,10 @@ class ToolStore(Protocol):
 
     def tools(self, include_inactive: bool = False) -> list[Tool]: ...
 
+    def names(self) -> list[str]:
+        """The name of every tool (active or not), read without the tools."""
+        ...
+
     def changed_since(self, generation: int) -> list[Tool]:
         """Tools (active or not) written after `generation`."""
         ...

@@ -378,6 +378,9 @@ class PostgresStore(PreviousNames):
         rows = self._query(f"SELECT definition::text FROM tools{where} ORDER BY name")
         return [Tool.from_store(row[0]) for row in rows]
 
+    def names(self) -> list[str]:
+        return [str(row[0]) for row in self._query("SELECT name FROM tools")]
+
     def changed_since(self, generation: int) -> list[Tool]:
         rows = self._query("SELECT definition::text FROM tools WHERE seq > %s", (generation,))
         return sorted((Tool.from_store(row[0]) for row in rows), key=lambda tool: tool.name)

@@ -36,6 +36,8 @@ class ReviewTables:
         with self._db.transaction() as db:
             self.write_setting(db, on)
             self._trail.write(db, [audit])
+            # What search reads depends on it (relations learned from usage serve only while review is off).
+            self._db.bump_generation(db)
 
     def write_setting(self, db: Any, on: bool) -> None:
         """Set `required` in the caller's transaction (`db`)."""

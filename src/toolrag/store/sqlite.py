@@ -230,6 +230,9 @@ class SQLiteStore(PreviousNames):
         rows = self._query(f"SELECT definition FROM tools{where} ORDER BY name")
         return [Tool.from_store(str(row[0])) for row in rows]
 
+    def names(self) -> list[str]:
+        return [str(row[0]) for row in self._query("SELECT name FROM tools")]
+
     def changed_since(self, generation: int) -> list[Tool]:
         # Sorted here: asked to sort by name, SQLite walks every row in name order instead of using the seq index.
         rows = self._query("SELECT definition FROM tools WHERE seq > ?", (generation,))

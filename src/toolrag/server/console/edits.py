@@ -15,7 +15,7 @@ from toolrag.access import Caller
 from toolrag.errors import ApprovalConflictError, EditConflictError, ServerNotFoundError, ToolragError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
-from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool
+from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool, example_key
 from toolrag.server.console.common import Console, ConsoleState, confirm, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
@@ -77,13 +77,19 @@ def change_example(
 ) -> Response:
     who, registry = console.admin(request, csrf), console.registry
     owner = tenant.strip() or None
-    if action == "remove":
-        change: Callable[[], object] = lambda: registry.remove_example(name, text, owner, edited_by=who.name)  # noqa: E731
-    else:
-        source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
-        change = lambda: registry.add_example(name, text, owner, source, edited_by=who.name)  # noqa: E731
+    source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
+    held: list[bool] = []
+
+    def change() -> None:
+        if action == "remove":
+            tool = registry.remove_example(name, text, owner, edited_by=who.name, origin="console")
+        else:
+            tool = registry.add_example(name, text, owner, source, edited_by=who.name, origin="console")
+        present = any(e.key == example_key(text, owner) for e in tool.examples)
+        held.append(present == (action == "remove"))  # the live examples did not move: the change waits for review
+
     fixing = fixing or (text if action != "remove" else "")
-    return _edited(console, request, who, name, change, fixing, fixing_tenant or tenant)
+    return _edited(console, request, who, name, change, fixing, fixing_tenant or tenant, held=held)
 
 
 @router.post("/tools/{name}/tenant-descriptions")
@@ -128,8 +134,13 @@ def drop_override(
 ) -> Response:
     """Give a field an operator replaced back to the tool's MCP server (`ToolRegistry.drop_overrides`)."""
     who = console.admin(request, csrf)
-    drop = lambda: console.registry.drop_overrides(name, [field], edited_by=who.name)  # noqa: E731
-    return _edited(console, request, who, name, drop, "", "")
+    held: list[bool] = []
+
+    def drop() -> None:
+        edited = console.registry.drop_overrides(name, [field], edited_by=who.name, origin="console")
+        held.append(edited.held or edited.rejected)
+
+    return _edited(console, request, who, name, drop, "", "", held=held)
 
 
 @router.post("/tools/{name}/active")

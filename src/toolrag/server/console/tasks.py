@@ -43,7 +43,7 @@ def add_task(
     names = tools.replace(",", " ").split()
     source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
     try:
-        console.registry.add_task(text, names, tenant.strip() or None, source, edited_by=who.name)
+        console.registry.add_task(text, names, tenant.strip() or None, source, edited_by=who.name, origin="console")
     except ToolragError as problem:
         return _tasks_view(request, console, 422, str(problem))
     return secured(RedirectResponse(PAGE, status_code=303))

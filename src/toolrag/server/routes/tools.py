@@ -178,19 +178,19 @@ def reactivate(name: str, who: Admin, api: Api) -> Tool:
 def remove_overrides(name: str, body: OverridesIn, who: Admin, api: Api) -> Tool:
     """Return fields of an MCP server's tool that an operator replaced (`overrides`) to the server's value (a new
     version): syncs keep them current again. 422 for a field that is not overridden."""
-    return api.registry.drop_overrides(name, body.fields, edited_by=who.name)
+    return api.registry.drop_overrides(name, body.fields, edited_by=who.name, origin="api").tool
 
 
 @router.post("/tools/{name}/examples", response_model=Tool)
 def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     """One more example request (a new version): searches like it, of that tenant, find the tool. Made on the
     tool as it is at the write: concurrent additions all stay."""
-    return api.registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name)
+    return api.registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name, origin="api")
 
 
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
-    return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name)
+    return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name, origin="api")
 
 
 @router.get("/past-tasks", response_model=list[PastTaskOut])
@@ -210,7 +210,7 @@ def past_tasks(
 def add_task(body: TaskIn, who: Admin, api: Api) -> list[Tool]:
     """A past task: the request becomes an example of each of its tools (new versions, one transaction), so a
     request like it retrieves the whole set."""
-    return api.registry.add_task(body.text, body.tools, body.tenant, body.source, edited_by=who.name)
+    return api.registry.add_task(body.text, body.tools, body.tenant, body.source, edited_by=who.name, origin="api")
 
 
 @router.post("/tools/{name}/tenant-descriptions", response_model=TenantDescriptionOut)
