@@ -88,6 +88,7 @@ def test_export_and_import_restore_a_registry_exactly(
     source.register_many(SAMPLE_TOOLS)
     source.update("email.send", description="Send an e-mail with attachments.")
     source.set_active("hr.update_salary", False)
+    source.require_text_review(False, by="boss")  # an audit row whose "who" a file could forge
     backup = tmp_path / "backup.json"
     exported = runner.invoke(app, ["export", str(backup), "--store", store_url, "--json"])
     assert exported.exit_code == 0, exported.output
@@ -102,6 +103,13 @@ def test_export_and_import_restore_a_registry_exactly(
         assert copy.history(tool.name) == source.history(tool.name)
     assert [r.name for r in copy.search("mail a report", ADMIN)] == expected
     assert len(embedder.embedded) == before  # vectors came with the backup
+    # Issue 48 R4-7: nothing in a file proves who decided what: its audit rows say they were restored from it.
+    *kept, restore = copy.store.audit_log(1000)[::-1]
+    assert [(e.action, e.principal) for e in kept] == [
+        (e.action, e.principal) for e in source.store.audit_log(1000)[::-1]
+    ]
+    assert kept and all(e.detail.endswith("as the file states it]") and "from backup.json at" in e.detail for e in kept)
+    assert restore.action == "restored" and restore.detail.startswith("registry restored from backup.json: 8 tools")
     again = runner.invoke(app, ["import", str(backup), "--store", target])
     assert again.exit_code == 1 and "already holds tools" in again.stderr
     backup.write_text(backup.read_text()[:500])

@@ -357,10 +357,11 @@ def export_registry(
 
 
 def restore_backup(file: Path, store: str, as_json: bool) -> None:
+    from toolrag.catalog.review import Proposal
     from toolrag.cli.store import write_registry
-    from toolrag.store.backup import read_backup
+    from toolrag.store.backup import as_restored, read_backup
 
-    dump = guarded(lambda: read_backup(file))
+    dump = as_restored(guarded(lambda: read_backup(file)), file, Proposal("cli", None).proposer())
     guarded(lambda: write_registry(store, dump))
     summary = {"file": str(file), "tools": len(dump.tools), "versions": len(dump.versions), "restored": True}
     if as_json:

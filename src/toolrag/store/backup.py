@@ -12,7 +12,7 @@ import base64
 import json
 import os
 from dataclasses import asdict, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,6 +102,22 @@ def read_backup(path: str | Path) -> RegistryDump:
         )
     except (KeyError, TypeError, ValueError, InvalidToolError, ValidationError) as exc:
         raise CatalogError(f"backup {source} is damaged: {_first_line(exc)}") from None
+
+
+def as_restored(dump: RegistryDump, source: str | Path, by: str | None, at: datetime | None = None) -> RegistryDump:
+    """`dump` as a restore from a file writes it: nothing in a file proves who decided what, so every audit row it
+    holds says it was restored from `source` at `at`, and one more row says what the file put back (approved MCP
+    pins and catalog texts, verdicts) and who restored it. Its records are otherwise kept as the file states them."""
+    at = at or datetime.now(UTC)
+    mark = f"[restored from {Path(source).name} at {at:%Y-%m-%d %H:%M} UTC, as the file states it]"
+    approved = sum(pin.approved_hash is not None for pin in dump.pins)
+    detail = (
+        f"registry restored from {Path(source).name}: {len(dump.tools)} tools, {approved} approved MCP pins,"
+        f" {len(dump.text_reviews)} text reviews, {len(dump.verdicts)} relation verdicts and {len(dump.audit)} audit"
+        " rows as the file states them (not verified)"
+    )
+    audit = [replace(entry, detail=f"{entry.detail} {mark}") for entry in dump.audit]
+    return replace(dump, audit=[*audit, AuditEntry("restored", detail, None, None, by, at)])
 
 
 def _plain(record: Any) -> dict[str, Any]:
