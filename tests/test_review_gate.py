@@ -273,3 +273,14 @@ def test_returning_to_a_source_value_that_was_live_needs_no_review(reviewed: Too
     edited = reviewed.drop_overrides("weather.forecast", ["description"], edited_by="ops")
     assert not edited.held and edited.tool.description == "Weather forecast from the weather server."
     assert edited.tool.overrides == [] and reviewed.text_changes() == []
+
+
+def test_a_held_change_builds_on_the_one_waiting(reviewed: ToolRegistry) -> None:
+    reviewed.add_example("shop.track_shipment", "has my parcel left the warehouse", edited_by="ops")
+    reviewed.add_example("shop.track_shipment", "when will my order arrive", edited_by="ops")
+    reviewed.update("shop.track_shipment", edited_by="ops", description="Track an order's parcel and its delivery.")
+    assert reviewed.get("shop.track_shipment").examples == []
+    approved = reviewed.approve_text_change("shop.track_shipment", approver="boss")
+    assert [e.text for e in approved.examples] == ["has my parcel left the warehouse", "when will my order arrive"]
+    assert approved.description == "Track an order's parcel and its delivery."
+    assert approved.aliases == ["where is my package"]

@@ -248,9 +248,13 @@ class ToolWriter:
 
         def write() -> Tool:
             current = self.get(name)
-            changes = change(current)
-            check_changes(name, changes)
             gate = self._gate(proposal)
+            # Under review, the change is made on the tool as its waiting change would leave it, so that a second
+            # example request added while the first waits is added to it, not in its place.
+            waiting = None if gate is None else gate.reviews.get(name)
+            seen = TextChange(waiting, current).proposed if waiting is not None and waiting.waiting else current
+            changes = change(seen)
+            check_changes(name, changes)
             return self._write_edit(current, changes, edited_by, current.version, embedded, proposal=gate).tool
 
         return retry_on_conflict(write)

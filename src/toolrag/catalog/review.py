@@ -96,6 +96,11 @@ class Gate:
         if activation:
             proposed = proposed.model_copy(update={"active": False})
         live, wanted = text_of(current), text_of(proposed)
+        if known is not None and known.waiting:
+            # A held change builds on the one waiting before it: what this write leaves as live keeps its waiting
+            # value (two example requests added in a row both wait; a description waits beside new aliases).
+            waiting = known.pending or {}
+            wanted |= {key: waiting[key] for key in waiting if key in live and wanted[key] == live[key]}
         if wanted == live and not activation:
             return proposed
         kept = proposed.model_copy(update={key: getattr(current, key) for key in REVIEWED_FIELDS})
