@@ -248,7 +248,7 @@ def test_a_rejected_learned_relation_is_not_learned_again(tmp_path: Path, embedd
         registry.relations.learn()  # the log is empty now: nothing is learned, the confirmation stays
         found = registry.search("find the order I placed last week", GLOBEX)  # confirmed: for every tenant
         assert [r.name for r in found] == ["orders.search", "orders.refund"]
-        assert found[1].signals.related_why == "related: confirmed by root"
+        assert found[1].signals.related_why == "related: confirmed by an admin"
 
 
 def test_the_scheduler_learns_relations_daily_and_a_run_that_learns_nothing_new_writes_nothing(

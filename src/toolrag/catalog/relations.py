@@ -85,12 +85,19 @@ class RelationDesk:
         sees: Callable[[Tool], bool],
         learners: Callable[[str], bool] = lambda _: True,
         rejected_learned: bool = True,
+        deciders: bool = True,
     ) -> list[ToolRelation]:
         """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred,
         learned (of the learners `learners` accepts), then the rejected ones; tools the reader does not see, or
         that are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected
-        learned relations, which some tenant's sessions taught (a reader of another tenant would learn that)."""
+        learned relations, which some tenant's sessions taught (a reader of another tenant would learn that).
+        `deciders` False: a verdict says "an admin", not who gave it (an admin's name is free text, and agents
+        read relations too: issue 48, R4-8)."""
         tool = self._get(name)
+
+        def by(verdict: RelationVerdict) -> str:
+            return (verdict.decided_by if deciders else None) or "an admin"
+
         verdicts = {
             (v.other.lower(), v.kind): v for v in self._store.relations.verdicts() if v.tool.lower() == name.lower()
         }
@@ -105,7 +112,7 @@ class RelationDesk:
                 source="confirmed",
                 strength=1.0,
                 parameter=v.parameter,
-                detail=f"confirmed by {v.decided_by or 'an admin'}",
+                detail=f"confirmed by {by(v)}",
             )
             for v in verdicts.values()
             if v.verdict == "confirmed"
@@ -136,7 +143,7 @@ class RelationDesk:
                 source=_source(v),
                 strength=0.0,
                 parameter=v.parameter,
-                detail=f"rejected by {v.decided_by or 'an admin'}",
+                detail=f"rejected by {by(v)}",
                 rejected=True,
             )
             for v in verdicts.values()

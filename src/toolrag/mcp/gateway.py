@@ -199,15 +199,15 @@ class McpGateway:
     def disabled_refusal(self, name: str, principal: Principal | None = None) -> str | None:
         """Why a call to `name` is refused when its server is switched off, else None. Given the caller's
         principal, only for a tool of that name it may use: anyone else learns nothing of the switch (its call is
-        refused as any hidden tool's, by the served principal)."""
+        refused as any hidden tool's, by the served principal). Fixed words: who switched the server off and why
+        are free text an admin wrote, for operators (the audit log, `toolrag mcp list-servers`, the console, the
+        admin API), never for the agent's model (issue 48, R4-8)."""
         switch = self.registry.disabled_servers().get(split_name(name)[0])
         if switch is None or (principal is not None and not self._may_use(principal, name)):
             return None
-        by = f" by {switch.disabled_by}" if switch.disabled_by else ""
-        why = f": {switch.reason}" if switch.reason else ""
         return (
-            f"MCP server {switch.server!r} is disabled{by} since {switch.disabled_at:%Y-%m-%d %H:%M} UTC{why}; its"
-            f" tools are not run until an operator enables it (`toolrag mcp enable {switch.server}`)"
+            f"this tool is disabled: MCP server {switch.server!r} is switched off since"
+            f" {switch.disabled_at:%Y-%m-%d %H:%M} UTC; its tools are not run until an operator enables it"
         )
 
     def _may_use(self, principal: Principal, name: str) -> bool:

@@ -169,8 +169,10 @@ class RelationBook:
     def related(self, tool: str, learner: str | None) -> list[Related]:
         """What `tool` relates to for `learner`'s searches, strongest first: confirmed relations (every learner's:
         an admin said so), then what `learner`'s own sessions taught, without rejected pairs."""
+        # Not the admin's name: a result's reasons reach agents, and a name is free text an agent's model reads
+        # (issue 48, R4-8). Who confirmed it stays in the audit log and in the relations operators list.
         confirmed = [
-            Related(v.other, "confirmed", 1.0, f"related: confirmed by {v.decided_by or 'an admin'}")
+            Related(v.other, "confirmed", 1.0, "related: confirmed by an admin")
             for v in self.confirmed.get((tool.lower(), "related"), ())
         ]
         named = {r.tool.lower() for r in confirmed}

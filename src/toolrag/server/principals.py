@@ -38,11 +38,15 @@ def served(who: Caller, registry: ToolRegistry) -> Caller:
 
 def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[ToolRelation]:
     """A tool's relations as the caller may read them: only to tools it sees, and, unless it is an admin, only
-    what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones, and no rejected
-    learned relation (whichever tenant's sessions taught it)."""
+    what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones, no rejected learned
+    relation (whichever tenant's sessions taught it), and a verdict's "an admin" for who gave it."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
     return registry.relations.of(
-        name, served(who, registry).sees, lambda learner: who.is_admin or learner == mine, rejected_learned=who.is_admin
+        name,
+        served(who, registry).sees,
+        lambda learner: who.is_admin or learner == mine,
+        rejected_learned=who.is_admin,
+        deciders=who.is_admin,
     )
 
 

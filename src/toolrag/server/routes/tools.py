@@ -235,7 +235,7 @@ def remove_tenant_description(name: str, body: TenantDescriptionDropIn, who: Adm
 def tool_relations(name: str, who: Reader, api: Api) -> list[ToolRelation]:
     """The tool's relations with their source and strength: declared, confirmed, inferred from schemas, learned
     from usage (for tokens other than admin, only what their own tenant's sessions taught), and rejected; only
-    relations to tools the token sees."""
+    relations to tools the token sees. A verdict names who gave it to admins only (others read "an admin")."""
     get_tool(name, who, api)
     return relations_shown(who, api.registry, name)
 
