@@ -137,6 +137,10 @@ def test_eval_replays_sessions_and_learns_relations_from_them(tmp_path: Path, em
     assert report["n_queries"] == 5
     too_few = evaluate(load_benchmark(bench(tmp_path / "c", queries=queries[:8])), embedder, replay_share=0.5)
     assert too_few.relations_learned == 0  # four sessions: below the five a relation needs
+    # Replayed as a tenant's: the log stands for its users' sessions, so several callers' (search/learned.py).
+    acme = Principal(user="ann", tenant="acme", scopes=frozenset({"*"}))
+    tenants = evaluate(benchmark, embedder, SearchConfig(related_tools=True), replay_share=0.5, principal=acme)
+    assert tenants.relations_learned == 1
 
 
 ALONE = Principal(user="alone", scopes=frozenset({"*"}))

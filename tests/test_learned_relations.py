@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
-from toolrag.model import Requirement
+from toolrag.model import Requirement, utc_now
 from toolrag.monitor.config import ScheduleConfig
 from toolrag.monitor.schedule import Scheduler, summary
 from toolrag.search.learned import Thresholds, learn
@@ -117,7 +117,7 @@ def test_too_little_support_teaches_nothing_and_a_looping_agent_is_one_session()
     assert [(r.tool, r.related, r.support) for r in learn(enough, tools)] == [("orders.search", "orders.refund", 5)]
     # Retries of one tool are one call: search, search, refund is search then refund.
     retried = [
-        SessionCall(f"s{n}", "acme", "u", t) for n in range(5) for t in ("orders.search",) * 3 + ("orders.refund",)
+        SessionCall(f"s{n}", "acme", f"u{n}", t) for n in range(5) for t in ("orders.search",) * 3 + ("orders.refund",)
     ]
     assert [r.support for r in learn(retried, tools)] == [5]
     weak = enough + [SessionCall(f"w{n}", "acme", "u", "orders.search") for n in range(20)]  # 5 of 25: below 0.3
@@ -142,6 +142,43 @@ def test_a_tool_the_principal_may_not_use_is_never_proposed_counted_or_named(
         assert all("orders.audit" not in r.model_dump_json() for r in listed)
     admin = Principal(user="ann", tenant="acme", scopes=frozenset({"admin"}))
     assert [r.name for r in shop_registry.search(request, admin)] == ["orders.search", "orders.audit"]
+
+
+def test_issue48_r4_5_one_caller_cannot_teach_its_tenant_a_relation(shop_registry: ToolRegistry) -> None:
+    """Sessions are named by the client: one caller minting six sessions is still one caller, and what a relation
+    teaches applies to its whole tenant. Support must come from `min_callers` distinct callers of the tenant."""
+    minted = [
+        CallRecord(tool, "ok", 5.0, True, f"minted-{n}", "mallory@acme", "acme", caller='["rule","mallory"]')
+        for n in range(6)
+        for tool in ("orders.search", "orders.refund")
+    ]
+    shop_registry.store.usage.record([], minted)
+    assert shop_registry.relations.learn().relations == []
+    assert [r.name for r in shop_registry.search("find the order I placed last week", ACME)] == ["orders.search"]
+    # Three callers' sessions do: what each caller's own sessions count stays the support.
+    shop_registry.store.usage.record([], sessions(*[("orders.search", "orders.refund")] * 2))
+    [learned] = shop_registry.relations.learn().relations
+    assert (learned.learner, learned.support, learned.sessions) == ("tenant:acme", 8, 8)
+    # A caller of no tenant learns for itself only: its own sessions are enough.
+    alone = [SessionCall(f"s{n}", None, "bot", tool) for n in range(5) for tool in ("orders.search", "orders.refund")]
+    assert [(r.learner, r.support) for r in learn(alone, shop())] == [("caller:bot", 5)]
+
+
+def test_issue48_r4_5_one_tenants_flood_does_not_push_anothers_history_out(shop_registry: ToolRegistry) -> None:
+    """The window of the latest calls is each learner's: globex calling a thousand times after acme's sessions
+    leaves acme's window whole, and globex's own is still bounded."""
+    old = utc_now() - timedelta(hours=1)
+    acme = [replace(call, at=old) for call in sessions(*[("orders.search", "orders.refund")] * 6)]
+    flood = [
+        CallRecord("weather.forecast", "ok", 5.0, True, f"flood-{n}", f"g{n}@globex", "globex", caller=f"g{n}")
+        for n in range(1000)
+    ]
+    shop_registry.store.usage.record([], acme + flood)
+    run = shop_registry.relations.learn(max_calls=100)
+    assert run.calls == 12 + 100
+    assert [(r.learner, r.tool, r.related, r.support) for r in run.relations] == [
+        ("tenant:acme", "orders.search", "orders.refund", 6)
+    ]
 
 
 @pytest.fixture

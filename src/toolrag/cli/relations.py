@@ -21,7 +21,7 @@ from toolrag.cli.common import (
     print_json,
     table_or_lines,
 )
-from toolrag.search.learned_defaults import MAX_CALLS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
+from toolrag.search.learned_defaults import MAX_CALLS, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
 
 if TYPE_CHECKING:
     from toolrag.store.relations import RelationKind, Verdict
@@ -62,7 +62,12 @@ def list_relations(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, a
 def learn(
     days: Annotated[int, typer.Option("--days", min=1, help="Read the usage log this far back.")] = WINDOW_DAYS,
     max_calls: Annotated[
-        int, typer.Option("--max-calls", min=1, help="Read at most this many calls, the latest.")
+        int,
+        typer.Option(
+            "--max-calls",
+            min=1,
+            help="Read at most this many calls of each tenant (or tenantless caller), the latest.",
+        ),
     ] = MAX_CALLS,
     min_sessions: Annotated[
         int, typer.Option("--min-sessions", min=1, help="Distinct sessions that must call B next after A.")
@@ -71,6 +76,10 @@ def learn(
         float,
         typer.Option("--min-strength", min=0.0, max=1.0, help="Share of the sessions calling A that called B next."),
     ] = MIN_STRENGTH,
+    min_callers: Annotated[
+        int,
+        typer.Option("--min-callers", min=1, help="Distinct callers of a tenant those sessions must come from."),
+    ] = MIN_CALLERS,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
@@ -79,7 +88,7 @@ def learn(
     from toolrag.search.learned import Thresholds
 
     registry = open_registry(store)
-    thresholds = Thresholds(min_sessions, min_strength)
+    thresholds = Thresholds(min_sessions, min_strength, min_callers=min_callers)
     run = guarded(lambda: registry.relations.learn(days, max_calls, thresholds, _progress))
     if as_json:
         print_json(

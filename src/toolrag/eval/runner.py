@@ -247,13 +247,20 @@ def with_examples(tools: Sequence[Tool], requests: Sequence[Query]) -> list[Tool
 def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -> int:
     """Write each request as `principal`'s session, with a successful call of each of its relevant tools in their
     order, to the usage log; then learn from it, both the usage adjustment and relations between tools. Returns the
-    number of relations learned."""
-    tenant, caller = principal.tenant, principal.caller
+    number of relations learned. For a principal of a tenant, each session is another caller's: the log stands for
+    the tenant's users, and a tenant learns a relation only from several callers' sessions (search/learned.py); a
+    caller of no tenant learns from its own."""
+    tenant = principal.tenant
+
+    def caller(query: Query) -> str:
+        return f"{principal.caller}/replay-{query.id}" if tenant else principal.caller
+
     retrievals = [
-        RetrievalRecord(query.id, (), query.text, f"replay-{query.id}", tenant=tenant, caller=caller) for query in log
+        RetrievalRecord(query.id, (), query.text, f"replay-{query.id}", tenant=tenant, caller=caller(query))
+        for query in log
     ]
     calls = [
-        CallRecord(tool, "ok", 0.0, True, f"replay-{query.id}", tenant=tenant, caller=caller)
+        CallRecord(tool, "ok", 0.0, True, f"replay-{query.id}", tenant=tenant, caller=caller(query))
         for query in log
         for tool in query.relevant
     ]

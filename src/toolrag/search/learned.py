@@ -2,11 +2,14 @@
 the next tool called was B. Such a relation is `related`, never `requires`: that agents called B after A says they
 went on with it, not that A cannot run without it.
 
-Learning reads a window of the usage log (the latest successful calls made in sessions, `UsageTables.session_calls`)
-and counts per learner: a tenant, or a caller of no tenant (who learns from, and is moved by, its own sessions only;
-search/feedback.py draws the same line). A session counts once per pair however often its agent looped between the
-two tools, so a relation needs `min_sessions` distinct sessions; and `min_strength` of the sessions that called A must
-have called B next. A relation learned from one tenant's sessions is only ever read for that tenant's searches.
+Learning reads a window of the usage log per learner (each one's latest successful calls made in sessions,
+`UsageTables.session_calls`: one tenant's flood never pushes another's history out) and counts per learner: a tenant,
+or a caller of no tenant (who learns from, and is moved by, its own sessions only; search/feedback.py draws the same
+line). A session counts once per pair however often its agent looped between the two tools, so a relation needs
+`min_sessions` distinct sessions; and `min_strength` of the sessions that called A must have called B next. A
+relation learned from one tenant's sessions is read for all of that tenant's searches, so its sessions must come from
+`min_callers` distinct callers (as the usage log records them, `Principal.caller`): clients name their sessions, and
+one caller minting sessions must not teach its whole tenant.
 
 A tool the learner's tenant may not see, a pair an admin rejected, and a tool no longer in the catalog are never
 learned; at search time, a related tool the principal may not use is never added, counted or named (the pipeline
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import groupby, pairwise
 
 from toolrag.model import Tool
-from toolrag.search.learned_defaults import MAX_RELATED, MIN_SESSIONS, MIN_STRENGTH
+from toolrag.search.learned_defaults import MAX_RELATED, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH
 from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
 from toolrag.store.usage import SessionCall
 
@@ -45,6 +48,7 @@ class Thresholds:
     min_sessions: int = MIN_SESSIONS
     min_strength: float = MIN_STRENGTH
     max_related: int = MAX_RELATED
+    min_callers: int = MIN_CALLERS  # of a tenant's sessions; a caller of no tenant learns for itself only
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -52,10 +56,12 @@ DEFAULT_THRESHOLDS = Thresholds()
 
 @dataclass
 class _Counts:
-    """Per learner: sessions that called each tool, and sessions in which one tool was called next after another."""
+    """Per learner: sessions that called each tool, sessions in which one tool was called next after another, and
+    the callers whose sessions did (None: calls logged before callers were, one unknown caller)."""
 
     called: Counter[str] = field(default_factory=Counter)
     followed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    callers: dict[tuple[str, str], set[str | None]] = field(default_factory=dict)
 
 
 def learn(
@@ -73,11 +79,14 @@ def learn(
     learned = []
     for learner, counted in counts.items():
         tenant = learner.removeprefix("tenant:") if learner.startswith("tenant:") else None
+        min_callers = thresholds.min_callers if tenant is not None else 1
         candidates: dict[str, list[LearnedRelation]] = {}
         for (first, then), support in counted.followed.items():
             sessions = counted.called[first]
             strength = support / sessions
             if support < thresholds.min_sessions or strength < thresholds.min_strength:
+                continue
+            if len(counted.callers[first, then]) < min_callers:
                 continue
             if (first.lower(), then.lower()) in rejected or not _seen(catalog, first, tenant, then):
                 continue
@@ -90,18 +99,22 @@ def learn(
 
 
 def _count(calls: Sequence[SessionCall], progress: Callable[[int, int], None] | None) -> dict[str, _Counts]:
-    """Each learner's counts, a session counting once per tool and once per pair."""
-    by_session: dict[tuple[str, str], list[str]] = {}
+    """Each learner's counts, a session (a caller's: two callers naming theirs alike are two) counting once per
+    tool and once per pair."""
+    by_session: dict[tuple[str, str | None, str], list[str]] = {}
     for call in calls:
         learner = learner_key(call.tenant, call.caller)
         if learner is not None:
-            by_session.setdefault((learner, call.session), []).append(call.tool)
+            by_session.setdefault((learner, call.caller, call.session), []).append(call.tool)
     counts: dict[str, _Counts] = {}
-    for done, ((learner, _), called) in enumerate(by_session.items(), 1):
+    for done, ((learner, caller, _), called) in enumerate(by_session.items(), 1):
         sequence = [tool for tool, _ in groupby(called)]  # A, A, B: the agent retried A, then went on to B
         mine = counts.setdefault(learner, _Counts())
         mine.called.update(set(sequence))
-        mine.followed.update({pair for pair in pairwise(sequence) if pair[0] != pair[1]})
+        pairs = {pair for pair in pairwise(sequence) if pair[0] != pair[1]}
+        mine.followed.update(pairs)
+        for pair in pairs:
+            mine.callers.setdefault(pair, set()).add(caller)
         if progress is not None and (done % 10_000 == 0 or done == len(by_session)):
             progress(done, len(by_session))
     return counts

@@ -435,17 +435,22 @@ class UsageTables:
         ]
 
     def session_calls(self, since: datetime, limit: int) -> list[SessionCall]:
-        """The latest `limit` successful calls agents made in a session since `since`, oldest first (in the order
-        they were made): the window learning relations from usage reads, bounded whatever the log holds. An admin's
-        console trials are not agents' sessions."""
+        """Each learner's latest `limit` successful calls agents made in a session since `since`, oldest first (in
+        the order they were made): the window learning relations from usage reads, bounded per learner whatever the
+        log holds. A learner is a tenant, or a caller of no tenant (search/learned.py `learner_key`): a window
+        shared by all would let one tenant's flood of calls push another's history out. An admin's console trials
+        are not agents' sessions."""
+        learner = "COALESCE(tenant, ''), CASE WHEN COALESCE(tenant, '') = '' THEN caller END"
         rows = self._query(
             self._sql(
-                "SELECT session, tenant, caller, tool FROM calls WHERE at >= ? AND outcome = 'ok'"
-                " AND session IS NOT NULL AND origin IS NULL ORDER BY at DESC, id DESC LIMIT ?"
+                "SELECT session, tenant, caller, tool FROM (SELECT session, tenant, caller, tool, at, id,"
+                f" ROW_NUMBER() OVER (PARTITION BY {learner} ORDER BY at DESC, id DESC) AS n FROM calls"
+                " WHERE at >= ? AND outcome = 'ok' AND session IS NOT NULL AND origin IS NULL) latest"
+                " WHERE n <= ? ORDER BY at, id"
             ),
             (self._timestamp(since), limit),
         )
-        return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows[::-1]]
+        return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows]
 
     def task_calls(self, since: datetime, limit: int = 50_000, max_chars: int = MAX_EXAMPLE_CHARS) -> list[TaskCall]:
         """The latest `limit` successful calls agents made in a session since `since` after that caller's first
