@@ -5,7 +5,8 @@ no separator after their name ("with password correct horse battery staple"), mo
 "is:" and the words for password in Italian, Polish, Dutch, Japanese, Turkish, Swedish, Korean and Czech. The review
 of those fixes found the masking ran on over the rest of the request ("password <secret> with bcrypt" lost "with
 bcrypt", "verification code 483920 is wrong" lost "is") and masked words about secrets ("password hashing"): `EXACT`
-checks the whole text kept."""
+checks the whole text kept. Issue 48 found a name spelled out letter by letter ("p a s s w o r d: hunter2") named
+nothing: `SPELLED`."""
 
 from __future__ import annotations
 
@@ -201,6 +202,48 @@ EXACT = [
     ("heslo kocicka pro server", "heslo <secret> pro server"),
     ("şifre kedi2024 ile giriş", "şifre <secret> ile giriş"),
 ]
+
+# Issue 48: a secret's name spelled out letter by letter, with spaces, dots, dashes or underscores between the letters
+# (exactly what is kept).
+SPELLED = [
+    ("p a s s w o r d: hunter2", "p a s s w o r d: <secret>"),
+    ("p.a.s.s.w.o.r.d: hunter2", "p.a.s.s.w.o.r.d: <secret>"),
+    ("p-a-s-s-w-o-r-d: hunter2", "p-a-s-s-w-o-r-d: <secret>"),
+    ("p_a_s_s_w_o_r_d = hunter2", "p_a_s_s_w_o_r_d = <secret>"),
+    ("my P A S S W O R D is Tr0ub4dor and the user is bob", "my P A S S W O R D is <secret> and the user is bob"),
+    ("x p a s s w o r d: hunter2", "x p a s s w o r d: <secret>"),
+    ("p  a . s - s w o r d hunter2 via ssh", "p  a . s - s w o r d <secret> via ssh"),
+    ("a p i k e y: abcdefghij", "a p i k e y: <secret>"),
+    ("the t.o.k.e.n: tok_9f8e7d6c5b4a", "the t.o.k.e.n: <secret>"),
+    ("п а р о л ь: Київ2024", "п а р о л ь: <secret>"),
+]
+# What looks like letters spelled out, or like a name split in words, and is not a secret's name.
+SPELLED_UNCHANGED = [
+    "pass the word along",
+    "pass word games for kids",
+    "p a s s w o r d reset link",
+    "spell it for me: c a t",
+    "the U.S.A. and the e.g. rule",
+    "a b c d e f g h",
+    "s o s: we need help",
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), SPELLED)
+def test_a_secrets_name_spelled_out_letter_by_letter_is_still_its_name(text: str, kept: str) -> None:
+    assert redact(text) == kept
+
+
+@pytest.mark.parametrize("text", SPELLED_UNCHANGED)
+def test_letters_spelled_out_or_words_split_are_not_taken_for_a_name(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_spelled_out_letters_are_read_in_one_pass_however_many() -> None:
+    """Runs of single letters as long as a request may be: each is read once (the patterns run in linear time), and
+    a name at the end of a long run is still found."""
+    assert redact("a " * 3000 + "p a s s w o r d: hunter2") == "a " * 3000 + "p a s s w o r d: <secret>"
+    assert redact("a." * 3999) == "a." * 3999
 
 
 @pytest.mark.parametrize(("text", "secrets"), MASKED)

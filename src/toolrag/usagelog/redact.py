@@ -4,7 +4,8 @@ Request texts are untrusted and can be long, so every pattern here runs in linea
 match inside a run it already failed on (runs are anchored at their left edge by a look-behind, and repeats are
 bounded), each secret's name is read forward a bounded distance, and anything past `MAX_CHARS` is cut before
 matching. Secrets are found by shape (keys with a known prefix, JWTs, private-key blocks, credentials in URLs), by
-what precedes them (a secret's name in English, German, Ukrainian, Russian, Chinese, French, Spanish, Portuguese,
+what precedes them (a secret's name, as written or spelled out letter by letter ("p a s s w o r d", "p.a.s.s"), in
+English, German, Ukrainian, Russian, Chinese, French, Spanish, Portuguese,
 Italian, Polish, Dutch, Japanese, Turkish, Swedish, Korean or Czech, then a quoted value, a `user / password` pair,
 a passphrase after "is", "lautet", ":" up to the end of its clause, or one word that looks like a secret; after a
 name that only ever names a secret's value, such as "password" or "api_key", the words that follow it up to a word
@@ -57,6 +58,12 @@ _VALUE_NAME = re.compile(
     r"|private[ _-]?keys?|\w+ codes?|passw[oö]rt|kennwort|mot de passe|contraseña|senha|пароль|паролі"
     r"|parola d'ordine|has[łl]o|wachtwoord|[şs]ifre\w*|l[öo]senord\w*|heslo)"
 )
+# A run of single letters with spaces, dots, dashes or underscores between them ("p a s s w o r d", "p.a.s.s.w.o.r.d"):
+# a name spelled out. Letters and separators share no character, so a run is read once; it starts at a letter that
+# follows none, and the run as long as a request may be.
+_SPELLED = re.compile(r"(?<![^\W_])[^\W_](?:[\s._-]{1,3}[^\W_]){2,4000}(?![^\W_])")
+_SPELLED_SEPARATORS = re.compile(r"[\s._-]{1,3}")
+_LONGEST_SPELLED = 24  # letters of the longest name in `_SECRET_NAME` written without spaces, and then some
 _WEAK_NAMES = frozenset({"key", "keys", "pass", "pin", "pin code", "login", "token", "tokens", "secret", "secrets"})
 # Between a name and its secret: "for the server", "від пошти", "für den Server" (a short phrase naming its use).
 _FOR = re.compile(r"(?i)\s{1,3}(?:for|für|from|to|of|від|для|до|к|от|pour|para|dla|per|zu)(?=\s)")
@@ -149,13 +156,26 @@ def _mask_named(text: str) -> str:
     after an explicit separator (up to the end of its clause), or one word that looks like a secret. Each name is
     read forward a bounded distance, so the work is linear in the text."""
     spans: list[tuple[int, int]] = []
-    for name in _SECRET_NAME.finditer(text):
-        span = _secret_after(text, name.end(), name.group(0).lower())
+    for end, name in _names(text):
+        span = _secret_after(text, end, name)
         if span is not None and (not spans or span[0] >= spans[-1][1]):
             spans.append(span)
     for start, end in reversed(spans):
         text = text[:start] + "<secret>" + text[end:]
     return text
+
+
+def _names(text: str) -> list[tuple[int, str]]:
+    """Where each secret's name ends, and the name (lower case), in the text's order: names as written, and names
+    spelled out letter by letter at the end of a run of single letters ("x p a s s w o r d" ends with "password")."""
+    found = [(name.end(), name.group(0).lower()) for name in _SECRET_NAME.finditer(text)]
+    for run in _SPELLED.finditer(text):
+        letters = _SPELLED_SEPARATORS.sub("", run.group(0))[-_LONGEST_SPELLED:].lower()
+        # the longest name the run ends with: "xpassword" is "password", never "word"
+        name = next((letters[i:] for i in range(len(letters) - 2) if _SECRET_NAME.fullmatch(letters[i:])), None)
+        if name is not None:
+            found.append((run.end(), name))
+    return sorted(found)
 
 
 def _secret_after(text: str, at: int, name: str) -> tuple[int, int] | None:
