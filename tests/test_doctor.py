@@ -19,6 +19,7 @@ from toolrag.cli.app import app
 from toolrag.cli.doctor import extra_checks
 from toolrag.errors import ConfigError
 from toolrag.mcp.config import load_config
+from toolrag.model import Tool
 from toolrag.server.config import load_api_config
 from toolrag.store.base import migrations
 
@@ -270,6 +271,25 @@ def test_the_gateway_example(example_tokens: None) -> None:
     assert bot.principal.may_name("time.get_current_time") and bot.principal.may_name("everything.echo")
     assert not bot.principal.may_name("everything.get-env")
     assert not config.policy().local().principal.may_name("everything.get-env")
+
+
+def test_the_gateway_guides_example_forbids_git_reset_to_every_principal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48: docs/mcp-gateway.md denied git.git_reset under [principals.me] only, while its ci-bot, allowed the
+    git server, could reset the repository. A rule covers only the principal it is under: the example's every
+    principal that may use git denies it, and neither finds nor calls it."""
+    guide = (ROOT / "docs" / "mcp-gateway.md").read_text()
+    example = guide.split("```toml\n# toolrag-mcp.toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "toolrag-mcp.toml").write_text(example)
+    monkeypatch.setenv("CI_BOT_TOKEN", "ci-bot-token-0123456789abcdef")
+    config = load_config(tmp_path / "toolrag-mcp.toml")
+    policy = config.policy()
+    bot = policy.for_token("ci-bot-token-0123456789abcdef")
+    assert bot is not None and bot.principal.may_name("git.git_status")  # the git server is the bot's ...
+    for caller in (policy.local(), bot):
+        reset = Tool.parse({"name": "git.git_reset", "description": "Unstage all staged changes."})
+        assert not caller.principal.may_name("git.git_reset") and not caller.principal.can_use(reset)
 
 
 def test_the_postgres_example(example_tokens: None) -> None:
