@@ -66,9 +66,10 @@ class RelationDesk:
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         progress: Callable[[int, int], None] | None = None,
     ) -> LearningRun:
-        """Learn from the latest `max_calls` successful calls of the last `days` in place of what was learned
-        before, in one transaction with its audit entry. A run that learns what is already kept writes nothing (a
-        scheduled run on a quiet registry leaves no audit entry and rebuilds no snapshot)."""
+        """Learn from each learner's latest `max_calls` successful calls of the last `days` (a tenant's, or a
+        tenantless caller's) in place of what was learned before, in one transaction with its audit entry. A run
+        that learns what is already kept writes nothing (a scheduled run on a quiet registry leaves no audit entry
+        and rebuilds no snapshot)."""
         calls = self._store.usage.session_calls(utc_now() - timedelta(days=days), max_calls)
         verdicts = self._store.relations.verdicts()
         learned = learn(calls, self._tools(), verdicts, thresholds, progress)
