@@ -7,9 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AsyncExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -1299,6 +1300,77 @@ def test_issue33_tools_list_changed_reaches_only_callers_whose_tools_changed(sho
                 async for _event in heard_by_ann:
                     break
             assert await shop_gateway.list_changes.check() == 0  # nothing new since
+
+    anyio.run(session)
+
+
+def counting_visible(gateway: Any) -> list[int]:
+    """Counts the gateway's fingerprint computations (each reads the visible tools once), as the ids of the threads
+    they ran on."""
+    visible, threads = gateway.list_changes.visible, []
+
+    def counted(principal: Principal) -> Any:
+        threads.append(threading.get_ident())
+        return visible(principal)
+
+    gateway.list_changes.visible = counted
+    return threads
+
+
+def test_issue48_r4_4_streams_of_one_visibility_share_one_fingerprint_off_the_loop(shop_gateway: Any) -> None:
+    """Every listen stream's fingerprint was computed on the event loop at each change: 128 streams of one token cost
+    2.1 s of CPU a change at 300 tools. One computation per visibility and registry generation now, in a worker."""
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import McpGateway
+    from toolrag.model import Tool
+
+    settings = GatewayConfig(max_listen_streams_per_principal=128)
+    gateway = McpGateway(settings, shop_gateway.registry)
+    threads = counting_visible(gateway)
+    loop_thread = threading.get_ident()  # anyio.run runs the event loop on this thread
+
+    async def session() -> None:
+        async with Client(gateway.mcp_server(lambda request: ANN)) as ann, AsyncExitStack() as streams:
+            heard = [await streams.enter_async_context(ann.listen(tools_list_changed=True)) for _ in range(128)]
+            assert gateway.list_changes.open == 128 and len(threads) == 1
+            tool = Tool.parse({"name": "acme.invoice", "description": "Send an invoice.", "input_schema": {}})
+            await anyio.to_thread.run_sync(gateway.registry.register_many, [tool])
+            assert await gateway.list_changes.check() == 128 and len(threads) == 2  # every stream told, one computation
+            assert await gateway.list_changes.check() == 0 and len(threads) == 2  # same generation: nothing computed
+            with anyio.fail_after(30):
+                async for _event in heard[-1]:
+                    break
+
+    anyio.run(session)
+    assert loop_thread not in threads
+
+
+def test_issue48_r4_4_one_principal_cannot_take_every_listen_stream(shop_gateway: Any) -> None:
+    """The 1,024 listen streams were one pool that 8 tokens filled. A principal holds its share at most
+    (`max_listen_streams_per_principal`): past it, a clear refusal, while another principal still gets a stream."""
+    from mcp.shared.exceptions import MCPError
+
+    from toolrag.mcp.config import GatewayConfig
+    from toolrag.mcp.gateway import McpGateway
+
+    settings = GatewayConfig(max_listen_streams=3, max_listen_streams_per_principal=2)
+    gateway = McpGateway(settings, shop_gateway.registry)
+
+    async def session() -> None:
+        async with (
+            Client(gateway.mcp_server(lambda request: ANN)) as ann,
+            Client(gateway.mcp_server(lambda request: BOB)) as bob,
+            AsyncExitStack() as streams,
+        ):
+            for _ in range(2):
+                await streams.enter_async_context(ann.listen(tools_list_changed=True))
+            with pytest.raises(MCPError, match="max_listen_streams_per_principal"):
+                await streams.enter_async_context(ann.listen(tools_list_changed=True))
+            await streams.enter_async_context(bob.listen(tools_list_changed=True))
+            assert gateway.list_changes.open == 3
+            with pytest.raises(MCPError, match=r"serves 3 at once \(max_listen_streams\)"):  # the gateway's limit holds
+                await streams.enter_async_context(bob.listen(tools_list_changed=True))
+        assert gateway.list_changes.open == 0
 
     anyio.run(session)
 

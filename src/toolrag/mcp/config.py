@@ -127,6 +127,12 @@ class GatewayConfig(BaseModel):
         default=1000, ge=1, description="callers whose conversations are remembered; past this the least active go"
     )
     max_listen_streams: int = Field(default=1024, ge=1, description="subscriptions/listen streams open at once")
+    max_listen_streams_per_principal: int = Field(
+        default=64,
+        ge=1,
+        description="subscriptions/listen streams one principal may hold open; more are refused, so a few tokens"
+        " cannot take all of max_listen_streams",
+    )
     http: HttpLimits = Field(default_factory=HttpLimits)
     startup: StartupConfig = Field(default_factory=StartupConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)

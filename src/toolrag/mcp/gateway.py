@@ -124,7 +124,12 @@ class McpGateway:
             settings.max_conversations_per_principal,
             settings.max_conversation_callers,
         )
-        self.list_changes = ListChanges(self.registry.visible_tools, settings.max_listen_streams)
+        self.list_changes = ListChanges(
+            self.registry.visible_tools,
+            lambda: self.registry.generation,
+            settings.max_listen_streams,
+            settings.max_listen_streams_per_principal,
+        )
         self.startup: StartupCheck | None = None  # what the check before serving found
         # The scheduled jobs of [schedule] (monitor/schedule.py), run while serving.
         servers = set(self.settings.enabled_servers)
