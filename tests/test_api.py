@@ -462,6 +462,46 @@ def test_issue31_unauthenticated_connections_leave_room_for_authenticated_ones(
     registry.close()
 
 
+def test_issue48_sources_at_their_cap_leave_room_for_other_sources(store_url: str, embedder: CountingEmbedder) -> None:
+    """Nine addresses at the per-source cap, each connection kept alive after one authenticated request, held every
+    connection: 4 of 28 other clients' requests were answered. Past the share of `max_connections` reserved for small
+    sources, a source gets a further connection only while it holds fewer than `small_source_connections`."""
+    registry = ToolRegistry(store_url, embedder)
+    registry.register_many(SAMPLE_TOOLS[:2])
+    limits = HttpLimits(
+        max_connections=40, max_connections_per_source=5, small_source_connections=1, reserved_for_small_sources=0.25
+    )
+    health = f"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {READER}\r\n\r\n".encode()
+
+    def kept(source: str) -> tuple[socket.socket, bool]:
+        """A connection from `source` after one request: whether it was answered (else closed as accepted)."""
+        connection = socket.create_connection((host, int(port)), timeout=15, source_address=(source, 0))
+        with contextlib.suppress(OSError):
+            connection.sendall(health)
+        try:
+            answered = read_response(connection).startswith(b"HTTP/1.1 200")
+        except (AssertionError, ConnectionResetError):  # closed without an answer
+            answered = False
+        return connection, answered
+
+    with serving(create_app(registry, api_config().model_copy(update={"http": limits})), limits) as url:
+        host, port = url.removeprefix("http://").split(":")
+        held = {f"127.0.0.{n}": [kept(f"127.0.0.{n}") for _ in range(5)] for n in range(2, 11)}  # 45 wanted, 40 open
+        others = []
+        try:
+            answered = {source: sum(ok for _, ok in connections) for source, connections in held.items()}
+            assert all(count >= 1 for count in answered.values())  # every source has its small share ...
+            assert sum(answered.values()) <= 30 + 9  # ... and together they hold the shared part at most
+            others = [kept(f"127.0.0.{n}") for n in range(11, 15)]  # four more sources, one connection each
+            assert [ok for _, ok in others] == [True] * 4
+            answers = [call(url, "GET", "/health", ADMIN).status_code for _ in range(20)]  # from 127.0.0.1
+            assert answers == [200] * 20
+        finally:
+            for connection, _ in [*others, *(c for connections in held.values() for c in connections)]:
+                connection.close()
+    registry.close()
+
+
 def test_issue31_idle_unauthenticated_connections_are_closed_sooner(store_url: str, embedder: CountingEmbedder) -> None:
     registry = ToolRegistry(store_url, embedder)
     registry.register_many(SAMPLE_TOOLS[:2])

@@ -8,6 +8,13 @@ that did (the operator's own token behind the same address) still gets in. Below
 connection itself is bounded: a client that does not finish sending a request head in time is disconnected, and
 connections beyond the limit are closed as they are accepted (per client: behind a trusted proxy, per the client each
 request names).
+
+Connections are shared among sources (client addresses, `address_bucket`) by one rule: a source may hold up to
+`max_connections_per_source`, but once the server holds the share of `max_connections` not reserved for small
+sources (`reserved_for_small_sources`), a source gets a further connection only while it holds fewer than
+`small_source_connections`. Whatever few sources hold, the reserve minus their own small shares stays open to the
+others: nine sources at the per-source cap cannot lock a tenth out, only enough sources to fill the reserve with
+small shares can.
 """
 
 from __future__ import annotations
@@ -77,6 +84,18 @@ class HttpLimits(BaseModel):
         ge=1,
         description="open connections from one address (an IPv6 /64) at most, so one client cannot hold the whole"
         " server; a trusted proxy's connections count against the client of each request on them",
+    )
+    reserved_for_small_sources: float = Field(
+        default=0.25,
+        ge=0,
+        lt=1,
+        description="the share of max_connections kept for sources holding few connections: past the rest, a source"
+        " gets a further connection only while it holds fewer than small_source_connections, so a few sources at"
+        " max_connections_per_source cannot take every connection (0: no reserve, for a server whose clients all"
+        " come through one address)",
+    )
+    small_source_connections: int = Field(
+        default=16, ge=1, description="the connections of a source that may use the share reserved for small sources"
     )
     max_requests_per_principal: int = Field(
         default=128, ge=1, description="requests of one principal in flight at once; more get 429"
@@ -414,9 +433,10 @@ async def _respond(send: Send, status: int, reason: str, headers: list[tuple[byt
 def guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: a connection must send each request head within the header timeout
     (counted from when it opens, or from the first byte of a later head: idle kept-alive connections are closed
-    by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address) are closed as
-    they are accepted. A trusted proxy's connection counts against the client of the request on it (the proxy opens
-    one for a client's request and may reuse it for another's); a request past its client's share is answered 503.
+    by uvicorn's keep-alive timeout), and connections past the limits (in all, and from one address: its cap, or its
+    small share once the server holds the part not reserved for small sources) are closed as they are accepted. A
+    trusted proxy's connection counts against the client of the request on it (the proxy opens one for a client's
+    request and may reuse it for another's); a request past its client's share is answered 503.
 
     A connection on which no request authenticated yet (a public file, a sign-in page, a guess) is kept alive for
     `anonymous_keep_alive_seconds` only, and such connections may fill `max_connections` only up to the share not
@@ -439,6 +459,7 @@ class _ConnectionBook:
         self.per_source: Counter[str] = Counter()  # open connections by client address (`address_bucket`)
         self.anonymous: dict[GuardedH11Protocol, None] = {}  # open and not authenticated, oldest first
         self.anonymous_cap = int(limits.max_connections * (1 - limits.reserved_for_authenticated))
+        self.shared_cap = int(limits.max_connections * (1 - limits.reserved_for_small_sources))
         self._proxies = [ipaddress.ip_network(entry) for entry in limits.trusted_proxies]
 
     def trusted(self, peer: str) -> bool:
@@ -449,9 +470,14 @@ class _ConnectionBook:
             return False
         return any(address in network for network in self._proxies)
 
-    def hold(self, source: str) -> bool:
-        """Count a connection of `source`, unless it holds its share already."""
-        if self.per_source[source] >= self.limits.max_connections_per_source:
+    def hold(self, source: str, open_now: int) -> bool:
+        """Count a connection of `source`, unless it holds its share already: `max_connections_per_source`, or, with
+        `open_now` connections open (this one among them) past the part not reserved for small sources,
+        `small_source_connections`."""
+        held = self.per_source[source]
+        if held >= self.limits.max_connections_per_source:
+            return False
+        if held >= self.limits.small_source_connections and open_now > self.shared_cap:
             return False
         self.per_source[source] += 1
         return True
@@ -489,7 +515,8 @@ class GuardedH11Protocol(H11Protocol):
         # the proxy: every client would share one share.
         self._proxied = book.trusted(address)
         source = address_bucket(address)
-        if len(self.connections) > book.limits.max_connections or (not self._proxied and not book.hold(source)):
+        open_now = len(self.connections)
+        if open_now > book.limits.max_connections or (not self._proxied and not book.hold(source, open_now)):
             transport.close()
             return
         self._source = None if self._proxied else source
@@ -508,7 +535,7 @@ class GuardedH11Protocol(H11Protocol):
             return True
         if self._source is not None:
             self._book.release(self._source)
-        self._source = source if self._book.hold(source) else None
+        self._source = source if self._book.hold(source, len(self.connections)) else None
         return self._source is not None
 
     def authenticated(self) -> None:
