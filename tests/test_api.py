@@ -24,6 +24,7 @@ from toolrag import SearchConfig, ToolRegistry
 from toolrag.access import Grant
 from toolrag.access.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 from toolrag.cli.api import openapi_document
+from toolrag.search import pipeline
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.store.usage import CallRecord
@@ -679,6 +680,40 @@ def test_issue33_an_admin_reviews_a_quarantined_mcp_tool_whole(api: tuple[str, T
     assert call(url, "GET", "/tools/shop.lookup_order/pending", READER).status_code == 403
     missing = call(url, "GET", "/tools/shop.no_such_tool/pending", ADMIN)
     assert missing.status_code == 404 and "no quarantined tool named" in missing.text
+
+
+def test_issue48_a_reader_sets_off_no_inference_while_search_does_not_use_it(
+    api: tuple[str, ToolRegistry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R4-3: any reader's GET /tools/NAME/relations inferred requirements over the whole catalog, whatever
+    `infer_requirements` said. Off, a reader gets none and nothing is inferred; an admin still judges them."""
+    url, registry = api
+    produced = {"type": "object", "properties": {"playlist_id": {"type": "string"}}}
+    needed = {
+        "type": "object",
+        "properties": {"playlist_id": {"type": "string", "description": "the playlist to play"}},
+        "required": ["playlist_id"],
+    }
+    producer = make_tool("playlists.find", "Find playlists by their title.", output_schema=produced)
+    consumer = make_tool("playlists.play", "Play a playlist.", input_schema=needed)
+    registry.register_many([producer, consumer])
+    inferred: list[int] = []
+    real = pipeline.infer
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        inferred.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "infer", counted)
+    assert registry.config.infer_requirements is False
+    path = "/tools/playlists.play/relations"
+    for reader in (READER, ACME_READER):
+        answer = call(url, "GET", path, reader)
+        assert answer.status_code == 200 and answer.json() == []
+    assert inferred == [] and not registry.snapshot().derived.peek(pipeline.INFERRED, None)[0]
+    listed = call(url, "GET", path, ADMIN).json()
+    assert [(r["other"], r["source"]) for r in listed] == [("playlists.find", "inferred")]
+    assert inferred == [1]
 
 
 def test_relations_are_listed_as_the_token_sees_them_and_judged_by_admins(api: tuple[str, ToolRegistry]) -> None:

@@ -112,6 +112,10 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r"\| metatool-multilingual \| held-out \| \d+ \| [01]\.\d{3} \|",
         bench=True,
     ),
+    "benchmarks/inference_cost.py": once(
+        *("--producers", "2", "--fields", "8", "--consumers", "1", "--parameters", "4"),
+        shows=r"one inference: [\d.]+ s CPU \([\d.]+ s wall\), [\d,]+ pairs scored",
+    ),
     "benchmarks/inferred_relations.py": once(shows=r"floor 0\.\d+: \d+ edges, \d+ right: precision", bench=True),
     "benchmarks/load.py": once(
         *("--tools", "20", "--clients", "2", "--seconds", "1", "--soak-minutes", "0"),

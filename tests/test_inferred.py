@@ -4,11 +4,14 @@ declared requirement wins and a producer the principal may not use is never prop
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
-from toolrag.search import inferred
+from toolrag.search import inferred, pipeline
+from toolrag.search.derived import Derived
 from toolrag.search.inferred import InferredRelations, infer
 
 from .conftest import RETRIEVAL, CountingEmbedder
@@ -73,9 +76,9 @@ def test_blocking_scores_only_pairs_that_share_a_name_token(monkeypatch: Any) ->
     scored: list[tuple[str, str]] = []
     real = inferred.match
 
-    def counting(parameter: inferred.Slot, produced: inferred.Slot, meaning: inferred.Meaning) -> float:
+    def counting(parameter: inferred.Slot, produced: inferred.Slot) -> float:
         scored.append((parameter.tool, produced.tool))
-        return real(parameter, produced, meaning)
+        return real(parameter, produced)
 
     monkeypatch.setattr(inferred, "match", counting)
     relations = infer(tools)
@@ -144,3 +147,79 @@ def test_search_brings_an_inferred_producer_but_never_one_the_principal_may_not_
     off = ToolRegistry(registry.store, embedder, RETRIEVAL.model_copy(update={"k": 1, "infer_requirements": False}))
     assert [r.name for r in off.search(request, Principal(tenant="globex"))] == ["play_playlist"]
     assert SearchConfig().infer_requirements is False  # off by default: docs/benchmarks.md
+
+
+def test_issue48_inference_work_is_bounded_by_the_tools_not_by_their_schemas(monkeypatch: Any) -> None:
+    """R4-3: 20 producers of 256 output fields and 2 consumers of 150 required parameters whose names hold every
+    producer's word: each parameter met every field, 1.5 million pairs, each tokenizing both descriptions."""
+    marks = [f"mark{chr(97 + n)}x" for n in range(20)]
+    tools = [
+        returns(
+            needs(f"producer_{n}", "Produces many values."),
+            **{f"{mark}_field{chr(97 + f // 26)}{chr(97 + f % 26)}x": ("string", f"value {f}") for f in range(256)},
+        )
+        for n, mark in enumerate(marks)
+    ]
+    tools += [
+        needs(
+            f"consumer_{c}",
+            "Needs many values.",
+            **{
+                f"{'_'.join(marks)}_input{chr(97 + p // 26)}{chr(97 + p % 26)}x": ("string", "a value")
+                for p in range(150)
+            },
+        )
+        for c in range(2)
+    ]
+    compared: list[int] = []
+    real = inferred.word_overlap
+
+    def counting(first: Any, second: Any) -> float:
+        compared.append(1)
+        return real(first, second)
+
+    monkeypatch.setattr(inferred, "word_overlap", counting)
+    relations = infer(tools)
+    # At most 32 parameters a consumer, 6 words of each name, 256 fields a block: 2 * 32 * 6 * 256 = 98,304 pairs.
+    assert relations.compared <= 100_000
+    assert len(compared) <= relations.compared  # descriptions are compared only for names that could reach the floor
+    assert infer(tools, previous=relations).compared == 0
+
+
+def test_issue48_concurrent_readers_share_one_inference(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: Any
+) -> None:
+    """R4-3: two concurrent GETs ran two inferences. Now the first computes, the others wait for its result."""
+    registry = ToolRegistry(tmp_path / "i.db", embedder, RETRIEVAL)
+    registry.register_many(catalog())
+    index = registry.snapshot()
+    callers = 8
+    calls: list[int] = []
+    missed: list[int] = []  # callers that found no inference kept and went on to get one
+    state = threading.Condition()
+    real_infer, real_peek = pipeline.infer, Derived.peek
+
+    def peek(self: Derived, slot: Any, key: Any) -> Any:
+        found = real_peek(self, slot, key)
+        if slot is pipeline.INFERRED and not found[0]:
+            with state:
+                missed.append(1)
+                state.notify_all()
+        return found
+
+    def slow_infer(*args: Any, **kwargs: Any) -> InferredRelations:
+        with state:
+            calls.append(1)
+            state.notify_all()
+            # The first inference ends once every caller has looked and found none (or another one started).
+            everyone = state.wait_for(lambda: len(missed) == callers or len(calls) > 1, timeout=30)
+            assert everyone, "a caller never asked"
+        return real_infer(*args, **kwargs)
+
+    monkeypatch.setattr(Derived, "peek", peek)
+    monkeypatch.setattr(pipeline, "infer", slow_infer)
+    with ThreadPoolExecutor(callers) as pool:
+        listed = list(pool.map(lambda _: registry.relations.of("play_playlist", lambda tool: True), range(callers)))
+    assert len(calls) == 1
+    assert all(found == listed[0] for found in listed) and listed[0]
+    assert registry.snapshot() is index

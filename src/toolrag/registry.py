@@ -102,7 +102,7 @@ class ToolRegistry:
             self.store, self.get, self.tools, lambda: self.retriever.inferred(self.retriever.snapshot())
         )
         self._functions: dict[str, Callable[..., Any]] = {}
-        self._snapshots = Snapshots.of(self._embeddings, self.config)
+        self._snapshots = Snapshots.of(self._embeddings, self.config, self.retriever.prepare)
         self._switches: tuple[int, dict[str, DisabledServer]] | None = None  # (generation, disabled servers)
         self.usage: UsageRecorder | None = None
         if monitor:

@@ -44,8 +44,8 @@ def _kept(relations: list[LearnedRelation]) -> set[tuple[str, str, str, float, i
 
 class RelationDesk:
     """The relations of a registry's tools: listed with their sources, learned from usage, confirmed and rejected.
-    `inferred()`: the current snapshot's inferred requirements (computed whatever `infer_requirements` says: an
-    admin judges what inference would add)."""
+    `inferred()`: the current snapshot's inferred requirements (computed once per snapshot, for whoever `of` is
+    asked to show them: an admin judges what inference would add even while search does not use it)."""
 
     def __init__(
         self,
@@ -87,14 +87,20 @@ class RelationDesk:
         learners: Callable[[str], bool] = lambda _: True,
         rejected_learned: bool = True,
         deciders: bool = True,
+        inferred: bool = True,
     ) -> list[ToolRelation]:
-        """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred,
-        learned (of the learners `learners` accepts), then the rejected ones; tools the reader does not see, or
-        that are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected
-        learned relations, which some tenant's sessions taught (a reader of another tenant would learn that).
-        `deciders` False: a verdict says "an admin", not who gave it (an admin's name is free text, and agents
-        read relations too: issue 48, R4-8)."""
+        """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred
+        (`inferred` False: none, and nothing is inferred), learned (of the learners `learners` accepts), then the
+        rejected ones; tools the reader does not see, or that are no longer in the catalog, are left out, never
+        named. `rejected_learned` False: without rejected learned relations, which some tenant's sessions taught (a
+        reader of another tenant would learn that). `deciders` False: a verdict says "an admin", not who gave it
+        (an admin's name is free text, and agents read relations too: issue 48, R4-8)."""
         tool = self._get(name)
+        catalog = {t.name.lower(): t for t in self._tools()}
+
+        def visible(other: str) -> bool:
+            found = catalog.get(other.lower())
+            return found is not None and sees(found)
 
         def by(verdict: RelationVerdict) -> str:
             return (verdict.decided_by if deciders else None) or "an admin"
@@ -118,7 +124,7 @@ class RelationDesk:
             for v in verdicts.values()
             if v.verdict == "confirmed"
         ]
-        for edge in self._inferred().of(tool.name):
+        for edge in self._inferred().of(tool.name) if inferred else ():
             if (edge.producer.lower(), "requires") not in verdicts:
                 found.append(
                     ToolRelation(
@@ -150,8 +156,7 @@ class RelationDesk:
             for v in verdicts.values()
             if v.verdict == "rejected" and (rejected_learned or v.kind == "requires")
         ]
-        catalog = {tool.name.lower(): tool for tool in self._tools()}
-        return [r for r in found if (other := catalog.get(r.other.lower())) is not None and sees(other)]
+        return [r for r in found if visible(r.other)]
 
     def decide(
         self, name: str, other: str, verdict: Verdict, decided_by: str | None, kind: RelationKind | None = None

@@ -14,7 +14,8 @@ A slot with keys (a principal's visibility key, a provider format) keeps at most
 recently used first out. A `carried` slot's entries are handed to the snapshot that follows this one by a change
 (`SearchIndex.changed`, followed in snapshot/: same lineage, the same positions hold the same tools) as a starting
 point; copied, never shared. Compute functions run outside the lock: two threads may compute the same value once
-each, and the first stored wins, so a value read is always the one kept.
+each, and the first stored wins, so a value read is always the one kept. A `single_flight` slot, for a costly value,
+is computed by the first thread that asks; the others wait for its value (if it fails, the next one tries).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 Value = TypeVar("Value")
@@ -36,6 +37,14 @@ class Slot(Generic[Value]):
     name: str
     max_keys: int | None = DEFAULT_MAX_KEYS  # None: one entry per key the snapshot has (a tool's content hash)
     carried: bool = False  # handed on to the snapshot that follows this one by a change
+    single_flight: bool = False  # computed by one thread at a time: the others wait for its value
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One thread computing a single-flight slot's value for a key; the others wait until it is done."""
+
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class Derived:
@@ -43,6 +52,7 @@ class Derived:
 
     def __init__(self) -> None:
         self._slots: dict[Slot[Any], OrderedDict[Hashable, Any]] = {}
+        self._flights: dict[tuple[Slot[Any], Hashable], _Flight] = {}
         self._lock = threading.Lock()
 
     def get(self, slot: Slot[Value], key: Hashable, compute: Callable[[], Value]) -> Value:
@@ -50,7 +60,27 @@ class Derived:
         found, value = self.peek(slot, key)
         if found:
             return value
-        return self.put(slot, key, compute())
+        if not slot.single_flight:
+            return self.put(slot, key, compute())
+        while True:
+            with self._lock:
+                entries = self._slots.get(slot)
+                if entries is not None and key in entries:
+                    entries.move_to_end(key)
+                    return cast(Value, entries[key])
+                flight = self._flights.get((slot, key))
+                leading = flight is None
+                if flight is None:
+                    flight = self._flights[(slot, key)] = _Flight()
+            if not leading:
+                flight.done.wait()
+                continue  # its value is kept (or, if it failed, this thread tries)
+            try:
+                return self.put(slot, key, compute())
+            finally:
+                with self._lock:
+                    del self._flights[(slot, key)]
+                flight.done.set()
 
     def peek(self, slot: Slot[Value], key: Hashable) -> tuple[bool, Value]:
         """(whether `slot` holds a value for `key`, the value) without computing it."""

@@ -7,6 +7,11 @@ and only a parameter and a field of one block are scored. Each edge has a confid
 others optional. Inference is incremental: a tool's producers are scored again only when it, or a tool producing
 into one of its blocks, changed (content hashes of what inference reads).
 
+Its work is bounded by the number of tools, not by what their schemas hold (issue 48, R4-3): a tool's first
+MAX_PARAMETERS required parameters are matched, a name's first MAX_NAME_WORDS words read, a block of more than
+MAX_BLOCK fields is not scored, and each description is read once, its first MAX_WORDS content words; so one tool's
+parameters are scored against MAX_PARAMETERS * MAX_NAME_WORDS * MAX_BLOCK fields at most.
+
 This module only computes; search/relations.py walks the result, where a declared requirement wins over an inferred
 one and a tool hidden from the principal is passed over for the next producer of the same parameter.
 """
@@ -28,6 +33,11 @@ STRONG = 0.9  # from it an inferred edge is a required one, not optional
 # A block of more produced fields than this is not scored: a token that many tools return ("success", "status")
 # says little about which one a parameter needs, and scoring it would grow with the square of the catalog.
 MAX_BLOCK = 256
+# Real catalogs stay far below these (seal-tools and bfcl: 9 required parameters a tool, 5 words a name, 47 content
+# words a description at most); they bound what one tool's schema can make inference do.
+MAX_PARAMETERS = 32
+MAX_NAME_WORDS = 6
+MAX_WORDS = 64
 NAME_WEIGHT = 0.6  # confidence = NAME_WEIGHT * name overlap + (1 - NAME_WEIGHT) * meaning overlap
 # Tokens that say what kind of value a name holds, not of what: they never make a block by themselves (every `*_id`
 # would share one) but they still count in the name overlap once a block put two names together.
@@ -48,9 +58,6 @@ _RETURNS = re.compile(
 )
 _COMPATIBLE = {("integer", "number"), ("number", "integer")}
 
-# Meaning: how alike two descriptions are, 0 to 1 (default: overlap of their words; an embedding cosine fits too).
-Meaning = Callable[[str, str], float]
-
 
 @dataclass(frozen=True)
 class Slot:
@@ -60,7 +67,7 @@ class Slot:
     name: str
     tokens: frozenset[str]
     kind: str | None  # JSON type; None: not said
-    description: str
+    words: frozenset[str]  # the description's content words, read once: every pair the slot is in compares them
 
 
 @dataclass(frozen=True)
@@ -112,13 +119,11 @@ class InferredRelations:
 def infer(
     tools: Sequence[Tool],
     previous: InferredRelations | None = None,
-    meaning: Meaning | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> InferredRelations:
     """The inferred requirements of `tools`. With `previous` (of an earlier version of the catalog) only pairs with
     a changed tool are scored: a consumer that changed against its blocks, any other against the changed producers
     of its blocks. `progress(done, total)` is called as consumers are scored."""
-    meaning = meaning or word_overlap
     consumed = {tool.name.lower(): consumed_slots(tool) for tool in tools}
     produced = {tool.name.lower(): produced_slots(tool) for tool in tools}
     hashes = {tool.name.lower(): relation_hash(tool) for tool in tools}
@@ -144,10 +149,10 @@ def infer(
     for done, consumer in enumerate(stale, 1):
         kept: list[InferredEdge] = []
         if previous is None or consumer in changed or _keys(consumed[consumer]) & regrouped:
-            found, scored = _producers(consumed[consumer], everyone, meaning)
+            found, scored = _producers(consumed[consumer], everyone)
         else:  # unchanged: its edges from unchanged producers stand
             kept = [e for e in previous.edges.get(consumer, ()) if e.producer.lower() not in changed]
-            found, scored = _producers(consumed[consumer], changed_only, meaning)
+            found, scored = _producers(consumed[consumer], changed_only)
         compared += scored
         if kept or found:
             edges[consumer] = _ranked([*kept, *found], consumed[consumer])
@@ -156,9 +161,7 @@ def infer(
     return InferredRelations(edges, hashes, blocks, crowded, compared)
 
 
-def _producers(
-    parameters: list[Slot], producers_by_key: dict[str, list[Slot]], meaning: Meaning
-) -> tuple[list[InferredEdge], int]:
+def _producers(parameters: list[Slot], producers_by_key: dict[str, list[Slot]]) -> tuple[list[InferredEdge], int]:
     """The producers of each parameter among the fields of its blocks (a producer's best field for it), and how
     many pairs were scored."""
     edges: list[InferredEdge] = []
@@ -173,7 +176,7 @@ def _producers(
         best: dict[str, InferredEdge] = {}
         for slot in candidates.values():
             scored += 1
-            confidence = match(parameter, slot, meaning)
+            confidence = match(parameter, slot)
             if confidence >= MIN_CONFIDENCE and confidence > getattr(best.get(slot.tool), "confidence", 0.0):
                 best[slot.tool] = InferredEdge(slot.tool, parameter.tool, parameter.name, slot.name, confidence)
         edges += best.values()
@@ -186,31 +189,32 @@ def _ranked(edges: list[InferredEdge], parameters: list[Slot]) -> tuple[Inferred
     return tuple(sorted(edges, key=lambda e: (order.get(e.parameter, len(order)), -e.confidence, e.producer)))
 
 
-def match(parameter: Slot, produced: Slot, meaning: Meaning) -> float:
+def match(parameter: Slot, produced: Slot) -> float:
     """How surely `produced` fills `parameter`: 0 when their types differ, else their names' and descriptions'
-    overlap, weighted."""
+    overlap, weighted. Below MIN_CONFIDENCE even with the same description, the names' share alone: the
+    descriptions are not compared."""
     kinds = (parameter.kind, produced.kind)
     if all(kinds) and kinds[0] != kinds[1] and kinds not in _COMPATIBLE:
         return 0.0
     names = len(parameter.tokens & produced.tokens) / len(parameter.tokens | produced.tokens)
     if not parameter.tokens - GENERIC:  # `key` meets `key`: the name alone says little, the meaning must say more
         names /= 2
-    described = meaning(parameter.description, produced.description)
-    return round(NAME_WEIGHT * names + (1 - NAME_WEIGHT) * described, 4)
+    if NAME_WEIGHT * names + (1 - NAME_WEIGHT) < MIN_CONFIDENCE:
+        return round(NAME_WEIGHT * names, 4)
+    return round(NAME_WEIGHT * names + (1 - NAME_WEIGHT) * word_overlap(parameter.words, produced.words), 4)
 
 
-def word_overlap(first: str, second: str) -> float:
+def word_overlap(first: frozenset[str], second: frozenset[str]) -> float:
     """Dice overlap of two texts' content words (0 when either says nothing)."""
-    a, b = _content_words(first), _content_words(second)
-    return 2 * len(a & b) / (len(a) + len(b)) if a and b else 0.0
+    return 2 * len(first & second) / (len(first) + len(second)) if first and second else 0.0
 
 
 def consumed_slots(tool: Tool) -> list[Slot]:
-    """The tool's required top-level parameters."""
+    """The tool's required top-level parameters, the first MAX_PARAMETERS of them."""
     schema = tool.input_schema
     properties = schema.get("properties") or {}
     required = [name for name in schema.get("required") or [] if isinstance(properties.get(name), dict)]
-    return [_slot(tool.name, name, properties[name]) for name in required]
+    return [_slot(tool.name, name, properties[name]) for name in required[:MAX_PARAMETERS]]
 
 
 def produced_slots(tool: Tool) -> list[Slot]:
@@ -218,8 +222,9 @@ def produced_slots(tool: Tool) -> list[Slot]:
     description says it returns ("Returns the playlist ID")."""
     slots = [_slot(tool.name, name, spec) for name, spec in _output_fields(tool.output_schema or {})]
     known = {slot.tokens for slot in slots}
+    described = _content_words(tool.description)
     for phrase in _RETURNS.findall(tool.description):
-        slot = Slot(tool.name, "_".join(_tokens(phrase)), frozenset(_tokens(phrase)), None, tool.description)
+        slot = Slot(tool.name, "_".join(_tokens(phrase)), frozenset(_tokens(phrase)), None, described)
         if slot.tokens and slot.tokens not in known:
             slots.append(slot)
             known.add(slot.tokens)
@@ -241,15 +246,15 @@ def _output_fields(schema: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _slot(tool: str, name: str, spec: dict[str, Any]) -> Slot:
-    kind = spec.get("type")
-    return Slot(
-        tool, name, frozenset(_tokens(name)), kind if isinstance(kind, str) else None, spec.get("description") or ""
-    )
+    kind, description = spec.get("type"), spec.get("description")
+    words = _content_words(description) if isinstance(description, str) else frozenset[str]()
+    return Slot(tool, name, frozenset(_tokens(name)), kind if isinstance(kind, str) else None, words)
 
 
 def _tokens(name: str) -> list[str]:
-    """Lowercased words of an identifier or phrase, singular (`playlistIDs` -> playlist, id)."""
-    words = _WORD.findall(split_identifier(name).lower())
+    """Lowercased words of an identifier or phrase, singular (`playlistIDs` -> playlist, id), the first
+    MAX_NAME_WORDS of them."""
+    words = _WORD.findall(split_identifier(name).lower())[:MAX_NAME_WORDS]
     return [_singular(w) for w in words]
 
 
@@ -281,5 +286,13 @@ def _by_key(slots: Iterable[Slot]) -> dict[str, list[Slot]]:
     return blocks
 
 
-def _content_words(text: str) -> set[str]:
-    return {_singular(w) for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2}
+def _content_words(text: str) -> frozenset[str]:
+    """The text's first MAX_WORDS content words, singular; read no further than they are."""
+    words: set[str] = set()
+    for found in _WORD.finditer(text.lower()):
+        word = found.group()
+        if word not in _STOP and len(word) > 2:
+            words.add(_singular(word))
+            if len(words) == MAX_WORDS:
+                break
+    return frozenset(words)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -56,7 +57,8 @@ _SPACES = re.compile(r"\s+")
 SMALL_TALK_REFERENCE: Slot[SmallTalkReference | None] = Slot("small-talk reference")
 SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
 VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
-INFERRED: Slot[InferredRelations] = Slot("inferred requirements")
+# Inferred once per snapshot, whoever asks first (a background thread after a change), the others waiting for it.
+INFERRED: Slot[InferredRelations] = Slot("inferred requirements", single_flight=True)
 RELATIONS: Slot[RelationBook] = Slot("stored relations: learned from usage, and admins' verdicts")
 
 
@@ -485,9 +487,22 @@ class Retriever:
                 room -= 1
         return with_related
 
+    def prepare(self, index: SearchIndex) -> None:
+        """Start computing what a search of the new snapshot `index` will need and costs the most, in the
+        background: the inferred requirements (`infer_requirements`), which requests then find computed, or being
+        computed (they wait for that one computation), rather than compute themselves."""
+        if self.config.infer_requirements:
+            threading.Thread(target=self._infer_quietly, args=(index,), name="toolrag-inference", daemon=True).start()
+
+    def _infer_quietly(self, index: SearchIndex) -> None:
+        try:
+            self.inferred(index)
+        except Exception:  # a background thread has no caller to tell: the next request computes it and fails
+            log.exception("inferring requirements failed")
+
     def inferred(self, index: SearchIndex) -> InferredRelations:
         """The snapshot's inferred requirements, kept in its derived state and updated from the previous
-        snapshot's (only what changed is scored again)."""
+        snapshot's (only what changed is scored again); computed once, whoever asks meanwhile waits for it."""
 
         def infer_now() -> InferredRelations:
             live = [tool for n, tool in enumerate(index.tools) if index.live is None or index.live[n]]

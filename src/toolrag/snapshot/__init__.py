@@ -59,10 +59,12 @@ class Snapshots:
         save_from: int | None,
         graph_from: int | None = None,
         root: Path | None = None,
+        prepare: Callable[[SearchIndex], None] | None = None,
     ) -> None:
         """`model` gives the index's model and the embedder for it; `group_vectors` the described groups' vectors;
         `bank` the small-talk bank embedded as requests (None: the registry searches without vectors); from
-        `graph_from` tools on, an approximate index is built for the dense scan (search/ann.py)."""
+        `graph_from` tools on, an approximate index is built for the dense scan (search/ann.py). `prepare` is
+        given each new index as it becomes the current one (to start what searches of it will need)."""
         self.store = store
         self._model = model
         self._group_vectors = group_vectors
@@ -70,17 +72,28 @@ class Snapshots:
         self._save_from = save_from
         self._graph_from = graph_from
         self._root = root
+        self._prepare = prepare
         self._index: SearchIndex | None = None
         self._model_id: str | None = None
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, embeddings: IndexEmbeddings, config: SearchConfig) -> Snapshots:
+    def of(
+        cls, embeddings: IndexEmbeddings, config: SearchConfig, prepare: Callable[[SearchIndex], None] | None = None
+    ) -> Snapshots:
         """The snapshots of a registry searched with `config`, on the index and model of `embeddings`."""
         store = embeddings.store
         bank = stored_bank_requests(store) if config.mode != "lexical" else None
         groups = GroupDescriptionVectors(store, lambda: embeddings.embedder)
-        return cls(store, embeddings.snapshot_model, groups, bank, config.save_snapshots_from, config.ann_min_tools)
+        return cls(
+            store,
+            embeddings.snapshot_model,
+            groups,
+            bank,
+            config.save_snapshots_from,
+            config.ann_min_tools,
+            prepare=prepare,
+        )
 
     def current(self) -> SearchIndex:
         """The index of the store's current generation."""
@@ -90,9 +103,12 @@ class Snapshots:
             return index
         with self._lock:
             index = self._index
-            if index is None or index.generation != generation:
-                self._index = index = self._follow(index, generation)
-            return index
+            if index is not None and index.generation == generation:
+                return index
+            self._index = index = self._follow(index, generation)
+        if self._prepare is not None:
+            self._prepare(index)
+        return index
 
     def reset(self) -> None:
         """Forget the index: the next search opens it again (vectors were saved without a generation move)."""
