@@ -4,6 +4,7 @@ declared requirement wins and a producer the principal may not use is never prop
 
 from __future__ import annotations
 
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -184,6 +185,59 @@ def test_issue48_inference_work_is_bounded_by_the_tools_not_by_their_schemas(mon
     assert relations.compared <= 100_000
     assert len(compared) <= relations.compared  # descriptions are compared only for names that could reach the floor
     assert infer(tools, previous=relations).compared == 0
+
+
+def test_issue48_another_tenants_hidden_tools_do_not_change_a_tenants_inferred_relations(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: Any
+) -> None:
+    """R4-6: a block crowded by globex's tools took acme's inferred relation away, which told acme they existed.
+    Crowding is counted over the tools the principal sees: acme gets what a registry of its tools alone gives."""
+    monkeypatch.setattr(inferred, "MAX_BLOCK", 2)  # globex needs 2 producers, not 256, to crowd `playlist`
+    find, play = catalog()[:2]
+    globex = [
+        returns(needs(f"globex_export_{n}", "Export a playlist."), playlist_id=("string", "the exported playlist"))
+        for n in range(2)
+    ]
+    globex = [tool.model_copy(update={"tenants": ["globex"]}) for tool in globex]
+    acme = Principal(tenant="acme")
+    config = RETRIEVAL.model_copy(update={"k": 1, "infer_requirements": True})
+    registry = ToolRegistry(tmp_path / "i.db", embedder, config)
+    registry.register_many([find, play])
+
+    def seen() -> tuple[list[tuple[str, str]], list[str]]:
+        relations = registry.relations.of("play_playlist", acme.can_use)
+        searched = registry.search("play my playlist", acme)
+        return [(r.other, r.source) for r in relations], [r.name for r in searched]
+
+    alone = seen()
+    assert alone == ([("find_playlists", "inferred")], ["find_playlists", "play_playlist"])
+    registry.register_many(globex)
+    assert seen() == alone
+    # Crowded for a principal who sees globex's tools too: none of the three producers is proposed to it.
+    both = Principal(tenant="globex")
+    assert registry.relations.of("play_playlist", both.can_use) == []
+    assert [r.name for r in registry.search("play my playlist", both)] == ["play_playlist"]
+
+
+def test_relations_seen_by_a_principal_are_those_a_registry_of_its_tools_alone_infers(monkeypatch: Any) -> None:
+    monkeypatch.setattr(inferred, "MAX_BLOCK", 3)
+    kinds = ["playlist", "track", "album"]
+    tools = catalog() + [
+        returns(
+            needs(f"{kind}_tool_{n}", f"Work on a {kind}.", **{f"{kind}_id": ("string", f"the {kind} to work on")}),
+            **{f"{kind}_id": ("string", f"the {kind} made"), "status": ("string", "how it went")},
+        )
+        for n in range(4)
+        for kind in kinds
+    ]
+    everything = infer(tools)
+    assert {"playlist", "track", "album", "status"} <= everything.crowded
+    for seed in range(20):
+        rng = random.Random(seed)
+        mine = [tool for tool in tools if rng.random() < 0.5]
+        names = {tool.name for tool in mine}
+        alone, seen = infer(mine), everything.seen_by(names.__contains__)
+        assert {tool.name: seen.of(tool.name) for tool in mine} == {tool.name: alone.of(tool.name) for tool in mine}
 
 
 def test_issue48_concurrent_readers_share_one_inference(

@@ -89,12 +89,13 @@ class RelationDesk:
         deciders: bool = True,
         inferred: bool = True,
     ) -> list[ToolRelation]:
-        """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred
-        (`inferred` False: none, and nothing is inferred), learned (of the learners `learners` accepts), then the
-        rejected ones; tools the reader does not see, or that are no longer in the catalog, are left out, never
-        named. `rejected_learned` False: without rejected learned relations, which some tenant's sessions taught (a
-        reader of another tenant would learn that). `deciders` False: a verdict says "an admin", not who gave it
-        (an admin's name is free text, and agents read relations too: issue 48, R4-8)."""
+        """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred (as a
+        registry of the tools `sees` accepts would infer them; `inferred` False: none, and nothing is inferred),
+        learned (of the learners `learners` accepts), then the rejected ones; tools the reader does not see, or that
+        are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected learned
+        relations, which some tenant's sessions taught (a reader of another tenant would learn that). `deciders`
+        False: a verdict says "an admin", not who gave it (an admin's name is free text, and agents read relations
+        too: issue 48, R4-8)."""
         tool = self._get(name)
         catalog = {t.name.lower(): t for t in self._tools()}
 
@@ -124,7 +125,7 @@ class RelationDesk:
             for v in verdicts.values()
             if v.verdict == "confirmed"
         ]
-        for edge in self._inferred().of(tool.name) if inferred else ():
+        for edge in self._inferred().seen_by(visible).of(tool.name) if inferred else ():
             if (edge.producer.lower(), "requires") not in verdicts:
                 found.append(
                     ToolRelation(

@@ -12,6 +12,10 @@ MAX_PARAMETERS required parameters are matched, a name's first MAX_NAME_WORDS wo
 MAX_BLOCK fields is not scored, and each description is read once, its first MAX_WORDS content words; so one tool's
 parameters are scored against MAX_PARAMETERS * MAX_NAME_WORDS * MAX_BLOCK fields at most.
 
+Which blocks are crowded depends on who looks (issue 48, R4-6): counted over every tool, another tenant's hidden
+tools would crowd out a principal's relation, and its absence would tell the principal they exist. `infer` scores
+the blocks crowded for nobody; `seen_by` adds, for one principal's tools, those its tools alone do not crowd.
+
 This module only computes; search/relations.py walks the result, where a declared requirement wins over an inferred
 one and a tool hidden from the principal is passed over for the next producer of the same parameter.
 """
@@ -95,15 +99,49 @@ class InferredRelations:
     edges: dict[str, tuple[InferredEdge, ...]] = field(default_factory=dict)
     hashes: dict[str, str] = field(default_factory=dict)  # what inference reads of each tool, hashed
     blocks: dict[str, frozenset[str]] = field(default_factory=dict)  # each tool's block keys, consumed or produced
-    crowded: frozenset[str] = frozenset()  # blocks of more than MAX_BLOCK produced fields: never scored
+    crowded: frozenset[str] = frozenset()  # blocks of more than MAX_BLOCK produced fields: not scored here
     compared: int = 0  # pairs scored by the run that made these relations (blocking: far fewer than all pairs)
+    # What `seen_by` scores for a principal: the fields of each crowded block, and the parameters of the consumers
+    # that have a crowded block (all of them, in order: edges are ranked by the consumer's parameters).
+    crowded_fields: dict[str, tuple[Slot, ...]] = field(default_factory=dict)
+    crowded_consumers: dict[str, tuple[Slot, ...]] = field(default_factory=dict)
 
     def of(self, consumer: str) -> tuple[InferredEdge, ...]:
+        """Every producer found for `consumer`, whoever may see it, in blocks crowded for nobody."""
         return self.edges.get(consumer.lower(), ())
+
+    def seen_by(self, visible: Callable[[str], bool]) -> SeenRelations:
+        """The relations as a principal who sees (and may use) the tools `visible` accepts would find them in a
+        registry of those tools alone."""
+        return SeenRelations(self, visible)
+
+    def requirements(self, tool: Tool, usable: Callable[[str], bool]) -> list[Requirement]:
+        """`tool`'s declared and inferred requirements as a principal who may use what `usable` accepts finds
+        them (`SeenRelations.requirements`)."""
+        return self.seen_by(usable).requirements(tool, usable)
+
+
+class SeenRelations:
+    """Inferred relations as one principal finds them: only producers it sees, and, in the blocks crowded over every
+    tool, the fields of its visible tools scored when they are few enough. Computed lazily, per block and consumer;
+    thread-safe (two threads may compute one consumer's edges once each, the same)."""
+
+    def __init__(self, relations: InferredRelations, visible: Callable[[str], bool]) -> None:
+        self._relations = relations
+        self._visible = visible
+        self._opened: dict[str, tuple[Slot, ...] | None] = {}  # crowded block: its visible fields (None: crowded)
+        self._edges: dict[str, tuple[InferredEdge, ...]] = {}
+
+    def of(self, consumer: str) -> tuple[InferredEdge, ...]:
+        name = consumer.lower()
+        found = self._edges.get(name)
+        if found is None:
+            found = self._edges[name] = self._found(name)
+        return found
 
     def requirements(self, tool: Tool, usable: Callable[[str], bool]) -> list[Requirement]:
         """`tool`'s declared requirements, then per parameter it declares nothing for, its best inferred producer
-        that is `usable` and not declared already: a hidden producer is passed over for the next, as if absent."""
+        that is `usable` and not declared already: one that is not is passed over for the next, as if absent."""
         declared = {r.tool.lower() for r in tool.requires}
         covered = {r.parameter for r in tool.requires if r.parameter}
         inferred: dict[str, Requirement] = {}
@@ -114,6 +152,33 @@ class InferredRelations:
                 inferred[edge.parameter] = edge.requirement()
         ordered = sorted(inferred.values(), key=lambda r: r.optional)  # required before optional
         return [*tool.requires, *ordered]
+
+    def _found(self, consumer: str) -> tuple[InferredEdge, ...]:
+        edges = [edge for edge in self._relations.of(consumer) if self._visible(edge.producer)]
+        parameters = self._relations.crowded_consumers.get(consumer)
+        if not parameters:
+            return tuple(edges)
+        opened: dict[str, list[Slot]] = {}
+        for key in _keys(parameters) & self._relations.crowded:
+            fields = self._fields(key)
+            if fields is not None:
+                opened[key] = list(fields)
+        if not opened:
+            return tuple(edges)
+        found, _ = _producers(list(parameters), opened)
+        best: dict[tuple[str, str], InferredEdge] = {}
+        for edge in [*edges, *found]:  # a producer's best field for a parameter, whichever block it came through
+            kept = best.get((edge.parameter, edge.producer))
+            if kept is None or edge.confidence > kept.confidence:
+                best[(edge.parameter, edge.producer)] = edge
+        return _ranked(list(best.values()), list(parameters))
+
+    def _fields(self, key: str) -> tuple[Slot, ...] | None:
+        """The visible fields of crowded block `key`, or None when they crowd it too."""
+        if key not in self._opened:
+            visible = tuple(s for s in self._relations.crowded_fields.get(key, ()) if self._visible(s.tool))
+            self._opened[key] = visible if len(visible) <= MAX_BLOCK else None
+        return self._opened[key]
 
 
 def infer(
@@ -139,7 +204,8 @@ def infer(
         )
     everyone = _by_key(slot for slots in produced.values() for slot in slots)
     crowded = frozenset(key for key, slots in everyone.items() if len(slots) > MAX_BLOCK)
-    everyone = {key: slots for key, slots in everyone.items() if key not in crowded}
+    crowded_fields = {key: tuple(everyone.pop(key)) for key in crowded}
+    crowded_consumers = {c: tuple(consumed[c]) for c in consumers if _keys(consumed[c]) & crowded}
     changed_only = {k: v for k, v in _by_key(s for n in changed for s in produced.get(n, [])).items() if k in everyone}
     # A block that became crowded, or no longer is, changes which pairs count: its consumers are scored afresh.
     regrouped = crowded ^ previous.crowded if previous else frozenset()
@@ -158,7 +224,7 @@ def infer(
             edges[consumer] = _ranked([*kept, *found], consumed[consumer])
         if progress is not None:
             progress(done, len(stale))
-    return InferredRelations(edges, hashes, blocks, crowded, compared)
+    return InferredRelations(edges, hashes, blocks, crowded, compared, crowded_fields, crowded_consumers)
 
 
 def _producers(parameters: list[Slot], producers_by_key: dict[str, list[Slot]]) -> tuple[list[InferredEdge], int]:

@@ -36,7 +36,7 @@ from toolrag.search.filter import visibility_mask
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
 from toolrag.search.index import SearchIndex
-from toolrag.search.inferred import InferredRelations, infer
+from toolrag.search.inferred import InferredRelations, SeenRelations, infer
 from toolrag.search.intents import split_intents
 from toolrag.search.learned import RelationBook, learner_key
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
@@ -59,6 +59,7 @@ SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
 VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
 # Inferred once per snapshot, whoever asks first (a background thread after a change), the others waiting for it.
 INFERRED: Slot[InferredRelations] = Slot("inferred requirements", single_flight=True)
+INFERRED_SEEN: Slot[SeenRelations] = Slot("inferred requirements as a visibility sees them")
 RELATIONS: Slot[RelationBook] = Slot("stored relations: learned from usage, and admins' verdicts")
 
 
@@ -391,7 +392,7 @@ class Retriever:
         """The results with the tools they require (search/relations.py), each before the tool that needs it."""
         index = request.index
         positions = [index.position_of(result.name) for result in results]
-        requires = self._requires(index, request.usable)
+        requires = self._requires(request)
         if not any(p is not None and requires(p) for p in positions):
             return results
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
@@ -424,18 +425,25 @@ class Retriever:
                 taken.update(result.name for result in complete)
         return results
 
-    def _requires(self, index: SearchIndex, usable: BoolArray | None) -> Requires:
+    def _requires(self, request: RequestContext) -> Requires:
         """What a tool requires, each with the position of the tool it names: what it declares and what an admin
         confirmed (as strong as declared), then (`SearchConfig.infer_requirements`) per parameter it declares
-        nothing for, the best inferred producer the principal may use that no admin rejected (search/inferred.py)."""
+        nothing for, the best inferred producer the principal may use that no admin rejected (search/inferred.py),
+        inferred as in a registry of the tools the principal may use."""
+        index, usable = request.index, request.usable
         book = self.relations(index)
         if not self.config.infer_requirements and not book.confirms_requirements:
             return lambda position: requirements(index, position)
-        relations = self.inferred(index) if self.config.infer_requirements else None
 
         def may_use(name: str) -> bool:
             position = index.position_named(name)
             return position is not None and (usable is None or bool(usable[position]))
+
+        relations = None
+        if self.config.infer_requirements:
+            inferred = self.inferred(index)
+            seen = request.principal.visibility_key
+            relations = index.derived.get(INFERRED_SEEN, seen, lambda: inferred.seen_by(may_use))
 
         def resolved(position: int) -> tuple[tuple[int | None, Requirement], ...]:
             tool = _with_confirmed(index.tools[position], book)
