@@ -89,13 +89,17 @@ def test_blocking_scores_only_pairs_that_share_a_name_token(monkeypatch: Any) ->
     assert all(a.startswith(("play", "find", "count", "create")) for a, _ in scored)
 
 
+def anyone(name: str) -> bool:
+    return True
+
+
 def test_declared_requirements_win_and_strong_edges_are_required() -> None:
     tools = catalog()
     play = Tool(**(tools[1].model_dump() | {"requires": [{"tool": "create_playlist", "parameter": "playlistId"}]}))
     relations = infer(tools)
-    wanted = relations.requirements(play, lambda name: True)
+    wanted = relations.seen_by(anyone).requirements(play, anyone)
     assert [(r.tool, r.parameter, r.optional) for r in wanted] == [("create_playlist", "playlistId", False)]
-    undeclared = relations.requirements(tools[1], lambda name: True)
+    undeclared = relations.seen_by(anyone).requirements(tools[1], anyone)
     assert [r.tool for r in undeclared] == ["find_playlists"]
     assert undeclared[0].optional is (relations.of("play_playlist")[0].confidence < inferred.STRONG)
 
@@ -104,10 +108,15 @@ def test_a_hidden_producer_is_passed_over_for_the_next_as_if_it_did_not_exist() 
     tools = catalog()
     relations = infer(tools)
     hidden = {"find_playlists"}
-    seen = relations.requirements(tools[1], lambda name: name not in hidden)
-    without = infer([t for t in tools if t.name not in hidden]).requirements(tools[1], lambda name: True)
-    assert [r.tool for r in seen] == [r.tool for r in without] == ["create_playlist"]
-    assert relations.requirements(tools[1], lambda name: False) == []
+
+    def shown(name: str) -> bool:
+        return name not in hidden
+
+    unusable = relations.seen_by(anyone).requirements(tools[1], shown)  # seen, but not to be used (rejected)
+    unseen = relations.seen_by(shown).requirements(tools[1], anyone)
+    without = infer([t for t in tools if t.name not in hidden]).seen_by(anyone).requirements(tools[1], anyone)
+    assert [r.tool for r in unusable] == [r.tool for r in unseen] == [r.tool for r in without] == ["create_playlist"]
+    assert relations.seen_by(anyone).requirements(tools[1], lambda name: False) == []
 
 
 def test_only_what_changed_is_scored_again_and_gives_what_a_fresh_inference_gives() -> None:

@@ -115,11 +115,6 @@ class InferredRelations:
         registry of those tools alone."""
         return SeenRelations(self, visible)
 
-    def requirements(self, tool: Tool, usable: Callable[[str], bool]) -> list[Requirement]:
-        """`tool`'s declared and inferred requirements as a principal who may use what `usable` accepts finds
-        them (`SeenRelations.requirements`)."""
-        return self.seen_by(usable).requirements(tool, usable)
-
 
 class SeenRelations:
     """Inferred relations as one principal finds them: only producers it sees, and, in the blocks crowded over every
