@@ -286,3 +286,16 @@ def test_issue48_concurrent_readers_share_one_inference(
     assert len(calls) == 1
     assert all(found == listed[0] for found in listed) and listed[0]
     assert registry.snapshot() is index
+
+
+def test_issue48_a_new_snapshot_is_inferred_in_the_background_only_when_search_uses_it(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    for used in (False, True):
+        config = RETRIEVAL.model_copy(update={"infer_requirements": used})
+        registry = ToolRegistry(tmp_path / f"{used}.db", embedder, config)
+        registry.register_many(catalog())
+        index = registry.snapshot()  # the new snapshot, read by no search
+        for thread in [t for t in threading.enumerate() if t.name == "toolrag-inference"]:
+            thread.join(30)
+        assert index.derived.peek(pipeline.INFERRED, None)[0] is used
