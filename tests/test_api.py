@@ -24,7 +24,7 @@ from toolrag import SearchConfig, ToolRegistry
 from toolrag.access import Grant
 from toolrag.access.guard import FailureLimiter, HttpLimits, address_bucket, server_config
 from toolrag.cli.api import openapi_document
-from toolrag.search import pipeline
+from toolrag.search import complete
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.store.usage import CallRecord
@@ -698,19 +698,19 @@ def test_issue48_a_reader_sets_off_no_inference_while_search_does_not_use_it(
     consumer = make_tool("playlists.play", "Play a playlist.", input_schema=needed)
     registry.register_many([producer, consumer])
     inferred: list[int] = []
-    real = pipeline.infer
+    real = complete.infer
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         inferred.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "infer", counted)
+    monkeypatch.setattr(complete, "infer", counted)
     assert registry.config.infer_requirements is False
     path = "/tools/playlists.play/relations"
     for reader in (READER, ACME_READER):
         answer = call(url, "GET", path, reader)
         assert answer.status_code == 200 and answer.json() == []
-    assert inferred == [] and not registry.snapshot().derived.peek(pipeline.INFERRED, None)[0]
+    assert inferred == [] and not registry.snapshot().derived.peek(complete.INFERRED, None)[0]
     listed = call(url, "GET", path, ADMIN).json()
     assert [(r["other"], r["source"]) for r in listed] == [("playlists.find", "inferred")]
     assert inferred == [1]

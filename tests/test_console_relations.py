@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from toolrag import ToolRegistry
-from toolrag.search import pipeline
+from toolrag.search import complete
 from toolrag.server.app import create_app
 
 from .conftest import CountingEmbedder
@@ -113,16 +113,16 @@ def test_issue48_a_readers_tool_page_sets_off_no_inference_while_search_does_not
     """R4-3: the tool page inferred requirements over the whole catalog for any reader, with inference off."""
     url, registry = learned_shop
     inferred: list[int] = []
-    real = pipeline.infer
+    real = complete.infer
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         inferred.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "infer", counted)
+    monkeypatch.setattr(complete, "infer", counted)
     assert registry.config.infer_requirements is False
     page = httpx.get(f"{url}/console/tools/orders.search", cookies=session_of(url, ACME_READER))
     assert page.status_code == 200 and "orders.refund" in page.text  # its learned relation is still shown
-    assert inferred == [] and not registry.snapshot().derived.peek(pipeline.INFERRED, None)[0]
+    assert inferred == [] and not registry.snapshot().derived.peek(complete.INFERRED, None)[0]
     assert httpx.get(f"{url}/console/tools/orders.search", cookies=session_of(url, ADMIN)).status_code == 200
     assert inferred == [1]  # an admin judges what inference would add

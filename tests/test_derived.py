@@ -10,9 +10,9 @@ from typing import Any
 
 from toolrag import Principal, ToolRegistry
 from toolrag.inject.budget import CATALOG_TOKENS, TOOL_TOKENS
+from toolrag.search.decide import SMALL_TALK_LEVELS, SMALL_TALK_REFERENCE
 from toolrag.search.derived import Derived, Slot
 from toolrag.search.filter import LATEST_MASKS, MASKS, visibility_mask
-from toolrag.search.pipeline import SMALL_TALK_LEVELS, SMALL_TALK_REFERENCE
 from toolrag.search.relations import REQUIREMENTS
 from toolrag.store.sqlite import SQLiteStore
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
-from toolrag.search import inferred, pipeline
+from toolrag.search import complete, inferred
 from toolrag.search.derived import Derived
 from toolrag.search.inferred import InferredRelations, infer
 
@@ -260,11 +260,11 @@ def test_issue48_concurrent_readers_share_one_inference(
     calls: list[int] = []
     missed: list[int] = []  # callers that found no inference kept and went on to get one
     state = threading.Condition()
-    real_infer, real_peek = pipeline.infer, Derived.peek
+    real_infer, real_peek = complete.infer, Derived.peek
 
     def peek(self: Derived, slot: Any, key: Any) -> Any:
         found = real_peek(self, slot, key)
-        if slot is pipeline.INFERRED and not found[0]:
+        if slot is complete.INFERRED and not found[0]:
             with state:
                 missed.append(1)
                 state.notify_all()
@@ -280,7 +280,7 @@ def test_issue48_concurrent_readers_share_one_inference(
         return real_infer(*args, **kwargs)
 
     monkeypatch.setattr(Derived, "peek", peek)
-    monkeypatch.setattr(pipeline, "infer", slow_infer)
+    monkeypatch.setattr(complete, "infer", slow_infer)
     with ThreadPoolExecutor(callers) as pool:
         listed = list(pool.map(lambda _: registry.relations.of("play_playlist", lambda tool: True), range(callers)))
     assert len(calls) == 1
@@ -298,4 +298,4 @@ def test_issue48_a_new_snapshot_is_inferred_in_the_background_only_when_search_u
         index = registry.snapshot()  # the new snapshot, read by no search
         for thread in [t for t in threading.enumerate() if t.name == "toolrag-inference"]:
             thread.join(30)
-        assert index.derived.peek(pipeline.INFERRED, None)[0] is used
+        assert index.derived.peek(complete.INFERRED, None)[0] is used

@@ -131,8 +131,8 @@ def test_the_small_talk_reference_is_measured_once_per_registry_version(registry
     registry.register_many(SAMPLE_TOOLS)
     anyone = Principal(scopes=frozenset({"*"}), tenant="acme")
     assert registry.search("will it rain tomorrow in Lviv", anyone)[0].name == "weather.forecast"
-    reference = registry.retriever._small_talk(registry.snapshot())
+    reference = registry.retriever.decide.small_talk(registry.snapshot())
     assert registry.search("tell me a joke", anyone) == []
-    assert registry.retriever._small_talk(registry.snapshot()) is reference
+    assert registry.retriever.decide.small_talk(registry.snapshot()) is reference
     registry.register(make_tool("notes.add", "Add a note to the notebook."))
-    assert registry.retriever._small_talk(registry.snapshot()) is not reference
+    assert registry.retriever.decide.small_talk(registry.snapshot()) is not reference
