@@ -5,8 +5,10 @@ registry.register(get_weather, send_email)
 selection = registry.select("will it rain in Kyiv tomorrow?", principal, fmt="openai")
 client.chat.completions.create(..., tools=selection.tools)
 
-Each method delegates to the package of its concern: writes and edits to catalog/edits.py, embeddings and the
-snapshot's life to snapshot/, search to search/pipeline.py, the token budget and rendering to inject/.
+Each method delegates to the package of its concern, whose docstring says more: writes and edits to
+catalog/edits.py, held changes to catalog/review.py, embeddings and the snapshot's life to snapshot/, search to
+search/pipeline.py (its stages), the token budget and rendering to inject/. A new feature's body goes there, not here
+(tests/test_architecture_stages.py keeps this file under 350 lines).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import getpass
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,49 +24,38 @@ from toolrag.catalog.edits import Edited, ToolWriter, as_tool
 from toolrag.catalog.relations import RelationDesk
 from toolrag.catalog.review import Origin, Proposal, TextChange
 from toolrag.embed.base import Embedder, ProgressCallback
-from toolrag.errors import StoreLocationError
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
-from toolrag.model import Principal, SearchResult, Tool, example_key, utc_now
+from toolrag.model import Principal, SearchResult, Tool
+from toolrag.search import filter as visibility
 from toolrag.search.config import SearchConfig
-from toolrag.search.examples import PastTask, past_tasks, promotable_requests
+from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
 from toolrag.search.feedback import UsageMemory
-from toolrag.search.filter import partition
 from toolrag.search.groups import checked_descriptions
 from toolrag.search.index import SearchIndex
-from toolrag.search.learned import RelationBook
+from toolrag.search.learned import stored_relations
 from toolrag.search.pipeline import Retriever
 from toolrag.search.request import searched_text
 from toolrag.snapshot import Snapshots
 from toolrag.snapshot.embedding import IndexEmbeddings
 from toolrag.snapshot.fixed import stored_fixed_vectors
 from toolrag.store.base import AuditEntry, Store, UpsertReport
-from toolrag.store.sqlite import SQLiteStore
+from toolrag.store.location import open_store as open_store  # toolrag.registry.open_store, as before
 from toolrag.store.switches import DisabledServer
 from toolrag.usagelog.config import MonitorConfig
 from toolrag.usagelog.recorder import UsageRecorder
 
 log = logging.getLogger("toolrag")
+# Short names for the facade's many optional arguments, so that each signature stays one line.
+Source = Literal["operator", "usage"]
+Who = str | None  # who writes, approves or asks (None: the user running this, or nobody)
+Version = int | None  # the version a write was made from (None: the one read at the write)
+Progress = ProgressCallback | None
+Asker = Principal | None  # None: the anonymous principal
 
 if TYPE_CHECKING:
     from toolrag.search.explain import Explanation
     from toolrag.search.reformulate import Rewriter
-
-
-def open_store(location: str | Path, create: bool = True) -> Store:
-    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files,
-    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a registry that
-    does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
-    text = str(location)
-    if text.startswith("sqlite:///"):
-        return SQLiteStore(text.removeprefix("sqlite:///"), create)
-    if text.startswith(("postgresql://", "postgres://")):
-        from toolrag.store.postgres import PostgresStore
-
-        return PostgresStore.from_url(text, create)
-    if "://" in text:
-        raise StoreLocationError(text)
-    return SQLiteStore(text, create)
 
 
 class ToolRegistry:
@@ -88,118 +78,80 @@ class ToolRegistry:
         self._embeddings = IndexEmbeddings(self.store, embedder, lambda switched: self.retriever.use_embedder(switched))
         self._writer = ToolWriter(self._embeddings)
         self.config = config or SearchConfig()
-        fixed = stored_fixed_vectors(self.store)
+        fixed, relations = stored_fixed_vectors(self.store), lambda: stored_relations(self.store)
         self.retriever = Retriever(
-            self._snapshot,
-            self.embedder,
-            self.config,
-            rewriter,
-            fixed_vectors=fixed,
-            catalog_fits=self.catalog_fits,
-            stored_relations=self._stored_relations,
+            self._snapshot, self.embedder, self.config, rewriter, fixed, self.catalog_fits, relations
         )
         self.relations = RelationDesk(
-            self.store, self.get, self.tools, lambda: self.retriever.inferred(self.retriever.snapshot())
+            self.store, self.get, self.tools, lambda: self.retriever.inferred(self._snapshot())
         )
         self._functions: dict[str, Callable[..., Any]] = {}
         self._snapshots = Snapshots.of(self._embeddings, self.config, self.retriever.prepare)
-        self._switches: tuple[int, dict[str, DisabledServer]] | None = None  # (generation, disabled servers)
         self.usage: UsageRecorder | None = None
         if monitor:
             self.usage = UsageRecorder(self.store, monitor if isinstance(monitor, MonitorConfig) else None)
-
-    def _stored_relations(self) -> RelationBook:
-        """The relations search reads: learned ones only while no review is asked for (under review, a relation
-        learned from usage reaches search only once an admin confirms it, as a `confirmed` verdict)."""
-        learned = () if self.store.reviews.required() else self.store.relations.learned()
-        return RelationBook.of(learned, self.store.relations.verdicts())
 
     @property
     def embedder(self) -> Embedder:
         """The model texts are embedded with (the index's, for a registry made with `embedder="auto"`)."""
         return self._embeddings.embedder
 
-    # -- registration and embeddings ------------------------------------------------------------------------------
+    # -- registration and embeddings (catalog/edits.py, snapshot/embedding.py) -----------------------------------
 
     def register(self, *tools: Tool | Callable[..., Any] | dict[str, Any]) -> UpsertReport:
         """Register tools given as Tool objects, dicts, or (`@tool`-decorated or plain) functions."""
         parsed = [as_tool(item) for item in tools]
         report = self.register_many(parsed)
-        for item, tool in zip(tools, parsed, strict=True):
-            if callable(item) and not isinstance(item, Tool | dict):
-                self._functions[tool.name] = item
+        self._functions |= {
+            t.name: i for i, t in zip(tools, parsed, strict=True) if callable(i) and not isinstance(i, Tool | dict)
+        }
         return report
 
     def register_many(
         self,
         tools: Sequence[Tool],
-        progress: ProgressCallback | None = None,
+        progress: Progress = None,
         audit: Sequence[AuditEntry] = (),
         expected: Mapping[str, int | None] | None = None,
     ) -> UpsertReport:
-        """Upsert tools in one transaction, embedding only texts the store has no vector for. `progress`: called with
-        the texts embedded after each batch; `audit`: written in the same transaction; `expected`: the versions the
-        tools were read at, compared and set (EditConflictError when one moved; `Store.upsert`). A text change of
-        an existing tool waits for review while the registry asks for it (`require_text_review`; `report.held`)."""
-        report = self._writer.register_gated(tools, progress, audit, expected, Proposal("python", None))
-        _log_held(report)
-        return report
+        """Upsert tools in one transaction, compare-and-set on `expected` (`ToolWriter.register_gated`)."""
+        return _logged(self._writer.register_gated(tools, progress, audit, expected, Proposal("python", None)))
 
     def texts_to_embed(self, tools: Sequence[Tool]) -> int:
-        """How many texts of `tools` have no vector yet (for sizing a progress bar)."""
         return self._embeddings.texts_to_embed(tools)
 
-    def import_file(
-        self, path: str | Path, progress: ProgressCallback | None = None, lenient: bool = False
-    ) -> UpsertReport:
+    def import_file(self, path: str | Path, progress: Progress = None, lenient: bool = False) -> UpsertReport:
         from toolrag.catalog.files import load_catalog
 
         return self.register_over(load_catalog(path, lenient=lenient), progress=progress, origin="import")
 
     def register_over(
-        self,
-        tools: Sequence[Tool],
-        progress: ProgressCallback | None = None,
-        origin: Origin = "python",
-        proposed_by: str | None = None,
+        self, tools: Sequence[Tool], progress: Progress = None, origin: Origin = "python", proposed_by: Who = None
     ) -> UpsertReport:
-        """Register tools over their current versions (as a catalog or `POST /tools` does): the fields a tool was
-        given replace the current ones, those it does not mention (an operator's tenants, scopes, ...) are kept.
-        A text change waits for review while the registry asks for it (`report.held`), recorded as proposed by
-        `proposed_by` (default: the user running this) through `origin`."""
-        proposal = Proposal(origin, proposed_by)
-        report = self._writer.register_over(tools, progress, proposal)
-        _log_held(report)
-        return report
+        """Register tools over their current versions, as a catalog or `POST /tools` does (`ToolWriter`)."""
+        return _logged(self._writer.register_over(tools, progress, Proposal(origin, proposed_by)))
 
-    def rebuild(self, progress: ProgressCallback | None = None, batch_size: int = 256) -> int:
-        """Embed every tool with this registry's model and switch the index to it; returns texts embedded (resumable,
-        the old model serves searches until the switch: snapshot/embedding.py `IndexEmbeddings.rebuild`)."""
+    def rebuild(self, progress: Progress = None, batch_size: int = 256) -> int:
+        """Embed every tool with this registry's model and switch the index to it (`IndexEmbeddings.rebuild`)."""
         embedded = self._embeddings.rebuild(progress, batch_size)
         self._snapshots.reset()
         return embedded
 
     def tools_without_embeddings(self) -> list[str]:
-        """Active tools with a text that has no vector for the index's model."""
         return self._embeddings.tools_without_embeddings()
 
-    def embed_missing(self, progress: ProgressCallback | None = None) -> int:
-        """Embed the texts that have no vector for the index's model; returns how many."""
+    def embed_missing(self, progress: Progress = None) -> int:
         embedded = self._embeddings.embed_missing(progress)
         self._snapshots.reset()  # saving vectors moves no generation: open the snapshot anew
         return embedded
 
     def texts_to_rebuild(self) -> int:
-        """How many texts a rebuild with this registry's model would embed."""
         return self._embeddings.texts_to_rebuild()
 
     # -- edits (catalog/edits.py) ---------------------------------------------------------------------------------
 
-    def update(
-        self, name: str, *, edited_by: str | None = None, expected_version: int | None = None, **changes: Any
-    ) -> Tool:
-        """A new version of a tool with some fields changed, compare-and-set (catalog/edits.py `ToolWriter.update`);
-        a text change waits for review while the registry asks for it (`update_reviewed` says so)."""
+    def update(self, name: str, *, edited_by: Who = None, expected_version: Version = None, **changes: Any) -> Tool:
+        """A new version with some fields changed (`ToolWriter.update`); `update_reviewed` says whether it waits."""
         edited = self.update_reviewed(name, edited_by=edited_by, expected_version=expected_version, **changes)
         if edited.held or edited.rejected:
             log.warning("the text change of %s waits for review or was rejected before: the live text serves", name)
@@ -209,115 +161,58 @@ class ToolRegistry:
         self,
         name: str,
         *,
-        edited_by: str | None = None,
-        expected_version: int | None = None,
+        edited_by: Who = None,
+        expected_version: Version = None,
         origin: Origin = "python",
         **changes: Any,
     ) -> Edited:
-        """`update`, saying whether its text change waits for review (`held`) or was rejected before."""
-        proposal = Proposal(origin, edited_by)
-        return self._writer.update(name, edited_by, expected_version, changes, proposal)
+        return self._writer.update(name, edited_by, expected_version, changes, Proposal(origin, edited_by))
 
-    def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: str | None = None) -> Tool:
+    def edit(self, name: str, change: Callable[[Tool], dict[str, Any]], edited_by: Who = None) -> Tool:
         """A new version made by `change`, a function of the tool as it is (`ToolWriter.edit`: a merge, no conflict)."""
         return self._writer.edit(name, change, edited_by, Proposal("python", edited_by))
 
-    # -- text changes held for review (catalog/review.py) -------------------------------------------------------
-
-    @property
-    def text_review_required(self) -> bool:
-        """Whether text changes of existing tools wait for an admin (the registry's setting, every process's)."""
-        return self.store.reviews.required()
-
-    def require_text_review(self, on: bool = True, by: str | None = None) -> None:
-        """Turn the registry's text review on (or off), audited with `by`: while on, an import or edit that changes
-        an existing tool's description, schemas or annotations leaves the live text serving and waits for
-        `approve_text_change`. Changes already waiting keep waiting when it is turned off."""
-        detail = f"text changes need review: {'on' if on else 'off'}"
-        self.store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
-
-    def text_changes(self) -> list[TextChange]:
-        """The text changes waiting for review, by tool name: who proposed what, how, when, the findings."""
-        return self._writer.text_changes()
-
-    def text_change(self, name: str) -> TextChange:
-        """The text change of `name` waiting (its `diff()` against the live text); ToolNotFoundError when none."""
-        return self._writer.text_change(name)
-
-    def approve_text_change(self, name: str, text_hash: str | None = None, approver: str | None = None) -> Tool:
-        """Make the waiting text live (a new version, audited); compare-and-set on `text_hash`, the pending text
-        reviewed: ApprovalConflictError when another text waits now."""
-        return self._writer.approve_text(name, text_hash, approver or getpass.getuser())
-
-    def reject_text_change(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
-        """Drop the waiting text, remembered by hash (returned): proposing it again leaves it out until lifted."""
-        return self._writer.reject_text(name, text_hash, rejecter or getpass.getuser())
-
-    def lift_text_rejection(self, name: str, lifter: str | None = None) -> None:
-        """Forget a rejected text: proposing it again waits for review again."""
-        self._writer.lift_text_rejection(name, lifter or getpass.getuser())
-
     def write_merged(
-        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: ProgressCallback | None = None
+        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: Progress = None
     ) -> UpsertReport:
-        """Write what each edit makes of its tool's current version in one transaction (`ToolWriter.write_merged`)."""
+        """A sync's write (`ToolWriter.write_merged`): not held for review, the MCP importer pins what it writes."""
         return self._writer.write_merged(edits, progress)
 
     def add_example(
         self,
         name: str,
         text: str,
-        tenant: str | None = None,
-        source: Literal["operator", "usage"] = "operator",
-        edited_by: str | None = None,
+        tenant: Who = None,
+        source: Source = "operator",
+        edited_by: Who = None,
         origin: Origin = "python",
     ) -> Tool:
-        """One more example request (search/examples.py) for `tenant`'s searches, or every tenant's when None; held
-        for review like a text change while the registry asks for it (it changes which tools a request reaches)."""
+        """One more example request (search/examples.py) for `tenant`'s searches, or every tenant's when None."""
         return self._writer.add_example(name, text, tenant, source, edited_by, Proposal(origin, edited_by))
 
     def remove_example(
-        self,
-        name: str,
-        text: str,
-        tenant: str | None = None,
-        edited_by: str | None = None,
-        origin: Origin = "python",
+        self, name: str, text: str, tenant: Who = None, edited_by: Who = None, origin: Origin = "python"
     ) -> Tool:
         return self._writer.remove_example(name, text, tenant, edited_by, Proposal(origin, edited_by))
 
     def promotable_requests(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
-        """(tenant, request) of logged requests after which the tool was called successfully in the same session,
-        newest first, without those already among its examples: the candidates to promote to example requests."""
-        used = self.store.usage.called_after(utc_now() - timedelta(days=days))
-        return promotable_requests(name, self.get(name).examples, used)
+        """Logged requests after which the tool was called successfully (`search.examples.logged_promotable`)."""
+        return logged_promotable(self.store, self.get(name), days)
 
     def past_tasks(self, days: int = 90, limit: int = 100) -> list[PastTask]:
-        """The requests of the last `days` after which an agent's session called two or more tools successfully,
-        with those tools, most frequent first, at most `limit`, without those promoted already or naming a tool that
-        is gone: candidates for `add_task`."""
-        calls = self.store.usage.task_calls(utc_now() - timedelta(days=days))
-        tools = self.store.get_many({call.tool for call in calls})
-
-        def promoted(name: str, tenant: str | None, text: str) -> bool:
-            tool = tools.get(name)
-            wanted = example_key(text, tenant)
-            return tool is not None and any(e.key == wanted for e in tool.examples)
-
-        return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)][:limit]
+        """Logged requests after which a session called two or more tools (`search.examples.logged_past_tasks`)."""
+        return logged_past_tasks(self.store, days, limit)
 
     def add_task(
         self,
         text: str,
         tools: Sequence[str],
-        tenant: str | None = None,
-        source: Literal["operator", "usage"] = "operator",
-        edited_by: str | None = None,
+        tenant: Who = None,
+        source: Source = "operator",
+        edited_by: Who = None,
         origin: Origin = "python",
     ) -> list[Tool]:
-        """A past task (search/examples.py): `text` becomes an example request of every one of `tools`, for
-        `tenant`'s searches (None: every tenant's), in one transaction: a later request like it retrieves the whole
-        set. `source` "usage": promoted from a logged session (`past_tasks`)."""
+        """A past task: `text` becomes an example request of every one of `tools` (`ToolWriter.add_task_example`)."""
         return self._writer.add_task_example(tools, text, tenant, source, edited_by, Proposal(origin, edited_by))
 
     def set_tenant_description(
@@ -326,14 +221,11 @@ class ToolRegistry:
         tenant: str,
         text: str,
         *,
-        expected_version: int | None = None,
-        edited_by: str | None = None,
+        expected_version: Version = None,
+        edited_by: Who = None,
         origin: Origin = "python",
     ) -> Edited:
-        """Describe the tool in `text` for the principals of `tenant` only: what they are shown and injected, and
-        one more view of the tool their searches use; every other tenant keeps the source's text. Kept by syncs and
-        re-imports; compare-and-set on `expected_version`; held for review like any text a model reads while the
-        registry asks for it (`Edited.held`). Scan the text first: `toolrag.mcp.review.described`."""
+        """Describe the tool in `text` for `tenant`'s principals only (`ToolWriter.set_tenant_description`)."""
         proposal = Proposal(origin, edited_by)
         return self._writer.set_tenant_description(name, tenant, text, expected_version, edited_by, proposal)
 
@@ -342,36 +234,57 @@ class ToolRegistry:
         name: str,
         tenant: str,
         *,
-        expected_version: int | None = None,
-        edited_by: str | None = None,
+        expected_version: Version = None,
+        edited_by: Who = None,
         origin: Origin = "python",
     ) -> Edited:
-        """The principals of `tenant` get the source's description again (a new version, compare-and-set; held for
-        review as `set_tenant_description` is)."""
         proposal = Proposal(origin, edited_by)
         return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
 
     def drop_overrides(
-        self, name: str, fields: Iterable[str], edited_by: str | None = None, origin: Origin = "python"
+        self, name: str, fields: Iterable[str], edited_by: Who = None, origin: Origin = "python"
     ) -> Edited:
-        """A new version with `fields` an operator replaced back at their source's value, kept current by syncs;
-        held for review while the registry asks for it, unless that value was live before (`Edited.held`)."""
+        """Fields an operator replaced back at their source's value (`ToolWriter.drop_overrides`)."""
         return self._writer.drop_overrides(name, fields, edited_by, Proposal(origin, edited_by))
 
-    def set_active(self, name: str, active: bool, edited_by: str | None = None) -> Tool:
-        """Deactivate (or reactivate) a tool: it leaves (or rejoins) search and execution; its history stays. A new
-        tool held for review (a live tool requires it) stays inactive until an admin approves it."""
+    def set_active(self, name: str, active: bool, edited_by: Who = None) -> Tool:
+        """Deactivate (or reactivate) a tool; a new tool held for review stays inactive until approved."""
         return self._writer.edit(name, lambda _: {"active": active}, edited_by, Proposal("python", edited_by))
 
     def history(self, name: str) -> list[Tool]:
         return self._writer.history(name)
 
-    def rollback(
-        self, name: str, version: int, *, expected_version: int | None = None, edited_by: str | None = None
-    ) -> Tool:
-        """A new version whose content is that of an earlier version (history only grows); compare-and-set on
-        `expected_version`, the current version the caller saw (EditConflictError when it moved on)."""
+    def rollback(self, name: str, version: int, *, expected_version: Version = None, edited_by: Who = None) -> Tool:
+        """A new version with the content of `version`, compare-and-set (`ToolWriter.rollback`)."""
         return self._writer.rollback(name, version, expected_version, edited_by)
+
+    # -- changes held for review (catalog/review.py) --------------------------------------------------------------
+
+    @property
+    def text_review_required(self) -> bool:
+        return self.store.reviews.required()
+
+    def require_text_review(self, on: bool = True, by: str | None = None) -> None:
+        """Turn the registry's review of what models read and are told to call on (or off), audited with `by`."""
+        detail = f"text changes need review: {'on' if on else 'off'}"
+        self.store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
+
+    def text_changes(self) -> list[TextChange]:
+        return self._writer.text_changes()
+
+    def text_change(self, name: str) -> TextChange:
+        return self._writer.text_change(name)
+
+    def approve_text_change(self, name: str, text_hash: Who = None, approver: Who = None) -> Tool:
+        """Make the waiting change live, compare-and-set on `text_hash` (`ToolWriter.approve_text`)."""
+        return self._writer.approve_text(name, text_hash, approver or getpass.getuser())
+
+    def reject_text_change(self, name: str, text_hash: Who = None, rejecter: Who = None) -> str:
+        """Drop the waiting change, remembered by its hash (returned): proposed again, it stays out until lifted."""
+        return self._writer.reject_text(name, text_hash, rejecter or getpass.getuser())
+
+    def lift_text_rejection(self, name: str, lifter: Who = None) -> None:
+        self._writer.lift_text_rejection(name, lifter or getpass.getuser())
 
     # -- reading --------------------------------------------------------------------------------------------------
 
@@ -390,52 +303,29 @@ class ToolRegistry:
 
     def partition(self, principal: Principal) -> tuple[list[Tool], list[Tool]]:
         """(the active tools the principal may use, the active tools it may not), from the current snapshot."""
-        return partition(self._snapshot(), self.served_as(principal))
-
-    # -- upstream MCP servers switched off (`toolrag mcp disable`) -------------------------------------------------
+        return visibility.partition(self._snapshot(), self.served_as(principal))
 
     def disabled_servers(self) -> dict[str, DisabledServer]:
-        """The upstreams an operator switched off, by name: read again only when the registry's generation moved
-        (every switch moves it), so a request costs no read of the switches."""
-        generation = self._snapshot().generation
-        cached = self._switches
-        if cached is None or cached[0] != generation:
-            disabled = {d.server: d for d in self.store.switches.disabled()}
-            self._switches = cached = (generation, disabled)
-        return cached[1]
+        """The upstreams an operator switched off (`toolrag mcp disable`), by name, read once per snapshot."""
+        return visibility.switched_off(self._snapshot(), self.store.switches.disabled)
 
     def disabled_servers_seen(self, principal: Principal, everything: bool = False) -> dict[str, DisabledServer]:
-        """The switched-off servers a principal may be told of: those with a tool it could use were they on, each
-        without who switched it off or why; `everything` (admins): all of them, whole. Anyone else learns nothing
-        of a switch (as a call refused for it says nothing, mcp/gateway.py)."""
-        disabled = self.disabled_servers()
-        if everything or not disabled:
-            return disabled
-        usable = {tool.name.partition(".")[0] for tool in partition(self._snapshot(), principal)[0]}
-        return {
-            server: DisabledServer(server, disabled_at=d.disabled_at)
-            for server, d in disabled.items()
-            if server in usable
-        }
+        """The switched-off servers a principal may be told of (`search.filter.switches_seen`)."""
+        return visibility.switches_seen(self._snapshot(), principal, self.disabled_servers(), everything)
 
     def served_as(self, principal: Principal) -> Principal:
-        """The principal with the tools of disabled servers denied: every search, listing and schema leaves them
-        out before scoring (k fills with other tools), and no call resolves to them, whichever way in."""
-        disabled = self.disabled_servers()
-        if not disabled:
-            return principal
-        denied = principal.deny_tools | {f"{server}.*" for server in disabled}
-        return principal.model_copy(update={"deny_tools": frozenset(denied)})
+        """The principal with the tools of switched-off servers denied (`search.filter.served_as`)."""
+        return visibility.served_as(principal, self.disabled_servers())
 
     @property
     def generation(self) -> int:
         """Grows with every change to the registry, from any process."""
         return self._snapshot().generation
 
-    # -- search ---------------------------------------------------------------------------------------------------
+    # -- search (search/pipeline.py) ------------------------------------------------------------------------------
 
     def search(
-        self, query: str, principal: Principal | None = None, k: int | None = None, session: str | None = None
+        self, query: str, principal: Asker = None, k: int | None = None, session: Who = None
     ) -> list[SearchResult]:
         """The tools for a request: at most k (default 3) for each step it asks for, with the tools they require,
         at most `SearchConfig.max_set_tools` in all; possibly none. Without k, all of them when the principal's
@@ -452,29 +342,21 @@ class ToolRegistry:
         return results
 
     def named(
-        self, query: str, principal: Principal | None = None, limit: int = 3, session: str | None = None
+        self, query: str, principal: Asker = None, limit: int = 3, session: Who = None
     ) -> tuple[list[SearchResult], int]:
-        """The usable tools a request names outright: its whole text is a tool's name, or a prefix ending in `*`
-        (`shop.*`); at most `limit` in name order, and how many matched (search/pipeline.py `Retriever.named`)."""
+        """The usable tools a request names outright, and how many matched (`Retriever.named`)."""
         principal = self.served_as(principal or Principal.anonymous())
         results, matched = self.retriever.named(query, principal, limit)
         if results and self.usage is not None:
             self.usage.record_retrieval(query, principal, results, session)
         return results, matched
 
-    def rank(
-        self, query: str, principal: Principal | None = None, limit: int = 10, mode: str | None = None
-    ) -> list[SearchResult]:
+    def rank(self, query: str, principal: Asker = None, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
         """The full ranking (no threshold, no cut), for evaluation and debugging."""
         return self.retriever.rank(query, self.served_as(principal or Principal.anonymous()), limit, mode)
 
     def select(
-        self,
-        query: str,
-        principal: Principal | None = None,
-        fmt: str = "openai",
-        k: int | None = None,
-        session: str | None = None,
+        self, query: str, principal: Asker = None, fmt: str = "openai", k: int | None = None, session: Who = None
     ) -> Selection:
         """Search, then render the chosen tools' full schemas for a provider and count their tokens."""
         principal = principal or Principal.anonymous()
@@ -485,13 +367,13 @@ class ToolRegistry:
     def explain(
         self,
         query: str,
-        principal: Principal | None = None,
+        principal: Asker = None,
         k: int | None = None,
         fmt: str = "openai",
         reveal_hidden: bool = False,
     ) -> Explanation:
-        """What search() delivers for the request and why, signal by signal (search/explain.py); nothing is
-        written to the usage log. `reveal_hidden` (operators only): also the near tools the principal may not use."""
+        """What search() delivers for the request and why (search/explain.py); nothing is written to the usage log.
+        `reveal_hidden` (operators only): also the near tools the principal may not use."""
         from toolrag.search.explain import explain
 
         principal = self.served_as(principal or Principal.anonymous())
@@ -500,7 +382,7 @@ class ToolRegistry:
         k = self.config.k if k is None else k
         return explain(self.retriever, query, principal, results, k, reveal_hidden).model_copy(update=costs.costs())
 
-    def schemas(self, names: Iterable[str], principal: Principal | None = None, fmt: str = "openai") -> list[Any]:
+    def schemas(self, names: Iterable[str], principal: Asker = None, fmt: str = "openai") -> list[Any]:
         """Full definitions of named tools the principal may use; a hidden tool is reported as not found."""
         return token_budget.schemas(self.visible_tools(principal or Principal.anonymous()), names, fmt)
 
@@ -522,16 +404,13 @@ class ToolRegistry:
         return self._snapshots.current()
 
     def learn_from_usage(self, days: int = 90) -> int:
-        """Learn the score adjustment of `SearchConfig.usage_weight` from the usage log's successful calls of the
-        last `days` (search/feedback.py); returns how many (request, tool) pairs it remembers."""
-        used = self.store.usage.called_after(utc_now() - timedelta(days=days))
-        memory = UsageMemory.learn(used, self._snapshot().embedder or self.embedder)
+        """Learn `SearchConfig.usage_weight`'s adjustment from the last `days` of the usage log (search/feedback.py)."""
+        memory = UsageMemory.from_log(self.store, days, self._snapshot().embedder or self.embedder)
         self.retriever.use_memory(memory)
         return memory.size
 
     def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        """Say what groups of tools (MCP servers, categories) are for; None forgets a description. Search ranks a
-        group's tools higher when the request matches its description (search/groups.py)."""
+        """Say what groups of tools (MCP servers, categories) are for; None forgets one (search/groups.py)."""
         self.store.describe_groups(checked_descriptions(descriptions))
 
     def group_descriptions(self) -> dict[str, str]:
@@ -549,6 +428,7 @@ class ToolRegistry:
         self.close()
 
 
-def _log_held(report: UpsertReport) -> None:
+def _logged(report: UpsertReport) -> UpsertReport:
     if report.held:
         log.warning("text changes wait for review, the live text serves: %s", ", ".join(report.held))
+    return report

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -28,10 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from toolrag.limits import MAX_SET_TOOLS
-from toolrag.model import ExampleRequest, example_key
+from toolrag.model import ExampleRequest, Tool, example_key, utc_now
 from toolrag.search.lexical import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
+    from toolrag.store.base import Store
     from toolrag.store.usage import TaskCall, UsedRequest
 
 _CHUNK_ROWS = 4096
@@ -217,3 +219,22 @@ def past_tasks(calls: Iterable[TaskCall], promoted: Callable[[str, str | None, s
             PastTask(tenant, text, tuple(tools), 1) if seen is None else replace(seen, sessions=seen.sessions + 1)
         )
     return sorted(found.values(), key=lambda task: -task.sessions)
+
+
+def logged_promotable(store: Store, tool: Tool, days: int) -> list[tuple[str | None, str]]:
+    """`promotable_requests` of `tool` among the usage log's requests of the last `days`."""
+    used = store.usage.called_after(utc_now() - timedelta(days=days))
+    return promotable_requests(tool.name, tool.examples, used)
+
+
+def logged_past_tasks(store: Store, days: int, limit: int) -> list[PastTask]:
+    """`past_tasks` of the usage log's last `days`, at most `limit`, without those naming a tool that is gone."""
+    calls = store.usage.task_calls(utc_now() - timedelta(days=days))
+    tools = store.get_many({call.tool for call in calls})
+
+    def promoted(name: str, tenant: str | None, text: str) -> bool:
+        tool = tools.get(name)
+        wanted = example_key(text, tenant)
+        return tool is not None and any(e.key == wanted for e in tool.examples)
+
+    return [task for task in past_tasks(calls, promoted) if all(name in tools for name in task.tools)][:limit]

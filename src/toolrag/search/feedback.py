@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 
 from toolrag.embed.base import Embedder
+from toolrag.model import utc_now
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import FloatArray, IntArray
+from toolrag.store.base import Store
 from toolrag.store.usage import UsedRequest
 
 # Whose usage a remembered request is: ("tenant", its tenant) or, without a tenant, ("caller", its caller's
@@ -38,6 +41,11 @@ class UsageMemory:
     vectors: FloatArray  # one row per remembered request
     tools: list[str]  # the tool called after each
     learners: list[Learner]  # whose request each is
+
+    @classmethod
+    def from_log(cls, store: Store, days: int, embedder: Embedder) -> UsageMemory:
+        """Learned from the usage log's successful calls of the last `days`."""
+        return cls.learn(store.usage.called_after(utc_now() - timedelta(days=days)), embedder)
 
     @classmethod
     def learn(cls, used: Sequence[UsedRequest], embedder: Embedder) -> UsageMemory:

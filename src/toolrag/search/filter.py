@@ -6,18 +6,53 @@ ranks or counts a tool outside the mask.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from toolrag.model import Principal, Tool
 from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
+from toolrag.store.switches import DisabledServer
 
 # Per snapshot, by the principal's visibility key: principals that share tenant and scopes share a mask.
 MASKS: Slot[BoolArray | None] = Slot("visibility masks")
 # The latest mask of each visibility key in this lineage, with the size it was computed at: a snapshot that follows
 # a change of the one before extends that mask, checking only the appended positions.
 LATEST_MASKS: Slot[tuple[int, BoolArray | None]] = Slot("latest visibility masks", carried=True)
+
+
+# The upstreams an operator switched off, read once per snapshot: every switch moves the generation.
+SWITCHED_OFF: Slot[dict[str, DisabledServer]] = Slot("upstream servers switched off")
+
+
+def switched_off(index: SearchIndex, read: Callable[[], list[DisabledServer]]) -> dict[str, DisabledServer]:
+    """The switched-off upstreams by name, as of `index` (`read()`: the store's switches, read once for it)."""
+    return index.derived.get(SWITCHED_OFF, None, lambda: {d.server: d for d in read()})
+
+
+def served_as(principal: Principal, disabled: dict[str, DisabledServer]) -> Principal:
+    """The principal with the tools of disabled servers denied: every search, listing and schema leaves them out
+    before scoring (k fills with other tools), and no call resolves to them, whichever way in."""
+    if not disabled:
+        return principal
+    denied = principal.deny_tools | {f"{server}.*" for server in disabled}
+    return principal.model_copy(update={"deny_tools": frozenset(denied)})
+
+
+def switches_seen(
+    index: SearchIndex, principal: Principal, disabled: dict[str, DisabledServer], everything: bool
+) -> dict[str, DisabledServer]:
+    """The switched-off servers a principal may be told of: those with a tool it could use were they on, each
+    without who switched it off or why; `everything` (admins): all of them, whole. Anyone else learns nothing of a
+    switch (as a call refused for it says nothing, mcp/gateway.py)."""
+    if everything or not disabled:
+        return disabled
+    usable = {tool.name.partition(".")[0] for tool in partition(index, principal)[0]}
+    return {
+        server: DisabledServer(server, disabled_at=d.disabled_at) for server, d in disabled.items() if server in usable
+    }
 
 
 def visibility_mask(index: SearchIndex, principal: Principal) -> BoolArray | None:

@@ -25,6 +25,7 @@ from itertools import groupby, pairwise
 
 from toolrag.model import Tool
 from toolrag.search.learned_defaults import MAX_RELATED, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH
+from toolrag.store.base import Store
 from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
 from toolrag.store.usage import SessionCall
 
@@ -204,3 +205,10 @@ def usage_reason(relation: LearnedRelation) -> str:
         f"related: {relation.support} of {relation.sessions} {learner_label(relation.learner)} sessions that called"
         f" {relation.tool} called {relation.related} next"
     )
+
+
+def stored_relations(store: Store) -> RelationBook:
+    """The relations search reads: learned ones only while no review is asked for (under review, a relation learned
+    from usage reaches search only once an admin confirms it, as a `confirmed` verdict: issue 48)."""
+    learned = () if store.reviews.required() else store.relations.learned()
+    return RelationBook.of(learned, store.relations.verdicts())

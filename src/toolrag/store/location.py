@@ -1,0 +1,25 @@
+"""Where a registry lives: a path or URL opened as its store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolrag.errors import StoreLocationError
+from toolrag.store.base import Store
+from toolrag.store.sqlite import SQLiteStore
+
+
+def open_store(location: str | Path, create: bool = True) -> Store:
+    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files,
+    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a registry that
+    does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
+    text = str(location)
+    if text.startswith("sqlite:///"):
+        return SQLiteStore(text.removeprefix("sqlite:///"), create)
+    if text.startswith(("postgresql://", "postgres://")):
+        from toolrag.store.postgres import PostgresStore
+
+        return PostgresStore.from_url(text, create)
+    if "://" in text:
+        raise StoreLocationError(text)
+    return SQLiteStore(text, create)
