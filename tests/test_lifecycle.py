@@ -355,7 +355,10 @@ def test_the_cli_returns_a_replaced_description_to_the_servers(tmp_path: Path) -
     server_text = "Look up an order by its number: status, items and delivery date."
     catalog = tmp_path / "c.json"
     catalog.write_text(json.dumps([{"name": "shop.lookup_order", "description": server_text, "source": "mcp:shop"}]))
-    assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    refused = runner.invoke(app, ["import", str(catalog), "--store", store])
+    assert refused.exit_code == 1 and "'mcp:shop': written by MCP syncs only" in refused.stderr  # issue 48
+    with ToolRegistry(store) as registry:  # as a sync writes it
+        registry.register(make_tool("shop.lookup_order", server_text, source="mcp:shop"))
     edit = ["tools", "update", "shop.lookup_order", "--store", store, "--description", "Find a customer's order."]
     assert runner.invoke(app, edit).exit_code == 0
     dropped = runner.invoke(app, ["tools", "drop-override", "shop.lookup_order", "description", "--store", store])

@@ -45,6 +45,11 @@ def served(registry: ToolRegistry) -> list[Any]:
 
 @pytest.fixture
 def reviewed(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    yield from reviewed_registry(tmp_path, embedder)
+
+
+def reviewed_registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    """The sample catalog and one unreviewed tool, then text review turned on."""
     with ToolRegistry(str(tmp_path / "tools.db"), embedder, RETRIEVAL) as registry:
         registry.register_many(SAMPLE_TOOLS)
         # An unreviewed new tool nobody requires is written live, as before: it is what the attack then points at.
@@ -218,14 +223,14 @@ def test_relations_learned_from_usage_wait_for_an_admin_under_review(
 
 
 def synced_forecast(registry: ToolRegistry, description: str) -> None:
-    """weather.forecast as an MCP sync writes it (the sync's own way in, `write_merged`), its server listing
+    """weather.hourly as an MCP sync writes it (the sync's own way in, `write_merged`), its server listing
     `description`."""
-    upstream = make_tool("weather.forecast", description, source="mcp:weather")
+    upstream = make_tool("weather.hourly", description, source="mcp:weather")
 
     def sync(current: Tool | None) -> Tool:
         return upstream if current is None else current.synced(upstream)
 
-    registry.write_merged({"weather.forecast": sync})
+    registry.write_merged({"weather.hourly": sync})
 
 
 def test_a_catalog_or_a_write_cannot_set_what_only_syncs_write(reviewed: ToolRegistry, tmp_path: Path) -> None:
@@ -251,26 +256,26 @@ def test_returning_to_a_source_value_never_live_waits_and_a_rejected_one_never_s
 ) -> None:
     reviewed.require_text_review(False, by="ops")
     synced_forecast(reviewed, "Weather forecast from the weather server.")
-    reviewed.update("weather.forecast", description="Weather forecast, as our operators word it.")
+    reviewed.update("weather.hourly", description="Weather forecast, as our operators word it.")
     synced_forecast(reviewed, EVIL_TEXT)  # the server changed its text while an operator's override serves
-    assert reviewed.get("weather.forecast").source_values == {"description": EVIL_TEXT}
+    assert reviewed.get("weather.hourly").source_values == {"description": EVIL_TEXT}
     reviewed.require_text_review(True, by="ops")
     before = served(reviewed)
-    edited = reviewed.drop_overrides("weather.forecast", ["description"], edited_by="ops")
+    edited = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert edited.held and served(reviewed) == before
-    assert reviewed.get("weather.forecast").overrides == ["description"]
-    rejected = reviewed.reject_text_change("weather.forecast", rejecter="boss")
+    assert reviewed.get("weather.hourly").overrides == ["description"]
+    rejected = reviewed.reject_text_change("weather.hourly", rejecter="boss")
     assert rejected
-    again = reviewed.drop_overrides("weather.forecast", ["description"], edited_by="ops")
+    again = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert again.rejected and not again.held and served(reviewed) == before
 
 
 def test_returning_to_a_source_value_that_was_live_needs_no_review(reviewed: ToolRegistry) -> None:
     reviewed.require_text_review(False, by="ops")
     synced_forecast(reviewed, "Weather forecast from the weather server.")
-    reviewed.update("weather.forecast", description="Weather forecast, as our operators word it.")
+    reviewed.update("weather.hourly", description="Weather forecast, as our operators word it.")
     reviewed.require_text_review(True, by="ops")
-    edited = reviewed.drop_overrides("weather.forecast", ["description"], edited_by="ops")
+    edited = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert not edited.held and edited.tool.description == "Weather forecast from the weather server."
     assert edited.tool.overrides == [] and reviewed.text_changes() == []
 

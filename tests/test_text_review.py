@@ -83,7 +83,7 @@ def test_an_input_schema_change_waits_too_and_new_tools_and_access_fields_do_not
     assert held.held and held.tool.input_schema == SAMPLE_TOOLS[0].input_schema
     report = reviewed.register_over([make_tool("crm.note", "Add a note to a customer record.")])
     assert report.added == ["crm.note"] and report.held == []
-    scoped = reviewed.update_reviewed("email.send", edited_by="ops", tenants=["acme"], category="mail")
+    scoped = reviewed.update_reviewed("email.send", edited_by="ops", tenants=["acme"], scopes=["mail:send"])
     assert not scoped.held and scoped.tool.tenants == ["acme"] and scoped.tool.version == 2
 
 

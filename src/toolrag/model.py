@@ -36,9 +36,14 @@ SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "anno
 # What a model reads of a tool, or is given or told to call because of it, which the registry's text review holds
 # (catalog/review.py): its source's text; what operators write that is shown with it (the not-for line of every
 # capability card, each tenant's description); the tools it brings along and tells the model to call first
-# (`requires`); and what retrieval matches it by (aliases, example requests and past tasks), which decides which
-# tools reach the model as much as a description does.
-REVIEWED_FIELDS = frozenset({*SOURCE_FIELDS, "not_for", "tenant_descriptions", "requires", "aliases", "examples"})
+# (`requires`); and what retrieval matches it by (aliases, example requests and past tasks, the category its group
+# and routes read), which decides which tools reach the model as much as a description does.
+REVIEWED_FIELDS = frozenset(
+    {*SOURCE_FIELDS, "not_for", "tenant_descriptions", "requires", "aliases", "examples", "category"}
+)
+# What a new tool brings beyond its own text, which waits for review like an existing tool's (issue 48): views that
+# let it win requests another tool's text answers.
+NEW_TOOL_VIEWS = frozenset({"aliases", "examples"})
 # Fields only a sync writes (mcp/importer.py) and a backup restores: which source-owned fields an operator replaced
 # and the source's own values to return to. Written by anyone else, a "return to the source's value" would put any
 # text live unreviewed.

@@ -76,7 +76,7 @@ class ToolRegistry:
         `create=False` refuses a store location where no registry exists yet (a mistyped path)."""
         self.store = store if not isinstance(store, str | Path) else open_store(store, create)
         self._embeddings = IndexEmbeddings(self.store, embedder, lambda switched: self.retriever.use_embedder(switched))
-        self._writer = ToolWriter(self._embeddings)
+        self._writer = ToolWriter(self._embeddings, lambda: self.config.always_include)
         self.config = config or SearchConfig()
         fixed, relations = stored_fixed_vectors(self.store), lambda: stored_relations(self.store)
         self.retriever = Retriever(
@@ -152,10 +152,7 @@ class ToolRegistry:
 
     def update(self, name: str, *, edited_by: Who = None, expected_version: Version = None, **changes: Any) -> Tool:
         """A new version with some fields changed (`ToolWriter.update`); `update_reviewed` says whether it waits."""
-        edited = self.update_reviewed(name, edited_by=edited_by, expected_version=expected_version, **changes)
-        if edited.held or edited.rejected:
-            log.warning("the text change of %s waits for review or was rejected before: the live text serves", name)
-        return edited.tool
+        return _told(self.update_reviewed(name, edited_by=edited_by, expected_version=expected_version, **changes))
 
     def update_reviewed(
         self,
@@ -256,7 +253,7 @@ class ToolRegistry:
 
     def rollback(self, name: str, version: int, *, expected_version: Version = None, edited_by: Who = None) -> Tool:
         """A new version with the content of `version`, compare-and-set (`ToolWriter.rollback`)."""
-        return self._writer.rollback(name, version, expected_version, edited_by)
+        return _told(self._writer.rollback(name, version, expected_version, edited_by, Proposal("python", edited_by)))
 
     # -- changes held for review (catalog/review.py) --------------------------------------------------------------
 
@@ -426,6 +423,12 @@ class ToolRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _told(edited: Edited) -> Tool:
+    if edited.held or edited.rejected:
+        log.warning("the change of %s waits for review or was rejected before: the live tool serves", edited.tool.name)
+    return edited.tool
 
 
 def _logged(report: UpsertReport) -> UpsertReport:

@@ -37,7 +37,6 @@ from toolrag.model import (
     check_description,
     check_tenant_name,
     example_key,
-    reviewed_text_hash,
 )
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
@@ -102,8 +101,11 @@ def as_tool(item: ToolLike) -> Tool:
 class ToolWriter:
     """The writes of one registry's tools (`ToolRegistry` delegates to it; its methods say more)."""
 
-    def __init__(self, embeddings: IndexEmbeddings) -> None:
+    def __init__(self, embeddings: IndexEmbeddings, brought_in: Callable[[], Iterable[str]] = tuple) -> None:
+        """`brought_in()`: names search adds to every set (`SearchConfig.always_include`): a new tool of such a
+        name is held like one a tool requires."""
         self._embeddings = embeddings
+        self._brought_in = brought_in
         self.store = embeddings.store
 
     def get(self, name: str) -> Tool:
@@ -194,12 +196,14 @@ class ToolWriter:
         if proposal is None or not self.store.reviews.required():
             return None
         reviews = {row.tool: row for row in self.store.reviews.read()}
-        return Gate(
-            proposal,
-            reviews,
-            lambda: required_by(self.store.tools()),
-            lambda name: any(version.active for version in self.store.history(name)),
-        )
+
+        def requirers() -> dict[str, list[str]]:
+            needed = required_by(self.store.tools(include_inactive=True))
+            for name in self._brought_in():
+                needed.setdefault(name.lower(), []).append("always_include")
+            return needed
+
+        return Gate(proposal, reviews, requirers, lambda name: any(v.active for v in self.store.history(name)))
 
     def _check_new_names(self, new: Sequence[str]) -> None:
         """Refuse a new tool whose name differs only in case from another tool's (of the registry or of the same
@@ -249,11 +253,7 @@ class ToolWriter:
         def write() -> Tool:
             current = self.get(name)
             gate = self._gate(proposal)
-            # Under review, the change is made on the tool as its waiting change would leave it, so that a second
-            # example request added while the first waits is added to it, not in its place.
-            waiting = None if gate is None else gate.reviews.get(name)
-            seen = TextChange(waiting, current).proposed if waiting is not None and waiting.waiting else current
-            changes = change(seen)
+            changes = change(_as_waiting(current, gate))
             check_changes(name, changes)
             return self._write_edit(current, changes, edited_by, current.version, embedded, proposal=gate).tool
 
@@ -300,8 +300,9 @@ class ToolWriter:
             found = self.store.get_many(edits)
             current = {name: found.get(name) for name in edits}
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
-            if proposal is not None:  # a sync (no proposal) names its tools after its server's, checked there
-                self._check_new_names([tool.name for tool in written if current.get(tool.name) is None])
+            self._check_new_names([tool.name for tool in written if current.get(tool.name) is None])
+            if proposal is None:
+                _check_synced(written, current)
             if gate is not None:
                 written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
@@ -358,9 +359,10 @@ class ToolWriter:
             gate = self._gate(proposal)
             written, audit = [], []
             for current in (found[name] for name in names):
-                if any(e.key == example.key for e in current.examples):
+                seen = _as_waiting(current, gate)
+                if any(e.key == example.key for e in seen.examples):
                     continue
-                updated, changed = _edited(current, {"examples": [*current.examples, example]}, gate)
+                updated, changed = _edited(current, {"examples": [*seen.examples, example]}, gate)
                 written.append(updated)
                 if changed:
                     detail = f"examples: a past task of {others}"
@@ -449,18 +451,10 @@ class ToolWriter:
             history = self.store.history(name)
             changes = returned_to_source(current, wanted, history)
             gate = self._gate(proposal)
-            if gate is None:
-                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
             returned, _ = _edited(current, changes, None)
-            rejected = gate.reviews.get(name)
-            rejected_hash = None if rejected is None else rejected.rejected_hash
-            if _was_live(returned, wanted, history) and reviewed_text_hash(text_of(returned)) != rejected_hash:
+            if gate is None or (_was_live(returned, wanted, history) and not gate.rejects(current, returned)):
                 return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
-            if gate.admit(current, returned) is returned:
-                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
-            # Held or rejected: the override stays as it is (its source value is not live); the review row is written.
-            self.register([current], None, gate.audit, {name: current.version}, embedded, gate)
-            return Edited(self.get(name), name in gate.held, name in gate.rejected)
+            return self._held_or_written(current, changes, edited_by, current.version, embedded, detail, gate)
 
         return retry_on_conflict(write)
 
@@ -471,11 +465,18 @@ class ToolWriter:
         return versions
 
     def rollback(
-        self, name: str, version: int, expected_version: int | None = None, edited_by: str | None = None
-    ) -> Tool:
+        self,
+        name: str,
+        version: int,
+        expected_version: int | None = None,
+        edited_by: str | None = None,
+        proposal: Proposal | None = None,
+    ) -> Edited:
         """A new version with the content of `version`, compare-and-set on `expected_version` (the current version
         the caller saw) when given, else on the version read here: EditConflictError, nothing written, when the
-        tool is at another version (someone changed it after the caller chose what to roll back to)."""
+        tool is at another version (someone changed it after the caller chose what to roll back to). While the
+        registry asks for review (`proposal`: who writes), a version that was never active (a new tool's, held)
+        or whose text was rejected is held like any change, the tool left as it is."""
         versions = self.history(name)
         earlier = next((t for t in versions if t.version == version), None)
         if earlier is None:
@@ -486,7 +487,30 @@ class ToolWriter:
         changes = earlier.model_dump(exclude={"name", "version", "created_at", "updated_at"})
         current = self.get(name)
         expected = current.version if expected_version is None else expected_version
-        return self._write_edit(current, changes, edited_by, expected, {}, f"rolled back to version {version}").tool
+        detail = f"rolled back to version {version}"
+        gate = self._gate(proposal)
+        if gate is not None and (not earlier.active or gate.rejects(current, _edited(current, changes, None)[0])):
+            return self._held_or_written(current, changes, edited_by, expected, {}, detail, gate)
+        return self._write_edit(current, changes, edited_by, expected, {}, detail)
+
+    def _held_or_written(
+        self,
+        current: Tool,
+        changes: dict[str, Any],
+        edited_by: str | None,
+        expected: int,
+        embedded: EmbeddedVectors,
+        detail: str,
+        gate: Gate,
+    ) -> Edited:
+        """An edit that must pass the review gate whole: written when it changes nothing reviewed; else the tool is
+        left as it is (an override kept, an inactive version not restored) and the change waits, or is left out as
+        rejected."""
+        updated, _ = _edited(current, changes, None)
+        if gate.admit(current, updated) is updated:
+            return self._write_edit(current, changes, edited_by, expected, embedded, detail)
+        self.register([current], None, gate.audit, {current.name: expected}, embedded, gate)
+        return Edited(self.get(current.name), current.name in gate.held, current.name in gate.rejected)
 
     # -- text changes held for review (catalog/review.py) ------------------------------------------------------
 
@@ -575,9 +599,31 @@ def check_sync_fields(given: Tool, current: Tool | None) -> None:
 
 
 def _was_live(returned: Tool, fields: Sequence[str], history: Sequence[Tool]) -> bool:
-    """Whether every one of `fields` of `returned` had its value in a version of the tool (each version written
-    was live: a held change is never written)."""
-    return all(any(getattr(version, key) == getattr(returned, key) for version in history) for key in fields)
+    """Whether every one of `fields` of `returned` had its value in an active version of the tool (a held change
+    is never written; a held new tool's text is, in its inactive first version)."""
+    active = [version for version in history if version.active]
+    return all(any(getattr(version, key) == getattr(returned, key) for version in active) for key in fields)
+
+
+def _check_synced(written: Sequence[Tool], current: Mapping[str, Tool | None]) -> None:
+    """A write no review gate sees (a sync's, whose text the MCP importer pins) may change what a model reads only
+    of tools a server owns: another tool's text goes through `update` or `register_over`, where review holds it."""
+    for tool in written:
+        before = current.get(tool.name)
+        changed = before is None or text_of(before) != text_of(tool)
+        if changed and not (
+            tool.source.startswith(SYNCED_SOURCE_PREFIX) and (before is None or before.source == tool.source)
+        ):
+            raise InvalidToolError(
+                f"tool {tool.name!r}: a sync's write changes only what an MCP server owns; edit it with update"
+            )
+
+
+def _as_waiting(current: Tool, gate: Gate | None) -> Tool:
+    """The tool as its waiting change would leave it (itself when none waits or no review is asked for): under
+    review, an edit is made on it, so that a second example request added while the first waits is added to it."""
+    waiting = None if gate is None else gate.reviews.get(current.name)
+    return TextChange(waiting, current).proposed if waiting is not None and waiting.waiting else current
 
 
 def source_values(before: Tool, overrides: Iterable[str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.jsontext import loads
-from toolrag.model import SYNC_FIELDS, Tool, check_schema_depth
+from toolrag.model import SYNC_FIELDS, SYNCED_SOURCE_PREFIX, Tool, check_schema_depth
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
 _IGNORED_KEYS = ("id", "relevant")
@@ -109,6 +109,9 @@ def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> 
     if synced := sorted(key for key in SYNC_FIELDS if entry.get(key)):
         # A forged source value would go live unreviewed when an admin returns the field to its source's value.
         raise InvalidToolError(f"{', '.join(synced)}: written by MCP syncs only, never by a catalog")
+    if str(entry.get("source", "")).startswith(SYNCED_SOURCE_PREFIX):
+        # Nor may a catalog pass its tool off as an MCP server's, whose values syncs record as the source's.
+        raise InvalidToolError(f"source {entry['source']!r}: written by MCP syncs only, never by a catalog")
     data = {k: v for k, v in entry.items() if k not in _IGNORED_KEYS and k not in _SCHEMA_KEYS}
     if "id" in entry and "name" in entry and entry["id"] != entry["name"]:
         data["name"] = entry["id"]  # benchmark format: ids are unique, names need not be

@@ -11,11 +11,12 @@ fields (scopes, tenants, category, ... go live at once), and the proposed values
 them, how, when and what the poisoning checks find in them, until an admin approves them (a new version) or rejects
 them (remembered by hash: proposing the same again leaves it out until the rejection is lifted).
 
-A new tool is written live, except one an existing tool would bring into a set (its name is in a live tool's
-`requires`): that one is written inactive and its activation waits for review like a text change. A new name that
-differs only in case from an existing tool's is refused (catalog/edits.py). MCP syncs (pinned on their own,
-mcp/importer.py) and rollbacks (to text that was live) are not held; returning an MCP override to its server's
-value is held unless that value was live before (catalog/edits.py `ToolWriter.drop_overrides`).
+A new tool's text is written live, its aliases and example requests held; a new tool another tool would bring into
+a set (its name is in a tool's `requires`, or in `always_include`) is written inactive and its activation waits
+like a text change. A new name that differs only in case from an existing tool's is refused (catalog/edits.py).
+A held change records only the fields it changes, so approving it later leaves the others as they are then. MCP
+syncs are pinned on their own (mcp/importer.py); a rollback, and returning an MCP override to its server's value,
+are held unless that text was live (an active version had it) and was not rejected (catalog/edits.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolrag.model import ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import ACTIVATION, NEW_TOOL_VIEWS, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
@@ -70,8 +71,8 @@ def required_by(tools: Sequence[Tool]) -> dict[str, list[str]]:
 @dataclass
 class Gate:
     """What one write holds back: the rows and audit entries it writes with the tools (`Store.upsert`).
-    `requirers`: the live tools' requirements by needed name (`required_by`), read only when a write adds or
-    activates a tool; `ever_active`: whether a tool was ever active (its history), read only for such a tool."""
+    `requirers`: every tool's requirements by needed name (`required_by`, and the always-included names), read
+    only when a write adds or activates a tool; `ever_active`: whether a tool was ever active (its history)."""
 
     proposal: Proposal
     reviews: dict[str, TextReview]
@@ -84,54 +85,68 @@ class Gate:
     _requirers: Mapping[str, Sequence[str]] | None = field(default=None, init=False, repr=False)
 
     def admit(self, current: Tool | None, proposed: Tool) -> Tool:
-        """The tool to write now: `proposed` itself for a new tool no live tool requires, or one whose reviewed
-        fields did not change; else `proposed` with the live values (its proposed values held, or left out as
-        rejected). A tool that a live tool requires and that was never active (new, or held new before) is written
-        inactive, its activation held."""
+        """The tool to write now: `proposed` itself when none of its reviewed fields changed; else `proposed` with
+        the live values of the fields that changed (their proposed values held, or left out as rejected). A tool
+        that another tool requires and that was never active (new, or held new before) is written inactive, its
+        activation held; a new tool's aliases and example requests wait like an existing tool's."""
         if current is None:
             return self._admit_new(proposed)
         known = self.reviews.get(current.name)
         needing = self._needing(current.name) if proposed.active and not current.active else []
-        activation = bool(needing) and not self.ever_active(current.name)
+        # A new tool held inactive stays so, whatever a later write says of `active`, until an admin approves it.
+        waiting = _waits_for_activation(known) and not current.active
+        activation = waiting or (bool(needing) and not self.ever_active(current.name))
         if activation:
             proposed = proposed.model_copy(update={"active": False})
         live, wanted = text_of(current), text_of(proposed)
+        changed = {key: value for key, value in wanted.items() if value != live[key]}
         if known is not None and known.waiting:
-            # A held change builds on the one waiting before it: what this write leaves as live keeps its waiting
-            # value (two example requests added in a row both wait; a description waits beside new aliases).
-            waiting = known.pending or {}
-            wanted |= {key: waiting[key] for key in waiting if key in live and wanted[key] == live[key]}
-        if wanted == live and not activation:
+            # A held change builds on the one waiting before it: a field this write leaves as it is live keeps its
+            # waiting value (two example requests added in a row both wait; a description waits beside aliases).
+            changed = {**(known.pending or {}), **changed}
+            changed.pop(ACTIVATION, None)
+            changed = {key: value for key, value in changed.items() if key in live and value != live[key]}
+        if not changed and not activation:
             return proposed
-        kept = proposed.model_copy(update={key: getattr(current, key) for key in REVIEWED_FIELDS})
+        kept = proposed.model_copy(update={key: getattr(current, key) for key in changed})
+        what = ", ".join(sorted(changed))
         if activation:
-            changed = ", ".join(key for key in sorted(REVIEWED_FIELDS) if wanted[key] != live[key])
-            activated = f"a new tool that {', '.join(needing)} require(s), written inactive"
-            return self._hold(
-                current.name,
-                {**wanted, ACTIVATION: True},
-                proposed,
-                kept,
-                known,
-                f"{activated}; {changed}" if changed else activated,
-            )
-        changed = ", ".join(sorted(key for key in REVIEWED_FIELDS if wanted[key] != live[key]))
-        return self._hold(current.name, wanted, proposed, kept, known, f"{changed} changed")
+            activated = f"a new tool that {', '.join(needing or ['another tool'])} require(s), written inactive"
+            held = f"{activated}; {what} changed" if what else activated
+            # A new tool's activation is reviewed on its whole text, as when it was added (and rejected as a whole).
+            return self._hold(current.name, {**live, **changed, ACTIVATION: True}, proposed, kept, known, held)
+        return self._hold(current.name, changed, proposed, kept, known, f"{what} changed")
+
+    def rejects(self, current: Tool, proposed: Tool) -> bool:
+        """Whether what `proposed` changes of `current`'s reviewed fields is the change an admin rejected."""
+        known = self.reviews.get(current.name)
+        if known is None or known.rejected_hash is None:
+            return False
+        live, wanted = text_of(current), text_of(proposed)
+        changed = {key: value for key, value in wanted.items() if value != live[key]}
+        return bool(changed) and reviewed_text_hash(changed) == known.rejected_hash
 
     def _needing(self, name: str) -> list[str]:
-        """The live tools that require `name`, but itself."""
+        """The tools that require `name`, but itself: every tool's requirements, an inactive tool's too (it can be
+        reactivated without review, as it was live)."""
         if self._requirers is None:
             self._requirers = self.requirers()
         return sorted(other for other in self._requirers.get(name.lower(), ()) if other != name)
 
     def _admit_new(self, proposed: Tool) -> Tool:
         needing = self._needing(proposed.name) if proposed.active else []
-        if not needing:
+        known = self.reviews.get(proposed.name)
+        if needing:
+            inactive = proposed.model_copy(update={"active": False})
+            pending = {**text_of(proposed), ACTIVATION: True}
+            changed = f"a new tool that {', '.join(needing)} require(s), written inactive"
+            return self._hold(proposed.name, pending, proposed, inactive, known, changed)
+        views = {key: value for key, value in text_of(proposed).items() if key in NEW_TOOL_VIEWS and value}
+        if not views:
             return proposed
-        inactive = proposed.model_copy(update={"active": False})
-        pending = {**text_of(proposed), ACTIVATION: True}
-        changed = f"a new tool that {', '.join(needing)} require(s), written inactive"
-        return self._hold(proposed.name, pending, proposed, inactive, self.reviews.get(proposed.name), changed)
+        bare = proposed.model_copy(update={key: [] for key in views})
+        held = f"{', '.join(sorted(views))} of a new tool"
+        return self._hold(proposed.name, views, proposed, bare, known, held)
 
     def _hold(
         self, name: str, pending: dict[str, Any], proposed: Tool, kept: Tool, known: TextReview | None, changed: str

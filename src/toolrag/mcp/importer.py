@@ -25,6 +25,7 @@ import mcp.types as types
 
 from toolrag.catalog.files import repair_schema
 from toolrag.catalog.poisoning import scan, tool_findings
+from toolrag.catalog.review import required_by
 from toolrag.errors import ApprovalConflictError, InvalidToolError, ServerNotFoundError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
@@ -105,8 +106,11 @@ class ToolImporter:
         described by its configured `description`, else by the instructions it sent in the handshake."""
         with self._lock:
             config = self.settings.servers[server]
-            self._describe(server, config.description or instructions)
-            return self._apply(server, config, listed)
+            # While the registry reviews what models read, a server's own handshake text is not taken on trust as
+            # its group's description (a model reads it, and it moves the ranking): only the configured one is.
+            reviewed = self.registry.text_review_required
+            self._describe(server, config.description or (None if reviewed else instructions))
+            return self._apply(server, config, listed, reviewed)
 
     def _describe(self, server: str, text: str | None) -> None:
         text = (text or "").strip()[:MAX_GROUP_DESCRIPTION]
@@ -118,8 +122,9 @@ class ToolImporter:
             text = ""
         self.registry.describe_groups({server: text or None})
 
-    def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool]) -> SyncReport:
+    def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool], reviewed: bool) -> SyncReport:
         plan = _Plan(SyncReport(server), scan_seconds=self.settings.scan_seconds_per_sync)
+        names = _NameBook.of(self.registry, reviewed)
         pins = {pin.tool: pin for pin in self.registry.store.pins(server)}
         policy = self.settings.approval_policy(server)
         first_sync = not any(pin.approved_hash for pin in pins.values())
@@ -132,6 +137,7 @@ class ToolImporter:
                 continue
             try:
                 tool = to_tool(server, config, upstream_tool)
+                names.check(tool.name)
             except InvalidToolError as exc:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
@@ -139,7 +145,9 @@ class ToolImporter:
             legacy = pin is not None and pin.approved_hash == upstream_hash(upstream_tool, passed_on=False) != digest
             if pin is not None and legacy and not tool_findings(tool):
                 pin = self._carry_over(plan, pin, digest)
-            self._plan_one(plan, tool, digest, pin, current.get(tool.name), trust_new)
+            # Under review, a new tool another tool requires is no tool to trust on sight: it would join their sets.
+            trusted = trust_new and not (pin is None and names.required(tool.name))
+            self._plan_one(plan, tool, digest, pin, current.get(tool.name), trusted)
         for upstream_tool in listed[self.settings.max_tools_per_server :]:
             limit = self.settings.max_tools_per_server
             plan.refuse(f"{server}.{upstream_tool.name}", server, f"the server lists more than {limit:,} tools")
@@ -247,6 +255,29 @@ class ToolImporter:
     def _tools_of(self, server: str) -> dict[str, Tool]:
         source = source_of(server)
         return {t.name: t for t in self.registry.tools(include_inactive=True) if t.source == source}
+
+
+@dataclass
+class _NameBook:
+    """The registry's tool names as a sync checks what a server lists against them: a name that differs only in
+    case from another tool's is refused (it would stand in for that tool wherever names resolve case-insensitively),
+    and, while the registry reviews what models read, which names other tools require."""
+
+    folded: dict[str, str]
+    requirers: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, registry: ToolRegistry, reviewed: bool) -> _NameBook:
+        folded = {name.casefold(): name for name in registry.store.names()}
+        return cls(folded, required_by(registry.tools(include_inactive=True)) if reviewed else {})
+
+    def check(self, name: str) -> None:
+        other = self.folded.setdefault(name.casefold(), name)
+        if other != name:
+            raise InvalidToolError(f"tool {name!r}: its name differs only in case from the tool {other!r}")
+
+    def required(self, name: str) -> bool:
+        return any(other != name for other in self.requirers.get(name.lower(), ()))
 
 
 @dataclass

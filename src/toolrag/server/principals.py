@@ -39,14 +39,15 @@ def served(who: Caller, registry: ToolRegistry) -> Caller:
 def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[ToolRelation]:
     """A tool's relations as the caller may read them: only to tools it sees, and, unless it is an admin, only
     what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones, no rejected learned
-    relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, and inferred ones only
+    relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, inferred ones only
     while search uses them (inferring costs the whole catalog's schemas: a reader must not set it off when nothing
-    else would)."""
+    else would), and learned ones only while search uses them (not under review, until an admin confirms them)."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
+    learning = not registry.text_review_required
     return registry.relations.of(
         name,
         served(who, registry).sees,
-        lambda learner: who.is_admin or learner == mine,
+        lambda learner: who.is_admin or (learning and learner == mine),
         rejected_learned=who.is_admin,
         deciders=who.is_admin,
         inferred=who.is_admin or registry.config.infer_requirements,

@@ -320,7 +320,8 @@ class OperatorRecords:
     def write(self, db: Any, dump: RegistryDump) -> None:
         self.pins.write(db, dump.pins)
         self.reviews.write(db, dump.text_reviews)
-        self.reviews.write_setting(db, dump.text_review)
+        # A store that asks for review keeps asking: a backup file does not switch it off.
+        self.reviews.write_setting(db, dump.text_review or self.reviews.required(db))
         for switch in dump.switches:
             self.switches.write(db, switch)
         for verdict in dump.verdicts:
