@@ -866,7 +866,7 @@ def test_an_operator_returns_an_overridden_description_to_the_servers_current_te
     assert kept.description == "Look up one of the customer's orders." and kept.source_values == {
         "description": newer.description
     }
-    returned = registry.drop_overrides("shop.lookup_order", ["description"], edited_by="ops")
+    returned = registry.drop_overrides("shop.lookup_order", ["description"], edited_by="ops").tool
     assert returned.description == newer.description and returned.version == kept.version + 1
     assert returned.overrides == [] and returned.source_values == {} and _overlay(returned) == GLOBEX_OVERLAY
     last = registry.store.audit_log(1, "shop.lookup_order")[0]
