@@ -462,7 +462,7 @@ def test_an_operator_gives_a_replaced_description_back_to_the_server(console: tu
 
 def test_a_reader_sees_only_its_tenant_and_no_admin_controls(console: tuple[str, ToolRegistry]) -> None:
     url, registry = console
-    registry.add_example("shop.track_order", "globex: where is the container", tenant="globex")
+    registry.examples.add("shop.track_order", "globex: where is the container", tenant="globex")
     with browser() as chromium:
         page = signed_in(chromium, url, ACME_READER)
         paths = ["/console/", "/console/tools", "/console/misses", "/console/audit", "/console/upstreams"]

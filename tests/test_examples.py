@@ -47,7 +47,7 @@ def ranking(registry: ToolRegistry, principal: Principal, request: str = REQUEST
 def test_an_example_finds_its_tool_for_its_tenant_and_moves_no_other_tenants_ranking(registry: ToolRegistry) -> None:
     assert registry.search(REQUEST, ACME) == []
     globex_before = ranking(registry, GLOBEX)
-    registry.add_example("weather.forecast", REQUEST, tenant="acme", edited_by="ops")
+    registry.examples.add("weather.forecast", REQUEST, tenant="acme", edited_by="ops")
     found = registry.search(REQUEST, ACME)
     assert found[0].name == "weather.forecast" and found[0].signals.dense == pytest.approx(1.0, abs=1e-3)
     assert registry.search(REQUEST, GLOBEX) == []
@@ -57,7 +57,7 @@ def test_an_example_finds_its_tool_for_its_tenant_and_moves_no_other_tenants_ran
 
 
 def test_an_example_of_every_tenant_serves_all_and_can_be_turned_off(registry: ToolRegistry) -> None:
-    registry.add_example("weather.forecast", REQUEST)
+    registry.examples.add("weather.forecast", REQUEST)
     assert registry.search(REQUEST, GLOBEX)[0].name == "weather.forecast"
     assert registry.search(REQUEST, Principal.anonymous())[0].name == "weather.forecast"
     registry.retriever.use_config(registry.config.model_copy(update={"example_views": False}))
@@ -66,11 +66,11 @@ def test_an_example_of_every_tenant_serves_all_and_can_be_turned_off(registry: T
 
 def test_an_example_of_a_hidden_tool_changes_nothing_for_who_cannot_use_it(registry: ToolRegistry) -> None:
     before = ranking(registry, GLOBEX, "show my payslip")
-    registry.add_example("hr.payslip", "show my payslip", tenant="acme")
+    registry.examples.add("hr.payslip", "show my payslip", tenant="acme")
     assert "hr.payslip" not in [name for name, _ in ranking(registry, GLOBEX, "show my payslip")]
     assert ranking(registry, GLOBEX, "show my payslip") == before
     with pytest.raises(InvalidToolError, match="tenant 'globex', who may not use the tool"):
-        registry.add_example("hr.payslip", "my salary", tenant="globex")
+        registry.examples.add("hr.payslip", "my salary", tenant="globex")
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
@@ -90,7 +90,7 @@ def test_a_miss_fixed_by_an_example_stays_fixed_against_a_tool_described_like_th
     )
     request = "will it rain in Paris tomorrow"
     assert registry.rank(request, ACME)[0].name == "weather.rain"
-    registry.add_example("travel.packing", request, tenant="acme")
+    registry.examples.add("travel.packing", request, tenant="acme")
     first, second = registry.rank(request, ACME)[:2]
     assert (first.name, second.name) == ("travel.packing", "weather.rain")
     assert first.score - second.score > 0.2
@@ -98,15 +98,15 @@ def test_a_miss_fixed_by_an_example_stays_fixed_against_a_tool_described_like_th
 
 def test_examples_are_checked_kept_once_and_removed_by_name(registry: ToolRegistry) -> None:
     with pytest.raises(InvalidToolError, match=r"examples\.0\.text: .*must not be blank"):
-        registry.add_example("mail.send", "   ")
+        registry.examples.add("mail.send", "   ")
     with pytest.raises(InvalidToolError, match="at most 1000 characters"):
-        registry.add_example("mail.send", "x" * 1001)
-    registry.add_example("mail.send", "write to  Bob")
-    assert registry.add_example("mail.send", "Write to Bob").examples == registry.get("mail.send").examples
+        registry.examples.add("mail.send", "x" * 1001)
+    registry.examples.add("mail.send", "write to  Bob")
+    assert registry.examples.add("mail.send", "Write to Bob").examples == registry.get("mail.send").examples
     assert [e.text for e in registry.get("mail.send").examples] == ["write to Bob"]
     with pytest.raises(InvalidToolError, match="no example request 'write to Bob' for tenant 'acme'"):
-        registry.remove_example("mail.send", "write to Bob", tenant="acme")
-    assert registry.remove_example("mail.send", "write to bob").examples == []
+        registry.examples.remove("mail.send", "write to Bob", tenant="acme")
+    assert registry.examples.remove("mail.send", "write to bob").examples == []
 
 
 def test_a_logged_request_that_led_to_a_call_can_be_promoted(registry: ToolRegistry) -> None:
@@ -116,9 +116,9 @@ def test_a_logged_request_that_led_to_a_call_can_be_promoted(registry: ToolRegis
         [RetrievalRecord("h", (), "what  a gloomy day  it is", "s1", "ann@acme", tenant="acme")],
         [CallRecord("weather.forecast", "ok", 1.0, False, "s1", "ann@acme", "acme")],
     )
-    assert registry.promotable_requests("weather.forecast") == [("acme", REQUEST)]
-    registry.add_example("weather.forecast", REQUEST, "acme", source="usage")
-    assert registry.promotable_requests("weather.forecast") == []
+    assert registry.examples.promotable("weather.forecast") == [("acme", REQUEST)]
+    registry.examples.add("weather.forecast", REQUEST, "acme", source="usage")
+    assert registry.examples.promotable("weather.forecast") == []
     assert registry.get("weather.forecast").examples[0].source == "usage"
 
 
@@ -134,7 +134,7 @@ def test_explain_says_why_each_tool_was_cut_and_tells_operators_what_is_hidden(r
         ("hr.payslip", "tenants acme only")
     ]
     assert registry.explain("my payslip", GLOBEX).hidden == []
-    registry.add_example("weather.forecast", REQUEST, "globex")
+    registry.examples.add("weather.forecast", REQUEST, "globex")
     fixed = registry.explain(REQUEST, GLOBEX)
     assert fixed.delivered[0] == "weather.forecast" and fixed.ranking[0].example == REQUEST
 

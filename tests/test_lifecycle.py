@@ -88,7 +88,7 @@ def test_export_and_import_restore_a_registry_exactly(
     source.register_many(SAMPLE_TOOLS)
     source.update("email.send", description="Send an e-mail with attachments.")
     source.set_active("hr.update_salary", False)
-    source.require_text_review(False, by="boss")  # an audit row whose "who" a file could forge
+    source.reviews.require(False, by="boss")  # an audit row whose "who" a file could forge
     backup = tmp_path / "backup.json"
     exported = runner.invoke(app, ["export", str(backup), "--store", store_url, "--json"])
     assert exported.exit_code == 0, exported.output
@@ -280,7 +280,7 @@ def test_issue31_an_edit_overtaken_by_another_writer_merges_or_is_refused(
         embedder, "quarterly invoice", lambda: other.update("email.send", description=described, edited_by="bob")
     )
     with ToolRegistry(store_url, interleaved, RETRIEVAL) as registry:
-        registry.add_example("email.send", "mail the quarterly invoice to the accountant", edited_by="alice")
+        registry.examples.add("email.send", "mail the quarterly invoice to the accountant", edited_by="alice")
         final = registry.get("email.send")
         assert interleaved.done and final.description == described
         assert [e.text for e in final.examples] == ["mail the quarterly invoice to the accountant"]
@@ -307,7 +307,7 @@ def test_issue31_a_sync_write_overtaken_by_an_operator_is_made_again_on_the_new_
         assert current is not None
         seen.append(current.version)
         if len(seen) == 1:  # the operator's edit, after the sync read the tool
-            registry.add_example("email.send", "mail the board the minutes", edited_by="ops")
+            registry.examples.add("email.send", "mail the board the minutes", edited_by="ops")
         return current.model_copy(update={"active": False})
 
     assert registry.write_merged({"email.send": deactivate}).updated == ["email.send"]

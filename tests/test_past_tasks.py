@@ -85,21 +85,23 @@ def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: T
         session(4, "plan a meeting about the report", ["files.search", "calendar.create_event"], tenant="globex"),
         ([follow_up], []),
     )
-    tasks = offices.past_tasks()
+    tasks = offices.examples.past_tasks()
     assert [(t.tenant, t.request, t.tools, t.sessions) for t in tasks] == [
         ("acme", TASK, tuple(TASK_TOOLS), 2),  # the session's first request, the tools in the order called
         ("globex", "plan a meeting about the report", ("files.search", "calendar.create_event"), 1),
     ]
-    promoted = offices.add_task(TASK, TASK_TOOLS, "acme", "usage", edited_by="root")
+    promoted = offices.examples.add_task(TASK, TASK_TOOLS, "acme", "usage", edited_by="root")
     assert [t.name for t in promoted] == TASK_TOOLS
     written = {"text": TASK, "tenant": "acme", "source": "usage", "task": True}
     assert all(t.examples[-1].model_dump() == written for t in promoted)
-    assert [t.tenant for t in offices.past_tasks()] == ["globex"]  # promoted: no longer a candidate
-    assert offices.past_tasks(limit=1) == offices.past_tasks()[:1]
+    assert [t.tenant for t in offices.examples.past_tasks()] == ["globex"]  # promoted: no longer a candidate
+    assert offices.examples.past_tasks(limit=1) == offices.examples.past_tasks()[:1]
     audit = offices.store.audit_log(3)
     assert {(e.tool, e.action, e.principal) for e in audit} == {(name, "edited", "root") for name in TASK_TOOLS}
     assert audit[0].detail == f"examples: a past task of {', '.join(TASK_TOOLS)}"
-    again = offices.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")  # each tool has it already: no version
+    again = offices.examples.add_task(
+        TASK, TASK_TOOLS, "acme", edited_by="root"
+    )  # each tool has it already: no version
     assert [t.version for t in again] == [t.version for t in promoted]
 
 
@@ -118,7 +120,7 @@ def test_only_a_session_that_looks_like_one_task_is_proposed(offices: ToolRegist
         session(2, "keep the office running", many),
         session(3, "summarise this: " + "the quarterly report says " * 60, ["files.search", "email.send"]),
     )
-    tasks = offices.past_tasks()
+    tasks = offices.examples.past_tasks()
     assert sorted((t.request, t.tools) for t in tasks) == [
         (TASK, tuple(TASK_TOOLS[:2])),
         ("plan a meeting about the report", ("files.search", "calendar.create_event")),
@@ -128,7 +130,7 @@ def test_only_a_session_that_looks_like_one_task_is_proposed(offices: ToolRegist
 def test_a_past_task_brings_its_whole_set_to_its_tenant_only(offices: ToolRegistry) -> None:
     before = {r.name for r in offices.search(LIKE_IT, ACME, k=5)}
     assert not set(TASK_TOOLS) <= before  # the request is about invoices: the e-mail and the customer are implied
-    offices.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")
+    offices.examples.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")
     found = offices.search(LIKE_IT, ACME, k=5)
     assert set(TASK_TOOLS) <= {r.name for r in found}
     assert {r.name for r in offices.search(LIKE_IT, GLOBEX, k=5)} == before  # acme's task, acme's searches
@@ -140,7 +142,7 @@ def test_among_the_tools_a_past_task_raises_the_one_the_request_is_about_comes_f
     """A past task raises its tools to one cosine: each tool's own text then orders them (search/examples.py
     `OWN_TEXT_WEIGHT`), instead of their names."""
     trip = ["files.search", "calendar.create_event", "weather.forecast"]
-    offices.add_task("get ready for my trip to Lisbon on Friday", trip, "acme")
+    offices.examples.add_task("get ready for my trip to Lisbon on Friday", trip, "acme")
     ranked = offices.rank("will it rain during my trip to Lisbon on Friday", ACME, limit=3)
     assert ranked[0].name == "weather.forecast" and {r.name for r in ranked} == set(trip)
     assert len({r.signals.dense for r in ranked}) == 1  # the task's example: one cosine for all three
@@ -150,18 +152,18 @@ def test_among_the_tools_a_past_task_raises_the_one_the_request_is_about_comes_f
 def test_a_past_task_is_written_whole_or_not_at_all(offices: ToolRegistry) -> None:
     versions = {t.name: t.version for t in offices.tools(include_inactive=True)}
     with pytest.raises(ToolNotFoundError, match=r"no tool named 'crm\.nothing'"):
-        offices.add_task(TASK, ["crm.find_customer", "crm.nothing", "email.send"], "acme")
+        offices.examples.add_task(TASK, ["crm.find_customer", "crm.nothing", "email.send"], "acme")
     with pytest.raises(InvalidToolError, match="a past task names two or more tools"):
-        offices.add_task(TASK, ["email.send", "email.send"], "acme")
+        offices.examples.add_task(TASK, ["email.send", "email.send"], "acme")
     with pytest.raises(InvalidToolError, match=r"a past task's request: .*must not be blank"):
-        offices.add_task(" \n ", TASK_TOOLS, "acme")
+        offices.examples.add_task(" \n ", TASK_TOOLS, "acme")
     with pytest.raises(InvalidToolError, match="at most 16 tools"):
-        offices.add_task(TASK, [f"tool{n}" for n in range(17)], "acme")
+        offices.examples.add_task(TASK, [f"tool{n}" for n in range(17)], "acme")
     restricted = make_tool("billing.globex_ledger", "Globex's ledger of invoices.", tenants=["globex"])
     offices.register(restricted)
     versions[restricted.name] = offices.get(restricted.name).version
     with pytest.raises(InvalidToolError):  # acme's example on a tool only globex may use
-        offices.add_task(TASK, ["crm.find_customer", "billing.globex_ledger"], "acme")
+        offices.examples.add_task(TASK, ["crm.find_customer", "billing.globex_ledger"], "acme")
     assert {t.name: t.version for t in offices.tools(include_inactive=True)} == versions
     assert all(not t.examples for t in offices.tools(include_inactive=True))
 
@@ -194,7 +196,7 @@ def test_the_api_lists_and_adds_past_tasks_for_admins_only(tmp_path: Path, embed
         assert httpx.get(f"{url}/past-tasks", headers=reader).status_code == 403
         body = {"text": TASK, "tools": TASK_TOOLS, "tenant": "acme", "source": "usage"}
         assert httpx.post(f"{url}/past-tasks", json=body, headers=reader).status_code == 403
-        assert registry.past_tasks() and all(not t.examples for t in registry.tools())
+        assert registry.examples.past_tasks() and all(not t.examples for t in registry.tools())
         listed = httpx.get(f"{url}/past-tasks", headers=admin).json()
         assert listed == [{"request": TASK, "tenant": "acme", "tools": TASK_TOOLS, "sessions": 1}]
         added = httpx.post(f"{url}/past-tasks", json=body, headers=admin)
@@ -297,18 +299,18 @@ def test_the_first_request_is_the_earliest_whatever_order_it_was_written_in(offi
         for n, tool in enumerate(TASK_TOOLS[:2])
     ]
     log(offices, ([later], []), ([first], calls))
-    assert [(t.request, t.tools) for t in offices.past_tasks()] == [(TASK, tuple(TASK_TOOLS[:2]))]
-    assert offices.promotable_requests("billing.open_invoices") == [("acme", "and the bills?")]  # the latest before
+    assert [(t.request, t.tools) for t in offices.examples.past_tasks()] == [(TASK, tuple(TASK_TOOLS[:2]))]
+    assert offices.examples.promotable("billing.open_invoices") == [("acme", "and the bills?")]  # the latest before
     document = RetrievalRecord("h", (), "x" * 5000, "d", tenant="acme", caller="u", at=start)
     sent = CallRecord("email.send", "ok", 1.0, True, "d", tenant="acme", caller="u", at=utc_now())
     log(offices, ([document], [sent]))
-    assert offices.promotable_requests("email.send") == []
+    assert offices.examples.promotable("email.send") == []
 
 
 def test_an_operators_example_of_a_past_tasks_request_becomes_the_tools_own(offices: ToolRegistry) -> None:
-    offices.add_task(TASK, TASK_TOOLS, "acme")
+    offices.examples.add_task(TASK, TASK_TOOLS, "acme")
     assert [e.task for e in offices.get("email.send").examples] == [True]
-    mine = offices.add_example("email.send", TASK, "acme")
+    mine = offices.examples.add("email.send", TASK, "acme")
     assert [(e.text, e.task) for e in mine.examples] == [(TASK, False)]
     assert [e.task for e in offices.get("crm.find_customer").examples] == [True]  # the others keep the task's
 

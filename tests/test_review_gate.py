@@ -54,7 +54,7 @@ def reviewed_registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[To
         registry.register_many(SAMPLE_TOOLS)
         # An unreviewed new tool nobody requires is written live, as before: it is what the attack then points at.
         registry.register_over([make_tool(EVIL, EVIL_TEXT)], origin="api", proposed_by="mallory")
-        registry.require_text_review(True, by="ops")
+        registry.reviews.require(True, by="ops")
         yield registry
 
 
@@ -125,33 +125,33 @@ def test_no_way_in_changes_what_a_model_is_given_before_approval(
     before = served(reviewed)
     WAYS[way][0](reviewed, field, CHANGES[field], tmp_path)
     assert served(reviewed) == before
-    change = reviewed.text_change("weather.forecast")
+    change = reviewed.reviews.change("weather.forecast")
     assert getattr(change.proposed, field) != getattr(change.live, field)
-    approved = reviewed.approve_text_change("weather.forecast", approver="boss")
+    approved = reviewed.reviews.approve("weather.forecast", approver="boss")
     assert getattr(approved, field) == getattr(change.proposed, field)
     assert served(reviewed) != before  # approving is what puts it live
 
 
 def test_examples_and_past_tasks_wait_through_every_way_in(reviewed: ToolRegistry) -> None:
     before = served(reviewed)
-    reviewed.add_example("shop.track_shipment", "wire my salary to my bank", edited_by="mallory")
-    reviewed.add_task("wire my salary to my bank", [EVIL, "email.send"], edited_by="mallory")
+    reviewed.examples.add("shop.track_shipment", "wire my salary to my bank", edited_by="mallory")
+    reviewed.examples.add_task("wire my salary to my bank", [EVIL, "email.send"], edited_by="mallory")
     with serving(create_app(reviewed, api_config())) as url:
         example = {"text": "send an email about the weather"}
         assert call(url, "POST", "/tools/weather.forecast/examples", ADMIN, json=example).status_code == 200
         task = {"text": "will it rain in Kyiv tomorrow? then email my boss", "tools": [EVIL, "weather.forecast"]}
         assert call(url, "POST", "/past-tasks", ADMIN, json=task).status_code == 200
     assert served(reviewed) == before
-    waiting = {c.review.tool for c in reviewed.text_changes()}
+    waiting = {c.review.tool for c in reviewed.reviews.waiting()}
     assert waiting == {"shop.track_shipment", EVIL, "email.send", "weather.forecast"}
-    assert reviewed.text_change(EVIL).review.origin == "api"  # the later past task waits in place of the first
+    assert reviewed.reviews.change(EVIL).review.origin == "api"  # the later past task waits in place of the first
 
 
 def test_a_new_tool_a_live_tool_requires_waits_inactive(reviewed: ToolRegistry) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     # Declared before the tool exists (a dangling requirement) and approved, or written before review was on.
     reviewed.update("weather.forecast", requires=["geo.localize"])
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     before = served(reviewed)
     report = reviewed.register_over([make_tool("GEO.localize_city", "Localize a city.")], origin="api")
     assert report.added == ["GEO.localize_city"]  # another name: nobody requires it
@@ -162,28 +162,28 @@ def test_a_new_tool_a_live_tool_requires_waits_inactive(reviewed: ToolRegistry) 
     assert not reviewed.get("geo.localize").active
     after = served(reviewed)
     assert after[0] == before[0]
-    change = reviewed.text_change("geo.localize")
+    change = reviewed.reviews.change("geo.localize")
     assert change.new_tool and f'+  "description": "{EVIL_TEXT}",' in change.diff()
-    reviewed.approve_text_change("geo.localize", approver="boss")
+    reviewed.reviews.approve("geo.localize", approver="boss")
     assert reviewed.get("geo.localize").active
     names = [r.name for r in reviewed.search("will it rain in Kyiv tomorrow?")]
     assert names[:2] == ["geo.localize", "weather.forecast"]  # now an admin said so
 
 
 def test_a_rejected_new_tool_stays_inactive(reviewed: ToolRegistry) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     reviewed.update("weather.forecast", requires=["geo.localize"])
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     reviewed.register_over([make_tool("geo.localize", EVIL_TEXT)], origin="api")
-    reviewed.reject_text_change("geo.localize", rejecter="boss")
+    reviewed.reviews.reject("geo.localize", rejecter="boss")
     reviewed.register_over([make_tool("geo.localize", EVIL_TEXT)], origin="api")
     assert not reviewed.set_active("geo.localize", True, edited_by="mallory").active
-    assert not reviewed.get("geo.localize").active and reviewed.text_changes() == []
+    assert not reviewed.get("geo.localize").active and reviewed.reviews.waiting() == []
 
 
 @pytest.mark.parametrize("review", [True, False])
 def test_a_name_that_folds_to_another_tools_is_refused(reviewed: ToolRegistry, tmp_path: Path, review: bool) -> None:
-    reviewed.require_text_review(review, by="ops")
+    reviewed.reviews.require(review, by="ops")
     with pytest.raises(InvalidToolError, match=r"differs only in case from the tool .weather\.forecast."):
         reviewed.register(make_tool("WEATHER.Forecast", EVIL_TEXT))
     with pytest.raises(InvalidToolError, match="differs only in case"):
@@ -213,7 +213,7 @@ def test_relations_learned_from_usage_wait_for_an_admin_under_review(
         registry.relations.learn()
         request = "find the order I placed last week"
         assert [r.name for r in registry.search(request, ACME)] == ["orders.search", "orders.refund"]
-        registry.require_text_review(True, by="ops")
+        registry.reviews.require(True, by="ops")
         assert [r.name for r in registry.search(request, ACME)] == ["orders.search"]
         registry.relations.decide("orders.search", "orders.refund", "confirmed", "boss", kind="related")
         assert [r.name for r in registry.search(request, ACME)] == ["orders.search", "orders.refund"]
@@ -254,38 +254,38 @@ def test_a_catalog_or_a_write_cannot_set_what_only_syncs_write(reviewed: ToolReg
 def test_returning_to_a_source_value_never_live_waits_and_a_rejected_one_never_serves(
     reviewed: ToolRegistry,
 ) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     synced_forecast(reviewed, "Weather forecast from the weather server.")
     reviewed.update("weather.hourly", description="Weather forecast, as our operators word it.")
     synced_forecast(reviewed, EVIL_TEXT)  # the server changed its text while an operator's override serves
     assert reviewed.get("weather.hourly").source_values == {"description": EVIL_TEXT}
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     before = served(reviewed)
     edited = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert edited.held and served(reviewed) == before
     assert reviewed.get("weather.hourly").overrides == ["description"]
-    rejected = reviewed.reject_text_change("weather.hourly", rejecter="boss")
+    rejected = reviewed.reviews.reject("weather.hourly", rejecter="boss")
     assert rejected
     again = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert again.rejected and not again.held and served(reviewed) == before
 
 
 def test_returning_to_a_source_value_that_was_live_needs_no_review(reviewed: ToolRegistry) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     synced_forecast(reviewed, "Weather forecast from the weather server.")
     reviewed.update("weather.hourly", description="Weather forecast, as our operators word it.")
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     edited = reviewed.drop_overrides("weather.hourly", ["description"], edited_by="ops")
     assert not edited.held and edited.tool.description == "Weather forecast from the weather server."
-    assert edited.tool.overrides == [] and reviewed.text_changes() == []
+    assert edited.tool.overrides == [] and reviewed.reviews.waiting() == []
 
 
 def test_a_held_change_builds_on_the_one_waiting(reviewed: ToolRegistry) -> None:
-    reviewed.add_example("shop.track_shipment", "has my parcel left the warehouse", edited_by="ops")
-    reviewed.add_example("shop.track_shipment", "when will my order arrive", edited_by="ops")
+    reviewed.examples.add("shop.track_shipment", "has my parcel left the warehouse", edited_by="ops")
+    reviewed.examples.add("shop.track_shipment", "when will my order arrive", edited_by="ops")
     reviewed.update("shop.track_shipment", edited_by="ops", description="Track an order's parcel and its delivery.")
     assert reviewed.get("shop.track_shipment").examples == []
-    approved = reviewed.approve_text_change("shop.track_shipment", approver="boss")
+    approved = reviewed.reviews.approve("shop.track_shipment", approver="boss")
     assert [e.text for e in approved.examples] == ["has my parcel left the warehouse", "when will my order arrive"]
     assert approved.description == "Track an order's parcel and its delivery."
     assert approved.aliases == ["where is my package"]

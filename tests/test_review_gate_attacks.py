@@ -37,9 +37,9 @@ def reviewed(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistr
 
 def requires_geo(registry: ToolRegistry) -> None:
     """weather.forecast requires geo.localize, a tool not there yet (approved before, or written before review)."""
-    registry.require_text_review(False, by="ops")
+    registry.reviews.require(False, by="ops")
     registry.update("weather.forecast", requires=[GEO])
-    registry.require_text_review(True, by="ops")
+    registry.reviews.require(True, by="ops")
 
 
 def delivered(registry: ToolRegistry, query: str = RAIN) -> list[tuple[str, str | None]]:
@@ -67,23 +67,23 @@ def test_a_requirer_briefly_inactive_does_not_let_a_new_tool_in(reviewed: ToolRe
     reviewed.import_file(first)
     reviewed.import_file(second)
     assert not reviewed.get(GEO).active and delivered(reviewed) == before
-    assert reviewed.text_change(GEO).new_tool
+    assert reviewed.reviews.change(GEO).new_tool
 
 
 def test_a_rollback_to_a_held_new_tools_text_waits(reviewed: ToolRegistry) -> None:
     requires_geo(reviewed)
     assert reviewed.register_over([make_tool(GEO, EVIL_TEXT)], origin="api").held == [GEO]  # v1: inactive
-    reviewed.reject_text_change(GEO, rejecter="boss")
+    reviewed.reviews.reject(GEO, rejecter="boss")
     reviewed.update(GEO, description=BENIGN, edited_by="mallory")
-    reviewed.approve_text_change(GEO, approver="boss")
+    reviewed.reviews.approve(GEO, approver="boss")
     reviewed.set_active(GEO, True, edited_by="mallory")
-    reviewed.approve_text_change(GEO, approver="boss")  # BENIGN, active
+    reviewed.reviews.approve(GEO, approver="boss")  # BENIGN, active
     before = delivered(reviewed)
     with serving(create_app(reviewed, api_config())) as url:
         rolled = call(url, "POST", f"/tools/{GEO}/rollback", ADMIN, json={"to": 1}).json()
         again = call(url, "POST", f"/tools/{GEO}/reactivate", ADMIN).json()
     assert rolled["description"] == again["description"] == BENIGN and again["active"]
-    assert delivered(reviewed) == before and reviewed.text_change(GEO).proposed.description == EVIL_TEXT
+    assert delivered(reviewed) == before and reviewed.reviews.change(GEO).proposed.description == EVIL_TEXT
     # A rollback to a version that was live and never rejected needs nobody.
     assert reviewed.rollback(GEO, reviewed.get(GEO).version - 1, edited_by="ops").description == BENIGN
 
@@ -117,10 +117,10 @@ def listed(name: str, description: str) -> mcp.types.Tool:
 
 
 def test_a_sync_holds_a_new_required_tool_and_refuses_a_case_variant(reviewed: ToolRegistry) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     reviewed.update("weather.forecast", requires=["shop.geo"])
     reviewed.register_over([make_tool("shop.track", "Track a parcel.")], origin="api")
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     before = delivered(reviewed)
     tools = [listed("geo", "Localize a city name; call it before a forecast."), listed("Track", "Track a parcel.")]
     report = sync(reviewed, tools, instructions="Everything about weather, rain and forecasts in any city.")
@@ -134,7 +134,7 @@ def test_a_new_tool_always_included_by_name_waits(tmp_path: Path, embedder: Coun
     config = SearchConfig(inject_all_below_tokens=0, always_include=["help.contact"])
     with ToolRegistry(str(tmp_path / "t.db"), embedder, config) as registry:
         registry.register_many(SAMPLE_TOOLS)
-        registry.require_text_review(True, by="ops")
+        registry.reviews.require(True, by="ops")
         before = [r.name for r in registry.search(RAIN)]
         with pytest.raises(ToolragError, match="differs only in case"):
             registry.register_over([make_tool("HELP.Contact", EVIL_TEXT), make_tool("help.contact", EVIL_TEXT)])
@@ -147,9 +147,9 @@ def test_a_restore_keeps_review_on(tmp_path: Path, embedder: CountingEmbedder) -
         old.register_many(SAMPLE_TOOLS)
         write_backup(old.store.dump(), tmp_path / "b.json")
     with ToolRegistry(str(tmp_path / "new.db"), embedder, RETRIEVAL) as new:
-        new.require_text_review(True, by="ops")
+        new.reviews.require(True, by="ops")
         new.store.restore(as_restored(read_backup(tmp_path / "b.json"), tmp_path / "b.json", "ops"))
-        assert new.text_review_required
+        assert new.reviews.required
 
 
 def test_a_new_tools_own_examples_and_aliases_wait(reviewed: ToolRegistry) -> None:
@@ -164,28 +164,28 @@ def test_a_new_tools_own_examples_and_aliases_wait(reviewed: ToolRegistry) -> No
     assert report.added == ["weather.rain_check"] and report.held == ["weather.rain_check"]
     assert delivered(reviewed)[0] == before[0]
     assert reviewed.get("weather.rain_check").examples == [] and reviewed.get("weather.rain_check").aliases == []
-    assert reviewed.approve_text_change("weather.rain_check", approver="boss").aliases == ["will it rain tomorrow"]
+    assert reviewed.reviews.approve("weather.rain_check", approver="boss").aliases == ["will it rain tomorrow"]
 
 
 def test_a_category_waits_too(reviewed: ToolRegistry) -> None:
     query = "what is the weather at my home address"
     before = [r.name for r in reviewed.search(query)]
     reviewed.update(EVIL, category="weather", edited_by="mallory")
-    assert [r.name for r in reviewed.search(query)] == before and reviewed.text_change(EVIL).review.waiting
+    assert [r.name for r in reviewed.search(query)] == before and reviewed.reviews.change(EVIL).review.waiting
 
 
 def test_an_approval_leaves_what_it_did_not_change_as_a_sync_left_it(reviewed: ToolRegistry) -> None:
-    reviewed.require_text_review(False, by="ops")
+    reviewed.reviews.require(False, by="ops")
     synced_forecast(reviewed, "Hourly weather from the weather server, v1.")
-    reviewed.require_text_review(True, by="ops")
+    reviewed.reviews.require(True, by="ops")
     reviewed.update("weather.hourly", not_for="stock prices", edited_by="ops")  # waits
     synced_forecast(reviewed, "Hourly weather from the weather server, v2.")  # an approved sync moves the tool
-    approved = reviewed.approve_text_change("weather.hourly", approver="boss")
+    approved = reviewed.reviews.approve("weather.hourly", approver="boss")
     assert approved.description.endswith("v2.") and approved.not_for == "stock prices" and approved.overrides == []
 
 
 def test_a_past_task_builds_on_a_waiting_example(reviewed: ToolRegistry) -> None:
-    reviewed.add_example("weather.forecast", "is it going to snow", edited_by="ops")
-    reviewed.add_task("plan my trip: weather then email", ["weather.forecast", "email.send"], edited_by="ops")
-    waiting = reviewed.text_change("weather.forecast").proposed.examples
+    reviewed.examples.add("weather.forecast", "is it going to snow", edited_by="ops")
+    reviewed.examples.add_task("plan my trip: weather then email", ["weather.forecast", "email.send"], edited_by="ops")
+    waiting = reviewed.reviews.change("weather.forecast").proposed.examples
     assert [e.text for e in waiting] == ["is it going to snow", "plan my trip: weather then email"]

@@ -152,7 +152,7 @@ def test_a_snapshot_followed_change_by_change_answers_as_one_built_afresh(
             number, tenant = argument  # type: ignore[misc]
             names = [t.name for t in following.tools() if t.name.endswith(f"_{number}") and not t.tenants]
             for name in names:
-                following.add_example(name, QUERIES[number % len(QUERIES)], tenant)
+                following.examples.add(name, QUERIES[number % len(QUERIES)], tenant)
         else:
             following.describe_groups({str(argument): f"{argument} work of every kind"})
         fresh = ToolRegistry(path, WordEmbedder(), config)

@@ -63,7 +63,7 @@ def place(registry: ToolRegistry, principal: Principal, name: str = "crm.query")
 
 
 def test_every_format_renders_the_tenants_text_for_its_principals_only(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES, edited_by="ops")
+    registry.descriptions.set("crm.query", "acme", ACMES, edited_by="ops")
     for fmt in FORMATS:
         acme, globex, anyone = (registry.schemas(["crm.query"], p, fmt)[0] for p in (ACME, GLOBEX, NOBODY))
         assert ACMES in str(acme) and SOURCE not in str(acme), fmt
@@ -79,7 +79,7 @@ def test_every_format_renders_the_tenants_text_for_its_principals_only(registry:
 
 
 def test_toolboxes_and_other_tenants_reads_never_carry_another_tenants_text(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     assert Toolbox(registry, ACME).tools["crm.query"].description == ACMES
     globex = Toolbox(registry, GLOBEX).tools["crm.query"]
     assert globex.description == SOURCE and globex.tenant_descriptions == {}
@@ -92,7 +92,7 @@ def test_native_deferred_loading_and_adapters_give_the_tenants_text(registry: To
     from toolrag.integrations.langchain import langchain_tools
     from toolrag.runtime.native import DeferredTools
 
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     acme, globex = DeferredTools(registry, ACME), DeferredTools(registry, GLOBEX)
     listed = {t["name"]: t for t in acme.anthropic_tools() if "description" in t}
     assert listed["crm__query"]["description"] == ACMES
@@ -103,7 +103,7 @@ def test_native_deferred_loading_and_adapters_give_the_tenants_text(registry: To
 
 
 def test_the_agent_loop_offers_the_tenants_text(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     turn = [Message("user", REQUEST)]
     offered = {t.name: t for t in Agent(registry, ScriptedModel([]), ACME).tools_for_turn(turn)}
     assert offered["crm.query"].description == ACMES
@@ -115,7 +115,7 @@ def test_the_agent_loop_offers_the_tenants_text(registry: ToolRegistry) -> None:
 def test_the_tenants_text_finds_the_tool_for_it_and_moves_no_other_ranking(registry: ToolRegistry) -> None:
     acme_before, globex_before, anyone_before = (ranking(registry, p) for p in (ACME, GLOBEX, NOBODY))
     acme_place = place(registry, ACME)
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     assert acme_place > 0 and place(registry, ACME) == 0  # the source's wording ranked it last
     assert [r.name for r in registry.search(REQUEST, ACME, k=1)] == ["crm.query"]
     # Another tenant's request in the override's own words ranks nothing higher than before, to the score.
@@ -126,7 +126,7 @@ def test_the_tenants_text_finds_the_tool_for_it_and_moves_no_other_ranking(regis
 
 
 def test_explain_says_which_description_was_used(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     acme = next(t for t in registry.explain(REQUEST, ACME).ranking if t.name == "crm.query")
     assert acme.description == "override for tenant acme" and acme.description_cosine is not None
     assert acme.example is None  # the tenant's description is not taken for an example request
@@ -135,40 +135,38 @@ def test_explain_says_which_description_was_used(registry: ToolRegistry) -> None
 
 
 def test_it_is_versioned_audited_compare_and_set_and_dropped(registry: ToolRegistry) -> None:
-    tool = registry.set_tenant_description(
-        "crm.query", "acme", f"  {ACMES}  ", expected_version=1, edited_by="ops"
-    ).tool
+    tool = registry.descriptions.set("crm.query", "acme", f"  {ACMES}  ", expected_version=1, edited_by="ops").tool
     assert tool.version == 2 and tool.tenant_descriptions == {"acme": ACMES} and tool.description == SOURCE
     assert registry.store.audit_log(5, "crm.query")[0].detail == "description for tenant acme"
     with pytest.raises(EditConflictError):
-        registry.set_tenant_description("crm.query", "acme", "Another text.", expected_version=1)
+        registry.descriptions.set("crm.query", "acme", "Another text.", expected_version=1)
     assert registry.get("crm.query").tenant_descriptions == {"acme": ACMES}
     with pytest.raises(EditConflictError):
-        registry.drop_tenant_description("crm.query", "acme", expected_version=1)
-    dropped = registry.drop_tenant_description("crm.query", "acme", expected_version=2, edited_by="ops").tool
+        registry.descriptions.drop("crm.query", "acme", expected_version=1)
+    dropped = registry.descriptions.drop("crm.query", "acme", expected_version=2, edited_by="ops").tool
     assert dropped.version == 3 and dropped.tenant_descriptions == {}
     assert registry.schemas(["crm.query"], ACME, "mcp")[0]["description"] == SOURCE
     assert registry.store.audit_log(5, "crm.query")[0].detail == "description for tenant acme: the source's again"
     with pytest.raises(InvalidToolError, match=r"'crm\.query' has no description for tenant 'acme'"):
-        registry.drop_tenant_description("crm.query", "acme")
+        registry.descriptions.drop("crm.query", "acme")
 
 
 def test_blank_long_and_strangers_texts_are_refused(registry: ToolRegistry) -> None:
     with pytest.raises(InvalidToolError, match="the description for tenant 'acme' must not be blank"):
-        registry.set_tenant_description("crm.query", "acme", "  \n ")
+        registry.descriptions.set("crm.query", "acme", "  \n ")
     with pytest.raises(
         InvalidToolError, match=r"the description for tenant 'acme' is 8,193 characters \(at most 8,192\)"
     ):
-        registry.set_tenant_description("crm.query", "acme", "x" * 8193)
+        registry.descriptions.set("crm.query", "acme", "x" * 8193)
     with pytest.raises(InvalidToolError, match=r"tenant 'globex' may not use 'hr\.payslip' \(its tenants: acme\)"):
-        registry.set_tenant_description("hr.payslip", "globex", "Your payslip.")
+        registry.descriptions.set("hr.payslip", "globex", "Your payslip.")
     with pytest.raises(InvalidToolError, match="invalid tenant name"):
-        registry.set_tenant_description("crm.query", " ", ACMES)
+        registry.descriptions.set("crm.query", " ", ACMES)
     assert registry.get("crm.query").version == 1 and registry.get("hr.payslip").version == 1
 
 
 def test_a_sync_and_a_catalog_reimport_keep_it(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     registry.register_over([make_tool("crm.query", "Query rows of table T_CUST_ADDR by key K1 (v2).")])
     kept = registry.get("crm.query")
     assert kept.tenant_descriptions == {"acme": ACMES} and kept.description.endswith("(v2).")
@@ -266,7 +264,7 @@ def test_the_console_tool_page_sets_it_and_the_playground_says_which_text(served
 
 
 def test_the_mcp_gateways_find_tools_and_listing_give_each_tenant_its_text(registry: ToolRegistry) -> None:
-    registry.set_tenant_description("crm.query", "acme", ACMES)
+    registry.descriptions.set("crm.query", "acme", ACMES)
     gateway = McpGateway(GatewayConfig(expose=["crm.query"]), registry)
     acme = gateway.find_tools(REQUEST, ACME, k=1)["tools"]
     assert [t["name"] for t in acme] == ["crm.query"] and acme[0]["description"] == ACMES
@@ -284,7 +282,7 @@ def test_an_mcp_sync_keeps_it_as_the_servers_text_changes(tmp_path: Path, embedd
     with ToolRegistry(settings.store, embedder) as synced:
         importer = ToolImporter(synced, settings)
         assert importer.apply("shop", [listed]).imported == ["shop.lookup_order"]
-        synced.set_tenant_description("shop.lookup_order", "acme", "Where is my parcel: an order's status.")
+        synced.descriptions.set("shop.lookup_order", "acme", "Where is my parcel: an order's status.")
         changed = listed.model_copy(update={"description": "Look up an order by its number (v2)."})
         importer.apply("shop", [changed])
         importer.approve(["shop.lookup_order"], "ops")  # a changed text waits for approval first

@@ -5,31 +5,30 @@ registry.register(get_weather, send_email)
 selection = registry.select("will it rain in Kyiv tomorrow?", principal, fmt="openai")
 client.chat.completions.create(..., tools=selection.tools)
 
-Each method delegates to the package of its concern, whose docstring says more: writes and edits to
-catalog/edits.py, held changes to catalog/review.py, embeddings and the snapshot's life to snapshot/, search to
-search/pipeline.py (its stages), the token budget and rendering to inject/. A new feature's body goes there, not here
+Each method delegates to the room of its concern, whose docstring says more: catalog/ (edits, `reviews`, `examples`,
+`relations`), snapshot/, search/pipeline.py (its stages), inject/. A new feature's body goes there, not here
 (tests/test_architecture_stages.py keeps this file under 350 lines).
 """
 
 from __future__ import annotations
 
-import getpass
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from toolrag import tracing
+from toolrag.catalog.decisions import ReviewDesk
 from toolrag.catalog.edits import Edited, ToolWriter, as_tool
 from toolrag.catalog.relations import RelationDesk
-from toolrag.catalog.review import Origin, Proposal, TextChange
+from toolrag.catalog.review import Origin, Proposal
+from toolrag.catalog.views import ExampleDesk, TenantDescriptions
 from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.search import filter as visibility
 from toolrag.search.config import SearchConfig
-from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
 from toolrag.search.feedback import UsageMemory
 from toolrag.search.groups import checked_descriptions
 from toolrag.search.index import SearchIndex
@@ -47,11 +46,12 @@ from toolrag.usagelog.recorder import UsageRecorder
 
 log = logging.getLogger("toolrag")
 # Short names for the facade's many optional arguments, so that each signature stays one line.
-Source = Literal["operator", "usage"]
 Who = str | None  # who writes, approves or asks (None: the user running this, or nobody)
 Version = int | None  # the version a write was made from (None: the one read at the write)
 Progress = ProgressCallback | None
 Asker = Principal | None  # None: the anonymous principal
+Versions = Mapping[str, int | None] | None  # the version each tool was read at (None: it did not exist)
+PYTHON: Origin = "python"  # the way in of a write made in Python
 
 if TYPE_CHECKING:
     from toolrag.search.explain import Explanation
@@ -77,6 +77,9 @@ class ToolRegistry:
         self.store = store if not isinstance(store, str | Path) else open_store(store, create)
         self._embeddings = IndexEmbeddings(self.store, embedder, lambda switched: self.retriever.use_embedder(switched))
         self._writer = ToolWriter(self._embeddings, lambda: self.config.always_include)
+        self.reviews = ReviewDesk(self._writer)  # what waits for an admin, and the decisions (catalog/decisions.py)
+        self.examples = ExampleDesk(self._writer)  # example requests and past tasks (catalog/views.py)
+        self.descriptions = TenantDescriptions(self._writer)  # tenants' own descriptions of tools
         self.config = config or SearchConfig()
         fixed, relations = stored_fixed_vectors(self.store), lambda: stored_relations(self.store)
         self.retriever = Retriever(
@@ -112,7 +115,7 @@ class ToolRegistry:
         tools: Sequence[Tool],
         progress: Progress = None,
         audit: Sequence[AuditEntry] = (),
-        expected: Mapping[str, int | None] | None = None,
+        expected: Versions = None,
     ) -> UpsertReport:
         """Upsert tools in one transaction, compare-and-set on `expected` (`ToolWriter.register_gated`)."""
         return _logged(self._writer.register_gated(tools, progress, audit, expected, Proposal("python", None)))
@@ -126,7 +129,7 @@ class ToolRegistry:
         return self.register_over(load_catalog(path, lenient=lenient), progress=progress, origin="import")
 
     def register_over(
-        self, tools: Sequence[Tool], progress: Progress = None, origin: Origin = "python", proposed_by: Who = None
+        self, tools: Sequence[Tool], progress: Progress = None, origin: Origin = PYTHON, proposed_by: Who = None
     ) -> UpsertReport:
         """Register tools over their current versions, as a catalog or `POST /tools` does (`ToolWriter`)."""
         return _logged(self._writer.register_over(tools, progress, Proposal(origin, proposed_by)))
@@ -160,7 +163,7 @@ class ToolRegistry:
         *,
         edited_by: Who = None,
         expected_version: Version = None,
-        origin: Origin = "python",
+        origin: Origin = PYTHON,
         **changes: Any,
     ) -> Edited:
         return self._writer.update(name, edited_by, expected_version, changes, Proposal(origin, edited_by))
@@ -175,71 +178,8 @@ class ToolRegistry:
         """A sync's write (`ToolWriter.write_merged`): not held for review, the MCP importer pins what it writes."""
         return self._writer.write_merged(edits, progress)
 
-    def add_example(
-        self,
-        name: str,
-        text: str,
-        tenant: Who = None,
-        source: Source = "operator",
-        edited_by: Who = None,
-        origin: Origin = "python",
-    ) -> Tool:
-        """One more example request (search/examples.py) for `tenant`'s searches, or every tenant's when None."""
-        return self._writer.add_example(name, text, tenant, source, edited_by, Proposal(origin, edited_by))
-
-    def remove_example(
-        self, name: str, text: str, tenant: Who = None, edited_by: Who = None, origin: Origin = "python"
-    ) -> Tool:
-        return self._writer.remove_example(name, text, tenant, edited_by, Proposal(origin, edited_by))
-
-    def promotable_requests(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
-        """Logged requests after which the tool was called successfully (`search.examples.logged_promotable`)."""
-        return logged_promotable(self.store, self.get(name), days)
-
-    def past_tasks(self, days: int = 90, limit: int = 100) -> list[PastTask]:
-        """Logged requests after which a session called two or more tools (`search.examples.logged_past_tasks`)."""
-        return logged_past_tasks(self.store, days, limit)
-
-    def add_task(
-        self,
-        text: str,
-        tools: Sequence[str],
-        tenant: Who = None,
-        source: Source = "operator",
-        edited_by: Who = None,
-        origin: Origin = "python",
-    ) -> list[Tool]:
-        """A past task: `text` becomes an example request of every one of `tools` (`ToolWriter.add_task_example`)."""
-        return self._writer.add_task_example(tools, text, tenant, source, edited_by, Proposal(origin, edited_by))
-
-    def set_tenant_description(
-        self,
-        name: str,
-        tenant: str,
-        text: str,
-        *,
-        expected_version: Version = None,
-        edited_by: Who = None,
-        origin: Origin = "python",
-    ) -> Edited:
-        """Describe the tool in `text` for `tenant`'s principals only (`ToolWriter.set_tenant_description`)."""
-        proposal = Proposal(origin, edited_by)
-        return self._writer.set_tenant_description(name, tenant, text, expected_version, edited_by, proposal)
-
-    def drop_tenant_description(
-        self,
-        name: str,
-        tenant: str,
-        *,
-        expected_version: Version = None,
-        edited_by: Who = None,
-        origin: Origin = "python",
-    ) -> Edited:
-        proposal = Proposal(origin, edited_by)
-        return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
-
     def drop_overrides(
-        self, name: str, fields: Iterable[str], edited_by: Who = None, origin: Origin = "python"
+        self, name: str, fields: Iterable[str], edited_by: Who = None, origin: Origin = PYTHON
     ) -> Edited:
         """Fields an operator replaced back at their source's value (`ToolWriter.drop_overrides`)."""
         return self._writer.drop_overrides(name, fields, edited_by, Proposal(origin, edited_by))
@@ -254,34 +194,6 @@ class ToolRegistry:
     def rollback(self, name: str, version: int, *, expected_version: Version = None, edited_by: Who = None) -> Tool:
         """A new version with the content of `version`, compare-and-set (`ToolWriter.rollback`)."""
         return _told(self._writer.rollback(name, version, expected_version, edited_by, Proposal("python", edited_by)))
-
-    # -- changes held for review (catalog/review.py) --------------------------------------------------------------
-
-    @property
-    def text_review_required(self) -> bool:
-        return self.store.reviews.required()
-
-    def require_text_review(self, on: bool = True, by: str | None = None) -> None:
-        """Turn the registry's review of what models read and are told to call on (or off), audited with `by`."""
-        detail = f"text changes need review: {'on' if on else 'off'}"
-        self.store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
-
-    def text_changes(self) -> list[TextChange]:
-        return self._writer.text_changes()
-
-    def text_change(self, name: str) -> TextChange:
-        return self._writer.text_change(name)
-
-    def approve_text_change(self, name: str, text_hash: Who = None, approver: Who = None) -> Tool:
-        """Make the waiting change live, compare-and-set on `text_hash` (`ToolWriter.approve_text`)."""
-        return self._writer.approve_text(name, text_hash, approver or getpass.getuser())
-
-    def reject_text_change(self, name: str, text_hash: Who = None, rejecter: Who = None) -> str:
-        """Drop the waiting change, remembered by its hash (returned): proposed again, it stays out until lifted."""
-        return self._writer.reject_text(name, text_hash, rejecter or getpass.getuser())
-
-    def lift_text_rejection(self, name: str, lifter: Who = None) -> None:
-        self._writer.lift_text_rejection(name, lifter or getpass.getuser())
 
     # -- reading --------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from toolrag.catalog.review import Gate, Proposal, TextChange, required_by, text_of
 from toolrag.embed.base import ProgressCallback, embed_in_batches
 from toolrag.errors import (
-    ApprovalConflictError,
     EditConflictError,
     InvalidToolError,
     ModelMismatchError,
@@ -76,7 +75,7 @@ class Edited:
 
 
 @dataclass(frozen=True)
-class _Decision:
+class Decision:
     """What an approval writes with its tool: the cleared row, the pending hash it was made on, its audit entry."""
 
     rows: list[TextReview] = dataclasses.field(default_factory=list)
@@ -121,7 +120,7 @@ class ToolWriter:
         audit: Sequence[AuditEntry],
         expected: Mapping[str, int | None] | None,
         embedded: EmbeddedVectors,
-        decision: _Decision | Gate | None = None,
+        decision: Decision | Gate | None = None,
     ) -> UpsertReport:
         """`ToolRegistry.register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the
         same write embedded before another writer overtook it (its transaction, their vectors with it, rolled
@@ -268,7 +267,7 @@ class ToolWriter:
         embedded: EmbeddedVectors,
         detail: str | None = None,
         proposal: Gate | None = None,
-        decision: _Decision | None = None,
+        decision: Decision | None = None,
     ) -> Edited:
         """The edit written compare-and-set on `expected`: with `proposal`, its text change held for review;
         with `decision`, an approval's row and audit entry written with it."""
@@ -512,68 +511,10 @@ class ToolWriter:
         self.register([current], None, gate.audit, {current.name: expected}, embedded, gate)
         return Edited(self.get(current.name), current.name in gate.held, current.name in gate.rejected)
 
-    # -- text changes held for review (catalog/review.py) ------------------------------------------------------
-
-    def text_changes(self) -> list[TextChange]:
-        """Every text change waiting for review, by tool name, with its live tool."""
-        waiting = [row for row in self.store.reviews.read() if row.waiting]
-        live = self.store.get_many(row.tool for row in waiting)
-        return [TextChange(row, live[row.tool]) for row in waiting if row.tool in live]
-
-    def text_change(self, name: str) -> TextChange:
-        """The text change of `name` waiting for review; ToolNotFoundError when none waits."""
-        change = next((c for c in self.text_changes() if c.review.tool == name), None)
-        if change is None:
-            raise ToolNotFoundError(f"no text change of {name!r} waits for review", name=name)
-        return change
-
-    def approve_text(self, name: str, text_hash: str | None, approver: str) -> Tool:
-        """Make the waiting text of `name` live as a new version, audited with `approver`. `text_hash`: the
-        pending text the approver reviewed (None: the one read here), compared in the write's transaction:
-        ApprovalConflictError, nothing written, when another text waits now."""
-        embedded: EmbeddedVectors = {}
-
-        def write() -> Tool:
-            change = self.text_change(name)
-            review = change.review
-            reviewed = review.pending_hash if text_hash is None else text_hash
-            _check_hash(name, reviewed, review)
-            by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
-            despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
-            detail = f"text change{by} through {review.origin} approved{despite}"
-            decision = _Decision(
-                [TextReview(name, rejected_hash=review.rejected_hash)],
-                {name: reviewed},
-                [AuditEntry("text approved", detail, name, None, approver)],
-            )
-            pending = dict(review.pending or {})
-            live = change.live
-            return self._write_edit(live, pending, approver, live.version, embedded, decision=decision).tool
-
-        return retry_on_conflict(write)
-
-    def reject_text(self, name: str, text_hash: str | None, rejecter: str) -> str:
-        """Drop the waiting text of `name` (the live text stays) and remember it: proposing the same text again
-        leaves it out, until `lift_text_rejection`. Returns the rejected text's hash; compare-and-set as approving."""
-        review = self.text_change(name).review
-        reviewed = review.pending_hash if text_hash is None else text_hash
-        _check_hash(name, reviewed, review)
-        findings = "; ".join(review.findings)
-        detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
-        self.store.reviews.save(
-            [TextReview(name, rejected_hash=review.pending_hash)],
-            [AuditEntry("text rejected", detail, name, None, rejecter)],
-            {name: reviewed},
-        )
-        return str(review.pending_hash)
-
-    def lift_text_rejection(self, name: str, lifter: str) -> None:
-        """Forget the rejected text of `name`: proposing it again holds it for review again."""
-        row = next((r for r in self.store.reviews.read([name]) if r.rejected_hash is not None), None)
-        if row is None:
-            raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
-        audit = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, lifter)
-        self.store.reviews.save([replace(row, rejected_hash=None)], [audit], {})
+    def write_decision(self, live: Tool, changes: dict[str, Any], approver: str, decision: Decision) -> Tool:
+        """An approval's write (catalog/decisions.py): `changes` over `live`, compare-and-set on its version, with
+        the decision's review row and audit entry in the same transaction."""
+        return self._write_edit(live, changes, approver, live.version, {}, decision=decision).tool
 
 
 def check_changes(name: str, changes: Mapping[str, Any]) -> None:
@@ -708,18 +649,8 @@ def given_over(given: Tool, current: Tool | None) -> Tool:
     return Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
 
 
-def _reviewed(decision: _Decision | Gate) -> dict[str, str | None] | None:
-    return decision.reviewed if isinstance(decision, _Decision) else None
-
-
-def _check_hash(name: str, reviewed: str | None, review: TextReview) -> None:
-    """A decision on another text than the one waiting is refused before anything is written (the write's
-    transaction compares again, for a text that changes in between)."""
-    if reviewed != review.pending_hash:
-        raise ApprovalConflictError(
-            f"the text change of {name!r} changed since it was reviewed (text {str(reviewed)[:12]} was reviewed,"
-            f" text {str(review.pending_hash)[:12]} waits now): review it again; nothing was decided"
-        )
+def _reviewed(decision: Decision | Gate) -> dict[str, str | None] | None:
+    return decision.reviewed if isinstance(decision, Decision) else None
 
 
 def _version(tool: Tool | None) -> int | None:

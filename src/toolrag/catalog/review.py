@@ -2,7 +2,7 @@
 a security event, not only a re-embed, and so is a requirement, an alias or an example request that changes which
 tools reach the model.
 
-While the registry's `text_review` setting is on (`ToolRegistry.require_text_review`, kept in the store so every
+While the registry's `text_review` setting is on (`ToolRegistry.reviews.require`, kept in the store so every
 process honours it), an import, API, console, CLI or Python write that changes what a model reads of an existing
 tool, or what it is given or told to call because of it (`REVIEWED_FIELDS`: description, input schema, output
 schema, annotations, the not-for line, each tenant's description, `requires`, aliases, example requests and past

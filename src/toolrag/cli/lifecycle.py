@@ -126,8 +126,8 @@ def text_review(
         fail(f"text review is 'on' or 'off', not {state!r}")
     registry = open_registry(store)
     if state is not None:
-        guarded(lambda: registry.require_text_review(state == "on"))
-    required = registry.text_review_required
+        guarded(lambda: registry.reviews.require(state == "on"))
+    required = registry.reviews.required
     if as_json:
         print_json({"text_review": "on" if required else "off"})
     else:
@@ -143,7 +143,7 @@ def pending(
     """The text changes waiting for review (who proposed them, how, when, what the poisoning checks found), or
     one of them with its diff against the live text."""
     registry = open_registry(store)
-    changes = [guarded(lambda: registry.text_change(name))] if name else registry.text_changes()
+    changes = [guarded(lambda: registry.reviews.change(name))] if name else registry.reviews.waiting()
     rows = [_change_json(change, with_diff=name is not None) for change in changes]
     if as_json:
         print_json(rows[0] if name else rows)
@@ -195,7 +195,7 @@ def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | No
     more); else `given` as it is, which the decision compares (another text waiting now: a conflict)."""
     if given is None or len(given) < HASH_PREFIX:
         return given
-    waiting = guarded(lambda: registry.text_change(name)).review.pending_hash
+    waiting = guarded(lambda: registry.reviews.change(name)).review.pending_hash
     return waiting if waiting is not None and waiting.startswith(given) else given
 
 
@@ -226,7 +226,7 @@ def approve(
 
     registry = open_registry(store)
     reviewed = _full_hash(registry, name, text_hash)
-    approved = guarded(lambda: registry.approve_text_change(name, reviewed, getpass.getuser()))
+    approved = guarded(lambda: registry.reviews.approve(name, reviewed, getpass.getuser()))
     _print_tool(approved, as_json, "text change approved")
 
 
@@ -246,14 +246,14 @@ def reject(
 
     registry = open_registry(store)
     if lift:
-        guarded(lambda: registry.lift_text_rejection(name, getpass.getuser()))
+        guarded(lambda: registry.reviews.lift(name, getpass.getuser()))
         if as_json:
             print_json({"name": name, "lifted": True})
         else:
             out.print(f"{name}: rejection lifted")
         return
     reviewed = _full_hash(registry, name, text_hash)
-    rejected = guarded(lambda: registry.reject_text_change(name, reviewed, getpass.getuser()))
+    rejected = guarded(lambda: registry.reviews.reject(name, reviewed, getpass.getuser()))
     if as_json:
         print_json({"name": name, "rejected_hash": rejected})
     else:
@@ -616,7 +616,7 @@ def list_examples(
     registry = open_registry(store)
     tool = guarded(lambda: registry.get(name))
     examples = [e.model_dump() for e in tool.examples]
-    candidates = [{"tenant": t, "text": text} for t, text in registry.promotable_requests(name)] if from_usage else []
+    candidates = [{"tenant": t, "text": text} for t, text in registry.examples.promotable(name)] if from_usage else []
     if as_json:
         print_json({"examples": examples, "candidates": candidates})
         return
@@ -643,7 +643,7 @@ def add_example(
     """Add an example request: searches like it (of that tenant) find the tool. A new version."""
     registry = open_registry(store)
     tool = guarded(
-        lambda: registry.add_example(
+        lambda: registry.examples.add(
             name, text, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
         )
     )
@@ -660,7 +660,7 @@ def remove_example(
 ) -> None:
     """Remove an example request. A new version."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.remove_example(name, text, tenant, edited_by="cli", origin="cli"))
+    tool = guarded(lambda: registry.examples.remove(name, text, tenant, edited_by="cli", origin="cli"))
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
 
 
@@ -673,7 +673,7 @@ def list_tasks(
 ) -> None:
     """Past tasks to promote: logged requests after which an agent called two or more tools, with those tools."""
     registry = open_registry(store)
-    tasks = registry.past_tasks(days, limit)
+    tasks = registry.examples.past_tasks(days, limit)
     if as_json:
         print_json([dataclasses.asdict(task) for task in tasks])
         return
@@ -695,7 +695,7 @@ def add_task(
     """Add a past task: the request becomes an example of each of its tools, so a request like it gets them all."""
     registry = open_registry(store)
     tools = guarded(
-        lambda: registry.add_task(
+        lambda: registry.examples.add_task(
             text, names, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
         )
     )
@@ -748,7 +748,7 @@ def drop_tenant_description(
 ) -> None:
     """Give a tenant's principals the source's description of a tool again. A new version."""
     registry = open_registry(store)
-    edit = lambda: registry.drop_tenant_description(  # noqa: E731
+    edit = lambda: registry.descriptions.drop(  # noqa: E731
         name, tenant, expected_version=if_version, edited_by="cli", origin="cli"
     )
     _print_tool(guarded(edit).tool, as_json, f"the source's description for tenant {tenant}")

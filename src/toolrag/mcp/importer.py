@@ -108,7 +108,7 @@ class ToolImporter:
             config = self.settings.servers[server]
             # While the registry reviews what models read, a server's own handshake text is not taken on trust as
             # its group's description (a model reads it, and it moves the ranking): only the configured one is.
-            reviewed = self.registry.text_review_required
+            reviewed = self.registry.reviews.required
             self._describe(server, config.description or (None if reviewed else instructions))
             return self._apply(server, config, listed, reviewed)
 

@@ -58,7 +58,7 @@ def described(
     the API and the console write through here)."""
     checked = check_description(text, f"the description for tenant {tenant!r}")
     findings = tuple(str(f) for f in scan_texts([(f"description for tenant {tenant}", checked)]))
-    edited = registry.set_tenant_description(
+    edited = registry.descriptions.set(
         name, tenant, checked, expected_version=expected_version, edited_by=edited_by, origin=origin
     )
     return Described(edited.tool, findings, edited.held or edited.rejected)

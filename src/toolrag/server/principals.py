@@ -43,7 +43,7 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
     while search uses them (inferring costs the whole catalog's schemas: a reader must not set it off when nothing
     else would), and learned ones only while search uses them (not under review, until an admin confirms them)."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
-    learning = not registry.text_review_required
+    learning = not registry.reviews.required
     return registry.relations.of(
         name,
         served(who, registry).sees,

@@ -82,9 +82,9 @@ def change_example(
 
     def change() -> None:
         if action == "remove":
-            tool = registry.remove_example(name, text, owner, edited_by=who.name, origin="console")
+            tool = registry.examples.remove(name, text, owner, edited_by=who.name, origin="console")
         else:
-            tool = registry.add_example(name, text, owner, source, edited_by=who.name, origin="console")
+            tool = registry.examples.add(name, text, owner, source, edited_by=who.name, origin="console")
         present = any(e.key == example_key(text, owner) for e in tool.examples)
         held.append(present == (action == "remove"))  # the live examples did not move: the change waits for review
 
@@ -112,7 +112,7 @@ def change_tenant_description(
 
     def change() -> None:
         if action == "remove":
-            edited = registry.drop_tenant_description(
+            edited = registry.descriptions.drop(
                 name, tenant, expected_version=version, edited_by=who.name, origin="console"
             )
             held.append(edited.held or edited.rejected)

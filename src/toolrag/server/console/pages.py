@@ -100,7 +100,7 @@ def tool_page(
         return console.error(request, 404, str(missing))
     history = [who.view(v) for v in registry.history(name) if who.sees_version(v)]
     pin = next((p for p in registry.store.pins() if p.tool == name), None) if who.is_admin else None
-    candidates = registry.promotable_requests(name) if who.is_admin else []
+    candidates = registry.examples.promotable(name) if who.is_admin else []
     return console.page(
         request,
         "tool.html",

@@ -43,11 +43,13 @@ def add_task(
     names = tools.replace(",", " ").split()
     source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
     try:
-        console.registry.add_task(text, names, tenant.strip() or None, source, edited_by=who.name, origin="console")
+        console.registry.examples.add_task(
+            text, names, tenant.strip() or None, source, edited_by=who.name, origin="console"
+        )
     except ToolragError as problem:
         return _tasks_view(request, console, 422, str(problem))
     return secured(RedirectResponse(PAGE, status_code=303))
 
 
 def _tasks_view(request: Request, console: ConsoleState, status: int = 200, error: str | None = None) -> HTMLResponse:
-    return console.page(request, "tasks.html", status, tasks=console.registry.past_tasks(), error=error)
+    return console.page(request, "tasks.html", status, tasks=console.registry.examples.past_tasks(), error=error)

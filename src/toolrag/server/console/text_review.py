@@ -23,8 +23,8 @@ def text_changes_page(request: Request, console: Console, who: Who) -> HTMLRespo
     if not who.is_admin:
         return console.error(request, 404, f"no page {LIST}")
     registry = console.registry
-    changes = registry.text_changes()
-    return console.page(request, "text_changes.html", changes=changes, required=registry.text_review_required)
+    changes = registry.reviews.waiting()
+    return console.page(request, "text_changes.html", changes=changes, required=registry.reviews.required)
 
 
 @router.get("/text-changes/{name}")
@@ -59,7 +59,7 @@ def decide_text_change(
         fields = {"decision": decision, "text_hash": text_hash}
         return confirm(console, request, question, consequence, fields, request.url.path)
     registry = console.registry
-    decide = registry.approve_text_change if decision == "approve" else registry.reject_text_change
+    decide = registry.reviews.approve if decision == "approve" else registry.reviews.reject
     try:
         decide(name, text_hash, who.name)
     except ToolNotFoundError as missing:
@@ -74,7 +74,7 @@ def _change_view(
 ) -> Response:
     """The change of `name` as it waits now; `error`: why the admin's last decision on it was not made."""
     try:
-        change = console.registry.text_change(name)
+        change = console.registry.reviews.change(name)
     except ToolNotFoundError as missing:
         return console.error(request, 404, str(missing))
     return console.page(request, "text_change.html", status, change=change, diff=change.diff(), error=error)

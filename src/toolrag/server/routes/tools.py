@@ -120,48 +120,48 @@ def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api, response: Res
 @router.get("/text-review", response_model=TextReviewSetting, tags=["review"])
 def text_review(who: Admin, api: Api) -> TextReviewSetting:
     """Whether text changes of existing tools wait for review. Admin tokens only."""
-    return TextReviewSetting(required=api.registry.text_review_required)
+    return TextReviewSetting(required=api.registry.reviews.required)
 
 
 @router.put("/text-review", response_model=TextReviewSetting, tags=["review"])
 def set_text_review(body: TextReviewSetting, who: Admin, api: Api) -> TextReviewSetting:
     """Turn text review on or off for every process on this registry, audited with the token's name. Changes
     already waiting keep waiting when it is turned off."""
-    api.registry.require_text_review(body.required, who.name)
-    return TextReviewSetting(required=api.registry.text_review_required)
+    api.registry.reviews.require(body.required, who.name)
+    return TextReviewSetting(required=api.registry.reviews.required)
 
 
 @router.get("/text-changes", response_model=list[TextChangeOut], tags=["review"])
 def text_changes(who: Admin, api: Api) -> list[TextChangeOut]:
     """Every text change waiting for review, by tool name. Admin tokens only."""
-    return [_change_out(change) for change in api.registry.text_changes()]
+    return [_change_out(change) for change in api.registry.reviews.waiting()]
 
 
 @router.get("/text-changes/{name}", response_model=TextChangeOut, tags=["review"])
 def text_change(name: str, who: Admin, api: Api) -> TextChangeOut:
     """One text change with its diff against the live text; 404 when none waits for the tool."""
-    return _change_out(api.registry.text_change(name))
+    return _change_out(api.registry.reviews.change(name))
 
 
 @router.post("/text-changes/{name}/approve", response_model=Tool, tags=["review"])
 def approve_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> Tool:
     """Make the waiting text live: a new version, audited with the token's name. Compare-and-set on `text_hash`:
     409, nothing approved, when another text waits now (review it again); 404 when none waits."""
-    return api.registry.approve_text_change(name, body.text_hash, who.name)
+    return api.registry.reviews.approve(name, body.text_hash, who.name)
 
 
 @router.post("/text-changes/{name}/reject", response_model=TextRejectedOut, tags=["review"])
 def reject_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> TextRejectedOut:
     """Drop the waiting text (the live text stays), audited and remembered: posting or importing the same text
     again leaves it out until the rejection is lifted. 409 as approving."""
-    rejected = api.registry.reject_text_change(name, body.text_hash, who.name)
+    rejected = api.registry.reviews.reject(name, body.text_hash, who.name)
     return TextRejectedOut(tool=name, rejected_hash=rejected)
 
 
 @router.post("/text-changes/{name}/lift", status_code=204, tags=["review"])
 def lift_text_rejection(name: str, who: Admin, api: Api) -> None:
     """Forget the rejected text of the tool: proposing it again waits for review again. 404 when none."""
-    api.registry.lift_text_rejection(name, who.name)
+    api.registry.reviews.lift(name, who.name)
 
 
 @router.post("/tools/{name}/deactivate", response_model=Tool)
@@ -185,12 +185,12 @@ def remove_overrides(name: str, body: OverridesIn, who: Admin, api: Api) -> Tool
 def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     """One more example request (a new version): searches like it, of that tenant, find the tool. Made on the
     tool as it is at the write: concurrent additions all stay."""
-    return api.registry.add_example(name, body.text, body.tenant, body.source, edited_by=who.name, origin="api")
+    return api.registry.examples.add(name, body.text, body.tenant, body.source, edited_by=who.name, origin="api")
 
 
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
-    return api.registry.remove_example(name, body.text, body.tenant, edited_by=who.name, origin="api")
+    return api.registry.examples.remove(name, body.text, body.tenant, edited_by=who.name, origin="api")
 
 
 @router.get("/past-tasks", response_model=list[PastTaskOut])
@@ -202,7 +202,7 @@ def past_tasks(
 ) -> list[PastTaskOut]:
     """Logged requests after which an agent's session called two or more tools, with those tools, the most
     frequent first: candidates to promote as past tasks."""
-    tasks = api.registry.past_tasks(days, limit)
+    tasks = api.registry.examples.past_tasks(days, limit)
     return [PastTaskOut(request=t.request, tenant=t.tenant, tools=list(t.tools), sessions=t.sessions) for t in tasks]
 
 
@@ -210,7 +210,9 @@ def past_tasks(
 def add_task(body: TaskIn, who: Admin, api: Api) -> list[Tool]:
     """A past task: the request becomes an example of each of its tools (new versions, one transaction), so a
     request like it retrieves the whole set."""
-    return api.registry.add_task(body.text, body.tools, body.tenant, body.source, edited_by=who.name, origin="api")
+    return api.registry.examples.add_task(
+        body.text, body.tools, body.tenant, body.source, edited_by=who.name, origin="api"
+    )
 
 
 @router.post("/tools/{name}/tenant-descriptions", response_model=TenantDescriptionOut)
@@ -226,7 +228,7 @@ def set_tenant_description(name: str, body: TenantDescriptionIn, who: Admin, api
 def remove_tenant_description(name: str, body: TenantDescriptionDropIn, who: Admin, api: Api) -> Tool:
     """The tenant's principals get the source's description again (a new version); 409 as above, 422 when the tool
     has no description for that tenant."""
-    return api.registry.drop_tenant_description(
+    return api.registry.descriptions.drop(
         name, body.tenant, expected_version=body.expected_version, edited_by=who.name, origin="api"
     ).tool
 

@@ -1,0 +1,107 @@
+"""The review desk: what waits for an admin (catalog/review.py holds it) and the admin's decisions on it.
+
+`ToolRegistry.reviews` is one: whether the registry asks for review, what waits, approving (a new version, written
+compare-and-set on the change the admin reviewed), rejecting (remembered by hash) and lifting a rejection.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import replace
+
+from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
+from toolrag.catalog.review import TextChange
+from toolrag.errors import ApprovalConflictError, ToolNotFoundError
+from toolrag.model import Tool
+from toolrag.store.base import AuditEntry, TextReview
+
+
+class ReviewDesk:
+    """Changes held for review and the decisions on them, over one registry's writer."""
+
+    def __init__(self, writer: ToolWriter) -> None:
+        self._writer = writer
+        self._store = writer.store
+
+    @property
+    def required(self) -> bool:
+        """Whether changes of what models read and are told to call wait for an admin (every process's setting)."""
+        return self._store.reviews.required()
+
+    def require(self, on: bool = True, by: str | None = None) -> None:
+        """Turn review on (or off), audited with `by`: while on, a write that changes what a model reads of a tool
+        or is told to call leaves the live tool serving and waits for `approve`. What waits keeps waiting when it is
+        turned off."""
+        detail = f"text changes need review: {'on' if on else 'off'}"
+        self._store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
+
+    def waiting(self) -> list[TextChange]:
+        """Every change waiting for review, by tool name, with its live tool: who proposed what, how, when, the
+        findings."""
+        rows = [row for row in self._store.reviews.read() if row.waiting]
+        live = self._store.get_many(row.tool for row in rows)
+        return [TextChange(row, live[row.tool]) for row in rows if row.tool in live]
+
+    def change(self, name: str) -> TextChange:
+        """The change of `name` waiting (its `diff()` against the live tool); ToolNotFoundError when none waits."""
+        change = next((c for c in self.waiting() if c.review.tool == name), None)
+        if change is None:
+            raise ToolNotFoundError(f"no text change of {name!r} waits for review", name=name)
+        return change
+
+    def approve(self, name: str, text_hash: str | None = None, approver: str | None = None) -> Tool:
+        """Make the waiting change of `name` live as a new version, audited with `approver`. `text_hash`: the
+        change the approver reviewed (None: the one read here), compared in the write's transaction:
+        ApprovalConflictError, nothing written, when another change waits now."""
+        approver = approver or getpass.getuser()
+
+        def write() -> Tool:
+            change = self.change(name)
+            review = change.review
+            reviewed = review.pending_hash if text_hash is None else text_hash
+            _check_hash(name, reviewed, review)
+            by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
+            despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
+            detail = f"text change{by} through {review.origin} approved{despite}"
+            decision = Decision(
+                [TextReview(name, rejected_hash=review.rejected_hash)],
+                {name: reviewed},
+                [AuditEntry("text approved", detail, name, None, approver)],
+            )
+            return self._writer.write_decision(change.live, dict(review.pending or {}), approver, decision)
+
+        return retry_on_conflict(write)
+
+    def reject(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
+        """Drop the waiting change of `name` (the live tool stays) and remember it: proposing the same again leaves
+        it out, until `lift`. Returns the rejected change's hash; compare-and-set as approving."""
+        review = self.change(name).review
+        reviewed = review.pending_hash if text_hash is None else text_hash
+        _check_hash(name, reviewed, review)
+        findings = "; ".join(review.findings)
+        detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
+        self._store.reviews.save(
+            [TextReview(name, rejected_hash=review.pending_hash)],
+            [AuditEntry("text rejected", detail, name, None, rejecter or getpass.getuser())],
+            {name: reviewed},
+        )
+        return str(review.pending_hash)
+
+    def lift(self, name: str, lifter: str | None = None) -> None:
+        """Forget the rejected change of `name`: proposing it again holds it for review again."""
+        row = next((r for r in self._store.reviews.read([name]) if r.rejected_hash is not None), None)
+        if row is None:
+            raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
+        by = lifter or getpass.getuser()
+        lifted = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, by)
+        self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {})
+
+
+def _check_hash(name: str, reviewed: str | None, review: TextReview) -> None:
+    """A decision on another change than the one waiting is refused before anything is written (the write's
+    transaction compares again, for a change that moves in between)."""
+    if reviewed != review.pending_hash:
+        raise ApprovalConflictError(
+            f"the text change of {name!r} changed since it was reviewed (text {str(reviewed)[:12]} was reviewed,"
+            f" text {str(review.pending_hash)[:12]} waits now): review it again; nothing was decided"
+        )
