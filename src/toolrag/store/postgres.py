@@ -69,44 +69,19 @@ BULK_ROWS = 1000  # tools + vectors in one write from which COPY and one later i
 _NEAREST_EF_SEARCH = 200
 
 
-class PostgresStore(PreviousNames):
-    """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
+class PostgresConnection:
+    """A store's connection to its schema: opened when first needed (creating or migrating the schema, under an
+    advisory lock every opener takes), dropped after a failure and opened again; database failures turned into
+    StoreError."""
 
-    def __init__(self, url: str, schema: str = "toolrag", create: bool = True, vector_index: bool = False) -> None:
-        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name); `vector_index` keeps
-        an HNSW index of the model's vectors for `nearest` (module docstring)."""
+    def __init__(self, url: str, schema: str, create: bool) -> None:
         self.url = url
         self.schema = schema
         self.create = create
-        self.vector_index = vector_index
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self._index_builder = IndexBuilder(self._build_connection, schema, wanted=vector_index)
-        self._generations = GenerationListener(self._build_connection, _channel_of(schema))
-        with self._lock:
-            self._rebuild_a_missing_index(self._connection())
-        database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
-        vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
-        tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
-        self.relations, self.switches, self.reviews = tables[6:]
 
-    @classmethod
-    def from_url(cls, url: str, create: bool = True) -> PostgresStore:
-        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`),
-        `vector_index=hnsw` keeps an HNSW index of the vectors (default `none`)."""
-        plain, found = split_parameters(url)
-        index = found.get("vector_index", "none")
-        if index not in ("none", "hnsw"):
-            raise StoreError(f"vector_index={index} in the store URL: expected none or hnsw")
-        return cls(plain, schema=found.get("schema", "toolrag"), create=create, vector_index=index == "hnsw")
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({redacted_url(self.url)!r}, schema={self.schema!r})"
-
-    # -- connection ---------------------------------------------------------------------------------------------
-
-    def _connection(self) -> psycopg.Connection[Any]:
+    def open(self) -> psycopg.Connection[Any]:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         try:
@@ -142,14 +117,7 @@ class PostgresStore(PreviousNames):
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
-    def _rebuild_a_missing_index(self, conn: psycopg.Connection[Any]) -> None:
-        """A bulk import whose process ended before the index build leaves no index, and a build cancelled halfway
-        an invalid one (and migration 10 dropped every index): the next opener that keeps one builds it."""
-        model = read_model(conn)
-        if self.vector_index and model is not None and not _index_is_valid(conn, self.schema, model):
-            self._index_builder.after_bulk_write(model)
-
-    def _build_connection(self) -> psycopg.Connection[Any]:
+    def separate(self) -> psycopg.Connection[Any]:
         """A connection of its own for index builds, which must not hold the store's connection for minutes."""
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
@@ -178,10 +146,10 @@ class PostgresStore(PreviousNames):
                 conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (number,))
 
     @contextmanager
-    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
         """The connection, with database failures turned into StoreError (and the connection dropped if broken)."""
         with self._lock:
-            conn = self._connection()
+            conn = self.open()
             try:
                 yield conn
             except psycopg.OperationalError as exc:
@@ -191,10 +159,50 @@ class PostgresStore(PreviousNames):
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}") from exc
 
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class PostgresStore(PreviousNames):
+    """A registry in a PostgreSQL database (with the pgvector extension). Thread-safe; reconnects after failures."""
+
+    def __init__(self, url: str, schema: str = "toolrag", create: bool = True, vector_index: bool = False) -> None:
+        """`create=False` refuses a schema that does not hold a registry yet (a mistyped name); `vector_index` keeps
+        an HNSW index of the model's vectors for `nearest` (module docstring)."""
+        self.url = url
+        self.schema = schema
+        self.vector_index = vector_index
+        self._connection = PostgresConnection(url, schema, create)
+        self._index_builder = IndexBuilder(self._connection.separate, schema, wanted=vector_index)
+        self._generations = GenerationListener(self._connection.separate, _channel_of(schema))
+        with self._connection.session() as conn:
+            self._index_builder.rebuild_if_missing(conn)
+        database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
+        vectors = VectorAccess(self._consistent_read, self._write_model, _insert_vectors, _as_array)
+        tables = tables_over(database, vectors)
+        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
+        self.relations, self.switches, self.reviews = tables[6:]
+
+    @classmethod
+    def from_url(cls, url: str, create: bool = True) -> PostgresStore:
+        """A store from a connection URL; a `schema=NAME` query parameter picks the schema (default `toolrag`),
+        `vector_index=hnsw` keeps an HNSW index of the vectors (default `none`)."""
+        plain, found = split_parameters(url)
+        index = found.get("vector_index", "none")
+        if index not in ("none", "hnsw"):
+            raise StoreError(f"vector_index={index} in the store URL: expected none or hnsw")
+        return cls(plain, schema=found.get("schema", "toolrag"), create=create, vector_index=index == "hnsw")
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redacted_url(self.url)!r}, schema={self.schema!r})"
+
     @contextmanager
     def _consistent_read(self) -> Iterator[psycopg.Connection[Any]]:
         """One read transaction that sees one state of the registry, whatever other processes commit meanwhile."""
-        with self._session() as conn, conn.transaction():
+        with self._connection.session() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             yield conn
 
@@ -202,7 +210,7 @@ class PostgresStore(PreviousNames):
     def _transaction(self, wait_seconds: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A write transaction, serialized with every other writer of the database; with `wait_seconds`, one that
         gives up (StoreError) when its locks are not had in that time."""
-        with tracing.span("toolrag.store.write", **{"db.system": "postgresql"}), self._session() as conn:
+        with tracing.span("toolrag.store.write", **{"db.system": "postgresql"}), self._connection.session() as conn:
             self._bumped: int | None = None
             with conn.transaction():
                 if wait_seconds is not None:
@@ -235,7 +243,7 @@ class PostgresStore(PreviousNames):
         with self._transaction() as db:
             check_or_set_model(db, model, self._write_model)
             generation = self._bump_generation(db)
-            current = self._current_rows(db, [t.name for t in tools])
+            current = _current_rows(db, [t.name for t in tools])
             for tool in tools:
                 check_expected(
                     tool.name, expected, current.get(tool.name), lambda name: self.trail.last_change(db, name)
@@ -243,13 +251,13 @@ class PostgresStore(PreviousNames):
             stored = [s for tool in tools if (s := next_version(tool, current.get(tool.name), report)) is not None]
             bulk = len(stored) + len(vectors) >= BULK_ROWS
             if bulk:
-                self._copy_tools(db, stored, generation)
+                _copy_tools(db, stored, generation)
                 self._copy_vectors(db, model, vectors)
             else:
                 for tool in stored:
                     write_current(db, POSTGRES, tool, generation)
                     write_version(db, POSTGRES, tool)
-                self._insert_vectors(db, model, vectors)
+                _insert_vectors(db, model, vectors)
             self.reviews.write(db, reviews, reviewed)
             self.trail.write(db, audit)
         if bulk:
@@ -259,33 +267,13 @@ class PostgresStore(PreviousNames):
     def save_vectors(self, model: IndexModel, vectors: dict[str, Vector], wait_seconds: float | None = None) -> None:
         bulk = len(vectors) >= BULK_ROWS
         with self._transaction(wait_seconds) as db:
-            (self._copy_vectors if bulk else self._insert_vectors)(db, model, vectors)
+            (self._copy_vectors if bulk else _insert_vectors)(db, model, vectors)
         if bulk:
             self._index_builder.after_bulk_write(model)
 
     def wait_for_vector_index(self, timeout: float = 600.0) -> bool:
         """Wait until no HNSW build is pending or running (after bulk writes); whether it finished in time."""
         return self._index_builder.wait(timeout)
-
-    @staticmethod
-    def _copy_tools(db: psycopg.Connection[Any], tools: Sequence[Tool], generation: int) -> None:
-        columns = "name, definition, content_hash, version, active, source, created_at, updated_at"
-        db.execute(
-            "CREATE TEMP TABLE staged_tools (name TEXT, definition JSON, content_hash TEXT, version INTEGER,"
-            " active BOOLEAN, source TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ) ON COMMIT DROP"
-        )
-        with db.cursor().copy(f"COPY staged_tools ({columns}) FROM STDIN") as copy:
-            for tool in tools:
-                row = (tool.name, tool.model_dump_json(), tool.content_hash, tool.version, tool.active, tool.source)
-                copy.write_row((*row, tool.created_at, tool.updated_at))
-        db.execute(
-            f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools {REPLACE_CURRENT}",
-            (generation,),
-        )
-        db.execute(
-            "INSERT INTO tool_versions(name, version, definition, content_hash, created_at)"
-            " SELECT name, version, definition, content_hash, updated_at FROM staged_tools"
-        )
 
     def _copy_vectors(self, db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
         """Binary COPY: formatting 896 floats as text made the text format 30x slower (measured)."""
@@ -317,23 +305,6 @@ class PostgresStore(PreviousNames):
             db.execute("UPDATE tools SET seq = %s", (generation,))  # every tool must be re-read with new vectors
         return True
 
-    @staticmethod
-    def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, StoredRow]:
-        rows = db.execute(
-            "SELECT name, content_hash, version, created_at, updated_at FROM tools WHERE name = ANY(%s) FOR UPDATE",
-            (names,),
-        ).fetchall()
-        return {row[0]: StoredRow(row[1], row[2], row[3], row[4]) for row in rows}
-
-    @staticmethod
-    def _insert_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
-        rows = [(model.model_id, key, checked_vector(vec, model.dimension)) for key, vec in vectors.items()]
-        if rows:
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO embeddings(model, text_hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
-                )
-
     def _write_model(self, db: psycopg.Connection[Any], model: IndexModel) -> None:
         with db.cursor() as cursor:
             cursor.executemany(
@@ -362,7 +333,7 @@ class PostgresStore(PreviousNames):
     # -- reads --------------------------------------------------------------------------------------------------
 
     def _query(self, query: str | sql.Composed, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        with tracing.span("toolrag.store.query", **{"db.system": "postgresql"}), self._session() as conn:
+        with tracing.span("toolrag.store.query", **{"db.system": "postgresql"}), self._connection.session() as conn:
             return conn.execute(query, params).fetchall()
 
     def get(self, name: str) -> Tool | None:
@@ -402,13 +373,13 @@ class PostgresStore(PreviousNames):
             " WHERE model = {model} ORDER BY vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
         ).format(dim=sql.Literal(model.dimension), model=sql.Literal(model_id))
         query_vector = checked_vector(vector, model.dimension)
-        with self._session() as conn, conn.transaction():
+        with self._connection.session() as conn, conn.transaction():
             conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(_NEAREST_EF_SEARCH, limit))))
             rows = conn.execute(query, (query_vector, query_vector, limit)).fetchall()
         return {key: float(similarity) for key, similarity in rows}
 
     def index_model(self) -> IndexModel | None:
-        with self._session() as conn:
+        with self._connection.session() as conn:
             return read_model(conn)
 
     def generation(self) -> int:
@@ -424,10 +395,7 @@ class PostgresStore(PreviousNames):
 
     def close(self) -> None:
         self._generations.stop()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._connection.close()
 
 
 def _as_array(vector: Any) -> Vector:
@@ -502,6 +470,13 @@ class IndexBuilder:
         self._condition = threading.Condition()
         self._thread: threading.Thread | None = None
         self._busy = False
+
+    def rebuild_if_missing(self, conn: psycopg.Connection[Any]) -> None:
+        """A bulk import whose process ended before the index build leaves no index, and a build cancelled halfway
+        an invalid one (and migration 10 dropped every index): the next opener that keeps one builds it."""
+        model = read_model(conn)
+        if self.wanted and model is not None and not _index_is_valid(conn, self.schema, model):
+            self.after_bulk_write(model)
 
     def after_bulk_write(self, model: IndexModel) -> None:
         if not self.wanted:
@@ -647,3 +622,40 @@ class GenerationListener:
         self._stopped.set()
         with self._lock:
             self.value = None
+
+
+def _copy_tools(db: psycopg.Connection[Any], tools: Sequence[Tool], generation: int) -> None:
+    columns = "name, definition, content_hash, version, active, source, created_at, updated_at"
+    db.execute(
+        "CREATE TEMP TABLE staged_tools (name TEXT, definition JSON, content_hash TEXT, version INTEGER,"
+        " active BOOLEAN, source TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ) ON COMMIT DROP"
+    )
+    with db.cursor().copy(f"COPY staged_tools ({columns}) FROM STDIN") as copy:
+        for tool in tools:
+            row = (tool.name, tool.model_dump_json(), tool.content_hash, tool.version, tool.active, tool.source)
+            copy.write_row((*row, tool.created_at, tool.updated_at))
+    db.execute(
+        f"INSERT INTO tools({columns}, seq) SELECT {columns}, %s FROM staged_tools {REPLACE_CURRENT}",
+        (generation,),
+    )
+    db.execute(
+        "INSERT INTO tool_versions(name, version, definition, content_hash, created_at)"
+        " SELECT name, version, definition, content_hash, updated_at FROM staged_tools"
+    )
+
+
+def _current_rows(db: psycopg.Connection[Any], names: list[str]) -> dict[str, StoredRow]:
+    rows = db.execute(
+        "SELECT name, content_hash, version, created_at, updated_at FROM tools WHERE name = ANY(%s) FOR UPDATE",
+        (names,),
+    ).fetchall()
+    return {row[0]: StoredRow(row[1], row[2], row[3], row[4]) for row in rows}
+
+
+def _insert_vectors(db: psycopg.Connection[Any], model: IndexModel, vectors: dict[str, Vector]) -> None:
+    rows = [(model.model_id, key, checked_vector(vec, model.dimension)) for key, vec in vectors.items()]
+    if rows:
+        with db.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO embeddings(model, text_hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
+            )
