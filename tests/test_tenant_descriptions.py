@@ -16,7 +16,7 @@ from toolrag.access import Grant
 from toolrag.cli.app import app
 from toolrag.inject.formats import FORMATS
 from toolrag.mcp.config import GatewayConfig, load_config
-from toolrag.mcp.gateway import McpGateway
+from toolrag.mcp.gateway import McpGateway, exposed_tools
 from toolrag.mcp.importer import ToolImporter
 from toolrag.model import SYNCED_SOURCE_PREFIX
 from toolrag.runtime import Agent, Message
@@ -270,8 +270,8 @@ def test_the_mcp_gateways_find_tools_and_listing_give_each_tenant_its_text(regis
     assert [t["name"] for t in acme] == ["crm.query"] and acme[0]["description"] == ACMES
     globex = gateway.find_tools("query table T_CUST_ADDR rows by key", GLOBEX, k=1)["tools"]
     assert [t["name"] for t in globex] == ["crm.query"] and globex[0]["description"] == SOURCE
-    assert [t.description for t in gateway._exposed(ACME)] == [ACMES]
-    assert [t.description for t in gateway._exposed(GLOBEX)] == [SOURCE]
+    assert [t.description for t in exposed_tools(gateway.settings, gateway.registry, ACME)] == [ACMES]
+    assert [t.description for t in exposed_tools(gateway.settings, gateway.registry, GLOBEX)] == [SOURCE]
 
 
 def test_an_mcp_sync_keeps_it_as_the_servers_text_changes(tmp_path: Path, embedder: CountingEmbedder) -> None:
