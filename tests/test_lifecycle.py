@@ -146,6 +146,8 @@ def test_validate_finds_and_repairs(store_url: str, embedder: CountingEmbedder, 
     assert [f.fixed for f in fixed if f.kind == "missing_embedding"] == [True]
     assert ("near_duplicate", ("pay.refund", "pay.refund_card")) in {(f.kind, f.tools) for f in fixed}
     assert ("no_not_for", ("pay.refund", "pay.refund_card")) in {(f.kind, f.tools) for f in fixed}
+    lacking = next(f for f in fixed if f.kind == "no_not_for")
+    assert lacking.detail == "pay.refund, pay.refund_card have no 'not for' line"  # issue 50: "have", not "has"
     assert validate(registry) and not any(f.kind == "missing_embedding" for f in validate(registry))
     assert registry.search("A tool written straight to the store without vectors")[0].name == "unembedded"
 

@@ -98,6 +98,10 @@ class StoreLocationError(StoreError, ValueError):
         self.location = location
 
 
+class InvalidRequestError(ToolragError, ValueError):
+    """A search asked for something no way in gives: `k` outside 1 to MAX_K, say."""
+
+
 class EmbeddingError(ToolragError):
     """The embedding model failed or returned vectors of the wrong shape."""
 

@@ -491,6 +491,17 @@ class Principal(BaseModel):
     def _tenant_or_none(cls, value: str | None) -> str | None:
         return value or None  # '' names no tenant (the usage log keeps it for records of unknown tenant)
 
+    @field_validator("scopes", "exact_scopes", "allow_tools", "deny_tools", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any, info: ValidationInfo) -> Any:
+        """`scopes="billing:write"` is one scope (a string is no set of its letters); anything else that is no
+        collection of strings is refused in one line."""
+        if isinstance(value, str):
+            return frozenset({value})
+        if value is None or (isinstance(value, Collection) and all(isinstance(item, str) for item in value)):
+            return value
+        raise TypeError(f"{info.field_name} is a set of strings, got {type(value).__name__}")  # one line, as it is
+
     @classmethod
     def anonymous(cls) -> Principal:
         return cls()

@@ -117,5 +117,6 @@ def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
             )
             if not first.not_for or not second.not_for:
                 lacking = [t.name for t in (first, second) if not t.not_for]
-                found.append(Finding("no_not_for", pair, f"{', '.join(lacking)} has no 'not for' line"))
+                verb = "has" if len(lacking) == 1 else "have"
+                found.append(Finding("no_not_for", pair, f"{', '.join(lacking)} {verb} no 'not for' line"))
     return found

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from toolrag.embed.base import Embedder
+from toolrag.errors import InvalidRequestError
+from toolrag.limits import MAX_K
 from toolrag.model import Principal, SearchResult, SignalScores
 from toolrag.search import render
 from toolrag.search.cache import QueryCache
@@ -127,6 +129,9 @@ class Retriever:
     def search(self, query: str, principal: Principal, k: int | None = None) -> list[SearchResult]:
         """At most `k` tools (None: `SearchConfig.k`, or the whole catalog when it fits the budget: an explicit k
         wins over the `all` strategy)."""
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K):
+            # One rule for every way in: the CLI, the API and find_tools refuse the same (issue 50).
+            raise InvalidRequestError(f"k must be an integer from 1 to {MAX_K} (got {k!r}), or None for the default")
         query, index, config = self.searched(query), self._snapshot(), self.config
         # Case kept: steps are told apart by capitals after full stops ("... stock. Order ...").
         # The learner too: callers without a tenant learn from their own usage only (search/learned.py).
