@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from toolrag import Principal, ToolRegistry
-from toolrag.errors import InvalidRequestError
+from toolrag.errors import ConfigError, InvalidRequestError
 from toolrag.limits import MAX_K
+from toolrag.mcp.config import load_config
 
 from .conftest import SAMPLE_TOOLS
 
@@ -29,3 +32,14 @@ def test_a_principal_takes_one_scope_as_a_string_and_says_what_it_wants_in_one_l
         with pytest.raises(TypeError) as refused:
             Principal(scopes=wrong)
         assert str(refused.value) == f"scopes is a set of strings, got {type(wrong).__name__}"
+
+
+def test_an_unknown_setting_names_the_one_it_most_likely_misspells(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('store = "x.db"\n[servers.a]\ncommand = "python"\nargz = ["-m", "x"]\nzzz = 1\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == (
+        f"invalid gateway configuration {path}: servers.a.argz: unknown setting (did you mean `args`?);"
+        " servers.a.zzz: unknown setting"
+    )
