@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from toolrag import Principal, ToolRegistry
@@ -43,3 +46,49 @@ def test_an_unknown_setting_names_the_one_it_most_likely_misspells(tmp_path: Pat
         f"invalid gateway configuration {path}: servers.a.argz: unknown setting (did you mean `args`?);"
         " servers.a.zzz: unknown setting"
     )
+
+
+@pytest.mark.slow
+def test_python_in_a_gateway_configuration_is_the_gateways_own_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started from an IDE's or a client's environment, the first `python` on the PATH lacks the server's package;
+    `command = "python"` runs the gateway's interpreter whatever the PATH holds (none here)."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    from .mcp_support import ROOT, write_config
+
+    servers = {"clock": {"command": "python", "args": ["-m", "mcp_server_time"], "cwd": str(ROOT)}}
+    config = write_config(tmp_path, servers, {}, connect_timeout_seconds=30)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no python on it at all
+    synced = CliRunner().invoke(app, ["mcp", "sync", "-c", str(config), "--json"])
+    (clock,) = json.loads(synced.stdout)
+    assert synced.exit_code == 0 and clock["state"] == "up" and len(clock["imported"]) == 2
+
+
+def test_a_command_that_cannot_run_says_so_instead_of_retry_later() -> None:
+    from toolrag.mcp.config import GatewayConfig, ServerConfig
+    from toolrag.mcp.upstream import Upstream, UpstreamUnavailable, resolved_command
+
+    assert resolved_command("python") == resolved_command("python3") == sys.executable
+    assert resolved_command("node") == "node"
+    settings = GatewayConfig(store=":memory:", servers={"typo": ServerConfig(command="no-such-mcp-server")})
+
+    async def ignored(*_: object) -> None:
+        return None
+
+    upstream = Upstream("typo", settings.servers["typo"], settings, ignored)
+
+    def refusal(reason: str) -> str:
+        upstream._mark_down(reason)
+        with pytest.raises(UpstreamUnavailable) as refused:
+            anyio.run(upstream.call, "now", {})
+        return str(refused.value)
+
+    assert refusal("command not found: no-such-mcp-server") == (
+        "MCP server 'typo' is unavailable (down: command not found: no-such-mcp-server); the gateway's configuration"
+        " names a command that cannot run"
+    )
+    assert refusal("MCPError: Connection closed").endswith("; retry later")

@@ -193,12 +193,13 @@ class Upstream:
         cap = message_cap(settings.max_result_bytes)
         bounds = MessageBounds(settings.max_result_depth, settings.max_result_parts, settings.max_tools_per_server)
         if server.command is not None:
-            missing = _missing_command(server.command, server.env, server.cwd)
+            command = resolved_command(server.command)
+            missing = _missing_command(command, server.env, server.cwd)
             if missing is not None:  # said before a relay is started for it: the relay would only see it exit
                 raise UpstreamUnavailable(missing)
             limits = ["--max-bytes", str(cap), "--max-depth", str(bounds.max_depth)]
             limits += ["--max-parts", str(bounds.max_parts), "--max-tools", str(bounds.max_tools)]
-            relayed = ["-m", "toolrag.mcp.relay", *limits, "--", server.command, *server.args]
+            relayed = ["-m", "toolrag.mcp.relay", *limits, "--", command, *server.args]
             target: Any = StdioServerParameters(
                 command=sys.executable, args=relayed, env=server.env or None, cwd=server.cwd
             )
@@ -295,7 +296,10 @@ class Upstream:
         client = self._client
         if client is None or self.state != "up":
             reason = f": {self.last_error}" if self.last_error else ""
-            raise UpstreamUnavailable(f"MCP server {self.name!r} is unavailable ({self.state}{reason}); retry later")
+            # A command that cannot run is the configuration's to fix: waiting will not bring the server up.
+            configured = (self.last_error or "").startswith(_CONFIGURATION_ERRORS)
+            hint = "the gateway's configuration names a command that cannot run" if configured else "retry later"
+            raise UpstreamUnavailable(f"MCP server {self.name!r} is unavailable ({self.state}{reason}); {hint}")
         timeout = self.settings.call_timeout_seconds
         try:
             with anyio.fail_after(timeout):
@@ -353,6 +357,17 @@ class UpstreamPool:
 
     def statuses(self) -> list[UpstreamStatus]:
         return [upstream.status() for upstream in self.upstreams.values()]
+
+
+_CONFIGURATION_ERRORS = ("command not found", "command is not executable")
+# A configuration's `command = "python"` means the gateway's own interpreter: started from an IDE or an MCP client,
+# the first `python` on the PATH is another one, without the server's package ("No module named mcp_server_time").
+_THIS_PYTHON = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
+
+
+def resolved_command(command: str) -> str:
+    """The command a stdio upstream is started with: `python` (and `python3`) the gateway's own interpreter."""
+    return sys.executable if command in _THIS_PYTHON else command
 
 
 def _missing_command(command: str, env: dict[str, str] | None, cwd: str | None) -> str | None:
