@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from toolrag.errors import ConfigError, InvalidRequestError
 from toolrag.limits import MAX_K
 from toolrag.mcp.config import load_config
 
-from .conftest import SAMPLE_TOOLS
+from .conftest import SAMPLE_TOOLS, CountingEmbedder
 
 
 @pytest.mark.parametrize("k", [0, -1, MAX_K + 1, 99, True, 2.0])
@@ -92,3 +93,34 @@ def test_a_command_that_cannot_run_says_so_instead_of_retry_later() -> None:
         " names a command that cannot run"
     )
     assert refusal("MCPError: Connection closed").endswith("; retry later")
+
+
+@pytest.mark.slow
+def test_the_consoles_first_block_signs_in_with_the_configuration_the_docs_give(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/console.md exports a token and serves docs/http-api.md's toolrag-api.toml: that token signs in."""
+    from toolrag.server.app import create_app
+    from toolrag.server.config import load_api_config
+
+    from .mcp_support import ROOT
+    from .test_api import serving
+    from .test_console import session_of
+
+    console = (ROOT / "docs" / "console.md").read_text(encoding="utf-8")
+    block = console[console.index("```bash\n") + 8 :]
+    block = block[: block.index("```")]
+    exported = dict(re.findall(r"^export (\w+)=(\S+)", block, flags=re.M))
+    assert "--config toolrag-api.toml" in block and exported
+    api = (ROOT / "docs" / "http-api.md").read_text(encoding="utf-8")
+    toml = next(part for part in api.split("```toml\n")[1:] if "# toolrag-api.toml" in part).split("```")[0]
+    toml = "\n".join(line for line in toml.splitlines() if not line.startswith(("store", "mcp_config")))
+    (tmp_path / "toolrag-api.toml").write_text(f'store = "{tmp_path / "toolrag.db"}"\n{toml}')
+    for name, value in exported.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SUPPORT_BOT_TOKEN", "support-bot-secret-0123")
+    config = load_api_config(tmp_path / "toolrag-api.toml")
+    with ToolRegistry(tmp_path / "toolrag.db", embedder) as registry, serving(create_app(registry, config)) as url:
+        registry.register_many(SAMPLE_TOOLS)
+        (token,) = exported.values()
+        assert session_of(url, token)["toolrag_console"]
