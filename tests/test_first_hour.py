@@ -124,3 +124,28 @@ def test_the_consoles_first_block_signs_in_with_the_configuration_the_docs_give(
         registry.register_many(SAMPLE_TOOLS)
         (token,) = exported.values()
         assert session_of(url, token)["toolrag_console"]
+
+
+@pytest.mark.slow
+def test_two_protocol_sessions_of_one_token_are_two_conversations(tmp_path: Path) -> None:
+    """Over streamable HTTP at 2025-11-25, each protocol session is a conversation: a new session's first
+    find_tools is not told its tools were "offered earlier in this conversation" (another session's)."""
+    from .mcp_support import http_client, http_gateway, python_server, write_config
+
+    principals = {"alice": {"scopes": ["*"], "token": "alice-token-0123456789"}}
+    config = write_config(tmp_path, {"shop": python_server("tests.mcp_fixture_server")}, principals)
+    request = {"query": "look up the status of my order"}
+
+    async def sessions(url: str) -> None:
+        async with http_client(url, "alice-token-0123456789", mode="legacy") as first:
+            offered = await first.call_tool("find_tools", request)
+            assert "shop.lookup_order" in [t["name"] for t in offered.structured_content["tools"]]
+            again = await first.call_tool("find_tools", request)
+            assert again.structured_content["next"].startswith("already available")  # the same session
+        async with http_client(url, "alice-token-0123456789", mode="legacy") as second:
+            fresh = await second.call_tool("find_tools", request)
+            assert "shop.lookup_order" in [t["name"] for t in fresh.structured_content["tools"]]
+            assert not fresh.structured_content["next"].startswith("already available")
+
+    with http_gateway(config) as url:
+        anyio.run(sessions, url)

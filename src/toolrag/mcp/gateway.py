@@ -50,6 +50,7 @@ from toolrag.runtime.messages import ToolCall
 from toolrag.search.request import searched_text
 from toolrag.store.base import AuditEntry
 
+PROTOCOL_SESSION_HEADER = "mcp-session-id"  # the streamable HTTP transport's session of protocol 2025-11-25
 log = logging.getLogger("toolrag.mcp")
 SCORE_META_KEY = "toolrag/score"
 NEEDED_META_KEY = "toolrag/needed"
@@ -428,9 +429,16 @@ class McpGateway:
     def _conversation_of(self, ctx: Any, caller: Caller) -> str:
         """The conversation a request belongs to, bound to its caller: the one it names (`_meta`, or the HTTP
         header), else the caller's default conversation. Never the protocol session: 2026-07-28 has none."""
-        given = given_conversation(ctx.meta, getattr(ctx.request, "headers", None))
+        headers = getattr(ctx.request, "headers", None)
+        given = given_conversation(ctx.meta, headers)
         if given is None:
-            return self.conversations.default_id(caller.principal.caller)
+            # A 2025-11-25 client over streamable HTTP has a protocol session: each is a conversation of its own
+            # (two sessions of one token are two agents, not one); only a client that sends neither shares the
+            # caller's default conversation.
+            protocol = headers.get(PROTOCOL_SESSION_HEADER) if headers is not None else None
+            if not isinstance(protocol, str) or not protocol:
+                return self.conversations.default_id(caller.principal.caller)
+            given = f"mcp-session:{protocol}"
         return caller.session(given) or given
 
     async def _answer_find(self, arguments: dict[str, Any], principal: Principal, session: str) -> types.CallToolResult:
