@@ -197,11 +197,10 @@ def decide_quarantine(
     """Decide on the quarantined text the page showed (`text_hash`): another text waiting now is a conflict."""
     who = console.admin(request, csrf)
     if not confirmed:
-        consequence = (
-            "its current definition is pinned and served"
-            if decision == "approve"
-            else "the change is dropped and the last approved definition stays"
-        )
+        pin = next((p for p in console.registry.store.pins() if p.tool == name), None)
+        approved_before = pin is not None and pin.approved_hash is not None
+        kept = "the last approved definition stays" if approved_before else "the tool stays out of search and calls"
+        consequence = "its current definition is pinned and served" if decision == "approve" else f"the change is dropped and {kept}"
         question = f"{decision.capitalize()} {name}?"
         fields = {"decision": decision, "text_hash": text_hash}
         return confirm(console, request, question, consequence, fields, _tool_page(name))
