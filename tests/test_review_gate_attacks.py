@@ -189,3 +189,31 @@ def test_a_past_task_builds_on_a_waiting_example(reviewed: ToolRegistry) -> None
     reviewed.examples.add_task("plan my trip: weather then email", ["weather.forecast", "email.send"], edited_by="ops")
     waiting = reviewed.reviews.change("weather.forecast").proposed.examples
     assert [e.text for e in waiting] == ["is it going to snow", "plan my trip: weather then email"]
+
+
+def test_a_syncs_write_changes_no_requirement_and_adds_no_tool_a_set_brings(reviewed: ToolRegistry) -> None:
+    """A second review: `write_merged` (the sync's way in) made a synced tool's requirements and aliases live, and
+    a new tool a live tool requires active."""
+    reviewed.reviews.require(False, by="ops")
+    synced_forecast(reviewed, "Hourly weather from the weather server.")
+    reviewed.reviews.require(True, by="ops")
+    requires_geo(reviewed)
+
+    def redirected(current: Any) -> Any:
+        return current.model_copy(update={"requires": [{"tool": EVIL}], "aliases": ["wire my salary"]})
+
+    with pytest.raises(ToolragError, match="a sync's write changes only what an MCP server owns"):
+        reviewed.write_merged({"weather.hourly": redirected})
+    with pytest.raises(ToolragError, match="another tool brings it into sets; it waits for review"):
+        reviewed.write_merged({GEO: lambda _: make_tool(GEO, EVIL_TEXT, source="mcp:geo")})
+    assert reviewed.get("weather.hourly").requires == [] and GEO not in {t.name for t in reviewed.tools(True)}
+
+
+def test_a_sync_quarantines_a_new_tool_always_included_by_name(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    config = SearchConfig(inject_all_below_tokens=0, always_include=["shop.help"])
+    with ToolRegistry(str(tmp_path / "t.db"), embedder, config) as registry:
+        registry.register_many(SAMPLE_TOOLS)
+        registry.reviews.require(True, by="ops")
+        before = [r.name for r in registry.search(RAIN)]
+        report = sync(registry, [listed("help", EVIL_TEXT)])
+        assert report.quarantined == ["shop.help"] and [r.name for r in registry.search(RAIN)] == before

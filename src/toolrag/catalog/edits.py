@@ -301,7 +301,7 @@ class ToolWriter:
             written = [tool for name, edit in edits.items() if (tool := edit(current[name])) is not None]
             self._check_new_names([tool.name for tool in written if current.get(tool.name) is None])
             if proposal is None:
-                _check_synced(written, current)
+                _check_synced(written, current, self._gate(Proposal("python", None)))
             if gate is not None:
                 written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
@@ -546,18 +546,26 @@ def _was_live(returned: Tool, fields: Sequence[str], history: Sequence[Tool]) ->
     return all(any(getattr(version, key) == getattr(returned, key) for version in active) for key in fields)
 
 
-def _check_synced(written: Sequence[Tool], current: Mapping[str, Tool | None]) -> None:
-    """A write no review gate sees (a sync's, whose text the MCP importer pins) may change what a model reads only
-    of tools a server owns: another tool's text goes through `update` or `register_over`, where review holds it."""
+def _check_synced(written: Sequence[Tool], current: Mapping[str, Tool | None], gate: Gate | None) -> None:
+    """A write no review gate holds (a sync's, whose text the MCP importer pins) may change of what a model reads
+    only what a server owns (its text and schemas) of tools a server owns; the rest (requirements, aliases,
+    examples, ...) goes through `update` or `register_over`, where review holds it. While the registry asks for
+    review (`gate`), such a write adds no tool another tool requires or `always_include` names: the importer
+    quarantines those instead."""
     for tool in written:
         before = current.get(tool.name)
-        changed = before is None or text_of(before) != text_of(tool)
-        if changed and not (
-            tool.source.startswith(SYNCED_SOURCE_PREFIX) and (before is None or before.source == tool.source)
-        ):
+        owned = tool.source.startswith(SYNCED_SOURCE_PREFIX) and (before is None or before.source == tool.source)
+        if before is not None:
+            live, wanted = text_of(before), text_of(tool)
+            changed = {key for key in live if live[key] != wanted[key]}
+        else:
+            changed = {key for key, value in text_of(tool).items() if value and key not in SOURCE_FIELDS}
+        if changed and (not owned or changed - SOURCE_FIELDS):
             raise InvalidToolError(
-                f"tool {tool.name!r}: a sync's write changes only what an MCP server owns; edit it with update"
+                f"tool {tool.name!r}: a sync's write changes only what an MCP server owns; edit the rest with update"
             )
+        if before is None and gate is not None and gate.brings_in(tool.name):
+            raise InvalidToolError(f"tool {tool.name!r}: another tool brings it into sets; it waits for review")
 
 
 def _as_waiting(current: Tool, gate: Gate | None) -> Tool:

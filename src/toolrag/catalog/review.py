@@ -126,6 +126,10 @@ class Gate:
         changed = {key: value for key, value in wanted.items() if value != live[key]}
         return bool(changed) and reviewed_text_hash(changed) == known.rejected_hash
 
+    def brings_in(self, name: str) -> bool:
+        """Whether another tool requires `name` or `always_include` names it (a new tool of that name is held)."""
+        return bool(self._needing(name))
+
     def _needing(self, name: str) -> list[str]:
         """The tools that require `name`, but itself: every tool's requirements, an inactive tool's too (it can be
         reactivated without review, as it was live)."""

@@ -269,7 +269,12 @@ class _NameBook:
     @classmethod
     def of(cls, registry: ToolRegistry, reviewed: bool) -> _NameBook:
         folded = {name.casefold(): name for name in registry.store.names()}
-        return cls(folded, required_by(registry.tools(include_inactive=True)) if reviewed else {})
+        if not reviewed:
+            return cls(folded, {})
+        requirers = required_by(registry.tools(include_inactive=True))
+        for name in registry.config.always_include:  # every set brings these, as a requirement would
+            requirers.setdefault(name.lower(), []).append("always_include")
+        return cls(folded, requirers)
 
     def check(self, name: str) -> None:
         other = self.folded.setdefault(name.casefold(), name)

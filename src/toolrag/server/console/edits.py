@@ -200,7 +200,11 @@ def decide_quarantine(
         pin = next((p for p in console.registry.store.pins() if p.tool == name), None)
         approved_before = pin is not None and pin.approved_hash is not None
         kept = "the last approved definition stays" if approved_before else "the tool stays out of search and calls"
-        consequence = "its current definition is pinned and served" if decision == "approve" else f"the change is dropped and {kept}"
+        consequence = (
+            "its current definition is pinned and served"
+            if decision == "approve"
+            else f"the change is dropped and {kept}"
+        )
         question = f"{decision.capitalize()} {name}?"
         fields = {"decision": decision, "text_hash": text_hash}
         return confirm(console, request, question, consequence, fields, _tool_page(name))
