@@ -266,3 +266,18 @@ def busy_cores() -> Iterator[int]:
         for burner in burners:
             burner.kill()
             burner.wait()
+
+
+def counted_inferences(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each inference of requirements from now on, counted (one item each)."""
+    from toolrag.search import complete
+
+    inferred: list[int] = []
+    real = complete.infer
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        inferred.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(complete, "infer", counted)
+    return inferred

@@ -30,7 +30,7 @@ from toolrag.server.config import ApiConfig
 from toolrag.store.usage import CallRecord
 from toolrag.usagelog import MonitorConfig
 
-from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, counted_inferences, make_tool
 from .mcp_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -697,14 +697,7 @@ def test_issue48_a_reader_sets_off_no_inference_while_search_does_not_use_it(
     producer = make_tool("playlists.find", "Find playlists by their title.", output_schema=produced)
     consumer = make_tool("playlists.play", "Play a playlist.", input_schema=needed)
     registry.register_many([producer, consumer])
-    inferred: list[int] = []
-    real = complete.infer
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        inferred.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(complete, "infer", counted)
+    inferred = counted_inferences(monkeypatch)
     assert registry.config.infer_requirements is False
     path = "/tools/playlists.play/relations"
     for reader in (READER, ACME_READER):

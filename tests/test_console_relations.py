@@ -15,7 +15,7 @@ from toolrag import ToolRegistry
 from toolrag.search import complete
 from toolrag.server.app import create_app
 
-from .conftest import CountingEmbedder
+from .conftest import CountingEmbedder, counted_inferences
 from .test_api import serving
 from .test_console import ACME_READER, ADMIN, GLOBEX_READER, browser, console_config, form_token, session_of, signed_in
 from .test_learned_relations import RELATED, sessions, shop
@@ -112,14 +112,7 @@ def test_issue48_a_readers_tool_page_sets_off_no_inference_while_search_does_not
 ) -> None:
     """R4-3: the tool page inferred requirements over the whole catalog for any reader, with inference off."""
     url, registry = learned_shop
-    inferred: list[int] = []
-    real = complete.infer
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        inferred.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(complete, "infer", counted)
+    inferred = counted_inferences(monkeypatch)
     assert registry.config.infer_requirements is False
     page = httpx.get(f"{url}/console/tools/orders.search", cookies=session_of(url, ACME_READER))
     assert page.status_code == 200 and "orders.refund" in page.text  # its learned relation is still shown

@@ -54,7 +54,7 @@ def described(
     edited_by: str | None = None,
     origin: Origin = "python",
 ) -> Described:
-    """`ToolRegistry.set_tenant_description` with the text scanned as an MCP server's description is (the CLI,
+    """`ToolRegistry.descriptions.set` with the text scanned as an MCP server's description is (the CLI,
     the API and the console write through here)."""
     checked = check_description(text, f"the description for tenant {tenant!r}")
     findings = tuple(str(f) for f in scan_texts([(f"description for tenant {tenant}", checked)]))
