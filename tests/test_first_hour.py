@@ -149,3 +149,22 @@ def test_two_protocol_sessions_of_one_token_are_two_conversations(tmp_path: Path
 
     with http_gateway(config) as url:
         anyio.run(sessions, url)
+
+
+def test_the_usage_report_counts_as_called_only_calls_that_ran(registry: ToolRegistry) -> None:
+    from datetime import timedelta
+
+    from toolrag.model import utc_now
+    from toolrag.store.usage import CallRecord
+
+    registry.register_many(SAMPLE_TOOLS)
+    calls = [
+        CallRecord("weather.forecast", "ok", 5.0, True),
+        CallRecord("weather.forecast", "refused", 0.0, False),
+        CallRecord("no.such_tool", "unknown_tool", 0.0, False),
+    ]
+    registry.store.usage.record([], calls)
+    usage = {u.tool: u.called for u in registry.store.usage.tool_usage(utc_now() - timedelta(days=1))}
+    assert usage == {"weather.forecast": 1}
+    totals = registry.store.usage.totals(utc_now() - timedelta(days=1))
+    assert (totals.calls, totals.refused_calls) == (1, 2)

@@ -558,8 +558,10 @@ def _check_synced(written: Sequence[Tool], current: Mapping[str, Tool | None], g
         if before is not None:
             live, wanted = text_of(before), text_of(tool)
             changed = {key for key in live if live[key] != wanted[key]}
-        else:
+        else:  # a new tool of a server: its text, and its server as its category (mcp/importer.py `to_tool`)
+            server = tool.source.removeprefix(SYNCED_SOURCE_PREFIX)
             changed = {key for key, value in text_of(tool).items() if value and key not in SOURCE_FIELDS}
+            changed -= {"category"} if tool.category == server else set()
         if changed and (not owned or changed - SOURCE_FIELDS):
             raise InvalidToolError(
                 f"tool {tool.name!r}: a sync's write changes only what an MCP server owns; edit the rest with update"

@@ -289,8 +289,10 @@ class UsageTables:
         mine, tenant = audience.condition()
         called = self._query(
             # An admin's trials in the console are not agents' calls: they would lift a never-offered tool's call rate.
+            # Nor is a call refused before it ran (permissions, limits, a name no tool has): the totals count those.
             self._sql(
-                f"SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ? AND origin IS NULL{mine} GROUP BY tool"
+                "SELECT tool, COUNT(*), MAX(at) FROM calls WHERE at >= ? AND origin IS NULL"
+                f" AND outcome NOT IN ('refused', 'unknown_tool'){mine} GROUP BY tool"
             ),
             (start, *tenant),
         )
