@@ -217,3 +217,12 @@ def test_a_sync_quarantines_a_new_tool_always_included_by_name(tmp_path: Path, e
         before = [r.name for r in registry.search(RAIN)]
         report = sync(registry, [listed("help", EVIL_TEXT)])
         assert report.quarantined == ["shop.help"] and [r.name for r in registry.search(RAIN)] == before
+
+
+def test_a_requirement_still_waiting_holds_the_new_tool_it_names(reviewed: ToolRegistry) -> None:
+    """A second review: a waiting `requires` did not count, so the new tool it names went live unreviewed and
+    approving the requirement brought it into every forecast's set."""
+    reviewed.update("weather.forecast", requires=[GEO], edited_by="mallory")  # waits
+    assert reviewed.register_over([make_tool(GEO, EVIL_TEXT)], origin="api").held == [GEO]
+    reviewed.reviews.approve("weather.forecast", approver="boss")
+    assert not reviewed.get(GEO).active and GEO not in [name for name, _ in delivered(reviewed)]

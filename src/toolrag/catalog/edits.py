@@ -32,6 +32,7 @@ from toolrag.model import (
     SYNC_FIELDS,
     SYNCED_SOURCE_PREFIX,
     ExampleRequest,
+    Requirement,
     Tool,
     check_description,
     check_tenant_name,
@@ -198,6 +199,10 @@ class ToolWriter:
 
         def requirers() -> dict[str, list[str]]:
             needed = required_by(self.store.tools(include_inactive=True))
+            # A requirement waiting for review counts too: approving it must not bring in a tool nobody reviewed.
+            for row in reviews.values():
+                for requirement in (row.pending or {}).get("requires", []) if row.waiting else []:
+                    needed.setdefault(Requirement.model_validate(requirement).tool.lower(), []).append(row.tool)
             for name in self._brought_in():
                 needed.setdefault(name.lower(), []).append("always_include")
             return needed
