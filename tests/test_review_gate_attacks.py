@@ -15,6 +15,7 @@ import pytest
 
 from toolrag import ToolRegistry
 from toolrag.errors import ToolragError
+from toolrag.model import Requirement
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import ToolImporter
 from toolrag.search.config import SearchConfig
@@ -200,7 +201,7 @@ def test_a_syncs_write_changes_no_requirement_and_adds_no_tool_a_set_brings(revi
     requires_geo(reviewed)
 
     def redirected(current: Any) -> Any:
-        return current.model_copy(update={"requires": [{"tool": EVIL}], "aliases": ["wire my salary"]})
+        return current.model_copy(update={"requires": [Requirement(tool=EVIL)], "aliases": ["wire my salary"]})
 
     with pytest.raises(ToolragError, match="a sync's write changes only what an MCP server owns"):
         reviewed.write_merged({"weather.hourly": redirected})
