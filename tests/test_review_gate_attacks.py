@@ -15,9 +15,9 @@ import pytest
 
 from toolrag import ToolRegistry
 from toolrag.errors import ToolragError
-from toolrag.model import Requirement
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import ToolImporter
+from toolrag.model import Requirement
 from toolrag.search.config import SearchConfig
 from toolrag.server.app import create_app
 from toolrag.store.backup import as_restored, read_backup, write_backup
