@@ -455,10 +455,11 @@ class ToolWriter:
             history = self.store.history(name)
             changes = returned_to_source(current, wanted, history)
             gate = self._gate(proposal)
-            returned, _ = _edited(current, changes, None)
-            if gate is None or (_was_live(returned, wanted, history) and not gate.rejects(current, returned)):
-                return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
-            return self._held_or_written(current, changes, edited_by, current.version, embedded, detail, gate)
+            if gate is not None:
+                returned, _ = _edited(current, changes, None)
+                if not _was_live(returned, wanted, history) or gate.rejects(current, returned):
+                    return self._held_or_written(current, changes, edited_by, current.version, embedded, detail, gate)
+            return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
 
         return retry_on_conflict(write)
 
