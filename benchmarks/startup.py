@@ -39,15 +39,22 @@ print(json.dumps({"import_ms": (imported - started) * 1000, "open_ms": (opened -
 
 
 def timed(command: list[str], runs: int) -> dict[str, float]:
-    seconds = []
+    """Wall seconds and CPU seconds (user + system, the process and its children) of `runs` new processes."""
+    seconds, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seconds.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return {
         "median_s": round(statistics.median(seconds), 3),
         "min_s": round(min(seconds), 3),
         "max_s": round(max(seconds), 3),
+        "median_cpu_s": round(statistics.median(cpus), 3),
+        "min_cpu_s": round(min(cpus), 3),
+        "max_cpu_s": round(max(cpus), 3),
     }
 
 

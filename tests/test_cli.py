@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,28 @@ def test_a_missing_extra_is_one_line_with_the_command_that_installs_it(tmp_path:
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
     assert "the PostgreSQL store needs the `postgres` extra: pip install" in done.stderr and "[postgres]" in done.stderr
+
+
+def test_the_command_line_imports_no_numpy_before_it_starts() -> None:
+    """`main()` starts BLAS with one thread (limits.start_blas_small): that works only while numpy is not loaded."""
+    import subprocess
+    import sys
+
+    probe = "import sys\nimport toolrag.cli.app\nprint('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_blas_starts_small_and_large_batches_get_the_cores_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrag.limits import BATCH_THREADS_VARIABLE, batch_threads, start_blas_small
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv(BATCH_THREADS_VARIABLE, raising=False)
+    assert batch_threads() is None  # nothing set aside: the library's own thread count
+    start_blas_small()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    assert batch_threads() == len(os.sched_getaffinity(0))
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")  # the user's own setting is kept
+    monkeypatch.delenv(BATCH_THREADS_VARIABLE)
+    start_blas_small()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "3" and batch_threads() is None

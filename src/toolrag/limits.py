@@ -1,5 +1,7 @@
-"""Limits that several layers share (search, the API, the gateway, the command line); no imports, so any of them
-can read these without loading the rest."""
+"""Limits that several layers share (search, the API, the gateway, the command line); nothing but the standard
+library imported, so any of them can read these without loading the rest."""
+
+import os
 
 MAX_K = 5  # tools one search returns at most for one step
 MAX_SET_TOOLS = 16  # tools a request of several steps gets at most
@@ -9,3 +11,23 @@ MAX_REQUEST_CHARS = 4000
 # What the edges accept as one request's text (the API's /search, the gateway's find_tools): a pasted document or
 # image fits; every step after it is linear in its length, and the HTTP body cap bounds it again.
 MAX_MESSAGE_CHARS = 100_000
+
+# Threads of the BLAS library (numpy's OpenBLAS) for large batches, when `start_blas_small` set them aside.
+BATCH_THREADS_VARIABLE = "TOOLRAG_BLAS_THREADS"
+
+
+def start_blas_small() -> None:
+    """Start the BLAS library with one thread, in a process (the `toolrag` command) that mostly embeds one request:
+    OpenBLAS starts a thread per core when numpy is imported, and they spin for about 0.07 s of CPU, a tenth of a
+    cold search. Large batches still use every core (`batch_threads`). Works only before numpy is imported; a
+    thread count the user set is kept."""
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        os.environ.setdefault(BATCH_THREADS_VARIABLE, str(len(os.sched_getaffinity(0))))
+
+
+def batch_threads() -> int | None:
+    """BLAS threads for a large batch: those `start_blas_small` set aside, else None (every thread the library
+    started with)."""
+    configured = os.environ.get(BATCH_THREADS_VARIABLE, "")
+    return int(configured) if configured.isdigit() and int(configured) > 0 else None

@@ -51,7 +51,7 @@ from toolrag.cli.lifecycle import (
 from toolrag.cli.mcp import mcp_app
 from toolrag.cli.relations import relations_app
 from toolrag.cli.store import store_app
-from toolrag.limits import MAX_K
+from toolrag.limits import MAX_K, start_blas_small
 
 if TYPE_CHECKING:
     from toolrag.model import Tool
@@ -385,6 +385,7 @@ one_line_summaries(app)
 
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    start_blas_small()  # before numpy is imported: nothing the command line imports up to here loads it
     if hasattr(signal, "SIGPIPE"):  # `toolrag list | head` ends quietly, as other command-line tools do
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()

@@ -22,6 +22,7 @@ from threadpoolctl import ThreadpoolController
 from toolrag.embed.base import Vectors, first_row, normalized
 from toolrag.embed.cache import cached_folder
 from toolrag.errors import EmbeddingError
+from toolrag.limits import batch_threads
 
 log = logging.getLogger("toolrag.embed")
 
@@ -53,7 +54,7 @@ class UniversalSentenceEncoder:
         # One BLAS thread for a request or a small batch: waking a second thread costs more than it saves (10
         # texts: 7.5 ms of wall time for 15 ms of CPU on two threads, 9.6 ms for 9.6 ms on one), and when the other
         # core is busy it can cost a hundred times more. Large batches use every core.
-        limit = 1 if len(texts) <= SMALL_BATCH else None
+        limit = 1 if len(texts) <= SMALL_BATCH else batch_threads()
         with self._lock, self._blas.limit(limits=limit, user_api="blas"):  # the backend keeps scratch state
             return normalized(model.encode(list(texts)), self.dimension, self.model_id)
 
@@ -65,8 +66,6 @@ class UniversalSentenceEncoder:
 
 
 SMALL_BATCH = 32
-
-
 def _check_weights(path: Path) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != WEIGHTS_SHA256:

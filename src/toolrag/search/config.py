@@ -156,9 +156,10 @@ class SearchConfig(BaseModel):
     ann_candidates: int = Field(default=1000, ge=10, le=10_000, description="vectors the approximate index proposes")
     cache_entries: int = Field(default=1024, ge=0)
     save_snapshots_from: int | None = Field(
-        default=2000,
+        default=100,
         ge=0,
         description="registries of at least this many tools keep their in-memory index in the cache folder, so the"
-        " next process maps it instead of building it (snapshot/); None never saves nor reads one",
+        " next process maps it instead of building it (snapshot/; from about 100 tools mapping costs less than"
+        " building, docs/benchmarks.md); None never saves nor reads one",
     )
     cache_ttl_seconds: float = Field(default=300.0, gt=0)
