@@ -115,12 +115,48 @@ def test_prerequisites_come_before_the_tool_that_needs_them_and_say_why(record_r
     assert next(r for r in results if r.name == "find_invoices").score == share.score
 
 
-def test_the_budget_bounds_the_set(record_registry: ToolRegistry) -> None:
-    small = ToolRegistry(record_registry.store, record_registry.embedder, RETRIEVAL.model_copy(update={"k": 1}))
-    small.config = small.config.model_copy(update={"max_set_tools": 2})
-    small.retriever.use_config(small.config)
-    names = [r.name for r in small.search("send the invoice about the spring offsite to dana@example.com", ANYONE)]
-    assert len(names) == 2 and names[-1] == "share_invoice_by_email"
+def test_the_token_budget_bounds_the_set_and_names_what_is_left(record_registry: ToolRegistry) -> None:
+    from toolrag.inject.budget import tool_tokens
+
+    cost = tool_tokens(record_registry.snapshot(), record_registry.get("get_invoice"), "openai")
+    config = RETRIEVAL.model_copy(update={"k": 1, "set_budget_tokens": cost})  # the nearest prerequisite only
+    small = ToolRegistry(record_registry.store, record_registry.embedder, config)
+    results = small.search("send the invoice about the spring offsite to dana@example.com", ANYONE)
+    assert [r.name for r in results] == ["get_invoice", "share_invoice_by_email"]
+    share = results[-1]
+    assert share.signals.also_needs == ["validate_email", "find_invoices"]  # nearest first
+    assert share.also_needed() == "also needs: validate_email, find_invoices; ask find_tools for them by name"
+
+
+def test_the_closure_of_the_tool_asked_for_comes_before_alternatives_and_past_max_set_tools(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """Issue 52: a goal with a chain of 10 prerequisites and near-duplicate providers of the same goal. The goal's
+    whole closure arrives (11 tools, past `max_set_tools`), before any alternative's prerequisites."""
+    chain = [f"step_{n}" for n in range(10)]
+    tools = [
+        Tool(name=name, description=f"Internal step {n} of device setup.", requires=chain[n + 1 : n + 2])
+        for n, name in enumerate(chain)
+    ]
+    tools += [
+        Tool(name=f"play_song_{app}", description=f"Play a song in {app}.", requires=[chain[0], f"{app}_login"])
+        for app in ("spotify", "deezer", "tidal")
+    ]
+    tools += [Tool(name=f"{app}_login", description=f"Sign in to {app}.") for app in ("spotify", "deezer", "tidal")]
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL.model_copy(update={"k": 3}))
+    registry.register_many(tools)
+    results = registry.search("play a song in spotify", ANYONE)
+    names = [r.name for r in results]
+    assert names[-1] == "play_song_spotify" or names.index("play_song_spotify") > names.index("spotify_login")
+    assert {*chain, "spotify_login", "play_song_spotify"} <= set(names)
+    assert len(names) <= 16 and not any(r.signals.also_needs for r in results if r.name == "play_song_spotify")
+    # an alternative comes only whole, with room left (max_set_tools 8): the goal's set took it
+    for alternative in ("play_song_deezer", "play_song_tidal"):
+        assert (
+            alternative not in names
+            or f"{alternative.split('_')[-1]}_login" in names
+            or any(r.signals.also_needs for r in results if r.name == alternative)
+        )
 
 
 def test_a_tool_the_principal_may_not_use_is_never_added_nor_reached_through(
@@ -198,7 +234,7 @@ def test_explain_names_the_steps_and_why_each_tool_is_in_the_set(record_registry
 def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
-    from toolrag.search.relations import with_prerequisites
+    from toolrag.search.relations import Room, with_prerequisites
 
     helpers = [Tool(name=f"h{n}", description=f"Helper number {n}.") for n in range(12)]
     registry = ToolRegistry(tmp_path / "w.db", embedder, RETRIEVAL)
@@ -222,11 +258,15 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     at = index.position_of
 
     def names(targets: list[str], budget: int) -> list[tuple[str, str | None]]:
-        plan = with_prerequisites(index, [at(t) for t in targets], None, budget)  # type: ignore[misc]
+        plan = with_prerequisites(index, [at(t) for t in targets], None, Room(16, budget))  # type: ignore[misc]
         return [(index.names[p], index.names[why.needed_by] if why else None) for p, why in plan.entries]
 
-    # One long list of requirements does not take the other target's only one.
-    assert ("x", "t2") in names(["t1", "t2"], 8) and len(names(["t1", "t2"], 8)) == 8
+    # The first target's whole closure comes before the second's; what the room leaves out is named.
+    plan = with_prerequisites(index, [at("t1"), at("t2")], None, Room(14, 8))  # type: ignore[misc]
+    assert len(plan.entries) == 14 and plan.left == {at("t2"): [at("x")]}
+    plan = with_prerequisites(index, [at("t2"), at("t1")], None, Room(14, 8))  # type: ignore[misc]
+    assert ("x", "t2") in [(index.names[p], index.names[w.needed_by] if w else None) for p, w in plan.entries]
+    assert [index.names[p] for p in plan.left[at("t1")]] == ["h11"]
     # An optional tool brings what it requires, each before the tool that needs it.
     assert names(["t"], 8) == [("r", "o"), ("o", "t"), ("t", None)]
     # A pair that requires each other: each placed once, and not both said to need the other.

@@ -586,6 +586,11 @@ class SignalScores(BaseModel):
         default=None, description="the tool of the set that requires this one: it was added for that tool"
     )
     needed_for: str | None = Field(default=None, description="the parameter of `needed_by` that this tool fills")
+    also_needs: list[str] = Field(
+        default_factory=list,
+        description="tools this one requires that did not fit the set (its token budget or tool count), nearest"
+        " first: the agent asks for them by name",
+    )
     related_to: str | None = Field(
         default=None,
         description="the tool of the set this one is related to (learned from usage, or confirmed by an admin):"
@@ -619,6 +624,13 @@ class SearchResult(BaseModel):
         description="`all`: the principal's whole catalog fits the token budget and was returned whole, by"
         " relevance; `retrieval`: the best tools were retrieved",
     )
+
+    def also_needed(self) -> str | None:
+        """What the tool requires beyond the set, for the agent to ask for: "also needs: a, b; ask find_tools for
+        them by name"."""
+        if not self.signals.also_needs:
+            return None
+        return f"also needs: {', '.join(self.signals.also_needs)}; ask find_tools for them by name"
 
     def needed_as(self) -> str | None:
         """Why the tool is in the set when another tool of it needs it: "needed by share_location for `location`"."""

@@ -82,8 +82,9 @@ class ToolRegistry:
         self.descriptions = TenantDescriptions(self._writer)  # tenants' own descriptions of tools
         self.config = config or SearchConfig()
         fixed, relations = stored_fixed_vectors(self.store), lambda: stored_relations(self.store)
+        costs = token_budget.position_tokens
         self.retriever = Retriever(
-            self._snapshot, self.embedder, self.config, rewriter, fixed, self.catalog_fits, relations
+            self._snapshot, self.embedder, self.config, rewriter, fixed, self.catalog_fits, relations, costs
         )
         self.relations = RelationDesk(
             self.store, self.get, self.tools, lambda: self.retriever.inferred(self._snapshot())

@@ -193,6 +193,8 @@ def results_table(request: str, results: list[SearchResult]) -> Table:
             why.append(f"second chance: {result.signals.reformulation}")
         if needed := result.needed_as():
             why.append(needed)
+        if result.signals.also_needs:
+            why.append(f"also needs {', '.join(result.signals.also_needs)}")
         if result.signals.related_to:
             why.append(f"related to {result.signals.related_to}")
         if not result.signals.calibrated:

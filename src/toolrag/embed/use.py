@@ -66,6 +66,8 @@ class UniversalSentenceEncoder:
 
 
 SMALL_BATCH = 32
+
+
 def _check_weights(path: Path) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != WEIGHTS_SHA256:

@@ -84,6 +84,12 @@ def tool_tokens(index: SearchIndex, tool: Tool, fmt: str) -> int:
     return index.derived.get(TOOL_TOKENS, (tool.content_hash, fmt), lambda: tools_tokens(render([tool], fmt)))
 
 
+def position_tokens(index: SearchIndex, position: int) -> int:
+    """What the full definition of the snapshot's tool at `position` costs, as OpenAI's format counts it (a set's
+    budget: search/complete.py)."""
+    return tool_tokens(index, index.tools[position], "openai")
+
+
 def catalog_tokens(index: SearchIndex, principal: Principal, fmt: str = "openai") -> int:
     """What injecting every tool the principal can see would cost."""
 

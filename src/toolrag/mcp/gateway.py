@@ -17,7 +17,7 @@ import json
 import logging
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ PROTOCOL_SESSION_HEADER = "mcp-session-id"  # the streamable HTTP transport's se
 log = logging.getLogger("toolrag.mcp")
 SCORE_META_KEY = "toolrag/score"
 NEEDED_META_KEY = "toolrag/needed"
+ALSO_NEEDS_META_KEY = "toolrag/alsoNeeds"  # what the tool requires that did not fit the set: to ask for by name
 
 FIND_TOOLS = types.Tool(
     name="find_tools",
@@ -239,7 +240,7 @@ class McpGateway:
         definitions = {d["name"]: d for d in self.registry.schemas([r.name for r in results], principal, fmt="mcp")}
         waiting = self.not_ready_for(principal)
         answer: dict[str, Any] = {
-            "tools": [as_mcp_tool(definitions[r.name], r.score, r.needed_as()) for r in results],
+            "tools": [as_mcp_tool(definitions[r.name], r.score, r.needed_as(), r.signals.also_needs) for r in results],
             "strategy": "name" if named else results[0].strategy if results else "retrieval",
             "next": _named_step(query, named, matched) if named else _next_step(results),
             # What a client may cache, and for whom (SEP-2549's fields, as on tool lists): this caller only.
@@ -493,10 +494,15 @@ class McpGateway:
         return dict(self.reports)
 
 
-def as_mcp_tool(definition: dict[str, Any], score: float, needed_as: str | None = None) -> dict[str, Any]:
+def as_mcp_tool(
+    definition: dict[str, Any], score: float, needed_as: str | None = None, also_needs: Sequence[str] = ()
+) -> dict[str, Any]:
     """A found tool as an MCP `Tool` (what a client can hand its model unchanged), with the estimated probability
-    that it is relevant in its `_meta`, and when another found tool needs it, which and for what."""
+    that it is relevant in its `_meta`, when another found tool needs it, which and for what, and what it requires
+    beyond the set."""
     meta: dict[str, Any] = {SCORE_META_KEY: round(score, 3)} | ({NEEDED_META_KEY: needed_as} if needed_as else {})
+    if also_needs:
+        meta[ALSO_NEEDS_META_KEY] = list(also_needs)
     tool = types.Tool.model_validate({**definition, "_meta": meta})
     return tool.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -528,9 +534,12 @@ def _record_outcome(span: Any, name: str, result: types.CallToolResult) -> None:
 def _next_step(results: list[SearchResult]) -> str:
     if not results:
         return "no tool fits: try other words"
+    left = "; ".join(f"{r.name} {also}" for r in results if (also := r.also_needed()))
     if any(r.signals.needed_by for r in results):
-        return "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"
-    return "run one with call_tool(name, arguments)"
+        step = "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"
+    else:
+        step = "run one with call_tool(name, arguments)"
+    return f"{step}; {left}" if left else step
 
 
 def _offered_again(results: list[SearchResult], offered: set[str]) -> list[str]:

@@ -230,6 +230,8 @@ class Agent:
         self.discovered.update(r.name for r in found)
         cards = [
             {"name": provider_name(r.name), "description": r.card.text(), "confidence": round(r.score, 2)}
+            | ({"needed": needed} if (needed := r.needed_as()) else {})
+            | ({"also_needs": [provider_name(n) for n in r.signals.also_needs]} if r.signals.also_needs else {})
             for r in found
         ]
         text = json.dumps(cards, ensure_ascii=False)

@@ -1,7 +1,9 @@
-"""Stage 3, complete the set: what the chosen tools need and what goes with them, within `max_set_tools`.
+"""Stage 3, complete the set: what the chosen tools need and what goes with them, within the set's room.
 
 Each chosen tool brings the tools it requires (declared, confirmed by an admin, and with `infer_requirements` those
-inferred from what other tools return: search/inferred.py), placed before it (search/relations.py); related tools
+inferred from what other tools return: search/inferred.py), placed before it (search/relations.py): each its whole
+required closure before the next one's, likeliest first, within `set_budget_tokens` (what does not fit is named);
+optional requirements come within `max_set_tools`; related tools
 (`related_tools`: learned from usage or confirmed) follow the tool they relate to; a request read as steps then gets
 the other tools the whole request reads as, each whole with what it needs, in the room left; the configured
 always-included tools come last.
@@ -14,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from toolrag.limits import MAX_SET_TOOLS
 from toolrag.model import Requirement, SearchResult, SignalScores, Tool
 from toolrag.search import render
 from toolrag.search.confidence import Candidates
@@ -23,7 +26,7 @@ from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.inferred import InferredRelations, SeenRelations, infer
 from toolrag.search.learned import RelationBook, learner_key
-from toolrag.search.relations import Requires, requirements, with_prerequisites
+from toolrag.search.relations import Requires, Room, requirements, with_prerequisites
 
 log = logging.getLogger("toolrag.search")
 # Inferred once per snapshot, whoever asks first (a background thread after a change), the others waiting for it.
@@ -42,33 +45,47 @@ class SetCompleter:
         settings: SearchSettings,
         stored_relations: Callable[[], RelationBook] | None,
         scored: Callable[[Candidates], list[Chosen]],
+        cost: Callable[[SearchIndex, int], int] | None = None,
     ) -> None:
+        """`cost(index, position)`: the prompt tokens of a tool's full definition (None: tools are counted only)."""
         self.settings = settings
+        self._cost = cost or (lambda index, position: 0)
         self._stored_relations = stored_relations
         self._scored = scored
         self._last_inferred: InferredRelations | None = None  # what the next snapshot's inference starts from
         self._warned_generation = -1
 
     def with_prerequisites(self, request: RequestContext, results: list[SearchResult]) -> list[SearchResult]:
-        """The results with the tools they require (search/relations.py), each before the tool that needs it."""
-        index = request.index
+        """The results with the tools they require (search/relations.py), each before the tool that needs it: each
+        result's whole required closure before the next result's, within the set's room (`set_budget_tokens`, and
+        limits.MAX_SET_TOOLS tools); what does not fit is named in the result's `also_needs`."""
+        index, config = request.index, self.settings.config
         positions = [index.position_of(found.name) for found in results]
         requires = self._requires(request)
         if not any(p is not None and requires(p) for p in positions):
             return results
         by_position = {p: r for p, r in zip(positions, results, strict=True) if p is not None}
-        budget = max(self.settings.config.max_set_tools, len(results))
-        plan = with_prerequisites(index, list(by_position), request.usable, budget, requires)
+        room = Room(
+            closure_tools=max(MAX_SET_TOOLS, len(results)),
+            extra_tools=max(config.max_set_tools, len(results)),
+            tokens=config.set_budget_tokens or None,
+            cost=lambda position: self._cost(index, position),
+        )
+        plan = with_prerequisites(index, list(by_position), request.usable, room, requires)
         likelihood = {p: r.score for p, r in by_position.items()}
         for position, _ in plan.entries[::-1]:  # needers come after what they need: each gets its needers' best
             for edge in plan.edges:
                 if edge.needed_by == position and edge.position != position:
                     needed = likelihood.get(position, 0.0) / (2 if edge.requirement.optional else 1)
                     likelihood[edge.position] = max(likelihood.get(edge.position, 0.0), needed)
-        return [
-            render.in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
-            for position, why in plan.entries
-        ]
+        completed = []
+        for position, why in plan.entries:
+            found = render.in_set(index, by_position.get(position), position, why, likelihood.get(position, 0.0))
+            if position in plan.left:
+                left = [index.names[p] for p in plan.left[position]]
+                found = found.model_copy(update={"signals": found.signals.model_copy(update={"also_needs": left})})
+            completed.append(found)
+        return completed
 
     def with_alternatives(
         self, request: RequestContext, results: list[SearchResult], alternatives: list[SearchResult]
@@ -81,7 +98,8 @@ class SetCompleter:
             if alternative.name in taken:
                 continue
             complete = [r for r in self.with_prerequisites(request, [alternative]) if r.name not in taken]
-            if len(results) + len(complete) <= self.settings.config.max_set_tools:
+            whole = not any(r.signals.also_needs for r in complete)
+            if whole and len(results) + len(complete) <= self.settings.config.max_set_tools:
                 results = [*results, *complete]
                 taken.update(found.name for found in complete)
         return results

@@ -96,6 +96,14 @@ class SearchConfig(BaseModel):
         le=MAX_SET_TOOLS,
         description="tools a request of several steps gets at most, every step's likeliest first (search/steps.py)",
     )
+    set_budget_tokens: int = Field(
+        default=INJECT_ALL_BELOW_TOKENS,
+        ge=0,
+        description="prompt tokens the full definitions a search adds to what it retrieved may cost: the required"
+        " closure of the tool a request (or each step) is about comes first, up to limits.MAX_SET_TOOLS tools;"
+        " other tools' closures and optional requirements only within max_set_tools. What does not fit is named"
+        " in `also_needs`. The default is the catalog size below which every tool is injected; 0 counts no tokens",
+    )
     infer_requirements: bool = Field(
         default=False,  # seal-tools held-out: +0.6 points of whole sets for 1.8x the tools (docs/benchmarks.md)
         description="a returned tool also brings the tools inferred to produce its required parameters (from their"

@@ -8,7 +8,7 @@ is found for gets its second chances (search/reformulate.py).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +36,18 @@ SMALL_TALK_LEVELS: Slot[Levels] = Slot("small-talk levels")
 VOCABULARY: Slot[Vocabulary] = Slot("typo vocabulary")
 
 
+@dataclass(frozen=True)
+class Retrieved:
+    """What the decision chose: the tools; the ranking they were chosen from (None: a second chance found them);
+    and, for a request read as steps, the other tools the whole request would get read as one: a sentence of
+    context can pass for a step, and must not cost the tool the request is about (complete.py
+    `with_alternatives`)."""
+
+    tools: list[SearchResult]
+    found: Candidates | None
+    alternatives: list[SearchResult] = field(default_factory=list)
+
+
 class Decider:
     """Candidates, evidence, probabilities and the tools chosen (this module's docstring)."""
 
@@ -61,12 +73,9 @@ class Decider:
     def scored(self, found: Candidates) -> list[Chosen]:
         return [Chosen(item, p) for item, p in zip(found.items, self.probabilities(found), strict=True)]
 
-    def retrieve(
-        self, request: RequestContext, k: int
-    ) -> tuple[list[SearchResult], Candidates | None, list[SearchResult]]:
-        """The retrieved tools, the ranking they were chosen from (None: a second chance found them), and, for a
-        request read as steps, the other tools the whole request would get read as one: a sentence of context can
-        pass for a step, and must not cost the tool the request is about (complete.py `with_alternatives`)."""
+    def retrieve(self, request: RequestContext, k: int) -> Retrieved:
+        """The retrieved tools (complete.py completes their set), chosen from the request's ranking or each of its
+        steps' (search/steps.py), or found by a second chance."""
         config, index, parts = self.settings.config, request.index, self.gather.parts(request.text)
         found, steps = self.candidates_and_steps(request, parts)
         delivered = self.chosen_per_step(request, steps, found, k) if found.needs_tool else []
@@ -75,14 +84,17 @@ class Decider:
             likeliest = choose(found.items, probabilities, True, config, 1)
             chosen = tools_of_steps(likeliest, [chosen for _, chosen in delivered], config.max_set_tools)
             whole = choose(found.items, probabilities, True, config, k)  # `with_alternatives` skips the set's
-            others = [render.result(index, c, found.evidence) for c in whole]
-            return [render.result(index, c, found.evidence) for c in chosen], found, others
+            return Retrieved(
+                [render.result(index, c, found.evidence) for c in chosen],
+                found,
+                [render.result(index, c, found.evidence) for c in whole],
+            )
         # Parts that did not make steps of their own may still each bring a tool: one more per part, up to MAX_K.
         bound = min(MAX_K, k + len(parts) - 1)
         chosen = choose(found.items, self.probabilities(found), found.needs_tool, config, bound)
         if chosen:
-            return [render.result(index, c, found.evidence) for c in chosen], found, []
-        return self._reformulate(request, bound), None, []
+            return Retrieved([render.result(index, c, found.evidence) for c in chosen], found)
+        return Retrieved(self._reformulate(request, bound), None)
 
     def chosen_per_step(
         self, request: RequestContext, steps: list[Step], whole: Candidates, k: int

@@ -82,16 +82,18 @@ class Retriever:
         fixed_vectors: FixedTextVectors = embed_fixed,
         catalog_fits: Callable[[Principal, int], bool] | None = None,
         stored_relations: Callable[[], RelationBook] | None = None,
+        tool_tokens: Callable[[SearchIndex, int], int] | None = None,
     ) -> None:
         """`catalog_fits(principal, budget)`: whether every tool the principal may use costs fewer prompt tokens
         than the budget, in full (for the `all` strategy). `stored_relations()`: the store's learned relations and
-        verdicts, read once per snapshot (a write to them moves the generation)."""
+        verdicts, read once per snapshot (a write to them moves the generation). `tool_tokens(index, position)`:
+        the prompt tokens of a tool's full definition (a set's budget, `set_budget_tokens`)."""
         self._snapshot = snapshot
         self._catalog_fits = catalog_fits
         self.settings = SearchSettings(config, embedder, rewriter)
         self.gather = Gatherer(self.settings)
         self.decide = Decider(self.settings, self.gather, fixed_vectors)
-        self.complete = SetCompleter(self.settings, stored_relations, self.decide.scored)
+        self.complete = SetCompleter(self.settings, stored_relations, self.decide.scored, tool_tokens)
         self.cache: QueryCache[list[SearchResult]] = QueryCache(config.cache_entries, config.cache_ttl_seconds)
 
     @property
@@ -146,10 +148,10 @@ class Retriever:
         else:
             limit = config.k if k is None else k
             request = RequestContext.of(index, query, principal, max(limit, SPREAD_OVER), config.mode)
-            retrieved, found, alternatives = self.decide.retrieve(request, limit)
-            results = self.complete.with_prerequisites(request, retrieved)
-            results = self.complete.with_related(request, results, found)
-            results = self.complete.with_alternatives(request, results, alternatives)
+            retrieved = self.decide.retrieve(request, limit)
+            results = self.complete.with_prerequisites(request, retrieved.tools)
+            results = self.complete.with_related(request, results, retrieved.found)
+            results = self.complete.with_alternatives(request, results, retrieved.alternatives)
         results.extend(self.complete.always_included(request, {r.name for r in results}))
         results = render.described(index, render.flagged(query, results), principal.tenant)
         self.cache.put(key, results)

@@ -1,10 +1,12 @@
 """Tools that need other tools: a search that returns a tool brings along what it requires (`Tool.requires`), so an
 agent gets the whole set a task needs, not the one tool the request is about.
 
-Prerequisites are walked depth first from each target, within a depth and a number of tools, and placed before the
-tool that needs them: the order an agent calls them in. Only tools the principal may use are walked, added or
-named: a requirement on a tool hidden from the principal is passed over as if it were not declared, and the tools
-it requires in turn are not reached through it. Required tools come before optional ones when the budget is short.
+Each retrieved tool comes with its whole required closure (as deep as declared, nearest first) before the next
+one's, likeliest first, then optional requirements, within a room of tools and prompt tokens (`Room`); what does not
+fit is named, for the agent to ask for. Prerequisites are placed before the tool that needs them: the order an
+agent calls them in. Only tools the principal may use are walked, added or named: a requirement on a tool hidden
+from the principal is passed over as if it were not declared, and the tools it requires in turn are not reached
+through it.
 
 What a tool's requirements name is resolved to positions once per snapshot (`requirements`, kept in the snapshot's
 derived state, search/derived.py); which of them a principal may use is checked per search.
@@ -13,14 +15,16 @@ derived state, search/derived.py); which of them a principal may use is checked 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolrag.model import Requirement
 from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
 
-MAX_DEPTH = 3  # prerequisites of prerequisites of prerequisites
+# Tools of one closure walked at most: far more than any set takes (limits.MAX_SET_TOOLS), so what is left to ask
+# for can be said, and a cycle or a huge declared graph costs a bounded walk.
+MAX_CLOSURE = 64
 Resolved = tuple[tuple[int | None, Requirement], ...]  # each requirement with its tool's live position (None: none)
 # What a tool (by position) requires: its declared requirements by default; the pipeline adds the inferred ones
 # (search/inferred.py), already resolved to producers the principal may use.
@@ -50,62 +54,100 @@ class Prerequisite:
 
 @dataclass(frozen=True)
 class SetPlan:
-    """A set in the order to call it: each position with the requirement that placed it (None: retrieved), and
-    every requirement between two tools of the set."""
+    """A set in the order to call it: each position with the requirement that placed it (None: retrieved), every
+    requirement between two tools of the set, and per target what it requires that did not fit (nearest first)."""
 
     entries: list[tuple[int, Prerequisite | None]]
     edges: list[Prerequisite]
+    left: dict[int, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class Room:
+    """What a set may still take: `closure_tools` at most with the targets' required closures, `extra_tools` with
+    optional requirements, and `tokens` of full definitions for what is added (`cost(position)`; None: not
+    counted). The targets always stay, and count."""
+
+    closure_tools: int
+    extra_tools: int
+    tokens: int | None = None
+    cost: Callable[[int], int] = lambda position: 0
+    taken: int = 0
+    spent: int = 0
+
+    def fits(self, positions: Sequence[int], closure: bool) -> bool:
+        limit = self.closure_tools if closure else self.extra_tools
+        if self.taken + len(positions) > limit:
+            return False
+        return self.tokens is None or self.spent + sum(self.cost(p) for p in positions) <= self.tokens
+
+    def take(self, positions: Sequence[int], counted: bool = True) -> None:
+        self.taken += len(positions)
+        if self.tokens is not None and counted:
+            self.spent += sum(self.cost(p) for p in positions)
 
 
 def with_prerequisites(
     index: SearchIndex,
     targets: Sequence[int],
     usable: BoolArray | None,
-    budget: int,
+    room: Room,
     requires: Requires | None = None,
 ) -> SetPlan:
-    """`targets` (positions, in order) with what they require, at most `budget` tools in all (the targets are kept
-    whatever the budget): first the required tools, then, room left, the optional ones with what they require;
-    each level breadth first, taking the targets' requirements in turn, so one long list does not use up the
-    budget. `requires`: what a tool requires (None: what it declares)."""
+    """`targets` (positions, likeliest first; all kept) with what they require, within `room`: each target's whole
+    required closure (as deep as declared, nearest first) before the next target's, so the tool a request is most
+    likely about arrives with its chain before anything else spends the room; then the optional requirements, each
+    with its own closure. What a target requires and does not fit is left to ask for (`SetPlan.left`).
+    `requires`: what a tool requires (None: what it declares)."""
     requires = requires or (lambda position: requirements(index, position))
     chosen = dict.fromkeys(targets)
-    for with_optional in (False, True):
-        frontier = list(chosen)
-        for _ in range(MAX_DEPTH):
-            frontier = _next_level(index, requires, frontier, usable, budget, chosen, with_optional)
+    room.take(list(chosen), counted=False)  # what was retrieved is delivered whatever it costs
+    left: dict[int, list[int]] = {}
+    for target in targets:
+        missing = [p for p in _closure(requires, [target], usable) if p not in chosen]
+        fitting = 0
+        while fitting < len(missing) and room.fits([missing[fitting]], closure=True):
+            room.take([missing[fitting]])
+            chosen[missing[fitting]] = None
+            fitting += 1
+        if fitting < len(missing):
+            left[target] = missing[fitting:]
+    for position in list(chosen):
+        for named, requirement in requires(position):
+            needed = _usable(named, usable)
+            if not requirement.optional or needed is None or needed in chosen:
+                continue
+            whole = [needed, *(p for p in _closure(requires, [needed], usable) if p not in chosen)]
+            if room.fits(whole, closure=False):
+                room.take(whole)
+                chosen.update(dict.fromkeys(whole))
     edges = [
         Prerequisite(needed, position, requirement)
         for position in chosen
         for named, requirement in requires(position)
         if (needed := _usable(named, usable)) is not None and needed in chosen
     ]
-    return SetPlan(_ordered(targets, edges), edges)
+    return SetPlan(_ordered(targets, edges), edges, left)
 
 
-def _next_level(
-    index: SearchIndex,
-    requires_of: Requires,
-    frontier: list[int],
-    usable: BoolArray | None,
-    budget: int,
-    chosen: dict[int, None],
-    with_optional: bool,
-) -> list[int]:
-    """The tools the frontier's requirements add to `chosen` (in place), taken in turn across the frontier."""
-    added: list[int] = []
-    lists = [requires_of(position) for position in frontier]
-    for rank in range(max((len(requires) for requires in lists), default=0)):
-        for requires in lists:
-            if rank >= len(requires) or len(chosen) >= budget:
-                continue
-            named, requirement = requires[rank]
-            needed = _usable(named, usable)
-            if needed is None or needed in chosen or (requirement.optional and not with_optional):
-                continue
-            chosen[needed] = None
-            added.append(needed)
-    return added
+def _closure(requires: Requires, starts: Sequence[int], usable: BoolArray | None) -> list[int]:
+    """What `starts` require and what that requires, required edges only, breadth first (the nearest first), each
+    once (a cycle is walked once), at most MAX_CLOSURE tools."""
+    seen = dict.fromkeys(starts)
+    found: list[int] = []
+    frontier = list(starts)
+    while frontier and len(found) < MAX_CLOSURE:
+        following = []
+        for position in frontier:
+            for named, requirement in requires(position):
+                needed = _usable(named, usable)
+                if needed is None or requirement.optional or needed in seen:
+                    continue
+                seen[needed] = None
+                found.append(needed)
+                following.append(needed)
+        frontier = following
+    return found[:MAX_CLOSURE]
 
 
 def _usable(position: int | None, usable: BoolArray | None) -> int | None:
