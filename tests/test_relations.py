@@ -276,3 +276,14 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     assert names(["x", "t2"], 8) == [("x", "t2"), ("t2", None)]
     # ... naming the tool that requires it before one that may only use it.
     assert names(["y", "p", "q"], 8) == [("y", "q"), ("p", None), ("q", None)]
+
+
+def test_the_ranking_carries_each_tools_set_right_after_it(record_registry: ToolRegistry) -> None:
+    """Issue 52, item 2: a client reading the top k (the eval's all-required@k) sees the whole set."""
+    ranked = record_registry.rank("send the invoice about the spring offsite to dana@example.com", ANYONE, limit=6)
+    names = [r.name for r in ranked]
+    share = names.index("share_invoice_by_email")
+    assert names[share + 1 : share + 4] == ["get_invoice", "validate_email", "find_invoices"]  # nearest first
+    why = {r.name: r.signals.needed_by for r in ranked}
+    assert why["get_invoice"] == why["validate_email"] == "share_invoice_by_email" and len(names) == 6
+    assert why["find_invoices"] == "get_invoice" and len(set(names)) == len(names)

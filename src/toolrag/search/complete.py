@@ -26,7 +26,7 @@ from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.inferred import InferredRelations, SeenRelations, infer
 from toolrag.search.learned import RelationBook, learner_key
-from toolrag.search.relations import Requires, Room, requirements, with_prerequisites
+from toolrag.search.relations import Requires, Room, closure_edges, requirements, with_prerequisites
 
 log = logging.getLogger("toolrag.search")
 # Inferred once per snapshot, whoever asks first (a background thread after a change), the others waiting for it.
@@ -86,6 +86,26 @@ class SetCompleter:
                 found = found.model_copy(update={"signals": found.signals.model_copy(update={"also_needs": left})})
             completed.append(found)
         return completed
+
+    def in_set_order(self, request: RequestContext, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
+        """A ranking with each tool's required closure right after it (nearest first, each tool once, at its
+        first place), at most `limit`: a client reading the top `limit` sees whole sets (`rank()`, the eval's
+        top-k). A prerequisite brought up is as likely as the tool that first needs it, and says so."""
+        index = request.index
+        requires = self._requires(request)
+        taken: set[int] = set()
+        ordered: list[SearchResult] = []
+        for found in ranked:
+            position = index.position_of(found.name)
+            if position is None or position in taken:
+                continue
+            taken.add(position)
+            ordered.append(found)
+            for edge in closure_edges(requires, position, request.usable):
+                if edge.position not in taken:
+                    taken.add(edge.position)
+                    ordered.append(render.in_set(index, None, edge.position, edge, found.score))
+        return ordered[:limit]
 
     def with_alternatives(
         self, request: RequestContext, results: list[SearchResult], alternatives: list[SearchResult]

@@ -158,11 +158,13 @@ class Retriever:
         return list(results)
 
     def rank(self, query: str, principal: Principal, limit: int = 10, mode: str | None = None) -> list[SearchResult]:
-        """The top `limit` visible tools by fused score, with no decision or cut."""
+        """The top `limit` visible tools by fused score, with no decision or cut; each tool's required closure right
+        after it (complete.py `in_set_order`), so the top `limit` shows whole sets."""
         query = self.searched(query)
         request = RequestContext.of(self._snapshot(), query, principal, limit, mode or self.config.mode)
         found = self.decide.candidates(request, self.gather.parts(query))
         ranked = [render.result(request.index, chosen, found.evidence) for chosen in self.decide.scored(found)]
+        ranked = self.complete.in_set_order(request, ranked, limit)
         return render.described(request.index, render.flagged(query, ranked), principal.tenant)
 
     def candidates(self, query: str, principal: Principal, limit: int = SPREAD_OVER) -> Candidates:

@@ -104,7 +104,7 @@ def with_prerequisites(
     room.take(list(chosen), counted=False)  # what was retrieved is delivered whatever it costs
     left: dict[int, list[int]] = {}
     for target in targets:
-        missing = [p for p in _closure(requires, [target], usable) if p not in chosen]
+        missing = [p for p in _closure(requires, target, usable) if p not in chosen]
         fitting = 0
         while fitting < len(missing) and room.fits([missing[fitting]], closure=True):
             room.take([missing[fitting]])
@@ -117,7 +117,7 @@ def with_prerequisites(
             needed = _usable(named, usable)
             if not requirement.optional or needed is None or needed in chosen:
                 continue
-            whole = [needed, *(p for p in _closure(requires, [needed], usable) if p not in chosen)]
+            whole = [needed, *(p for p in _closure(requires, needed, usable) if p not in chosen)]
             if room.fits(whole, closure=False):
                 room.take(whole)
                 chosen.update(dict.fromkeys(whole))
@@ -130,12 +130,12 @@ def with_prerequisites(
     return SetPlan(_ordered(targets, edges), edges, left)
 
 
-def _closure(requires: Requires, starts: Sequence[int], usable: BoolArray | None) -> list[int]:
-    """What `starts` require and what that requires, required edges only, breadth first (the nearest first), each
-    once (a cycle is walked once), at most MAX_CLOSURE tools."""
-    seen = dict.fromkeys(starts)
-    found: list[int] = []
-    frontier = list(starts)
+def closure_edges(requires: Requires, start: int, usable: BoolArray | None) -> list[Prerequisite]:
+    """What `start` requires and what that requires, required edges only, breadth first (the nearest first), each
+    tool once with the requirement that first reached it (a cycle is walked once), at most MAX_CLOSURE tools."""
+    seen = {start}
+    found: list[Prerequisite] = []
+    frontier = [start]
     while frontier and len(found) < MAX_CLOSURE:
         following = []
         for position in frontier:
@@ -143,11 +143,15 @@ def _closure(requires: Requires, starts: Sequence[int], usable: BoolArray | None
                 needed = _usable(named, usable)
                 if needed is None or requirement.optional or needed in seen:
                     continue
-                seen[needed] = None
-                found.append(needed)
+                seen.add(needed)
+                found.append(Prerequisite(needed, position, requirement))
                 following.append(needed)
         frontier = following
     return found[:MAX_CLOSURE]
+
+
+def _closure(requires: Requires, start: int, usable: BoolArray | None) -> list[int]:
+    return [edge.position for edge in closure_edges(requires, start, usable)]
 
 
 def _usable(position: int | None, usable: BoolArray | None) -> int | None:
