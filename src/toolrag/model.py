@@ -187,7 +187,7 @@ class Requirement(BaseModel):
         return {"tool": value} if isinstance(value, str) else value
 
 
-RelationSource = Literal["declared", "inferred", "usage", "confirmed"]
+RelationSource = Literal["declared", "inferred", "usage", "confirmed", "proposed"]
 
 
 class ToolRelation(BaseModel):

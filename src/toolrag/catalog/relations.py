@@ -1,14 +1,15 @@
 """A tool's relations from every source, and an admin's verdicts on the ones the registry found by itself.
 
 Sources: `declared` (the catalog's `requires`), `inferred` (from schemas, search/inferred.py), `usage` (learned from
-sessions, search/learned.py) and `confirmed` (an admin's). An inferred or learned relation can be confirmed (then it
+sessions, search/learned.py), `proposed` (by the operator's chat model, runtime/propose.py) and `confirmed` (an
+admin's). An inferred or learned relation can be confirmed (then it
 is as strong as a declared one, and stays whatever inference or learning find next) or rejected (then it is neither
 inferred nor learned again for the pair until the rejection is lifted); a declared one is the catalog's to change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from toolrag.search.inferred import InferredRelations
 from toolrag.search.learned import DEFAULT_THRESHOLDS, Thresholds, learn, learner_label
 from toolrag.search.learned_defaults import MAX_CALLS, WINDOW_DAYS
 from toolrag.store.base import AuditEntry, Store
-from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
+from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationKind, RelationVerdict, Verdict
 
 _SOUGHT: dict[RelationKind | None, str] = {
     "requires": "inferred requirement",
@@ -88,6 +89,7 @@ class RelationDesk:
         rejected_learned: bool = True,
         deciders: bool = True,
         inferred: bool = True,
+        proposed: bool = True,
     ) -> list[ToolRelation]:
         """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred (as a
         registry of the tools `sees` accepts would infer them; `inferred` False: none, and nothing is inferred),
@@ -95,7 +97,8 @@ class RelationDesk:
         are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected learned
         relations, which some tenant's sessions taught (a reader of another tenant would learn that). `deciders`
         False: a verdict says "an admin", not who gave it (an admin's name is free text, and agents read relations
-        too: issue 48, R4-8)."""
+        too: issue 48, R4-8). `proposed` False: without a chat model's proposals (their reasons are a model's words,
+        shown to readers only while search uses them)."""
         tool = self._get(name)
         catalog = {t.name.lower(): t for t in self._tools()}
 
@@ -137,6 +140,18 @@ class RelationDesk:
                         detail=f"returns `{edge.output}`",
                     )
                 )
+        for p in self._store.relations.proposals() if proposed else ():
+            if p.tool.lower() == name.lower() and (p.other.lower(), "requires") not in verdicts:
+                found.append(
+                    ToolRelation(
+                        other=p.other,
+                        kind="requires",
+                        source="proposed",
+                        strength=0.0,
+                        parameter=p.parameter,
+                        detail=f"proposed by {p.model}, unused until confirmed: {p.reason}",
+                    )
+                )
         for r in self._store.relations.learned():
             if (
                 r.tool.lower() == name.lower()
@@ -158,6 +173,18 @@ class RelationDesk:
             if v.verdict == "rejected" and (rejected_learned or v.kind == "requires")
         ]
         return [r for r in found if visible(r.other)]
+
+    def proposal_bases(self) -> dict[str, str]:
+        """What each tool was last asked about with, hashed (runtime/propose.py asks again only when it changed)."""
+        return self._store.relations.proposal_bases()
+
+    def record_proposals(
+        self, asked: Sequence[tuple[str, str]], proposals: Sequence[ProposedRelation], model: str
+    ) -> None:
+        """A chat model's proposals for the tools `asked` (tool, basis), in place of what it proposed for them
+        before, with one audit entry: they wait for an admin's verdict."""
+        detail = f"{len(proposals)} requirements proposed by {model} for {len(asked)} tools"
+        self._store.relations.record_proposals(asked, proposals, [AuditEntry("relations_proposed", detail)])
 
     def decide(
         self, name: str, other: str, verdict: Verdict, decided_by: str | None, kind: RelationKind | None = None
@@ -193,6 +220,10 @@ class RelationDesk:
             for edge in self._inferred().of(name):
                 if edge.producer.lower() == other.lower():
                     return "requires", edge.parameter
+        if kind != "related":
+            for p in self._store.relations.proposals():
+                if p.tool.lower() == name.lower() and p.other.lower() == other.lower():
+                    return "requires", p.parameter
         for v in self._store.relations.verdicts():
             if v.tool.lower() == name.lower() and v.other.lower() == other.lower() and kind in (None, v.kind):
                 return v.kind, v.parameter

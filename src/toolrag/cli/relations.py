@@ -3,7 +3,9 @@ and an admin's verdicts on inferred and learned ones (catalog/relations.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -19,6 +21,7 @@ from toolrag.cli.common import (
     out,
     plural,
     print_json,
+    progress_bar,
     table_or_lines,
 )
 from toolrag.search.learned_defaults import MAX_CALLS, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
@@ -27,7 +30,8 @@ if TYPE_CHECKING:
     from toolrag.store.relations import RelationKind, Verdict
 
 relations_app = typer.Typer(
-    help="Tool relations: list them, learn them from usage, confirm or reject them.", no_args_is_help=True
+    help="Tool relations: list them, learn them from usage, have your chat model propose them, confirm or reject them.",
+    no_args_is_help=True,
 )
 OtherArgument = Annotated[str, typer.Argument(help="The other tool: the one required, or called next.")]
 # A pair can have both an inferred requirement and a learned relation.
@@ -119,6 +123,90 @@ def learn(
         )
 
 
+Provider = Literal["openai", "anthropic", "gemini"]
+_KEY_VARIABLES: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+
+
+@relations_app.command("propose")
+def propose(
+    model: Annotated[str, typer.Option("--model", help="The chat model's name at the provider.")],
+    provider: Annotated[
+        Provider,
+        typer.Option(help="openai: OpenAI or any OpenAI-compatible endpoint (with --base-url; a local server too)."),
+    ] = "openai",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="The provider's endpoint, if not its own.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env", help="Variable holding the API key (default OPENAI_, ANTHROPIC_, GEMINI_API_KEY)."
+        ),
+    ] = None,
+    max_calls: Annotated[int, typer.Option("--max-calls", min=0, help="Model calls at most.")] = 500,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=0, help="Prompt tokens at most.")] = 2_000_000,
+    neighbours: Annotated[
+        int, typer.Option("--neighbours", min=1, max=20, help="Candidate tools the model reads per tool.")
+    ] = 6,
+    store: StoreOption = DEFAULT_STORE,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask your chat model which requirements each tool has among a few retrieved candidates: proposals wait for an
+    admin's `confirm` (or SearchConfig.accept_proposed_relations); only tools whose text or candidates changed are
+    asked again."""
+    from toolrag.runtime.propose import propose_relations
+
+    registry = open_registry(store)
+    chat = guarded(
+        lambda: _chat_model(provider, model, base_url, os.environ.get(api_key_env or _KEY_VARIABLES[provider]))
+    )
+    with progress_bar("proposing requirements", len(registry.tools()), enabled=not as_json) as advance:
+        run = guarded(
+            lambda: propose_relations(
+                registry, chat, f"{provider}:{model}", max_calls, max_tokens, neighbours, lambda done, total: advance(1)
+            )
+        )
+    if as_json:
+        print_json(dataclasses.asdict(run))
+        return
+    out.print(
+        f"{plural(run.proposed, 'requirement')} proposed by {run.model} in {plural(run.asked, 'call')}"
+        f" ({run.prompt_tokens} prompt tokens); {run.unchanged} tools unchanged, {run.left} left for a later run"
+        f" (the bounds), {run.dropped} answers refused, {run.failed} calls failed. Review them with"
+        " `toolrag relations list TOOL`, then `confirm` or `reject`.",
+        highlight=False,
+    )
+
+
+def _chat_model(provider: str, model: str, base_url: str | None, key: str | None) -> Any:
+    """The provider's SDK client, with the proposal's record call forced where the SDK can force a tool."""
+    from toolrag.runtime.propose import RECORD
+
+    if provider == "anthropic":
+        import anthropic
+
+        from toolrag.runtime.providers import AnthropicModel
+
+        claude = anthropic.Anthropic(api_key=key or "none", base_url=base_url)
+        return AnthropicModel(claude, model, tool_choice={"type": "tool", "name": RECORD})
+    if provider == "gemini":
+        from google import genai
+        from google.genai.types import HttpOptions
+
+        from toolrag.runtime.providers import GeminiInteractionsModel
+
+        options = HttpOptions(base_url=base_url) if base_url else None
+        return GeminiInteractionsModel(genai.Client(api_key=key or "none", http_options=options), model)
+    import openai
+
+    from toolrag.runtime.providers import OpenAIChatModel
+
+    client = openai.OpenAI(api_key=key or "none", base_url=base_url)
+    return OpenAIChatModel(client, model, tool_choice={"type": "function", "function": {"name": RECORD}})
+
+
 def _progress(done: int, total: int) -> None:
     if total >= 10_000:
         err.print(f"read {done} of {total} sessions", highlight=False)
@@ -141,7 +229,7 @@ def confirm(
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
-    """Confirm an inferred or learned relation: as strong as a declared one, kept whatever is inferred next."""
+    """Confirm an inferred, learned or proposed relation: as strong as a declared one, kept whatever comes next."""
     _decide(name, other, "confirmed", kind, store, as_json)
 
 
@@ -153,7 +241,7 @@ def reject(
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
-    """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
+    """Reject an inferred, learned or proposed relation: never found again for the pair until lifted."""
     _decide(name, other, "rejected", kind, store, as_json)
 
 

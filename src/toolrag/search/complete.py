@@ -218,7 +218,8 @@ class SetCompleter:
         index, usable = request.index, request.usable
         book = self.relations(index)
         infer_requirements = self.settings.config.infer_requirements
-        if not infer_requirements and not book.confirms_requirements:
+        proposals = self.settings.config.accept_proposed_relations and bool(book.proposed)
+        if not infer_requirements and not book.confirms_requirements and not proposals:
             return lambda position: requirements(index, position)
 
         def may_use(name: str) -> bool:
@@ -232,7 +233,7 @@ class SetCompleter:
             relations = index.derived.get(INFERRED_SEEN, seen, lambda: inferred.seen_by(may_use))
 
         def resolved(position: int) -> tuple[tuple[int | None, Requirement], ...]:
-            tool = _with_confirmed(index.tools[position], book)
+            tool = _with_confirmed(index.tools[position], book, proposals)
             if relations is None:
                 found = tool.requires
             else:
@@ -253,13 +254,20 @@ class SetCompleter:
             log.warning("always_include names no active tool: %s", ", ".join(unknown))
 
 
-def _with_confirmed(tool: Tool, book: RelationBook) -> Tool:
-    """`tool` with the requirements an admin confirmed for it after those it declares."""
-    confirmed = book.confirmed_requirements(tool.name)
-    if not confirmed:
+def _with_confirmed(tool: Tool, book: RelationBook, proposals: bool = False) -> Tool:
+    """`tool` with the requirements an admin confirmed for it after those it declares, then (`proposals`: the
+    registry accepts them) those a chat model proposed that no admin judged."""
+    found = [(v.other, v.parameter) for v in book.confirmed_requirements(tool.name)]
+    if proposals:
+        found += [(p.other, p.parameter) for p in book.proposed_requirements(tool.name)]
+    if not found:
         return tool
-    declared = {r.tool.lower() for r in tool.requires}
-    extra = [Requirement(tool=v.other, parameter=v.parameter) for v in confirmed if v.other.lower() not in declared]
+    known = {r.tool.lower() for r in tool.requires}
+    extra = []
+    for other, parameter in found:
+        if other.lower() not in known and other.lower() != tool.name.lower():
+            known.add(other.lower())
+            extra.append(Requirement(tool=other, parameter=parameter))
     return tool.model_copy(update={"requires": [*tool.requires, *extra]})
 
 

@@ -104,6 +104,11 @@ class SearchConfig(BaseModel):
         " other tools' closures and optional requirements only within max_set_tools. What does not fit is named"
         " in `also_needs`. The default is the catalog size below which every tool is injected; 0 counts no tokens",
     )
+    accept_proposed_relations: bool = Field(
+        default=False,
+        description="search uses the requirements a chat model proposed (`toolrag relations propose`) without an"
+        " admin's confirmation; off: a proposal is used only once an admin confirms it. Never under review",
+    )
     infer_requirements: bool = Field(
         default=False,  # seal-tools held-out: +0.6 points of whole sets for 1.8x the tools (docs/benchmarks.md)
         description="a returned tool also brings the tools inferred to produce its required parameters (from their"

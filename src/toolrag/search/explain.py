@@ -89,6 +89,13 @@ class Explanation(BaseModel):
         default_factory=dict,
         description="delivered tools related to another delivered tool (learned from usage, or confirmed), and why",
     )
+    also_needs: dict[str, list[str]] = Field(
+        default_factory=dict, description="delivered tools whose required tools did not all fit the set: the rest"
+    )
+    proposed: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="delivered tools for which a chat model proposed requirements that wait for an admin (unused)",
+    )
     ranking: list[RankedTool]
     hidden: list[HiddenTool] = Field(default_factory=list)
     injected_tokens: int = 0
@@ -149,9 +156,31 @@ def explain(
         steps=steps,
         needed={result.name: why for result in delivered if (why := result.needed_as())},
         related={result.name: why for result in delivered if (why := result.signals.related_why)},
+        also_needs={result.name: result.signals.also_needs for result in delivered if result.signals.also_needs},
+        proposed=_waiting_proposals(retriever, index, delivered, principal),
         ranking=ranking,
         hidden=_hidden(retriever, index, vector, principal) if reveal_hidden and vector is not None else [],
     )
+
+
+def _waiting_proposals(
+    retriever: Retriever, index: SearchIndex, delivered: list[SearchResult], principal: Principal
+) -> dict[str, list[str]]:
+    """The requirements a chat model proposed for the delivered tools that search does not use yet, naming only
+    tools the principal may use."""
+    if retriever.config.accept_proposed_relations:
+        return {}
+    book, seen = retriever.relations(index), visibility_mask(index, principal)
+    waiting = {}
+    for result in delivered:
+        names = [
+            p.other
+            for p in book.proposed_requirements(result.name)
+            if (at := index.position_named(p.other)) is not None and (seen is None or seen[at])
+        ]
+        if names:
+            waiting[result.name] = names
+    return waiting
 
 
 def _why_cut(needs_tool: bool, rank: int, k: int, probability: float, min_confidence: float) -> str:

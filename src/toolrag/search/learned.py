@@ -26,7 +26,7 @@ from itertools import groupby, pairwise
 from toolrag.model import Tool
 from toolrag.search.learned_defaults import MAX_RELATED, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH
 from toolrag.store.base import Store
-from toolrag.store.relations import LearnedRelation, RelationKind, RelationVerdict, Verdict
+from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationKind, RelationVerdict, Verdict
 from toolrag.store.usage import SessionCall
 
 
@@ -150,9 +150,16 @@ class RelationBook:
     verdicts: dict[tuple[str, str, RelationKind], RelationVerdict] = field(default_factory=dict)
     # The confirmed verdicts by tool and kind: search reads them per tool it walks, so they are not scanned for.
     confirmed: dict[tuple[str, RelationKind], tuple[RelationVerdict, ...]] = field(default_factory=dict)
+    # A chat model's proposed requirements by tool, without rejected pairs: used only where the registry accepts them.
+    proposed: dict[str, tuple[ProposedRelation, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, learned: Iterable[LearnedRelation], verdicts: Iterable[RelationVerdict]) -> RelationBook:
+    def of(
+        cls,
+        learned: Iterable[LearnedRelation],
+        verdicts: Iterable[RelationVerdict],
+        proposed: Iterable[ProposedRelation] = (),
+    ) -> RelationBook:
         by_tool: dict[tuple[str, str], list[LearnedRelation]] = {}
         for relation in learned:
             by_tool.setdefault((relation.learner, relation.tool.lower()), []).append(relation)
@@ -161,10 +168,15 @@ class RelationBook:
         for (name, _, kind), verdict in decided.items():
             if verdict.verdict == "confirmed":
                 confirmed.setdefault((name, kind), []).append(verdict)
+        proposals: dict[str, list[ProposedRelation]] = {}
+        for proposal in proposed:
+            if (proposal.tool.lower(), proposal.other.lower(), "requires") not in decided:
+                proposals.setdefault(proposal.tool.lower(), []).append(proposal)
         return cls(
             {key: tuple(found) for key, found in by_tool.items()},
             decided,
             {key: tuple(found) for key, found in confirmed.items()},
+            {key: tuple(found) for key, found in proposals.items()},
         )
 
     @property
@@ -179,6 +191,10 @@ class RelationBook:
     def confirmed_requirements(self, tool: str) -> list[RelationVerdict]:
         """The requirements an admin confirmed for `tool`: as strong as declared."""
         return list(self.confirmed.get((tool.lower(), "requires"), ()))
+
+    def proposed_requirements(self, tool: str) -> list[ProposedRelation]:
+        """What a chat model proposed that `tool` requires, no admin having judged the pair."""
+        return list(self.proposed.get(tool.lower(), ()))
 
     def related(self, tool: str, learner: str | None) -> list[Related]:
         """What `tool` relates to for `learner`'s searches, strongest first: confirmed relations (every learner's:
@@ -208,7 +224,10 @@ def usage_reason(relation: LearnedRelation) -> str:
 
 
 def stored_relations(store: Store) -> RelationBook:
-    """The relations search reads: learned ones only while no review is asked for (under review, a relation learned
-    from usage reaches search only once an admin confirms it, as a `confirmed` verdict: issue 48)."""
-    learned = () if store.reviews.required() else store.relations.learned()
-    return RelationBook.of(learned, store.relations.verdicts())
+    """The relations search reads: learned and proposed ones only while no review is asked for (under review, a
+    relation learned from usage or proposed by a model reaches search only once an admin confirms it, as a
+    `confirmed` verdict: issue 48)."""
+    reviewed = store.reviews.required()
+    learned = () if reviewed else store.relations.learned()
+    proposed = () if reviewed else store.relations.proposals()
+    return RelationBook.of(learned, store.relations.verdicts(), proposed)

@@ -41,7 +41,8 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
     what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones, no rejected learned
     relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, inferred ones only
     while search uses them (inferring costs the whole catalog's schemas: a reader must not set it off when nothing
-    else would), and learned ones only while search uses them (not under review, until an admin confirms them)."""
+    else would), and learned and proposed ones only while search uses them (not under review, until an admin
+    confirms them)."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
     learning = not registry.reviews.required
     return registry.relations.of(
@@ -51,6 +52,7 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
         rejected_learned=who.is_admin,
         deciders=who.is_admin,
         inferred=who.is_admin or registry.config.infer_requirements,
+        proposed=who.is_admin or (learning and registry.config.accept_proposed_relations),
     )
 
 

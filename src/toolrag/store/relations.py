@@ -48,6 +48,19 @@ class RelationVerdict:
     decided_at: datetime = field(default_factory=utc_now)
 
 
+@dataclass(frozen=True)
+class ProposedRelation:
+    """A chat model's proposal that `tool` requires `other` (to fill `parameter`, if one), with its reason: unused
+    until an admin confirms it or the registry accepts proposals (runtime/propose.py)."""
+
+    tool: str
+    other: str
+    parameter: str | None
+    reason: str
+    model: str
+    proposed_at: datetime = field(default_factory=utc_now)
+
+
 class RelationTables:
     """The learned relations and the verdicts, over one store's database (store/tables.py `Database`)."""
 
@@ -144,3 +157,44 @@ class RelationTables:
                 self._trail.write(db, [audit])
                 self._db.bump_generation(db)
         return int(dropped)
+
+    def proposals(self, db: Any = None) -> list[ProposedRelation]:
+        """Every proposed requirement, by tool (read in the caller's transaction `db`, if given)."""
+        rows = self._db.read(
+            "SELECT tool, other, parameter, reason, model, proposed_at FROM proposed_relations ORDER BY tool, other",
+            db=db,
+        )
+        parse = self._db.dialect.parse_time
+        return [ProposedRelation(str(t), str(o), p and str(p), str(r), str(m), parse(at)) for t, o, p, r, m, at in rows]
+
+    def proposal_bases(self) -> dict[str, str]:
+        """What each tool was last asked about with (a hash), by tool name."""
+        return {str(tool): str(basis) for tool, basis in self._db.read("SELECT tool, basis FROM proposal_bases")}
+
+    def record_proposals(
+        self, asked: Sequence[tuple[str, str]], proposals: Sequence[ProposedRelation], audit: Sequence[AuditEntry]
+    ) -> None:
+        """For each (tool, basis) asked about: its proposals in place of the earlier ones, and the basis it was asked
+        with, in one transaction with the audit entries."""
+        dialect = self._db.dialect
+        now = dialect.timestamp(utc_now())
+        with self._db.transaction() as db:
+            for tool, basis in asked:
+                db.execute(dialect.sql("DELETE FROM proposed_relations WHERE tool = ?"), (tool,))
+                db.execute(
+                    dialect.sql(
+                        "INSERT INTO proposal_bases(tool, basis, asked_at) VALUES (?, ?, ?) ON CONFLICT(tool) DO"
+                        " UPDATE SET basis = excluded.basis, asked_at = excluded.asked_at"
+                    ),
+                    (tool, basis, now),
+                )
+            for p in proposals:
+                db.execute(
+                    dialect.sql(
+                        "INSERT INTO proposed_relations(tool, other, parameter, reason, model, proposed_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other) DO NOTHING"
+                    ),
+                    (p.tool, p.other, p.parameter, p.reason, p.model, dialect.timestamp(p.proposed_at)),
+                )
+            self._trail.write(db, audit)
+            self._db.bump_generation(db)
