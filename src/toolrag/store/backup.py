@@ -1,6 +1,6 @@
 """A registry as one JSON file: every tool, every version, the index's vectors and what operators decided (MCP
-pins, catalog text reviews and their setting, switched-off upstreams, verdicts on relations, learned relations, the
-audit log), restorable exactly.
+pins, catalog text reviews and their setting, switched-off upstreams, verdicts on relations, learned and proposed
+relations, the audit log), restorable exactly.
 
 Vectors are little-endian float32, base64-encoded, so a restored registry needs no embedding at all. Version 1
 files (before operators' records were kept) still load, with none.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.model import ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
-from toolrag.store.relations import LearnedRelation, RelationVerdict
+from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
@@ -31,6 +32,7 @@ VERSION = 3  # 3: catalog text reviews and their setting (an older toolrag refus
 STRICT_FIELDS = ConfigDict(extra="forbid")
 Record = TypeVar("Record")
 READABLE = (1, 2, 3)
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")  # a requirement's parameter (model.Requirement)
 
 
 def write_backup(dump: RegistryDump, path: str | Path) -> None:
@@ -49,6 +51,7 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "switches": [_plain(switch) for switch in dump.switches],
         "verdicts": [_plain(verdict) for verdict in dump.verdicts],
         "learned": [_plain(relation) for relation in dump.learned],
+        "proposals": [_plain(proposal) for proposal in dump.proposals],
         "audit": [_plain(entry) for entry in dump.audit],
         "vectors": {
             key: base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
@@ -98,6 +101,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             switches=_records(DisabledServer, document.get("switches", [])),
             verdicts=_records(RelationVerdict, document.get("verdicts", [])),
             learned=_records(LearnedRelation, document.get("learned", [])),
+            proposals=[_checked_proposal(p) for p in _records(ProposedRelation, document.get("proposals", []))],
             audit=_records(AuditEntry, document.get("audit", [])),
         )
     except (KeyError, TypeError, ValueError, InvalidToolError, ValidationError) as exc:
@@ -134,6 +138,14 @@ def _records(kind: type[Record], items: Any) -> list[Record]:
     """Every record of a list in the file, each checked field by field against its type (a string where a number
     belongs, an unknown field, a relation of no known kind: ValidationError, nothing restored)."""
     return TypeAdapter(list[kind], config=STRICT_FIELDS).validate_python(items)  # type: ignore[valid-type]
+
+
+def _checked_proposal(proposal: ProposedRelation) -> ProposedRelation:
+    """A proposal as a run would have recorded it: a parameter that is an identifier, a reason of one line within
+    its length (a backup file is an input like any other)."""
+    if proposal.parameter is not None and not _IDENTIFIER.match(proposal.parameter):
+        raise ValueError(f"proposal {proposal.tool} -> {proposal.other}: parameter is not an identifier")
+    return replace(proposal, reason=" ".join(proposal.reason.split())[:200])
 
 
 def _checked_review(review: TextReview) -> TextReview:

@@ -17,7 +17,7 @@ from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
-    from toolrag.store.relations import LearnedRelation, RelationTables, RelationVerdict
+    from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationTables, RelationVerdict
     from toolrag.store.reviews import ReviewTables
     from toolrag.store.switches import DisabledServer, UpstreamSwitches
     from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
@@ -70,6 +70,7 @@ class RegistryDump:
     switches: list[DisabledServer] = field(default_factory=list)
     verdicts: list[RelationVerdict] = field(default_factory=list)
     learned: list[LearnedRelation] = field(default_factory=list)
+    proposals: list[ProposedRelation] = field(default_factory=list)  # a chat model's, waiting for a verdict
     audit: list[AuditEntry] = field(default_factory=list)
 
 

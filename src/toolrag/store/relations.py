@@ -188,13 +188,18 @@ class RelationTables:
                     ),
                     (tool, basis, now),
                 )
-            for p in proposals:
-                db.execute(
-                    dialect.sql(
-                        "INSERT INTO proposed_relations(tool, other, parameter, reason, model, proposed_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other) DO NOTHING"
-                    ),
-                    (p.tool, p.other, p.parameter, p.reason, p.model, dialect.timestamp(p.proposed_at)),
-                )
+            self.write_proposals(db, proposals)
             self._trail.write(db, audit)
             self._db.bump_generation(db)
+
+    def write_proposals(self, db: Any, proposals: Sequence[ProposedRelation]) -> None:
+        """Add `proposals` in the caller's transaction (`db`); a pair already proposed keeps its first proposal."""
+        dialect = self._db.dialect
+        for p in proposals:
+            db.execute(
+                dialect.sql(
+                    "INSERT INTO proposed_relations(tool, other, parameter, reason, model, proposed_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other) DO NOTHING"
+                ),
+                (p.tool, p.other, p.parameter, p.reason, p.model, dialect.timestamp(p.proposed_at)),
+            )

@@ -314,6 +314,7 @@ class OperatorRecords:
             "switches": self.switches.disabled(db),
             "verdicts": self.relations.verdicts(db),
             "learned": self.relations.learned(db),
+            "proposals": self.relations.proposals(db),
             "audit": self.trail.read_all(db),
         }
 
@@ -327,6 +328,7 @@ class OperatorRecords:
         for verdict in dump.verdicts:
             self.relations.write_verdict(db, verdict)
         self.relations.write_learned(db, dump.learned)
+        self.relations.write_proposals(db, dump.proposals)
         self.trail.write(db, dump.audit)
 
 
