@@ -319,3 +319,29 @@ def test_an_example_that_is_no_past_tasks_keeps_the_tools_version_hash() -> None
     """`task` joined the definition only where it is set: a tool with examples written before it keeps its hash."""
     tool = make_tool("email.send", "Send an e-mail.").model_copy(update={"examples": [ExampleRequest(text="mail bob")]})
     assert tool.definition()["examples"] == [{"text": "mail bob", "tenant": None, "source": "operator"}]
+
+
+def test_another_requests_past_task_never_pushes_down_the_tool_a_request_is_about(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """Issue 52, item 3: a past task raises its whole set, but not above the tool the request's own ranking puts
+    first: "text Carlos on WhatsApp" near a Telegram task still gets WhatsApp first (the generated catalog of
+    benchmarks/graph_catalog.py, where this cost 7 points of goals delivered)."""
+    apps = ("whatsapp", "telegram", "signal")
+    registry = ToolRegistry(tmp_path / "m.db", embedder, RETRIEVAL)
+    registry.register_many(
+        [make_tool(f"{app}_send_message", f"Send a chat message to a contact with {app.title()}.") for app in apps]
+        + [
+            make_tool("get_contact_phone", "A contact's phone number, looked up by name."),
+            make_tool("enable_mobile_data", "Turn mobile data on (asks the user when needed)."),
+        ]
+    )
+    request = "text Carlos on Whatsapp that the dentist appointment"
+    first = next(r.name for r in registry.search(request, ACME))
+    assert first == "whatsapp_send_message"
+    task = ["telegram_send_message", "get_contact_phone", "enable_mobile_data"]
+    registry.examples.add_task("message mom via Telegram: the dentist appointment", task, "acme")
+    assert next(r.name for r in registry.rank(request, ACME, limit=5)) == first
+    assert next(r.name for r in registry.search(request, ACME)) == first
+    raised = registry.rank("send mom a Telegram message about dinner", ACME, limit=4)
+    assert {r.name for r in raised[:3]} == set(task)  # the task's own request still brings its whole set
