@@ -310,17 +310,17 @@ def generate(seed: int, providers: int) -> tuple[list[GraphTool], list[dict[str,
         if kind == "permission":
             return f"request_{what}_permission", None
         if kind == "producer":
-            description, parameters, fills, own_needs = PRODUCERS[what]
+            text, parameters, fills, own_needs = PRODUCERS[what]
             name = f"get_{what}"
             if name not in tools:
-                tools[name] = GraphTool(name, description, parameters, [needed(n, app, App) for n in own_needs])
+                tools[name] = GraphTool(name, text, parameters, [needed(n, app, App) for n in own_needs])
             return name, fills
-        description, parameters, fills, own_needs = OWN[what]
+        template, parameters, fills_own, own_needs = OWN[what]
         name = f"{app}_{what}"
         if name not in tools:
             own = [needed(n, app, App) for n in own_needs]
-            tools[name] = GraphTool(name, description.format(App=App), parameters, own)
-        return name, fills
+            tools[name] = GraphTool(name, template.format(App=App), parameters, own)
+        return name, fills_own
 
     requests: list[dict[str, Any]] = []
     for family, apps, description, parameters, needs, templates in CAPABILITIES:

@@ -11,6 +11,9 @@ indexes each with the default model, and for each request of the half (eval/data
 - goal delivered: the goal tool itself is among what `search()` returns;
 - prompt tokens per request (`select()`: the delivered tools' full definitions) against the catalog's;
 - "also needs": requests whose set did not fit and were told what is left.
+
+`--past-tasks` measures both catalogs again with the other half's requests given as past tasks (each request with
+its whole needed set, `registry.examples.add_task`): they must not cost a request its own goal.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +35,15 @@ from toolrag.eval.dataset import halves
 from toolrag.search.config import SearchConfig
 
 
-def measure(folder: Path, requests: list[dict[str, Any]], config: SearchConfig) -> dict[str, Any]:
-    registry = ToolRegistry(folder / "registry.db", "default", config)
+def measure(
+    folder: Path, requests: list[dict[str, Any]], config: SearchConfig, past: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """`past`: requests given as past tasks first, each with its whole needed set."""
+    registry = ToolRegistry(folder / f"registry-{len(past)}.db", "default", config)
     try:
         registry.import_file(folder / "tools.jsonl")
+        for task in past:
+            registry.examples.add_task(task["query"], task["relevant"])
         principal = Principal.anonymous()
         catalog = registry.catalog_tokens(principal)
         rows = []
@@ -91,10 +100,13 @@ def main() -> None:
     parser.add_argument("--providers", type=int, default=5)
     parser.add_argument("--half", choices=["tune", "held-out", "all"], default="held-out")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--past-tasks", action="store_true", help="also with the other half's requests as past tasks")
     args = parser.parse_args()
     catalog, requests = generate(args.seed, args.providers)
+    assigned = halves([r["id"] for r in requests])
+    # A past task is a request and the two or more tools it needed (`add_task`), as `toolrag eval --tasks-from` gives.
+    others = [r for r in requests if args.half != "all" and assigned[r["id"]] != args.half and len(r["relevant"]) > 1]
     if args.half != "all":
-        assigned = halves([r["id"] for r in requests])
         requests = [r for r in requests if assigned[r["id"]] == args.half]
     results: dict[str, Any] = {"tools": len(catalog), "half": args.half, "seed": args.seed}
     with tempfile.TemporaryDirectory(prefix="toolrag-whole-tasks-") as root:
@@ -103,11 +115,14 @@ def main() -> None:
             write(folder, catalog, requests, with_graph)
             print(f"{label}: indexing {len(catalog)} tools, {len(requests)} requests", file=sys.stderr)
             results[label] = measure(folder, requests, SearchConfig())
+            if args.past_tasks and others:
+                print(f"{label}: the other half's {len(others)} requests as past tasks", file=sys.stderr)
+                results[f"{label}, other half as past tasks"] = measure(folder, requests, SearchConfig(), others)
     if args.json:
         print(json.dumps(results, indent=2))
         return
     print(f"{results['tools']} tools, {len(requests)} requests ({args.half} half, seed {args.seed})")
-    for label in ("graph declared", "no graph"):
+    for label in (key for key, value in results.items() if isinstance(value, dict)):
         print(f"\n{label}")
         for key, value in results[label].items():
             print(f"  {key}: {value}")

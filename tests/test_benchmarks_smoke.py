@@ -112,6 +112,9 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r"\| metatool-multilingual \| held-out \| \d+ \| [01]\.\d{3} \|",
         bench=True,
     ),
+    "benchmarks/graph_catalog.py": once(
+        "{tmp}/graph", "--providers", "1", shows=r"\d+ tools, \d+ requests; needed set"
+    ),
     "benchmarks/inference_cost.py": once(
         *("--producers", "2", "--fields", "8", "--consumers", "1", "--parameters", "4"),
         shows=r"one inference: [\d.]+ s CPU \([\d.]+ s wall\), [\d,]+ pairs scored",
@@ -142,6 +145,9 @@ SCRIPTS: dict[str, Smoke] = {
     ),
     "benchmarks/runtime_overhead.py": once("--runs", "3", "--sizes", "10", shows=r"\| 10 \| discover \| [\d.]+ \|"),
     "benchmarks/scale.py": once("--sizes", "30", "--queries", "3", shows=r"\| 30 \| [\d.]+ \|"),
+    "benchmarks/search_cost.py": once(
+        "--graph", "--providers", "1", "--requests", "4", shows=r'"search / plain dense": [\d.]+'
+    ),
     "benchmarks/small_catalogs.py": once(
         *("--set", "metatool-multilingual", "--seeds", "1", "--size", "10"),
         shows=r"\| en \| \d+ \| [01]\.\d{3} \| [01]\.\d{3} \|",
@@ -156,6 +162,9 @@ SCRIPTS: dict[str, Smoke] = {
         *("--sizes", "30", "--queries", "3", "--candidates", "10", "--postgres", "{postgres}"),
         *("--cache", "{tmp}/vectors.npz"),
         shows=r"\| 30 \| PostgreSQL, 10 HNSW candidates \|",
+    ),
+    "benchmarks/whole_tasks.py": once(
+        "--providers", "1", "--half", "tune", "--past-tasks", shows=r"delivered whole set: [01]\.\d+"
     ),
     "benchmarks/tool_text.py": once(
         *("--sets", "metatool", "--metatool-limit", "6", "--variants", "description only"),
