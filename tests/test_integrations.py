@@ -74,6 +74,32 @@ def test_langchain_tools_execute_through_the_gateway(registry: ToolRegistry) -> 
     assert "billing.refund" not in [d.metadata["name"] for d in documents]  # hidden from this principal
 
 
+def test_the_langchain_retriever_says_why_a_tool_of_a_set_is_there_and_what_is_left(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    from toolrag import Tool
+    from toolrag.inject.budget import tool_tokens
+    from toolrag.integrations.langchain import ToolRetriever
+
+    tools = [
+        Tool(
+            name="share_location_via_email",
+            description="E-mail my current location to an address.",
+            requires=[{"tool": "get_current_location", "parameter": "location"}, "validate_email"],
+        ),
+        Tool(name="get_current_location", description="The device's current latitude and longitude."),
+        Tool(name="validate_email", description="Check that an e-mail address is valid."),
+    ]
+    registry = ToolRegistry(tmp_path / "sets.db", embedder, RETRIEVAL)
+    registry.register_many(tools)
+    cost = tool_tokens(registry.snapshot(), registry.get("get_current_location"), "openai")
+    registry.retriever.use_config(RETRIEVAL.model_copy(update={"k": 1, "set_budget_tokens": cost}))
+    documents = ToolRetriever(toolbox=Toolbox(registry)).invoke("send my current location to dana@example.com")
+    metadata = {d.metadata["name"]: d.metadata for d in documents}
+    assert metadata["get_current_location"]["needed"] == "needed by share_location_via_email for `location`"
+    assert metadata["share_location_via_email"]["also_needs"] == ["validate_email"]
+
+
 def test_langgraph_agent_selects_per_turn_and_calls_through_the_gateway(registry: ToolRegistry) -> None:
     from langchain_core.messages import AIMessage, ToolMessage
 

@@ -57,7 +57,9 @@ def _content(result: CallResult) -> str:
 
 
 class ToolRetriever(BaseRetriever):
-    """The tools for a query as Documents: the capability card as text, name, score and schema as metadata."""
+    """The tools for a query as Documents: the capability card as text; name, score, schema, and for a tool of a set
+    why it is there (`needed`: "needed by X for `location`") and what it requires beyond the set (`also_needs`, to
+    ask for by name) as metadata."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -68,6 +70,12 @@ class ToolRetriever(BaseRetriever):
         documents = []
         for result in self.toolbox.search(query, self.k):
             tool = self.toolbox.tools[result.name]
-            metadata = {"name": tool.name, "score": result.score, "input_schema": tool.input_schema}
+            metadata = {
+                "name": tool.name,
+                "score": result.score,
+                "input_schema": tool.input_schema,
+                "needed": result.needed_as(),
+                "also_needs": list(result.signals.also_needs),
+            }
             documents.append(Document(page_content=result.card.text(), metadata=metadata))
         return documents
