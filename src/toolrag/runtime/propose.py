@@ -89,18 +89,20 @@ def propose_relations(
     if max_calls < 0 or max_tokens < 0 or not 1 <= neighbours <= 20:
         raise ValueError("max_calls and max_tokens must be 0 or more, neighbours 1 to 20")
     tools = registry.tools()
+    by_name = {tool.name: tool for tool in tools}
     bases = registry.relations.proposal_bases()
     rejected = _judged(registry)
     tally = _Tally()
     record = _record_tool()
+    record_cost = count_tokens(json.dumps(record.input_schema))
     for done, tool in enumerate(tools, 1):
-        candidates = _candidates(registry, tool, neighbours)
+        candidates = _candidates(registry, by_name, tool, neighbours)
         basis = _basis(tool, candidates, model_name)
         if not candidates or bases.get(tool.name) == basis:
             tally.unchanged += 1
         else:
             messages = [Message.system(SYSTEM), Message.user(_question(tool, candidates))]
-            cost = sum(count_tokens(m.content) for m in messages) + count_tokens(json.dumps(record.input_schema))
+            cost = sum(count_tokens(m.content) for m in messages) + record_cost
             if tally.asked >= max_calls or tally.prompt_tokens + cost > max_tokens:
                 tally.left += 1
             else:
@@ -191,7 +193,7 @@ def _flush(registry: ToolRegistry, model_name: str, tally: _Tally) -> None:
     tally.pending, tally.proposals = [], []
 
 
-def _candidates(registry: ToolRegistry, tool: Tool, neighbours: int) -> list[Tool]:
+def _candidates(registry: ToolRegistry, by_name: dict[str, Tool], tool: Tool, neighbours: int) -> list[Tool]:
     """The tools retrieved for what `tool` does and takes, as its first tenant sees the catalog (a requirement on
     a tool its users cannot see is never proposed), itself left out."""
     parameters = tool.input_schema.get("properties", {}) or {}
@@ -202,7 +204,7 @@ def _candidates(registry: ToolRegistry, tool: Tool, neighbours: int) -> list[Too
     query = f"{tool.purpose()} Needs: {described}" if described else tool.purpose()
     principal = Principal(tenant=tool.tenants[0] if tool.tenants else None, scopes=frozenset({"*"}))
     ranked = registry.rank(query, principal, limit=neighbours + 1)
-    return [registry.get(r.name) for r in ranked if r.name.lower() != tool.name.lower()][:neighbours]
+    return [by_name[r.name] for r in ranked if r.name.lower() != tool.name.lower() and r.name in by_name][:neighbours]
 
 
 def _question(tool: Tool, candidates: Sequence[Tool]) -> str:

@@ -116,7 +116,7 @@ class Gatherer:
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             text_dense, vector = self._dense(index, query, visible, mode)
             dense = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable)
-        ordering = self._ordering(request, text_dense, dense, vector)
+        ordering, own = self._ordering(request, text_dense, dense, vector)
 
         def fused_by(cosines: FloatArray, grouped: FloatArray) -> FloatArray:
             if mode == "hybrid":
@@ -128,8 +128,7 @@ class Gatherer:
             return self._learned(index, candidates, fused, vector, request.principal)
 
         scores = fused_by(ordering, dense)
-        if ordering is not dense:  # past tasks raised their sets: none rises above the request's own first tool
-            own = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable, True)
+        if own is not None:  # past tasks raised their sets: none rises above the request's own first tool
             scores = _own_first_kept(scores, fused_by(own, own))
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
@@ -197,19 +196,21 @@ class Gatherer:
 
     def _ordering(
         self, request: RequestContext, text_dense: FloatArray, dense: FloatArray, vector: FloatArray | None
-    ) -> FloatArray:
-        """The cosines that order the tools (search/examples.py `ranking_cosines`): with examples pooled, each tool's
-        own views count beside its best view; a tool an example raised gets its own text's cosine computed exactly
-        (an approximate index gives the tools it did not propose only a bound). Without past tasks, own views are
-        every view: the best view alone orders the tools, with nothing more computed."""
+    ) -> tuple[FloatArray, FloatArray | None]:
+        """The cosines that order the tools (search/examples.py `ranking_cosines`), and the cosines of their own
+        views alone (None without past tasks): with examples pooled, each tool's own views count beside its best
+        view; a tool an example raised gets its own text's cosine computed exactly (an approximate index gives the
+        tools it did not propose only a bound). Without past tasks, own views are every view: the best view alone
+        orders the tools, with nothing more computed."""
         views = request.index.examples
         if dense is text_dense or vector is None or views is None or not views.has_tasks:
-            return dense
+            return dense, None
         exact = text_dense.copy()
         raised = np.flatnonzero(dense > text_dense)
         exact[raised] = exact_dense_scores(request.index, vector, raised)
         tenant, usable = request.principal.tenant, request.usable
-        return ranking_cosines(dense, self._with_examples(request.index, exact, vector, tenant, usable, True))
+        own = self._with_examples(request.index, exact, vector, tenant, usable, True)
+        return ranking_cosines(dense, own), own
 
     def _learned(
         self,
