@@ -94,6 +94,24 @@ def test_benchmark_loading_maps_ids_and_samples(tmp_path: Path) -> None:
     assert len(load_benchmark(tmp_path / "b", limit=2).queries) == 2
 
 
+def test_benchmark_ids_that_differ_only_in_case_stay_apart_and_index(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """bfcl holds `calculate_BMI` and `calculate_bmi`: a registry refuses names equal but for case, so `toolrag
+    eval` of bfcl failed before any request (issue 49)."""
+    tools = [
+        {"id": "calculate_BMI", "name": "calculate_BMI", "description": "Body mass index from weight and height."},
+        {"id": "calculate_bmi", "name": "calculate_bmi", "description": "BMI of a person."},
+        {"id": "weather", "name": "weather", "description": "Weather forecast for a city."},
+    ]
+    queries = [{"id": "q1", "query": "what is my bmi", "relevant": ["calculate_bmi"]}]
+    data = load_benchmark(bench(tmp_path / "b", tools, queries))
+    assert [t.name for t in data.tools] == ["calculate_BMI", "calculate_bmi_2", "weather"]
+    assert data.queries[0].relevant == frozenset({"calculate_bmi_2"})
+    report = evaluate(data, embedder)
+    assert report.n_tools == 3 and len(report.modes["hybrid"].queries) == 1
+
+
 def test_benchmark_with_unknown_gold_or_missing_files(tmp_path: Path) -> None:
     bad = bench(tmp_path / "bad", queries=[{"id": "q", "query": "x", "relevant": ["nope"], "lang": "en"}])
     with pytest.raises(CatalogError, match="unknown tools"):

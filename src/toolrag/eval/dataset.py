@@ -50,6 +50,16 @@ def registry_name(tool_id: str) -> str:
     return _UNSAFE.sub("_", tool_id)[:128]
 
 
+def _distinct(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ... when a name equal to it but for case is taken; the one returned is taken."""
+    chosen, number = name, 1
+    while chosen.lower() in taken:
+        number += 1
+        chosen = f"{name[: 128 - len(str(number)) - 1]}_{number}"
+    taken.add(chosen.lower())
+    return chosen
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise CatalogError(
@@ -171,11 +181,12 @@ def _no_tool(rows: list[dict[str, Any]], where: str) -> list[NoToolRequest]:
 def _tools(path: Path, rows: list[dict[str, Any]]) -> tuple[list[Tool], dict[str, str]]:
     tools = []
     names: dict[str, str] = {}
+    taken: set[str] = set()  # lowercased: a registry refuses names that differ only in case (bfcl has such ids)
     for number, row in enumerate(rows, 1):
         tool_id = row.get("id", row.get("name"))
         if not isinstance(tool_id, str) or not tool_id:
             raise CatalogError(f"{path}: line {number}: a tool needs an `id` or a `name`", path=path, line=number)
-        names[tool_id] = registry_name(tool_id)
+        names[tool_id] = _distinct(registry_name(tool_id), taken)
         entry = dict(row, name=names[tool_id], description=row.get("description") or tool_id)
         entry.pop("id", None)
         try:
