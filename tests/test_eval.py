@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrag import CatalogError
+from toolrag import CatalogError, Principal
 from toolrag.eval import evaluate, load_benchmark
 from toolrag.eval.metrics import (
     by_needed,
@@ -250,6 +250,29 @@ def test_eval_reads_notool_jsonl_beside_the_set(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", str(folder), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["no_tool"]["n"] == 1
+
+
+def test_eval_absent_hides_each_requests_tools_and_says_what_still_came(tmp_path: Path) -> None:
+    """Issue 49, item 1: `--absent` searches each request again as a user its needed tools are hidden from; what
+    comes then is a wrong tool, whatever its score. A name with glob characters is hidden as written, not as a
+    pattern."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+    from toolrag.eval.runner import hidden_from
+
+    folder = bench(tmp_path / "b")
+    result = CliRunner().invoke(app, ["eval", str(folder), "--absent", "--json"])
+    assert result.exit_code == 0, result.output
+    absent = json.loads(result.stdout)["absent"]
+    assert absent["n"] == 4 and set(absent["by_lang"]) == {"de", "en"} and absent["by_lang"]["de"]["n"] == 1
+    assert 0 <= absent["given_confident"] <= absent["given_tool"] <= 1 and 0 <= absent["mixed_ece"] <= 1
+    shown = CliRunner().invoke(app, ["eval", str(folder), "--absent"])
+    assert "requests with their tools hidden given one:" in shown.output and "half and half" in shown.output
+    assert json.loads(CliRunner().invoke(app, ["eval", str(folder), "--json"]).stdout)["absent"] is None
+    denied = hidden_from(Principal(deny_tools=frozenset({"ops.*"})), ["a*b", "plain"])
+    assert denied.deny_tools == {"ops.*", "a[*]b", "plain"}
+    assert not denied.may_name("a*b") and denied.may_name("axxb") and not denied.may_name("ops.restart")
 
 
 @settings(max_examples=50, deadline=None)

@@ -100,6 +100,14 @@ def eval_command(
             " tasks (example requests of every tool of the task), and measure with them and without.",
         ),
     ] = None,
+    absent: Annotated[
+        bool,
+        typer.Option(
+            "--absent",
+            help="Also search each request with its needed tools hidden from the user (the right answer is then"
+            " nothing): how many still get a tool, and one at 0.5 or more, and the calibration on both cases mixed.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval on a benchmark set: the ranking (Recall@k, Hit@k, nDCG@10, MRR@10) and what search()
@@ -161,6 +169,7 @@ def eval_command(
                 small_talk,
                 example_share,
                 past_tasks,
+                absent,
             )
         )
     data = report.as_json()
@@ -237,6 +246,17 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         out.print(
             f"requests that need no tool given one: {small_talk['given_tool']:.1%} of {small_talk['n']}"
             f" (95% interval {interval_text(low, high, small_talk['given_tool'], small_talk['n'])}; {by_lang})",
+            highlight=False,
+        )
+    if data["absent"]:
+        hidden = data["absent"]
+        by_lang = ", ".join(
+            f"{lang} {v['given_tool']:.0%} ({v['given_confident']:.0%})" for lang, v in hidden["by_lang"].items()
+        )
+        out.print(
+            f"requests with their tools hidden given one: {hidden['given_tool']:.1%} of {hidden['n']}, at 0.5 or"
+            f" more {hidden['given_confident']:.1%} ({by_lang}); calibration error with the tools present and"
+            f" hidden, half and half: {hidden['mixed_ece']:.3f}",
             highlight=False,
         )
     calibration = data["calibration"]

@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,28 @@ class NoToolReport:
 
 
 @dataclass
+class AbsentReport:
+    """The same requests with their needed tools hidden from the principal (as permissions hide a tool), so that
+    the right answer is nothing: how many got a tool anyway, and one at 0.5 or more, per language; and the
+    calibration of every shown score on the mix of both cases, half and half."""
+
+    n: int
+    given_tool: float
+    given_confident: float  # a tool at 0.5 or more
+    by_lang: dict[str, dict[str, Any]]
+    mixed_ece: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "given_tool": self.given_tool,
+            "given_confident": self.given_confident,
+            "mixed_ece": self.mixed_ece,
+            "by_lang": self.by_lang,
+        }
+
+
+@dataclass
 class EvalReport:
     dataset: str
     embedder: str
@@ -105,6 +127,7 @@ class EvalReport:
     relations_learned: int = 0  # relations learned from the replayed sessions (used with related_tools on)
     examples: int = 0  # example requests given to the tools (example_share), not measured
     no_tool: NoToolReport | None = None
+    absent: AbsentReport | None = None
 
     def versus(self) -> dict[str, dict[str, Any]]:
         """The first mode's nDCG@10 minus each other mode's, request by request: overall and per language."""
@@ -127,6 +150,7 @@ class EvalReport:
             "no_tool_rate": first.empty,
             "calibration": first.calibration_json(),
             "no_tool": self.no_tool.as_json() if self.no_tool else None,
+            "absent": self.absent.as_json() if self.absent else None,
             "latency_ms": self.latency_ms,
             "tokens": {
                 "catalog": self.catalog_tokens,
@@ -169,6 +193,7 @@ def evaluate(
     no_tool: Sequence[NoToolRequest] = (),
     example_share: float = 0.0,
     past_tasks: Sequence[Query] = (),
+    absent: bool = False,
 ) -> EvalReport:
     """`replay_share`: that share of the requests (every n-th) is written to the usage log as if each had led to
     a call of its relevant tools, learned from (`ToolRegistry.learn_from_usage`), and left out of the measurement:
@@ -209,14 +234,15 @@ def evaluate(
             report.relations_learned = replay(registry, log, principal)
         report.catalog_tokens = registry.catalog_tokens(principal)
         for number, mode in enumerate(modes):
-            report.modes[mode], latencies = _run_mode(registry, benchmark, mode, principal, progress)
+            report.modes[mode], latencies, shown = _run_mode(registry, benchmark, mode, principal, progress)
             if number == 0:
                 report.latency_ms = _percentiles(latencies)
                 report.no_tool = _no_tool(registry, no_tool, principal) if no_tool else None
+                report.absent = _absent(registry, benchmark, principal, shown, progress) if absent else None
         if examples:
             report.examples = sum(len(tool.examples) for tool in benchmark.tools)
             registry.config = registry.config.model_copy(update={"example_views": False})
-            report.modes[f"{modes[0]}, examples off"], _ = _run_mode(registry, benchmark, modes[0], principal, None)
+            report.modes[f"{modes[0]}, examples off"], _, _ = _run_mode(registry, benchmark, modes[0], principal, None)
         registry.close()
     return report
 
@@ -271,7 +297,8 @@ def replay(registry: ToolRegistry, log: Sequence[Query], principal: Principal) -
 
 def _run_mode(
     registry: ToolRegistry, benchmark: BenchmarkSet, mode: str, principal: Principal, progress: Progress | None
-) -> tuple[ModeReport, list[float]]:
+) -> tuple[ModeReport, list[float], list[tuple[float, bool]]]:
+    """The mode's report, each request's latency, and each shown score with whether its tool was relevant."""
     registry.retriever.use_config(registry.config.model_copy(update={"mode": mode}))
     scores: list[QueryScores] = []
     latencies: list[float] = []
@@ -299,7 +326,48 @@ def _run_mode(
         calibration=reliability([score for score, _ in shown], [label for _, label in shown]),
         queries=scores,
     )
-    return report, latencies
+    return report, latencies, shown
+
+
+def hidden_from(principal: Principal, names: Iterable[str]) -> Principal:
+    """`principal`, denied the tools named (each name as a literal, not a pattern)."""
+    literal = frozenset("".join(f"[{c}]" if c in "*?[" else c for c in name) for name in names)
+    return principal.model_copy(update={"deny_tools": principal.deny_tools | literal})
+
+
+def _absent(
+    registry: ToolRegistry,
+    benchmark: BenchmarkSet,
+    principal: Principal,
+    present: Sequence[tuple[float, bool]],
+    progress: Progress | None,
+) -> AbsentReport:
+    """`present`: the scores shown with the tools there, and whether each was relevant."""
+    given: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    scores: list[float] = []
+    for number, query in enumerate(benchmark.queries, 1):
+        shown = [r.score for r in registry.search(query.text, hidden_from(principal, query.relevant))]
+        given[query.lang].append((bool(shown), bool(shown) and max(shown) >= 0.5))
+        scores.extend(shown)
+        if progress and (number % 200 == 0 or number == len(benchmark.queries)):
+            progress("hidden", number, len(benchmark.queries))
+
+    def shares(rows: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
+        return {
+            "n": len(rows),
+            "given_tool": round(statistics.fmean(g for g, _ in rows), 4),
+            "given_confident": round(statistics.fmean(c for _, c in rows), 4),
+        }
+
+    every = shares([row for rows in given.values() for row in rows])
+    mixed = reliability([*(s for s, _ in present), *scores], [*(good for _, good in present), *(False for _ in scores)])
+    return AbsentReport(
+        n=every["n"],
+        given_tool=every["given_tool"],
+        given_confident=every["given_confident"],
+        by_lang={lang: shares(rows) for lang, rows in sorted(given.items())},
+        mixed_ece=round(expected_calibration_error(mixed), 4),
+    )
 
 
 def _no_tool(registry: ToolRegistry, requests: Sequence[NoToolRequest], principal: Principal) -> NoToolReport:
