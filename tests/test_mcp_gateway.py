@@ -27,6 +27,7 @@ from toolrag.access import Caller
 from toolrag.catalog.poisoning import scan
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError
+from toolrag.inject.told import NO_TOOL_AVAILABLE
 from toolrag.mcp.config import load_config
 from toolrag.mcp.conversations import CONVERSATION_META_KEY
 from toolrag.mcp.importer import ToolImporter, upstream_hash
@@ -1132,8 +1133,8 @@ def test_issue33_a_tool_offered_in_this_conversation_is_said_to_be_available(sho
     follow_up = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s1")
     assert follow_up["tools"] == [] and follow_up["next"].startswith("already available: call weather.forecast")
     elsewhere = shop_gateway.find_tools("ok, and tomorrow?", CLERK, session="s2")
-    assert elsewhere["next"] == "no tool fits: try other words"
-    assert shop_gateway.find_tools("thanks!", CLERK, session="s1")["next"] == "no tool fits: try other words"
+    assert elsewhere["next"] == NO_TOOL_AVAILABLE
+    assert shop_gateway.find_tools("thanks!", CLERK, session="s1")["next"] == NO_TOOL_AVAILABLE
 
 
 # -- MCP 2026-07-28 (issue 33, section 1) ---------------------------------------------------------------------------
@@ -1231,8 +1232,8 @@ def test_issue33_a_conversation_id_guessed_by_another_tenant_reveals_nothing(sho
             assert [t["name"] for t in first["tools"]] == ["weather.forecast"]
             assert (await find_as(ann, "ok, and tomorrow?", "c-1"))["next"].startswith("already available")
             guessed = await find_as(bob, "ok, and tomorrow?", "c-1")
-            assert guessed["next"] == "no tool fits: try other words" and "weather" not in json.dumps(guessed)
-            assert (await find_as(bob, "ok, and tomorrow?"))["next"] == "no tool fits: try other words"
+            assert guessed["next"] == NO_TOOL_AVAILABLE and "weather" not in json.dumps(guessed)
+            assert (await find_as(bob, "ok, and tomorrow?"))["next"] == NO_TOOL_AVAILABLE
 
     anyio.run(session)
     ann_id, bob_id = ANN.session("c-1"), BOB.session("c-1")

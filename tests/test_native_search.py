@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from toolrag import ToolRegistry
 from toolrag.errors import ToolragError
-from toolrag.inject.deferred import NOTHING_FOUND
+from toolrag.inject.told import NO_TOOL_AVAILABLE
 from toolrag.runtime import Agent, ListSink, ScriptedModel, SecurityEvent
 from toolrag.runtime.native import DeferredTools
 from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel, OpenAIResponsesModel
@@ -94,7 +94,7 @@ def test_anthropic_never_references_a_hidden_tool(server: tuple[str, Recorder], 
     searched, nothing, refused = (message["content"][0] for message in final[2::2])
     TypeAdapter(ToolResultBlockParam).validate_python(searched)
     assert all(block["type"] == "tool_reference" for block in searched["content"])
-    assert nothing["content"] == NOTHING_FOUND
+    assert nothing["content"] == NO_TOOL_AVAILABLE
     assert refused["is_error"] is True and "billing.refund" not in refused["content"]
     assert any(isinstance(event, SecurityEvent) and event.tool == "billing.refund" for event in events.events)
 
@@ -215,7 +215,7 @@ def test_gemini_interactions_loads_what_toolrag_finds(server: tuple[str, Recorde
     found, nothing = (s for s in steps if isinstance(s, gemini_types.FunctionResultStep) and s.name == "search_tools")
     assert found.call_id == "fc_1" and found.result[0].name == "billing__refund"
     assert all(isinstance(f, gemini_types.Function) and not f.defer_loading for f in found.result)
-    assert nothing.result == NOTHING_FOUND  # a search that finds nothing loads nothing
+    assert nothing.result == NO_TOOL_AVAILABLE  # a search that finds nothing loads nothing
     refunded = steps[-1]
     assert isinstance(refunded, gemini_types.FunctionResultStep) and refunded.result == "refunded pay_7"
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolrag.inject.formats import anthropic, for_providers, gemini, is_provider_name, openai_responses, provider_name
+from toolrag.inject.told import NO_TOOL_AVAILABLE
 from toolrag.model import Tool
 
 SEARCH_DESCRIPTION = (
@@ -40,7 +41,6 @@ SEARCH_PARAMETERS: dict[str, Any] = {
 SEARCH_TOOL = Tool.parse(
     {"name": "search_tools", "description": SEARCH_DESCRIPTION, "input_schema": SEARCH_PARAMETERS, "source": "toolrag"}
 )
-NOTHING_FOUND = "No tool fits this request. Search again with other words, or answer without a tool."
 
 
 # -- Anthropic ---------------------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def anthropic_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 def anthropic_search_result(call_id: str, found: Sequence[str]) -> dict[str, Any]:
     """The `tool_result` answering `search_tools`: a `tool_reference` block per tool found (registry names)."""
     content: list[dict[str, Any]] | str = [{"type": "tool_reference", "tool_name": provider_name(n)} for n in found]
-    return {"type": "tool_result", "tool_use_id": call_id, "content": content or NOTHING_FOUND}
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content or NO_TOOL_AVAILABLE}
 
 
 # -- OpenAI Responses ----------------------------------------------------------------------------------------------
@@ -153,7 +153,12 @@ def gemini_search_result(call_id: str, found: Sequence[Tool]) -> dict[str, Any]:
     """The `function_result` step answering `search_tools`: the definitions of the tools found, which the model
     may call from then on."""
     result: list[dict[str, Any]] | str = [gemini_function(tool) for tool in for_providers(found)]
-    return {"type": "function_result", "call_id": call_id, "name": SEARCH_TOOL.name, "result": result or NOTHING_FOUND}
+    return {
+        "type": "function_result",
+        "call_id": call_id,
+        "name": SEARCH_TOOL.name,
+        "result": result or NO_TOOL_AVAILABLE,
+    }
 
 
 def gemini_function(tool: Tool) -> dict[str, Any]:

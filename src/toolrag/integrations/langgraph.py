@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from toolrag.inject.told import NO_TOOL_OFFERED
 from toolrag.integrations.langchain import langchain_tools
 from toolrag.runtime.toolbox import Toolbox
 
@@ -72,7 +73,8 @@ def create_agent(
         tools = langchain_tools(toolbox, [toolbox.tools[n] for n in state["selected_tools"] if n in toolbox.tools])
         bound = model.bind_tools(tools) if tools else model
         messages: Sequence[AnyMessage] = state["messages"]
-        prompt = [SystemMessage(system), *messages] if system else list(messages)
+        instructions = [text for text in (system, None if tools else NO_TOOL_OFFERED) if text]
+        prompt = [SystemMessage("\n\n".join(instructions)), *messages] if instructions else list(messages)
         return {"messages": [bound.invoke(prompt)]}
 
     def route(state: ToolSelectionState) -> str:

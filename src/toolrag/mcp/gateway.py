@@ -33,6 +33,7 @@ from toolrag.access.guard import CALLER_KEY, server_config
 from toolrag.access.rate_limit import Kind, RateLimiter, retry_after
 from toolrag.events import CALL_ORIGIN, Event, EventSink, FanoutSink, Outcome, SecurityEvent, ToolCallEvent
 from toolrag.inject.formats import render
+from toolrag.inject.told import NO_TOOL_AVAILABLE
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.conversations import Conversations, given_conversation
@@ -533,7 +534,7 @@ def _record_outcome(span: Any, name: str, result: types.CallToolResult) -> None:
 
 def _next_step(results: list[SearchResult]) -> str:
     if not results:
-        return "no tool fits: try other words"
+        return NO_TOOL_AVAILABLE
     left = "; ".join(f"{r.name} {also}" for r in results if (also := r.also_needed()))
     if any(r.signals.needed_by for r in results):
         step = "run them with call_tool(name, arguments) in the order given: a tool another needs comes first"

@@ -29,6 +29,7 @@ from toolrag.errors import ToolragError
 from toolrag.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.inject.deferred import SEARCH_TOOL
 from toolrag.inject.formats import provider_name
+from toolrag.inject.told import NO_TOOL_AVAILABLE, NO_TOOL_OFFERED
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
@@ -195,6 +196,8 @@ class Agent:
         return messages
 
     async def _complete(self, history: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        if self.mode == "preselect" and not tools:
+            history = _with_system_note(history, NO_TOOL_OFFERED)  # not kept: the next round searches again
         if self.mode == "native":
             provider = cast(ProviderModel, self.model)
             return await provider.acomplete(history, tools, deferred=True)
@@ -234,7 +237,7 @@ class Agent:
             | ({"also_needs": [provider_name(n) for n in r.signals.also_needs]} if r.signals.also_needs else {})
             for r in found
         ]
-        text = json.dumps(cards, ensure_ascii=False)
+        text = json.dumps(cards, ensure_ascii=False) if cards else NO_TOOL_AVAILABLE
         if tool is SEARCH_TOOL:
             loaded = tuple(r.name for r in found)
             return CallResult(Message.search_result(call.id, text, loaded), tool, "ok")
@@ -253,3 +256,12 @@ class Agent:
                 number, tuple(t.name for t in tools), len(response.tool_calls), round(model_ms, 3), round(total_ms, 3)
             )
         )
+
+
+def _with_system_note(history: Sequence[Message], note: str) -> list[Message]:
+    """`history` with `note` at the end of its first system message, or as one first (providers take system text
+    at the start only)."""
+    first = next((n for n, m in enumerate(history) if m.role == "system"), None)
+    if first is None:
+        return [Message.system(note), *history]
+    return [*history[:first], Message.system(f"{history[first].content}\n\n{note}"), *history[first + 1 :]]
