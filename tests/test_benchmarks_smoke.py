@@ -55,6 +55,16 @@ SCRIPTS: dict[str, Smoke] = {
         *("--tools", "20", "--seconds", "1", "--only", "long-query", "sessions"),
         shows=r'"sessions one token opened before refusal": \d+',
     ),
+    "benchmarks/absent.py": Smoke(
+        (
+            # A shared set and the generated catalog: fit leaves each out in turn; measure runs the real search.
+            ("collect", "--catalogs", "metatool", "graph", "--requests", "4", "--out", "{tmp}/a.json"),
+            ("fit", "--out", "{tmp}/a.json"),
+            ("measure", "--catalogs", "graph", "--requests", "3", "--out", "{tmp}/a.json"),
+        ),
+        shows=r"graph: language n .*\n  en +3 ",
+        bench=True,
+    ),
     "benchmarks/beyond_100k.py": once(
         *("--sizes", "2000", "--anchors", "20", "--queries", "5"), shows=r'"recall_at_10": [01]\.?\d*'
     ),

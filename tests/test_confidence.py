@@ -153,7 +153,9 @@ def test_requests_for_a_tool_get_it_in_any_language(
     registry.register_many(SAMPLE_TOOLS)
     found = registry.search(request_text, ADMIN)
     assert found and found[0].name == "weather.forecast"
-    assert found[0].signals.evidence >= 0 and found[0].score > 0.3
+    # Fitted on requests whose tool is as often absent as present (issue 49), a right tool in another language
+    # than the tools' comes near 0.2-0.3: well above the floor below which nothing is returned.
+    assert found[0].signals.evidence >= 0 and found[0].score > registry.config.no_tool_below + 0.08
 
 
 def test_small_talk_levels_only_look_at_tools_the_principal_may_use(tmp_path: Path, embedder: CountingEmbedder) -> None:

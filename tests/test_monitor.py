@@ -63,7 +63,7 @@ def test_searches_and_agent_calls_are_logged_and_reported(store_url: str, embedd
     assert usage["email.send"].call_rate > 0 and 0 < (usage["email.send"].mean_score or 0) <= 1
     assert usage["calendar.create_event"].called == 1
     assert "finance.exchange_rate" in [u.tool for u in report.dead]
-    assert "hr.update_salary" in report.unused
+    assert "weather.forecast" in report.unused
     assert [s.request for s in report.misses["no_tool"]] == ["tell me a joke"]
     unshortlisted = report.misses["unshortlisted_call"]
     assert [(s.detail, s.request) for s in unshortlisted] == [

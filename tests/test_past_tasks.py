@@ -128,12 +128,14 @@ def test_only_a_session_that_looks_like_one_task_is_proposed(offices: ToolRegist
 
 
 def test_a_past_task_brings_its_whole_set_to_its_tenant_only(offices: ToolRegistry) -> None:
-    before = {r.name for r in offices.search(LIKE_IT, ACME, k=5)}
-    assert not set(TASK_TOOLS) <= before  # the request is about invoices: the e-mail and the customer are implied
+    implied = {"crm.find_customer", "email.send"}  # the request is about invoices: these two are implied
+    before = {r.name: r.score for r in offices.search(LIKE_IT, ACME, k=5)}
+    assert all(before.get(name, 0.0) < 0.2 for name in implied), before  # at most a long shot each
     offices.examples.add_task(TASK, TASK_TOOLS, "acme", edited_by="root")
-    found = offices.search(LIKE_IT, ACME, k=5)
-    assert set(TASK_TOOLS) <= {r.name for r in found}
-    assert {r.name for r in offices.search(LIKE_IT, GLOBEX, k=5)} == before  # acme's task, acme's searches
+    found = {r.name: r.score for r in offices.search(LIKE_IT, ACME, k=5)}
+    assert set(TASK_TOOLS) <= set(found) and all(found[name] > 0.3 for name in implied), found
+    elsewhere = {r.name: r.score for r in offices.search(LIKE_IT, GLOBEX, k=5)}
+    assert elsewhere == before  # acme's task, acme's searches
     unrelated = offices.search("what's the weather in Lviv tomorrow", ACME, k=5)
     assert [r.name for r in unrelated][:1] == ["weather.forecast"]
 

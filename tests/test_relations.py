@@ -182,9 +182,12 @@ def test_a_tool_the_principal_may_not_use_is_never_added_nor_reached_through(
     )
     request = "send my current location to john@example.com"
     acme = Principal(tenant="acme")
-    names = [r.name for r in registry.search(request, acme)]
-    assert names == ["validate_email", "share_location_via_email"]
-    assert all("get_current_location" not in r.model_dump_json() for r in registry.search(request, acme))
+    found = registry.search(request, acme)
+    names = [r.name for r in found]
+    assert names[:2] == ["validate_email", "share_location_via_email"]
+    # What else comes is found for the request itself (a long shot), never as what the hidden tool needs.
+    assert all(r.score < 0.2 and not r.signals.needed_by for r in found[2:]), [(r.name, r.score) for r in found]
+    assert all("get_current_location" not in r.model_dump_json() for r in found)
     globex = [r.name for r in registry.search(request, Principal(tenant="globex"))]
     assert globex[-1] == "share_location_via_email"
     assert {"get_current_location", "location_service_status", "validate_email"} <= set(globex)

@@ -180,7 +180,7 @@ def print_json(data: Any) -> None:
 def results_table(request: str, results: list[SearchResult]) -> Table:
     table = Table("tool", "confidence", "cosine", "lexical", "why", title=request, title_justify="left")
     if not results:
-        table.add_row("[dim](none: this reads as needing no tool)[/]", "", "", "", "")
+        table.add_row("[dim](none: no tool here serves this, or it needs none)[/]", "", "", "", "")
     for result in results:
         why = []
         if result.signals.name_match:

@@ -1,9 +1,10 @@
 """The last step: which of a request's candidates search() returns.
 
 A request that reads as small talk gets none (search/confidence.py), unless it names a tool or a routing rule sends
-it to a category. Otherwise the best `k` candidates are returned, best first by their probability of being
-relevant, without the ones below `SearchConfig.min_confidence` (the best one is always kept: the request needs a
-tool, and it is the likeliest).
+it to a category; nor does one whose likeliest tool is less likely than `SearchConfig.no_tool_below` to serve it
+(the catalog holds no tool for it, or hides it: both look the same). Otherwise the best `k` candidates are returned,
+best first by their probability of being relevant, without the ones below `SearchConfig.min_confidence` (the best
+one is always kept: the request needs a tool, and it is the likeliest).
 """
 
 from __future__ import annotations
@@ -35,13 +36,28 @@ class Chosen:
     probability: float
 
 
+def _asked_for(item: Ranked) -> bool:
+    """The request names the tool, or a routing rule sends it to the tool's category: the operator's or the user's
+    word, kept whatever its probability."""
+    return item.name_match or item.routed_category is not None
+
+
 def choose(
-    items: list[Ranked], probabilities: list[float], needs_tool: bool, config: SearchConfig, k: int
+    items: list[Ranked],
+    probabilities: list[float],
+    needs_tool: bool,
+    config: SearchConfig,
+    k: int,
+    floored: bool = True,
 ) -> list[Chosen]:
+    """`floored`: nothing when the likeliest is below `no_tool_below`. A request read as several steps is not: each
+    step passed the small-talk decision by itself, and a request about several things spreads its probability."""
     if not needs_tool:
         return []
     top = [Chosen(item, p) for item, p in zip(items[:k], probabilities, strict=False)]
     top.sort(key=lambda chosen: (not chosen.item.name_match, -chosen.probability))
+    if floored and top and not _asked_for(top[0].item) and top[0].probability < config.no_tool_below:
+        return []  # the nearest tool does not serve the request: no tool here does
     return [
         chosen
         for number, chosen in enumerate(top)

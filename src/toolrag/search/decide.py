@@ -66,9 +66,10 @@ class Decider:
     def probabilities(self, candidates: Candidates) -> list[float]:
         """The candidates' probabilities of being relevant; in lexical mode, with no cosines to read, their fused
         scores instead."""
-        if self.settings.config.mode == "lexical":
+        config = self.settings.config
+        if config.mode == "lexical":
             return [item.score for item in candidates.items]
-        return self.settings.relevance.probabilities(candidates)
+        return self.settings.relevance.probabilities(candidates, config.absent_share)
 
     def scored(self, found: Candidates) -> list[Chosen]:
         return [Chosen(item, p) for item, p in zip(found.items, self.probabilities(found), strict=True)]
@@ -81,9 +82,12 @@ class Decider:
         delivered = self.chosen_per_step(request, steps, found, k) if found.needs_tool else []
         if delivered:
             probabilities = self.probabilities(found)
-            likeliest = choose(found.items, probabilities, True, config, 1)
+            # Read as steps, each passed the small-talk decision by itself: no floor (search/cut.py).
+            likeliest = choose(found.items, probabilities, True, config, 1, floored=False)
             chosen = tools_of_steps(likeliest, [chosen for _, chosen in delivered], config.max_set_tools)
-            whole = choose(found.items, probabilities, True, config, k)  # `with_alternatives` skips the set's
+            whole = choose(
+                found.items, probabilities, True, config, k, floored=False
+            )  # `with_alternatives` skips the set's
             return Retrieved(
                 [render.result(index, c, found.evidence) for c in chosen],
                 found,
@@ -107,7 +111,7 @@ class Decider:
             found = Candidates(step.items, self.evidence(request, step.items, step.vector), whole.english)
             if not found.needs_tool:
                 continue
-            chosen = choose(found.items, self.probabilities(found), True, config, k)
+            chosen = choose(found.items, self.probabilities(found), True, config, k, floored=False)
             floor = config.step_min_confidence
             delivered.append((step, [c for n, c in enumerate(chosen) if n == 0 or c.probability >= floor]))
         return delivered if len(delivered) > 1 else []

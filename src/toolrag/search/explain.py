@@ -19,6 +19,7 @@ from toolrag.embed.ensemble import model_cosines
 from toolrag.embed.language import looks_english
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.search.confidence import fitted_for
+from toolrag.search.config import SearchConfig
 from toolrag.search.cut import Ranked
 from toolrag.search.dense import dense_scores
 from toolrag.search.filter import visibility_mask
@@ -75,6 +76,7 @@ class Explanation(BaseModel):
     needs_tool: bool = Field(description="the request reads as a request for a tool (not small talk)")
     evidence: float = Field(description="below 0 the request reads as needing no tool (search/confidence.py)")
     decision: str = Field(description="the decision in words")
+    meaning: str = Field(default="", description="what the probabilities shown mean, with this registry's settings")
     calibrated: bool = Field(
         default=True, description="False: the request's language is none the probabilities were calibrated on"
     )
@@ -115,7 +117,7 @@ def explain(
     searched = searched_text(query, retriever.config.max_request_chars)
     index = retriever.snapshot()
     found, steps = retriever.candidates_and_steps(query, principal, RANKED)
-    probabilities = retriever.probabilities(found)
+    probabilities, config = retriever.probabilities(found), retriever.config
     returned = {result.name for result in delivered}
     embedder = index.embedder or retriever.embedder
     vector = embedder.embed_query(searched.text) if retriever.config.mode != "lexical" else None
@@ -140,7 +142,7 @@ def explain(
                 named=item.name_match,
                 cut=None
                 if tool.name in returned
-                else _why_cut(found.needs_tool, rank, k, probability, retriever.config.min_confidence),
+                else _why_cut(found.needs_tool, bool(returned), rank, k, probability, config),
                 **_nearest_views(index, vector, item.position, principal.tenant, tool),
             )
         )
@@ -150,7 +152,8 @@ def explain(
         strategy=delivered[0].strategy if delivered else "retrieval",
         needs_tool=found.needs_tool,
         evidence=round(found.evidence, 4),
-        decision=_decision(found.needs_tool, found.evidence, delivered),
+        decision=_decision(found.needs_tool, found.evidence, delivered, ranking, words, config.no_tool_below),
+        meaning=_meaning(config),
         calibrated=fitted_for(searched.text),
         delivered=[result.name for result in delivered],
         steps=steps,
@@ -183,19 +186,36 @@ def _waiting_proposals(
     return waiting
 
 
-def _why_cut(needs_tool: bool, rank: int, k: int, probability: float, min_confidence: float) -> str:
+def _why_cut(needs_tool: bool, any_returned: bool, rank: int, k: int, probability: float, config: SearchConfig) -> str:
     if not needs_tool:
         return "the request reads as small talk: no tool is returned"
+    if not any_returned and probability < config.no_tool_below:
+        return f"probability {probability:.3f} is below no_tool_below {config.no_tool_below}: it does not serve it"
     if rank > k:
         return f"ranked below the {k} tools returned at most"
-    if probability < min_confidence:
-        return f"probability {probability:.3f} is below min_confidence {min_confidence}"
+    if probability < config.min_confidence:
+        return f"probability {probability:.3f} is below min_confidence {config.min_confidence}"
     return "another intent's tool took its place"
 
 
-def _decision(needs_tool: bool, evidence: float, delivered: list[SearchResult]) -> str:
+def _decision(
+    needs_tool: bool,
+    evidence: float,
+    delivered: list[SearchResult],
+    ranking: list[RankedTool],
+    words: set[str],
+    no_tool_below: float,
+) -> str:
     if delivered and delivered[0].strategy == "all":
         return "every tool this principal may use fits the token budget: all of them are returned, likeliest first"
+    nearest = max(ranking, key=lambda tool: tool.probability, default=None)
+    if needs_tool and not delivered and nearest is not None and nearest.probability < no_tool_below:
+        missing = sorted(words - set(nearest.matched_words))
+        uncovered = f"; its text lacks the request's {', '.join(missing[:6])}" if missing else ""
+        return (
+            f"no tool here serves the request: the nearest, {nearest.name}, is {nearest.probability:.2f} likely to"
+            f" (below no_tool_below {no_tool_below}){uncovered}"
+        )
     if needs_tool and evidence >= 0:
         return (
             f"the best tool beats the nearest small talk by more than small talk does here (evidence {evidence:+.3f})"
@@ -205,6 +225,14 @@ def _decision(needs_tool: bool, evidence: float, delivered: list[SearchResult]) 
     if delivered:
         return "it read as small talk, but a second-chance reformulation found tools"
     return f"the request reads as small talk: its best tool is no closer than small talk (evidence {evidence:+.3f})"
+
+
+def _meaning(config: SearchConfig) -> str:
+    return (
+        f"p is the probability that the tool serves the request, where {config.absent_share:.0%} of the requests for"
+        f" a tool find none here (absent_share: the catalog lacks it, or hides it); below {config.no_tool_below}"
+        " (no_tool_below) not even the likeliest is returned"
+    )
 
 
 def _model_cosines(
