@@ -365,6 +365,7 @@ def test_a_miss_is_explained_fixed_with_an_example_and_stays_fixed(
         page.click(f"#no-tool >> text={MISSED}")  # one click: the request in the playground, as its tenant
         assert page.locator("#delivered").inner_text() == "nothing"
         assert "reads as small talk" in page.locator("#decision").inner_text()
+        assert "the probability that the tool serves the request" in page.locator("#meaning").inner_text()
         weather = page.locator('#ranking tr[data-tool="weather.forecast"]')
         assert "small talk" in weather.inner_text()  # ranked first, cut by the decision, and the page says so
         shot(page, "playground")

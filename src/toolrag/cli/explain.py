@@ -92,6 +92,7 @@ def explain_command(
         f"prompt tokens: {explanation.injected_tokens} injected instead of {explanation.catalog_tokens}"
         f" ({explanation.saved_pct}% saved)"
     )
+    out.print(f"[dim]{escape(explanation.meaning)}[/]", highlight=False)
 
 
 def _short(model_id: str) -> str:
