@@ -48,7 +48,7 @@ def test_what_search_delivers_holds_in_every_language_on_the_held_out_half(real_
         pytest.skip(f"{BENCH} is not here")
     small_talk = no_tool_in_half(load_no_tool(BENCH / "notool.jsonl"), "held-out")
     requests = in_half(load_benchmark(BENCH / "metatool-multilingual-xl"), "held-out")
-    report = evaluate(requests, real_embedder, no_tool=small_talk).as_json()
+    report = evaluate(requests, real_embedder, no_tool=small_talk, absent=True).as_json()
     assert len(report["by_lang"]) == 7
     for lang, figures in report["by_lang"].items():  # measured: 0.92 at least
         assert figures["delivered"]["hit"] >= 0.85 * figures["hit@3"], lang
@@ -56,7 +56,10 @@ def test_what_search_delivers_holds_in_every_language_on_the_held_out_half(real_
     assert report["by_lang"]["uk"]["hit@3"] >= 0.45  # measured 0.53: the weakest language (docs/benchmarks.md)
     assert report["no_tool"]["given_tool"] <= 0.15  # measured 0.115
     assert all(figures["given_tool"] <= 0.3 for figures in report["no_tool"]["by_lang"].values())  # measured 0.22
-    assert report["calibration"]["ece"] <= 0.1  # measured 0.068
+    # Calibrated for a registry that lacks half of what it is asked (issue 49): judged on that mix, each request
+    # with its tools present and hidden; with them hidden, a tool at 0.5 or more is rare.
+    assert report["absent"]["mixed_ece"] <= 0.08  # measured 0.043 on 300 requests
+    assert report["absent"]["given_confident"] <= 0.05  # measured 0.000
 
 
 @pytest.mark.slow

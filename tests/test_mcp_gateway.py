@@ -544,6 +544,56 @@ def test_issue33_the_relay_says_in_one_line_that_a_command_is_missing() -> None:
     assert (result.returncode, result.stderr, result.stdout) == (127, "command not found: no-such-mcp-server\n", "")
 
 
+def test_issue50_a_server_that_exits_at_start_is_down_with_its_last_error_line(tmp_path: Path) -> None:
+    """A mistyped module (`-m mcp_server_tiem`) started, printed why on its stderr and exited: the reason said
+    only "Connection closed" and the call "retry later". Now the down reason carries the server's last line of
+    error output, and a call says the configuration needs fixing."""
+    from toolrag.mcp.config import load_config
+    from toolrag.mcp.upstream import UpstreamPool, UpstreamUnavailable
+
+    typo = {"command": sys.executable, "args": ["-m", "mcp_server_tiem"], "cwd": str(tmp_path)}
+    config = load_config(write_config(tmp_path, {"time": typo}, {}, connect_timeout_seconds=30))
+    said: list[str] = []
+
+    async def first_attempt() -> None:
+        async def ignore(server: str, tools: list[Any], instructions: str | None) -> None:
+            raise AssertionError("a server that exits lists no tools")
+
+        pool = UpstreamPool(config, ignore)
+        upstream = pool.upstreams["time"]
+        async with anyio.create_task_group() as group:
+            await pool.run(group)
+            await upstream.attempted.wait()
+            with pytest.raises(UpstreamUnavailable) as refused:
+                await upstream.call("get_current_time", {})
+            said.extend([upstream.last_error or "", str(refused.value)])
+            group.cancel_scope.cancel()
+
+    anyio.run(first_attempt)
+    reason, call = said
+    assert "the server exited with status 1" in reason and "No module named mcp_server_tiem" in reason, reason
+    assert "No module named mcp_server_tiem" in call and "retry later" not in call
+    assert "its command, arguments or environment need fixing" in call
+
+
+def test_issue50_the_relay_passes_stderr_through_and_says_how_the_server_exited(tmp_path: Path) -> None:
+    """The relay's last message, when its server fails: a logging notification with the last line of the
+    server's error output (its end, printable, bounded); the output itself still reaches the relay's stderr."""
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import sys\nsys.stderr.write('starting\\n' + 'x' * 100000 + 'No \\x1b[31mluck\\n\\n')\nsys.exit(3)\n"
+    )
+    relayed = [sys.executable, "-m", "toolrag.mcp.relay", "--max-bytes", "1000", "--", sys.executable, str(script)]
+    result = subprocess.run(relayed, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 3 and result.stderr.startswith("starting\n") and len(result.stderr) > 100000
+    (note,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert note["method"] == "notifications/message" and note["params"]["logger"] == "toolrag.relay"
+    said = note["params"]["data"]
+    assert said.startswith("exited with status 3: ") and said.endswith("No  [31mluck") and len(said) < 300
+    clean = subprocess.run([*relayed[:-1], "-c", "print('{}')"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (clean.returncode, clean.stdout) == (0, "{}\n")  # a server that ends well gets no last message
+
+
 def test_a_server_that_failed_reads_down_while_it_retries(tmp_path: Path) -> None:
     from toolrag.mcp.config import load_config
     from toolrag.mcp.upstream import UpstreamPool
@@ -1080,8 +1130,10 @@ def shop_gateway(tmp_path: Path, embedder: Any) -> Iterator[Any]:
     from toolrag.model import Tool
     from toolrag.search.config import SearchConfig
 
-    # Without the `all` strategy: five tools would all come back for every request.
-    with ToolRegistry(tmp_path / "shop.db", embedder, SearchConfig(inject_all_below_tokens=0)) as registry:
+    # Without the `all` strategy: five tools would all come back for every request. These tests are about what a
+    # conversation remembers, not the cut: long shots (0.02-0.03 here) are left out, whatever the default.
+    config = SearchConfig(inject_all_below_tokens=0, min_confidence=0.05)
+    with ToolRegistry(tmp_path / "shop.db", embedder, config) as registry:
         registry.register_many(
             [Tool.parse({"name": n, "description": d, "scopes": s, "input_schema": {}}) for n, d, s in SHOP]
         )

@@ -9,30 +9,42 @@ bytes, wherever the server's serializer put it), so the call fails at once and t
 under the cap is checked against the other bounds of one message (nesting, content parts, tools in a page:
 mcp/bounds.py) here, in the relay's process, before the gateway's SDK parses it.
 
+The server's stderr passes through to the relay's own, and its last line is kept: a server that exits with an
+error status gets a last message from the relay, a logging notification of logger `toolrag.relay` saying so with
+that line ("exited with status 1: ModuleNotFoundError: No module named 'mcp_server_tiem'"), which the gateway puts
+in the server's `down:` reason instead of a bare "Connection closed".
+
     python -m toolrag.mcp.relay --max-bytes 4194304 --max-depth 64 --max-parts 1000 --max-tools 2000 -- COMMAND ...
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 
 from toolrag.mcp.bounds import EDGE, REFUSED, MessageBounds, request_id
 
 _CHUNK = 65536
+RELAY_LOGGER = "toolrag.relay"  # the logger of the relay's own last message: how the server exited
+_LAST_LINE = 240  # bytes of the server's last stderr line kept (its end: where an exception's message is)
 
 
 def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | None = None) -> int:
     """Run `command`, copying its stdout to the file descriptor `out` with lines bounded; its exit status."""
     try:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE)
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:  # one line on the server's stderr, as a shell says it, not the relay's traceback
         found = isinstance(exc, FileNotFoundError)
         print(f"command not found: {command[0]}" if found else f"{command[0]}: {exc.strerror}", file=sys.stderr)
         return 127 if found else 126
-    assert server.stdout is not None
+    assert server.stdout is not None and server.stderr is not None
+    errors = _StderrTail(server.stderr.fileno())
+    copier = threading.Thread(target=errors.copy, daemon=True)
+    copier.start()
     line = _Line()
     while chunk := os.read(server.stdout.fileno(), _CHUNK):
         start = 0
@@ -41,7 +53,41 @@ def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | 
             _write(out, line.finished(max_bytes, bounds))
             line, start = _Line(), end + 1
         line.add(chunk[start:], max_bytes)
-    return server.wait()
+    status = server.wait()
+    copier.join(timeout=1.0)
+    if status != 0:
+        last = errors.last_line()
+        said = f"exited with status {status}" + (f": {last}" if last else "")
+        params = {"level": "error", "logger": RELAY_LOGGER, "data": said}
+        _write(
+            out, json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params}).encode() + b"\n"
+        )
+    return status
+
+
+class _StderrTail:
+    """Copies the server's stderr to the relay's own as it comes, keeping the end of its last non-empty line."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.current = b""  # the end of the line being written
+        self.last = b""  # the end of the last non-empty line finished
+
+    def copy(self) -> None:
+        while chunk := os.read(self.fd, _CHUNK):
+            with contextlib.suppress(OSError):  # nobody reads the relay's stderr any more: keep the tail all the same
+                _write(sys.stderr.fileno(), chunk)
+            *finished, self.current = (self.current + chunk).split(b"\n")
+            for done in reversed(finished):
+                if done.strip():
+                    self.last = done[-_LAST_LINE:]
+                    break
+            self.current = self.current[-_LAST_LINE:]
+
+    def last_line(self) -> str:
+        line = self.current if self.current.strip() else self.last
+        text = line.decode("utf-8", "replace")
+        return "".join(c if c.isprintable() else " " for c in text).strip()
 
 
 class _Line:

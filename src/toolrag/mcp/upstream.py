@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolrag.errors import ToolragError
 from toolrag.mcp.bounds import CHECKER, REFUSED, MessageBounds
 from toolrag.mcp.config import GatewayConfig, ServerConfig
+from toolrag.mcp.relay import RELAY_LOGGER
 from toolrag.model import utc_now
 
 State = Literal["connecting", "importing", "up", "down"]
@@ -122,6 +123,9 @@ class Upstream:
         self._imported_at = 0.0
         self._listed_at = 0.0
         self.listing_note: str | None = None  # a limit the last listing reached, for the status
+        self._exit_note: str | None = None  # how a stdio server exited, as its relay said (mcp/relay.py)
+        self._came_up = False  # the current connection attempt reached "up"
+        self._exits_at_start = False  # the last attempt ended with the server's exit before it came up
 
     # -- the connection task ------------------------------------------------------------------------------------
 
@@ -149,7 +153,7 @@ class Upstream:
             self.state, self.since = state, utc_now()
 
     async def _connected_session(self) -> None:
-        self._broken = None
+        self._broken, self._exit_note, self._came_up = None, None, False
         connected = anyio.Event()
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as group:
@@ -160,6 +164,7 @@ class Upstream:
                     await self._refresh(client)
                     self._client, self.last_error = client, None
                     self._enter("up")
+                    self._came_up = True
                     self.attempted.set()
                     await self._serve(client)
         if scope.cancelled_caught:
@@ -211,7 +216,12 @@ class Upstream:
                 transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds, self.name),
             )
             target = streamable_http_client(server.url, http_client=http)
-        return Client(target, message_handler=self._on_message, read_timeout_seconds=self.settings.call_timeout_seconds)
+        return Client(
+            target,
+            message_handler=self._on_message,
+            logging_callback=self._on_log,
+            read_timeout_seconds=self.settings.call_timeout_seconds,
+        )
 
     async def _refresh(self, client: Client, forced: bool = True) -> None:
         """List the tools; hand them to the importer when asked to, or when they differ from the last import
@@ -287,8 +297,16 @@ class Upstream:
     def _mark_down(self, reason: str) -> None:
         self._client = None
         self._enter("down")
-        self.last_error = reason
+        self._exits_at_start = self._exit_note is not None and not self._came_up
+        self.last_error = f"{reason}; the server {self._exit_note}" if self._exit_note else reason
         self.attempted.set()
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """The relay's last message: how the server exited, with its last line of error output. It comes over
+        the server's own stdout (which the server could mimic), so it is read as the server's words: one
+        printable line, bounded."""
+        if params.logger == RELAY_LOGGER and isinstance(params.data, str):
+            self._exit_note = "".join(c if c.isprintable() else " " for c in params.data[:_EXIT_NOTE_CHARS])
 
     # -- calls --------------------------------------------------------------------------------------------------
 
@@ -299,6 +317,8 @@ class Upstream:
             # A command that cannot run is the configuration's to fix: waiting will not bring the server up.
             configured = (self.last_error or "").startswith(_CONFIGURATION_ERRORS)
             hint = "the gateway's configuration names a command that cannot run" if configured else "retry later"
+            if self._exits_at_start:
+                hint = "it exits as it starts: its command, arguments or environment need fixing"
             raise UpstreamUnavailable(f"MCP server {self.name!r} is unavailable ({self.state}{reason}); {hint}")
         timeout = self.settings.call_timeout_seconds
         try:
@@ -360,6 +380,7 @@ class UpstreamPool:
 
 
 _CONFIGURATION_ERRORS = ("command not found", "command is not executable")
+_EXIT_NOTE_CHARS = 300
 # A configuration's `command = "python"` means the gateway's own interpreter: started from an IDE or an MCP client,
 # the first `python` on the PATH is another one, without the server's package ("No module named mcp_server_time").
 _THIS_PYTHON = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
