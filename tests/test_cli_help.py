@@ -37,6 +37,20 @@ def test_no_flag_shows_a_value_placeholder() -> None:
         assert "<bool>" not in shown.stdout, " ".join(path)
 
 
+def test_help_reads_as_click_and_unix_manuals_do() -> None:
+    """Issue 50: typer 0.29 printed `<str>`, `<list[str]>`, `<int range> [1<=x<=5]` and `Usage: toolrag search
+    [OPTIONS] {request}`; and the wide type column left `toolrag eval`'s help 26 characters wide at 80 columns."""
+    for path, _ in commands():
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "120"}).stdout
+        for typer_label in ("<str>", "<int", "<float", "<list[", "<path>", "[OPTIONS] {"):
+            assert typer_label not in shown, (" ".join(path), typer_label)
+    search = runner.invoke(app, ["search", "--help"], env={"COLUMNS": "80"}).stdout
+    assert "Usage: toolrag search [OPTIONS] REQUEST" in search and "INTEGER (1-5)" in search
+    assert " TEXT " in search
+    evaluated = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "80"}).stdout
+    assert "The bundled example catalog and" in evaluated  # one line of help, not three
+
+
 def test_every_summary_is_one_line() -> None:
     """The command list broke summaries where the docstring broke its lines."""
     for path, command in commands():

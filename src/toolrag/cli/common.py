@@ -36,19 +36,60 @@ class _Console(Console):
         return size
 
 
-def _no_placeholder_on_flags() -> None:
-    """Typer 0.29 shows `<bool>` beside every on/off flag in --help, as if it took a value: flags show none."""
-    from typer.core import TyperOption
-
-    shown = TyperOption.display_type_rich
-
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        return None if self.is_flag else shown(self, ctx)
-
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+# Typer 0.29's help labels, in the words of click and of Unix tools' manuals, which newcomers know.
+_TYPE_LABELS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "path": "PATH"}
 
 
-_no_placeholder_on_flags()
+def _help_in_click_style() -> None:
+    """Typer 0.29 prints `<bool>` beside every on/off flag, as if it took a value, types as `<str>`,
+    `<list[str]>` and `<int range>`, and a required argument as `{request}` in the usage line: read as syntax to
+    type. Flags show no type, types read TEXT, INTEGER, INTEGER RANGE (as click prints them), and arguments
+    REQUEST (issue 50). Each patch applies only where typer has what it replaces."""
+    from typer.core import TyperArgument, TyperOption
+
+    for kind in (TyperOption, TyperArgument):
+        shown = getattr(kind, "display_type_rich", None)
+        if shown is None:
+            continue
+
+        def display_type_rich(self: Any, ctx: Any, _shown: Any = shown) -> str | None:
+            if getattr(self, "is_flag", False):
+                return None
+            label = _shown(self, ctx)
+            return _click_label(label, self.min, self.max) if isinstance(label, str) else label
+
+        kind.display_type_rich = display_type_rich  # type: ignore[method-assign]
+        if hasattr(kind, "_get_number_range_help_str"):  # the range is in the type's label: `INTEGER (1-5)`
+            kind._get_number_range_help_str = lambda self: ""  # type: ignore[method-assign]
+    if hasattr(TyperArgument, "_usage_display_name"):
+
+        def usage_name(self: Any) -> str:
+            name = (self.metavar or self.name or "").upper()
+            name = name if self.required else f"[{name}]"
+            return name + ("..." if self.nargs != 1 else "")
+
+        TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+
+def _click_label(label: str, low: Any = None, high: Any = None) -> str:
+    """`<str>` -> TEXT, `<list[str]>` -> TEXT (the option repeats), `<int range>` with bounds 1 and 5 ->
+    INTEGER (1-5) (narrow: a wide type column left the help 26 characters at 80 columns), choices as `[a|b]`;
+    anything else as it was."""
+    if not (label.startswith("<") and label.endswith(">")):
+        return label
+    inner = label[1:-1]
+    if inner.startswith("list[") and inner.endswith("]"):
+        inner = inner[5:-1]
+    base, _, rest = inner.partition(" ")
+    if base not in _TYPE_LABELS:
+        return f"[{inner}]" if "|" in inner else inner.upper()
+    if rest != "range":
+        return _TYPE_LABELS[base]
+    bounds = f"{low}-{high}" if low is not None and high is not None else f">={low}" if low is not None else f"<={high}"
+    return f"{_TYPE_LABELS[base]} ({bounds})"
+
+
+_help_in_click_style()
 out = _Console(soft_wrap=True)
 err = _Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
