@@ -1,7 +1,8 @@
 """Compare a doc's shown output with what its block really prints, within the tolerances a reader expects.
 
 Timings (`125.0 ms`, `7.6 s`) and rates (`56 texts/s`) match any timing; percentages match within `percentages`
-points, decimal numbers within `scores`; integers and words match exactly; box-drawing rules match whatever their
+points, decimal numbers within `scores`; an estimated count (`~106`, a token count without the `tokens` extra)
+matches an integer within 10%; integers and words match exactly; box-drawing rules match whatever their
 length (a table's columns widen with its content); a line `...` stands for any number of lines. A marker may change
 a tolerance, `<!-- output of the block above, scores ±0.1 -->`, or name a command the page tells the reader to run,
 `<!-- output of `toolrag quickstart` -->`.
@@ -20,6 +21,7 @@ TOKEN = re.compile(
     r"(?P<timing>\d+(?:\.\d+)?\s?(?:ms|s|[a-z]+/s)\b)"
     r"|(?P<percentage>-?\d+(?:\.\d+)?%)"
     r"|(?P<decimal>-?\d+\.\d+)"
+    r"|(?P<estimate>~\d+)"
     r"|(?P<integer>-?\d+)"
     r"|(?P<rule>[─━═]+)"
     r"|(?P<word>[^\s\d─━═]+)"
@@ -63,6 +65,11 @@ def lines_match(expected: str, actual: str, tolerances: Tolerances) -> bool:
     if len(want) != len(got):
         return False
     for (kind, text), (actual_kind, actual_text) in zip(want, got, strict=True):
+        if {kind, actual_kind} == {"integer", "estimate"}:
+            exact, estimate = (text, actual_text) if kind == "integer" else (actual_text, text)
+            if abs(int(estimate[1:]) - int(exact)) > 0.1 * abs(int(exact)):
+                return False
+            continue
         if kind != actual_kind:
             return False
         if kind == "decimal":

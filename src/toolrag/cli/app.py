@@ -294,15 +294,19 @@ def search(
             }
         )
         return
+    from toolrag.inject.tokens import count_text
+
     out.print(results_table(request, selection.results))
     if selection.strategy == "all":
         out.print(
-            f"strategy: all (every tool this principal may use costs {selection.catalog_tokens} prompt tokens, below"
+            f"strategy: all (every tool this principal may use costs {count_text(selection.catalog_tokens)} prompt"
+            " tokens, below"
             f" the budget of {registry.config.inject_all_below_tokens}: all of them, likeliest first)"
         )
     else:
         out.print(
-            f"prompt tokens: {selection.injected_tokens} injected instead of {selection.catalog_tokens} "
+            f"prompt tokens: {count_text(selection.injected_tokens)} injected instead of"
+            f" {count_text(selection.catalog_tokens)} "
             f"for every visible tool ({selection.saved_pct}% saved)"
         )
 

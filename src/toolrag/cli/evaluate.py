@@ -200,6 +200,8 @@ def interval_text(low: float, high: float, rate: float, n: int, percent: bool = 
 
 
 def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
+    from toolrag.inject.tokens import count_text
+
     title = f"{data['dataset']}: {tools} tools, {data['n_queries']} requests"
     ranking = Table("mode", "R@1", "R@3", "R@5", "Hit@3", "nDCG@10", "MRR@10", title=f"{title}: the ranking")
     received = Table("mode", "hit", "95% interval", "recall", "empty", "returned", title="what search() delivered")
@@ -283,7 +285,8 @@ def _print_report(data: dict[str, Any], first_mode: str, tools: int) -> None:
         f"p95 {data['latency_ms']['p95']:.1f} ms; indexed in {data['index_seconds']:.1f} s"
     )
     out.print(
-        f"prompt tokens: {tokens['injected_mean']:.0f} injected on average instead of {tokens['catalog']} "
+        f"prompt tokens: {count_text(tokens['injected_mean'])} injected on average instead of"
+        f" {count_text(tokens['catalog'])} "
         f"({tokens['saved_pct']:.1f}% saved)"
     )
 

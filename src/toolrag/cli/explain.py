@@ -52,6 +52,8 @@ def explain_command(
     if as_json:
         print_json(explanation.model_dump(mode="json"))
         return
+    from toolrag.inject.tokens import count_text
+
     out.print(f"[bold]{escape(explanation.request)}[/]", highlight=False)
     if explanation.request_note:
         out.print(f"[dim]{escape(explanation.request_note)}[/]", highlight=False)
@@ -89,7 +91,8 @@ def explain_command(
     for hidden in explanation.hidden:
         out.print(f"hidden: {escape(hidden.name)} (cosine {hidden.cosine:.2f}): {escape(hidden.hidden_by)}")
     out.print(
-        f"prompt tokens: {explanation.injected_tokens} injected instead of {explanation.catalog_tokens}"
+        f"prompt tokens: {count_text(explanation.injected_tokens)} injected instead of"
+        f" {count_text(explanation.catalog_tokens)}"
         f" ({explanation.saved_pct}% saved)"
     )
     out.print(f"[dim]{escape(explanation.meaning)}[/]", highlight=False)

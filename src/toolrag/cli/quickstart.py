@@ -10,6 +10,7 @@ from rich.console import Console
 
 from toolrag.catalog.files import load_catalog
 from toolrag.cli.common import closed_with_command, print_json, progress_bar, results_table
+from toolrag.inject.tokens import count_text
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
 
@@ -85,7 +86,8 @@ def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> Non
         if not as_json:
             out.print(results_table(f"{who}: {request}", selection.results))
             out.print(
-                f"  {selection.injected_tokens} prompt tokens instead of {selection.catalog_tokens} "
+                f"  {count_text(selection.injected_tokens)} prompt tokens instead of"
+                f" {count_text(selection.catalog_tokens)} "
                 f"({selection.saved_pct}% saved); found in {millis:.1f} ms\n",
                 highlight=False,
             )

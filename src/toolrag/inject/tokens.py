@@ -60,6 +60,11 @@ def exact() -> bool:
     return _encoding() is not None
 
 
+def count_text(count: float) -> str:
+    """A count as people read it: `~106` when estimated (without the `tokens` extra), `102` when exact."""
+    return f"{count:.0f}" if exact() else f"~{count:.0f}"
+
+
 def count_tokens(text: str) -> int:
     encoding = _encoding()
     if encoding is not None:
