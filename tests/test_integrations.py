@@ -207,6 +207,47 @@ def test_pydantic_ai_toolset_selects_for_the_prompt(registry: ToolRegistry) -> N
     assert "shop__track" in names.output and "billing__refund" not in names.output
 
 
+def test_pydantic_ai_and_langgraph_tell_the_model_when_no_tool_serves(registry: ToolRegistry) -> None:
+    """Issue 49, item 5: a prompt search finds nothing for gets no tools and a line saying so, so the model says
+    so to the user instead of guessing; a prompt with tools gets none of it."""
+    from langchain_core.messages import AIMessage, SystemMessage
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolrag.inject.told import NO_TOOL_OFFERED
+    from toolrag.integrations.langgraph import create_agent
+    from toolrag.integrations.pydantic_ai import ToolragToolset
+
+    told: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        told.append(str(getattr(messages[-1], "instructions", None)))
+        return ModelResponse(parts=[TextPart(f"{len(info.function_tools)} tools")])
+
+    toolset = ToolragToolset(Toolbox(registry, USER))
+    assert Agent(FunctionModel(model), toolsets=[toolset]).run_sync("tell me a joke").output == "0 tools"
+    assert Agent(FunctionModel(model), toolsets=[toolset]).run_sync("Track the parcel of my order").output != "0 tools"
+    assert NO_TOOL_OFFERED in told[0] and NO_TOOL_OFFERED not in told[1]
+
+    prompts: list[list[Any]] = []
+    chat = scripted_chat([AIMessage("Ha."), AIMessage("Sent.")])
+    generate = type(chat)._generate
+
+    def recorded(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        prompts.append(list(messages))
+        return generate(self, messages, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(type(chat), "_generate", recorded)
+        graph = create_agent(chat, Toolbox(registry, USER), system="Be brief.")
+        graph.invoke({"messages": [("user", "tell me a joke")]})
+        graph.invoke({"messages": [("user", "Track the parcel of my order")]})
+    first, second = (prompt[0] for prompt in prompts)
+    assert isinstance(first, SystemMessage) and first.content == f"Be brief.\n\n{NO_TOOL_OFFERED}"
+    assert isinstance(second, SystemMessage) and second.content == "Be brief."
+
+
 # -- LlamaIndex ----------------------------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from toolrag.inject.formats import provider_name
+from toolrag.inject.told import NO_TOOL_OFFERED
 from toolrag.runtime.toolbox import Toolbox
 from toolrag.schemas.drafts import to_2020_12
 
@@ -37,6 +38,12 @@ class ToolragToolset(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         visible = self.toolbox.tools
         return {provider_name(name): self._toolset_tool(name) for name in self._select(ctx) if name in visible}
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
+        """When search finds no tool for the prompt, the model is told so (issue 49): rather than guess, it says
+        so to the user."""
+        visible = self.toolbox.tools
+        return None if any(name in visible for name in self._select(ctx)) else NO_TOOL_OFFERED
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
