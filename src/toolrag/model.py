@@ -143,8 +143,16 @@ class ExampleRequest(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)
     tenant: str | None = Field(default=None, description="whose searches it serves; None: every tenant's")
-    source: Literal["operator", "usage"] = Field(
-        default="operator", description="written by an operator, or promoted from a logged request"
+    source: Literal["operator", "usage", "written"] = Field(
+        default="operator",
+        description="written by an operator, promoted from a logged request, or written by the operator's chat model"
+        " (`toolrag tools write-examples`)",
+    )
+    written_for: str | None = Field(
+        default=None,
+        max_length=64,
+        description="for a chat model's example: the basis it was written for (the tool's text, the languages, the"
+        " model and the prompt, hashed): written again when that changes",
     )
     task: bool = Field(
         default=False,

@@ -10,11 +10,11 @@ review like the source's text while the registry asks for it (catalog/review.py)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from toolrag.catalog.edits import Edited, ToolWriter
 from toolrag.catalog.review import Origin, Proposal
-from toolrag.model import Tool
+from toolrag.model import ExampleRequest, Tool
 from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
 
 Source = Literal["operator", "usage"]
@@ -59,6 +59,29 @@ class ExampleDesk:
         every tenant's), in one transaction: a later request like it retrieves the whole set. `source` "usage":
         promoted from a logged session (`past_tasks`)."""
         return self._writer.add_task_example(tools, text, tenant, source, edited_by, Proposal(origin, edited_by))
+
+    def write(
+        self,
+        name: str,
+        tenant: str | None,
+        texts: Sequence[str],
+        written_for: str,
+        edited_by: str | None = None,
+        origin: Origin = "python",
+    ) -> Tool:
+        """The chat model's example requests of `name` for `tenant`'s searches (None: every tenant's), in place of
+        those it wrote before for that tenant, in one new version; the other examples stay."""
+        written = [
+            ExampleRequest(text=text, tenant=tenant, source="written", written_for=written_for) for text in texts
+        ]
+
+        def replaced(current: Tool) -> dict[str, Any]:
+            kept = [e for e in current.examples if not (e.source == "written" and e.tenant == tenant)]
+            keys = {e.key for e in kept}
+            fresh = [e for e in written if e.key not in keys]
+            return {"examples": [e.model_dump() for e in [*kept, *fresh]]}
+
+        return self._writer.edit(name, replaced, edited_by, Proposal(origin, edited_by))
 
     def promotable(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
         """(tenant, request) of logged requests after which the tool was called successfully in the same session,

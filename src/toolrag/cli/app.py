@@ -36,6 +36,7 @@ from toolrag.cli.common import (
 )
 from toolrag.cli.doctor import doctor_command
 from toolrag.cli.evaluate import eval_command
+from toolrag.cli.examples import write_examples_command  # noqa: F401  (a command of `toolrag tools`)
 from toolrag.cli.explain import explain_command
 from toolrag.cli.lifecycle import (
     export_registry,

@@ -79,7 +79,7 @@ def explain_command(
         )
         why = [f"cut: {tool.cut}"] if tool.cut and explanation.needs_tool else []  # else the decision says why
         why += [f"words: {' '.join(tool.matched_words)}"] if tool.matched_words else []
-        why += [f"example ({tool.example_cosine:.2f}): {tool.example}"] if tool.example else []
+        why += [f"{tool.example_source} example ({tool.example_cosine:.2f}): {tool.example}"] if tool.example else []
         if tool.description != "source":
             cosine = f" ({tool.description_cosine:.2f})" if tool.description_cosine is not None else ""
             why += [f"description: {tool.description}{cosine}"]

@@ -4,12 +4,20 @@ and an admin's verdicts on inferred and learned ones (catalog/relations.py)."""
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.table import Table
 
+from toolrag.cli.chat_models import (
+    ApiKeyEnvOption,
+    BaseUrlOption,
+    MaxCallsOption,
+    MaxTokensOption,
+    ModelOption,
+    ProviderOption,
+    chat_model,
+)
 from toolrag.cli.common import (
     DEFAULT_STORE,
     JsonOption,
@@ -123,30 +131,14 @@ def learn(
         )
 
 
-Provider = Literal["openai", "anthropic", "gemini"]
-_KEY_VARIABLES: dict[str, str] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-}
-
-
 @relations_app.command("propose")
 def propose(
-    model: Annotated[str, typer.Option("--model", help="The chat model's name at the provider.")],
-    provider: Annotated[
-        Provider,
-        typer.Option(help="openai: OpenAI or any OpenAI-compatible endpoint (with --base-url; a local server too)."),
-    ] = "openai",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="The provider's endpoint, if not its own.")] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env", help="Variable holding the API key (default OPENAI_, ANTHROPIC_, GEMINI_API_KEY)."
-        ),
-    ] = None,
-    max_calls: Annotated[int, typer.Option("--max-calls", min=0, help="Model calls at most.")] = 500,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=0, help="Prompt tokens at most.")] = 2_000_000,
+    model: ModelOption,
+    provider: ProviderOption = "openai",
+    base_url: BaseUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    max_calls: MaxCallsOption = 500,
+    max_tokens: MaxTokensOption = 2_000_000,
     neighbours: Annotated[
         int, typer.Option("--neighbours", min=1, max=20, help="Candidate tools the model reads per tool.")
     ] = 6,
@@ -156,12 +148,10 @@ def propose(
     """Ask your chat model which requirements each tool has among a few retrieved candidates: proposals wait for an
     admin's `confirm` (or SearchConfig.accept_proposed_relations); only tools whose text or candidates changed are
     asked again."""
-    from toolrag.runtime.propose import propose_relations
+    from toolrag.runtime.propose import RECORD, propose_relations
 
     registry = open_registry(store)
-    chat = guarded(
-        lambda: _chat_model(provider, model, base_url, os.environ.get(api_key_env or _KEY_VARIABLES[provider]))
-    )
+    chat = guarded(lambda: chat_model(provider, model, base_url, api_key_env, RECORD))
     with progress_bar("proposing requirements", len(registry.tools()), enabled=not as_json) as advance:
         run = guarded(
             lambda: propose_relations(
@@ -178,33 +168,6 @@ def propose(
         " `toolrag relations list TOOL`, then `confirm` or `reject`.",
         highlight=False,
     )
-
-
-def _chat_model(provider: str, model: str, base_url: str | None, key: str | None) -> Any:
-    """The provider's SDK client, with the proposal's record call forced where the SDK can force a tool."""
-    from toolrag.runtime.propose import RECORD
-
-    if provider == "anthropic":
-        import anthropic
-
-        from toolrag.runtime.providers import AnthropicModel
-
-        claude = anthropic.Anthropic(api_key=key or "none", base_url=base_url)
-        return AnthropicModel(claude, model, tool_choice={"type": "tool", "name": RECORD})
-    if provider == "gemini":
-        from google import genai
-        from google.genai.types import HttpOptions
-
-        from toolrag.runtime.providers import GeminiInteractionsModel
-
-        options = HttpOptions(base_url=base_url) if base_url else None
-        return GeminiInteractionsModel(genai.Client(api_key=key or "none", http_options=options), model)
-    import openai
-
-    from toolrag.runtime.providers import OpenAIChatModel
-
-    client = openai.OpenAI(api_key=key or "none", base_url=base_url)
-    return OpenAIChatModel(client, model, tool_choice={"type": "function", "function": {"name": RECORD}})
 
 
 def _progress(done: int, total: int) -> None:

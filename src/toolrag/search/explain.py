@@ -49,6 +49,9 @@ class RankedTool(BaseModel):
     matched_words: list[str] = Field(description="the request's words the tool's text holds")
     example: str | None = Field(default=None, description="the tool's example request nearest this request")
     example_cosine: float | None = None
+    example_source: str | None = Field(
+        default=None, description="who wrote that example: operator, usage or written (the operator's chat model)"
+    )
     description: str = Field(
         default="source", description="which description was used: the source's, or the principal's tenant's own"
     )
@@ -262,7 +265,8 @@ def _nearest_views(
     described = [cosine for which, cosine in cosines if which >= len(tool.examples)]
     if examples:
         which, cosine = max(examples, key=lambda found: found[1])
-        shown |= {"example": tool.examples[which].text, "example_cosine": round(cosine, 4)}
+        nearest = tool.examples[which]
+        shown |= {"example": nearest.text, "example_cosine": round(cosine, 4), "example_source": nearest.source}
     if own is not None and described:
         shown["description_cosine"] = round(max(described), 4)
     return shown
