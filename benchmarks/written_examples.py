@@ -1,7 +1,7 @@
 """Written example requests, measured with stand-ins (issue 53): what example requests written for each tool add,
 per language, on requests nobody tuned on.
 
-    python benchmarks/written_examples.py [--per-tool 2] [--half held-out] [--json]
+    python benchmarks/written_examples.py [--per-tool 2] [--half held-out] [--limit N] [--json]
 
 No chat model is reachable here, so real requests stand in for what one would write: each of the 199 tools of
 metatool-multilingual-xl gets `--per-tool` English requests of metatool (the same 199 tools; never one of xl's own
@@ -21,7 +21,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).parent))
 from confidence import _RememberedTexts
@@ -33,6 +33,7 @@ from toolrag.eval.metrics import paired_difference
 from toolrag.eval.runner import with_examples
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+T = TypeVar("T")
 
 
 def stand_ins(xl: BenchmarkSet, per_tool: int) -> list[Query]:
@@ -48,16 +49,24 @@ def stand_ins(xl: BenchmarkSet, per_tool: int) -> list[Query]:
     return [query for queries in chosen.values() for query in queries]
 
 
+def _spaced(items: list[T], count: int) -> list[T]:
+    return items if count >= len(items) else [items[int(n * len(items) / count)] for n in range(count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-tool", type=int, default=2)
     parser.add_argument("--half", choices=("tune", "held-out"), default="held-out")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many requests, evenly spaced")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder = _RememberedTexts(make_embedder("default"))
     xl = load_benchmark(BENCH / "metatool-multilingual-xl")
     measured = in_half(xl, args.half)
     small_talk = no_tool_in_half(load_no_tool(BENCH / "notool.jsonl"), args.half)
+    if args.limit is not None:
+        measured = BenchmarkSet(measured.name, measured.tools, _spaced(measured.queries, args.limit))
+        small_talk = _spaced(small_talk, args.limit)
     examples = stand_ins(xl, args.per_tool)
     given = BenchmarkSet(measured.name, with_examples(measured.tools, examples), measured.queries)
     print(f"{len(examples)} stand-in examples for {len(measured.queries)} requests", file=sys.stderr, flush=True)

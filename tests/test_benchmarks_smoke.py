@@ -65,7 +65,9 @@ SCRIPTS: dict[str, Smoke] = {
         shows=r"graph: language n .*\n  en +3 ",
         bench=True,
     ),
-    "benchmarks/written_examples.py": once("--per-tool", "1", shows=r"small talk given a tool: ", bench=True),
+    "benchmarks/written_examples.py": once(
+        "--per-tool", "1", "--limit", "7", shows=r"small talk given a tool: ", bench=True
+    ),
     "benchmarks/beyond_100k.py": once(
         *("--sizes", "2000", "--anchors", "20", "--queries", "5"), shows=r'"recall_at_10": [01]\.?\d*'
     ),
