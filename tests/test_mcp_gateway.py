@@ -546,8 +546,9 @@ def test_issue33_the_relay_says_in_one_line_that_a_command_is_missing() -> None:
 
 def test_issue50_a_server_that_exits_at_start_is_down_with_its_last_error_line(tmp_path: Path) -> None:
     """A mistyped module (`-m mcp_server_tiem`) started, printed why on its stderr and exited: the reason said
-    only "Connection closed" and the call "retry later". Now the down reason carries the server's last line of
-    error output, and a call says the configuration needs fixing."""
+    only "Connection closed" and the call "retry later". Now its operators read the server's last line of error
+    output, and a call says the configuration needs fixing, without that line: a server's stderr may hold a
+    connection string or a key, and a call's answer goes to the caller's model."""
     from toolrag.mcp.config import load_config
     from toolrag.mcp.upstream import UpstreamPool, UpstreamUnavailable
 
@@ -566,32 +567,53 @@ def test_issue50_a_server_that_exits_at_start_is_down_with_its_last_error_line(t
             await upstream.attempted.wait()
             with pytest.raises(UpstreamUnavailable) as refused:
                 await upstream.call("get_current_time", {})
-            said.extend([upstream.last_error or "", str(refused.value)])
+            status = upstream.status()
+            said.extend([status.last_error or "", status.operators_error or "", str(refused.value)])
             group.cancel_scope.cancel()
 
     anyio.run(first_attempt)
-    reason, call = said
-    assert "the server exited with status 1" in reason and "No module named mcp_server_tiem" in reason, reason
-    assert "No module named mcp_server_tiem" in call and "retry later" not in call
+    reason, for_operators, call = said
+    assert "the server exited with status 1" in reason and "No module" not in reason, reason
+    assert for_operators.endswith("its last error output: " + f"{sys.executable}: No module named mcp_server_tiem")
+    assert "No module" not in call and "retry later" not in call
     assert "its command, arguments or environment need fixing" in call
 
 
+RELAYED = [sys.executable, "-m", "toolrag.mcp.relay", "--max-bytes", "1000", "--"]
+
+
 def test_issue50_the_relay_passes_stderr_through_and_says_how_the_server_exited(tmp_path: Path) -> None:
-    """The relay's last message, when its server fails: a logging notification with the last line of the
-    server's error output (its end, printable, bounded); the output itself still reaches the relay's stderr."""
+    """The relay's last message, when its server fails: a logging notification with how it ended and the last line
+    of its error output (its end, printable, bounded); the output itself still reaches the relay's stderr."""
     script = tmp_path / "fails.py"
     script.write_text(
         "import sys\nsys.stderr.write('starting\\n' + 'x' * 100000 + 'No \\x1b[31mluck\\n\\n')\nsys.exit(3)\n"
     )
-    relayed = [sys.executable, "-m", "toolrag.mcp.relay", "--max-bytes", "1000", "--", sys.executable, str(script)]
-    result = subprocess.run(relayed, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run([*RELAYED, sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 3 and result.stderr.startswith("starting\n") and len(result.stderr) > 100000
     (note,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert note["method"] == "notifications/message" and note["params"]["logger"] == "toolrag.relay"
     said = note["params"]["data"]
-    assert said.startswith("exited with status 3: ") and said.endswith("No  [31mluck") and len(said) < 300
-    clean = subprocess.run([*relayed[:-1], "-c", "print('{}')"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert said["ended"] == "exited with status 3" and said["output"].endswith("No  [31mluck")
+    assert len(said["output"]) <= 240
+    clean = subprocess.run([*RELAYED, sys.executable, "-c", "print('{}')"], capture_output=True, text=True, timeout=60)
     assert (clean.returncode, clean.stdout) == (0, "{}\n")  # a server that ends well gets no last message
+
+
+def test_issue50_a_server_may_not_speak_as_the_relay_nor_block_it_through_stderr(tmp_path: Path) -> None:
+    """A server's own notification in the relay's name is dropped; and a server writing much to stderr while the
+    relay has no stderr of its own (a gateway started with it closed) is drained, not left blocked."""
+    script = tmp_path / "chatty.py"
+    fake = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"logger": "toolrag.relay", "data": "x"}}
+    script.write_text(
+        "import json, sys\n"
+        "for n in range(4000): sys.stderr.write('noise %d\\n' % n)\n"
+        f"print(json.dumps({fake!r}))\n"
+        'print(\'{"jsonrpc": "2.0", "id": 1, "result": {}}\')\n'
+    )
+    command = " ".join([*RELAYED, sys.executable, str(script)])
+    result = subprocess.run(["bash", "-c", f"{command} 2>&-"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout == '{"jsonrpc": "2.0", "id": 1, "result": {}}\n'
 
 
 def test_a_server_that_failed_reads_down_while_it_retries(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
                 {
                     "server": status.name,
                     "state": status.state,
-                    "error": status.last_error,
+                    "error": status.operators_error,
                     "imported": report.imported,
                     "unchanged": len(report.unchanged),
                     "quarantined": report.quarantined,
@@ -193,7 +193,7 @@ def sync(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False)
 def _print_sync(pairs: list[tuple[UpstreamStatus, SyncReport]]) -> None:
     table = Table("server", "state", "imported", "unchanged", "quarantined", "deactivated", "refused")
     for status, report in pairs:
-        state = f"{status.state}: {status.last_error}" if status.last_error else status.state
+        state = f"{status.state}: {status.operators_error}" if status.last_error else status.state
         listed = [", ".join(names) or "0" for names in (report.quarantined, report.deactivated, report.refused)]
         table.add_row(status.name, state, str(len(report.imported)), str(len(report.unchanged)), *listed)
     out.print(table)
@@ -209,7 +209,7 @@ def _exit_unless_synced(statuses: list[UpstreamStatus]) -> None:
     failed = [status for status in statuses if status.state != "up"]
     if not failed:
         return
-    named = "; ".join(f"{s.name} ({s.state}" + (f": {s.last_error})" if s.last_error else ")") for s in failed)
+    named = "; ".join(f"{s.name} ({s.state}" + (f": {s.operators_error})" if s.last_error else ")") for s in failed)
     err.print(f"{len(failed)} of {len(statuses)} upstreams not synced: {escape(named)}", highlight=False)
     raise typer.Exit(2)
 
@@ -478,7 +478,7 @@ def probe_upstreams(settings: GatewayConfig) -> GatewayHealth:
 
     statuses = anyio.run(first_attempts)
     servers = [
-        UpstreamHealth(s.name, s.state, s.since, counts.get(s.name, s.tools), s.reconnects, None, s.last_error)
+        UpstreamHealth(s.name, s.state, s.since, counts.get(s.name, s.tools), s.reconnects, None, s.operators_error)
         for s in statuses.values()
     ]
     return GatewayHealth(ready=all(server.up for server in servers), servers=servers)

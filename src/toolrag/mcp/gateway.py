@@ -273,6 +273,7 @@ class McpGateway:
         told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)
         servers = [
             _status_json(status)
+            | ({"error": status.operators_error} if caller.is_admin and status.error_output else {})
             | {"tools": status.tools, "reconnects": status.reconnects}
             | ({"disabled": True} if status.name in told else {})
             | ({"last_import": status.last_import.isoformat(timespec="seconds")} if status.last_import else {})

@@ -2,19 +2,19 @@
 
 The MCP SDK's stdio client reads a whole line before parsing it, and joins its chunks in a way that grows with the
 square of the line's length: a hostile server's 20 MB result took 9 s of the gateway's CPU before it was refused.
-The gateway starts each stdio upstream under this relay instead: the server's stdin and stderr are its own, its
-stdout passes through here in linear time, line by line, and a line past `--max-bytes` is not buffered but skipped
+The gateway starts each stdio upstream under this relay instead: the server's stdin is its own, its stdout
+passes through here in linear time, line by line, and a line past `--max-bytes` is not buffered but skipped
 to its end; the request it answered gets a JSON-RPC error saying why (its id is read from the line's first or last
 bytes, wherever the server's serializer put it), so the call fails at once and the connection stays up. A line
 under the cap is checked against the other bounds of one message (nesting, content parts, tools in a page:
 mcp/bounds.py) here, in the relay's process, before the gateway's SDK parses it.
 
-The server's stderr passes through to the relay's own, and its last line is kept: a server that exits with an
+The server's stderr passes through to the relay's own, drained to its end whatever becomes of the relay's (a server
+whose stderr nobody reads blocks once the pipe is full), and its last line is kept: a server that exits with an
 error status gets a last message from the relay, a logging notification of logger `toolrag.relay` saying so with
-that line ("exited with status 1: ModuleNotFoundError: No module named 'mcp_server_tiem'"), which the gateway puts
-in the server's `down:` reason instead of a bare "Connection closed".
-
-    python -m toolrag.mcp.relay --max-bytes 4194304 --max-depth 64 --max-parts 1000 --max-tools 2000 -- COMMAND ...
+that line (`{"ended": "exited with status 1", "output": "... No module named mcp_server_tiem"}`): the gateway says
+the first to everyone instead of a bare "Connection closed", and shows the line to its operators only. The
+server may not speak as the relay: a notification of that logger on its stdout is dropped.
 """
 
 from __future__ import annotations
@@ -50,19 +50,44 @@ def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | 
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             line.add(chunk[start:end], max_bytes)
-            _write(out, line.finished(max_bytes, bounds))
+            finished = line.finished(max_bytes, bounds)
+            if not _as_the_relay(finished):
+                _write(out, finished)
             line, start = _Line(), end + 1
         line.add(chunk[start:], max_bytes)
     status = server.wait()
     copier.join(timeout=1.0)
     if status != 0:
         last = errors.last_line()
-        said = f"exited with status {status}" + (f": {last}" if last else "")
-        params = {"level": "error", "logger": RELAY_LOGGER, "data": said}
-        _write(
-            out, json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params}).encode() + b"\n"
-        )
+        ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        params = {"level": "error", "logger": RELAY_LOGGER, "data": {"ended": ended, "output": last}}
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+        with contextlib.suppress(OSError):  # the gateway is gone: nobody to tell
+            _write(out, json.dumps(note).encode() + b"\n")
     return status
+
+
+_RELAY_MARK = f'"{RELAY_LOGGER}"'.encode()
+
+
+def _as_the_relay(line: bytes) -> bool:
+    """Whether a server's line is a logging notification in the relay's name (read only when it names it)."""
+    if _RELAY_MARK not in line:
+        return False
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    return isinstance(params, dict) and params.get("logger") == RELAY_LOGGER
+
+
+def _own_stderr() -> int | None:
+    """The relay's stderr, None when it has none (a gateway started with its stderr closed, or by pythonw)."""
+    try:
+        return sys.stderr.fileno() if sys.stderr is not None else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 class _StderrTail:
@@ -74,15 +99,29 @@ class _StderrTail:
         self.last = b""  # the end of the last non-empty line finished
 
     def copy(self) -> None:
-        while chunk := os.read(self.fd, _CHUNK):
-            with contextlib.suppress(OSError):  # nobody reads the relay's stderr any more: keep the tail all the same
-                _write(sys.stderr.fileno(), chunk)
-            *finished, self.current = (self.current + chunk).split(b"\n")
-            for done in reversed(finished):
-                if done.strip():
-                    self.last = done[-_LAST_LINE:]
-                    break
-            self.current = self.current[-_LAST_LINE:]
+        """Drains the pipe to its end, whatever becomes of the relay's own stderr (closed, never opened)."""
+        target = _own_stderr()
+        while True:
+            try:
+                chunk = os.read(self.fd, _CHUNK)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if target is not None:
+                try:
+                    _write(target, chunk)
+                except OSError:  # nobody reads the relay's stderr any more: keep draining, and the tail
+                    target = None
+            self._keep(chunk)
+
+    def _keep(self, chunk: bytes) -> None:
+        *finished, self.current = (self.current + chunk).split(b"\n")
+        for done in reversed(finished):
+            if done.strip():
+                self.last = done[-_LAST_LINE:]
+                break
+        self.current = self.current[-_LAST_LINE:]
 
     def last_line(self) -> str:
         line = self.current if self.current.strip() else self.last

@@ -92,10 +92,19 @@ class UpstreamStatus:
     last_error: str | None
     reconnects: int
     last_import: datetime | None  # when its tools were last handed to the importer
+    error_output: str | None = None  # a stdio server's last line of error output as it exited: operators' only
 
     @property
     def ready(self) -> bool:
         return self.state == "up"
+
+    @property
+    def operators_error(self) -> str | None:
+        """The last error with the server's own last line of error output: for operators, never for a principal
+        or its model (a server's stderr may hold a connection string, a path, a key)."""
+        if self.error_output is None:
+            return self.last_error
+        return f"{self.last_error}; its last error output: {self.error_output}"
 
 
 class Upstream:
@@ -123,7 +132,8 @@ class Upstream:
         self._imported_at = 0.0
         self._listed_at = 0.0
         self.listing_note: str | None = None  # a limit the last listing reached, for the status
-        self._exit_note: str | None = None  # how a stdio server exited, as its relay said (mcp/relay.py)
+        self._exit_note: tuple[str, str | None] | None = None  # how a stdio server exited, and its last error output
+        self.error_output: str | None = None  # the last attempt's: for operators only (UpstreamStatus)
         self._came_up = False  # the current connection attempt reached "up"
         self._exits_at_start = False  # the last attempt ended with the server's exit before it came up
 
@@ -216,10 +226,12 @@ class Upstream:
                 transport=_BoundedTransport(httpx2.AsyncHTTPTransport(), cap, bounds, self.name),
             )
             target = streamable_http_client(server.url, http_client=http)
+        # Only a stdio server has a relay to say how it exited: an HTTP server's log messages are its own.
+        logs = self._on_log if server.command is not None else None
         return Client(
             target,
             message_handler=self._on_message,
-            logging_callback=self._on_log,
+            logging_callback=logs,
             read_timeout_seconds=self.settings.call_timeout_seconds,
         )
 
@@ -298,15 +310,18 @@ class Upstream:
         self._client = None
         self._enter("down")
         self._exits_at_start = self._exit_note is not None and not self._came_up
-        self.last_error = f"{reason}; the server {self._exit_note}" if self._exit_note else reason
+        ended, self.error_output = self._exit_note or (None, None)
+        self.last_error = f"{reason}; the server {ended}" if ended else reason
         self.attempted.set()
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """The relay's last message: how the server exited, with its last line of error output. It comes over
-        the server's own stdout (which the server could mimic), so it is read as the server's words: one
-        printable line, bounded."""
-        if params.logger == RELAY_LOGGER and isinstance(params.data, str):
-            self._exit_note = "".join(c if c.isprintable() else " " for c in params.data[:_EXIT_NOTE_CHARS])
+        """The relay's last message: how the server exited, and its last line of error output (mcp/relay.py, which
+        drops any such message the server writes itself). One printable line each, bounded."""
+        data = params.data
+        if params.logger != RELAY_LOGGER or not isinstance(data, dict) or not isinstance(data.get("ended"), str):
+            return
+        output = data.get("output")
+        self._exit_note = (_one_line(data["ended"]), _one_line(output) if isinstance(output, str) and output else None)
 
     # -- calls --------------------------------------------------------------------------------------------------
 
@@ -318,7 +333,7 @@ class Upstream:
             configured = (self.last_error or "").startswith(_CONFIGURATION_ERRORS)
             hint = "the gateway's configuration names a command that cannot run" if configured else "retry later"
             if self._exits_at_start:
-                hint = "it exits as it starts: its command, arguments or environment need fixing"
+                hint = "it exits as it starts: its command, arguments or environment need fixing (see its status)"
             raise UpstreamUnavailable(f"MCP server {self.name!r} is unavailable ({self.state}{reason}); {hint}")
         timeout = self.settings.call_timeout_seconds
         try:
@@ -344,6 +359,7 @@ class Upstream:
             self.last_error or self.listing_note,
             self.reconnects,
             self.last_import,
+            self.error_output if self.state != "up" else None,
         )
 
 
@@ -381,6 +397,12 @@ class UpstreamPool:
 
 _CONFIGURATION_ERRORS = ("command not found", "command is not executable")
 _EXIT_NOTE_CHARS = 300
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else " " for c in text[:_EXIT_NOTE_CHARS]).strip()
+
+
 # A configuration's `command = "python"` means the gateway's own interpreter: started from an IDE or an MCP client,
 # the first `python` on the PATH is another one, without the server's package ("No module named mcp_server_time").
 _THIS_PYTHON = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
