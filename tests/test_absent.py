@@ -16,6 +16,7 @@ from toolrag.inject.told import NO_TOOL_AVAILABLE, NO_TOOL_OFFERED
 from toolrag.runtime import Agent, ScriptedModel
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.search.confidence import Signals, feature_matrix
+from toolrag.search.cut import Ranked, choose
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, make_tool
 
@@ -34,6 +35,8 @@ REQUESTS = [
     "qwertyuiop zxcv",
     HIDDEN,
     "garden.*",
+    "sprinklr",  # typos: the second chance's vocabulary is the principal's own
+    "i need the sprinkelr",
 ]
 
 
@@ -132,6 +135,19 @@ def test_the_expected_share_of_absent_requests_moves_every_score_one_way(
     for share in (0.0, 1.0, 1.5):
         with pytest.raises(ValidationError, match="absent_share"):
             SearchConfig(absent_share=share)
+
+
+def test_the_floor_keeps_what_was_asked_for_and_does_not_depend_on_k() -> None:
+    """Below the floor nothing comes but a tool the request named or a rule routed it to (a routed tool that is not
+    the likeliest was dropped with the rest); and the floor reads every candidate, not the first k by fused score
+    (k=1 gave nothing where k=2 gave a tool at 0.13)."""
+    config = SearchConfig(no_tool_below=0.1)
+    plain, routed = Ranked(0, 0.9, 0.5, 0.0), Ranked(1, 0.5, 0.4, 0.0, routed_category="billing")
+    assert [c.item.position for c in choose([plain, routed], [0.07, 0.02], True, config, 3)] == [1]
+    assert choose([plain, routed], [0.07, 0.02], True, config, 3, floored=False)  # steps are not floored
+    first, likelier = Ranked(0, 0.9, 0.5, 0.0), Ranked(1, 0.8, 0.6, 0.0)
+    for k in (1, 2):
+        assert choose([first, likelier], [0.05, 0.13], True, config, k), k
 
 
 def test_what_the_relevance_model_reads_survives_a_round_trip() -> None:

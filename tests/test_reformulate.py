@@ -65,8 +65,11 @@ def test_small_talk_stays_without_tools(plain: ToolRegistry, embedder: CountingE
 
 def test_expansion_fixes_typos_not_other_words(plain: ToolRegistry) -> None:
     index = plain.snapshot()
-    vocabulary = Vocabulary(index)
-    known = index.knows_term
+    vocabulary = Vocabulary(index.words)
+
+    def known(term: str) -> bool:
+        return index.lexical.knows(term, index.live)
+
     assert vocabulary.expansions("wether forcast", known) == ["weather", "forecast"]
     assert vocabulary.expansions("looking for a refund", known) == []  # "looking" is not "booking"
     assert vocabulary.expansions("refunds", known) == []  # its stem is already in the index

@@ -50,14 +50,16 @@ def choose(
     k: int,
     floored: bool = True,
 ) -> list[Chosen]:
-    """`floored`: nothing when the likeliest is below `no_tool_below`. A request read as several steps is not: each
-    step passed the small-talk decision by itself, and a request about several things spreads its probability."""
+    """`floored`: nothing but the tools the request named or a rule routed it to when no candidate, among all of
+    them (not only the first `k`: the answer must not depend on k), reaches `no_tool_below`. A request read as
+    several steps is not floored: each step passed the small-talk decision by itself, and a request about several
+    things spreads its probability."""
     if not needs_tool:
         return []
     top = [Chosen(item, p) for item, p in zip(items[:k], probabilities, strict=False)]
     top.sort(key=lambda chosen: (not chosen.item.name_match, -chosen.probability))
-    if floored and top and not _asked_for(top[0].item) and top[0].probability < config.no_tool_below:
-        return []  # the nearest tool does not serve the request: no tool here does
+    if floored and max(probabilities, default=0.0) < config.no_tool_below:
+        return [chosen for chosen in top if _asked_for(chosen.item)]  # no tool here serves the request
     return [
         chosen
         for number, chosen in enumerate(top)

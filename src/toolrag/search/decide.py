@@ -23,7 +23,7 @@ from toolrag.search.context import RequestContext, SearchSettings
 from toolrag.search.cut import Chosen, Ranked, choose
 from toolrag.search.derived import Slot
 from toolrag.search.gather import Gatherer
-from toolrag.search.index import SearchIndex
+from toolrag.search.index import SearchIndex, surface_words
 from toolrag.search.lexical import FloatArray
 from toolrag.search.steps import Step, tools_of_steps
 
@@ -158,7 +158,7 @@ class Decider:
         """What the first second-chance step that finds tools finds (search/reformulate.py)."""
         for step in self.settings.config.reformulate:
             best: dict[int, tuple[Chosen, float]] = {}
-            for phrasing in self._phrasings(step, request.index, request.text):
+            for phrasing in self._phrasings(step, request, request.text):
                 rephrased = replace(request, text=phrasing, english=looks_english(phrasing), limit=SPREAD_OVER)
                 found = self.candidates(rephrased, [phrasing])
                 chosen_now = choose(
@@ -173,15 +173,24 @@ class Decider:
                 return [render.result(request.index, chosen, evidence, step) for chosen, evidence in ordered]
         return []
 
-    def _phrasings(self, step: str, index: SearchIndex, query: str) -> list[str]:
+    def _phrasings(self, step: str, request: RequestContext, query: str) -> list[str]:
         if step == "expand":
-            words = _words(index).expansions(query, index.knows_term)
+            index, usable = request.index, request.usable
+            words = _words(request).expansions(query, lambda term: index.lexical.knows(term, usable))
             return [f"{query} {' '.join(words)}"] if words else []
         rewriter = self.settings.rewriter
         return rewriter.rewrite(query) if rewriter is not None else []
 
 
-def _words(index: SearchIndex) -> Vocabulary:
+def _words(request: RequestContext) -> Vocabulary:
+    """The words of the tools the principal may use, once per snapshot and visibility."""
     from toolrag.search.reformulate import Vocabulary  # loaded when a request first needs a second chance
 
-    return index.derived.get(VOCABULARY, None, lambda: Vocabulary(index))
+    index, usable = request.index, request.usable
+
+    def gathered() -> Vocabulary:
+        if usable is None:
+            return Vocabulary(index.words)
+        return Vocabulary(word for p in np.flatnonzero(usable).tolist() for word in surface_words(index.tools[p]))
+
+    return index.derived.get(VOCABULARY, request.principal.visibility_key, gathered)

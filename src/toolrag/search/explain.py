@@ -231,6 +231,8 @@ def _decision(
 
 
 def _meaning(config: SearchConfig) -> str:
+    if config.mode == "lexical":
+        return "p is the fused score (lexical mode: without cosines it is no probability), best first"
     return (
         f"p is the probability that the tool serves the request, where {config.absent_share:.0%} of the requests for"
         f" a tool find none here (absent_share: the catalog lacks it, or hides it); below {config.no_tool_below}"

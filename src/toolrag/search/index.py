@@ -336,10 +336,6 @@ class SearchIndex:
     def has_aliases(self) -> bool:
         return self.vectors.count != self.size
 
-    def knows_term(self, term: str) -> bool:
-        """Whether a live tool's lexical text holds `term`."""
-        return self.lexical.knows(term, self.live)
-
     def position_named(self, name: str) -> int | None:
         """The live position of the tool named `name` in any case (names are unique regardless of case)."""
         position = self.by_name.get(name.lower())

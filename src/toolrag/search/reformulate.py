@@ -13,12 +13,11 @@ retrieval so monitoring can show which requests needed it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from toolrag.search.index import SearchIndex
 from toolrag.search.text import STOPWORDS, tokenize
 
 _WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
@@ -31,11 +30,11 @@ class Rewriter(Protocol):
 
 
 class Vocabulary:
-    """The surface words of the registry's tools (names, aliases, categories, descriptions), for typo-tolerant
-    expansion."""
+    """The surface words of the tools a principal may use (names, aliases, categories, descriptions), for
+    typo-tolerant expansion: a hidden tool's words are no more a request's expansion than an absent tool's."""
 
-    def __init__(self, index: SearchIndex) -> None:
-        self.words = sorted(set(index.words) - STOPWORDS)
+    def __init__(self, words: Iterable[str]) -> None:
+        self.words = sorted(set(words) - STOPWORDS)
         self._known = set(self.words)
         self._by_initial: dict[str, list[str]] = {}
         for word in self.words:
