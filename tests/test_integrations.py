@@ -231,7 +231,7 @@ def test_pydantic_ai_and_langgraph_tell_the_model_when_no_tool_serves(registry: 
     assert NO_TOOL_OFFERED in told[0] and NO_TOOL_OFFERED not in told[1]
 
     prompts: list[list[Any]] = []
-    chat = scripted_chat([AIMessage("Ha."), AIMessage("Sent.")])
+    chat = scripted_chat([AIMessage("Ha."), AIMessage("Sent."), AIMessage("Ha.")])
     generate = type(chat)._generate
 
     def recorded(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
@@ -243,9 +243,12 @@ def test_pydantic_ai_and_langgraph_tell_the_model_when_no_tool_serves(registry: 
         graph = create_agent(chat, Toolbox(registry, USER), system="Be brief.")
         graph.invoke({"messages": [("user", "tell me a joke")]})
         graph.invoke({"messages": [("user", "Track the parcel of my order")]})
-    first, second = (prompt[0] for prompt in prompts)
-    assert isinstance(first, SystemMessage) and first.content == f"Be brief.\n\n{NO_TOOL_OFFERED}"
-    assert isinstance(second, SystemMessage) and second.content == "Be brief."
+        own = create_agent(chat, Toolbox(registry, USER))  # the state's own system message takes the note
+        own.invoke({"messages": [SystemMessage("You are Acme's bot."), ("user", "tell me a joke")]})
+    first, second, third = prompts
+    assert isinstance(first[0], SystemMessage) and first[0].content == f"Be brief.\n\n{NO_TOOL_OFFERED}"
+    assert isinstance(second[0], SystemMessage) and second[0].content == "Be brief."
+    assert [m.content for m in third if isinstance(m, SystemMessage)] == [f"You are Acme's bot.\n\n{NO_TOOL_OFFERED}"]
 
 
 # -- LlamaIndex ----------------------------------------------------------------------------------------------------

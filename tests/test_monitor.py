@@ -63,7 +63,8 @@ def test_searches_and_agent_calls_are_logged_and_reported(store_url: str, embedd
     assert usage["email.send"].call_rate > 0 and 0 < (usage["email.send"].mean_score or 0) <= 1
     assert usage["calendar.create_event"].called == 1
     assert "finance.exchange_rate" in [u.tool for u in report.dead]
-    assert "weather.forecast" in report.unused
+    # Never offered nor called (which tools a request brings as long shots is the model's: not pinned here).
+    assert report.unused and all(name not in usage or not usage[name].injected for name in report.unused)
     assert [s.request for s in report.misses["no_tool"]] == ["tell me a joke"]
     unshortlisted = report.misses["unshortlisted_call"]
     assert [(s.detail, s.request) for s in unshortlisted] == [

@@ -132,6 +132,8 @@ def test_openai_responses_client_tool_search(server: tuple[str, Recorder], regis
     TypeAdapter(list[ResponseInputItemParam]).validate_python(items)
     outputs = [item for item in items if item.get("type") == "tool_search_output"]
     assert [o["call_id"] for o in outputs] == ["call_s1", "call_s2"]
+    after_nothing = items[items.index(outputs[1]) + 1]  # the sonnet's search loads nothing, and says so
+    assert outputs[1]["tools"] == [] and after_nothing == {"role": "developer", "content": NO_TOOL_AVAILABLE}
     (loaded,) = [t for t in outputs[0]["tools"] if t["name"] == "billing"]
     assert loaded["tools"][0]["name"] == "refund" and "defer_loading" not in loaded["tools"][0]
     assert outputs[1]["tools"] == []  # a search that finds nothing loads nothing

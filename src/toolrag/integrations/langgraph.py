@@ -73,9 +73,8 @@ def create_agent(
         tools = langchain_tools(toolbox, [toolbox.tools[n] for n in state["selected_tools"] if n in toolbox.tools])
         bound = model.bind_tools(tools) if tools else model
         messages: Sequence[AnyMessage] = state["messages"]
-        instructions = [text for text in (system, None if tools else NO_TOOL_OFFERED) if text]
-        prompt = [SystemMessage("\n\n".join(instructions)), *messages] if instructions else list(messages)
-        return {"messages": [bound.invoke(prompt)]}
+        prompt = [SystemMessage(system), *messages] if system else list(messages)
+        return {"messages": [bound.invoke(prompt if tools else _with_note(prompt, NO_TOOL_OFFERED))]}
 
     def route(state: ToolSelectionState) -> str:
         last = state["messages"][-1]
@@ -94,3 +93,13 @@ def create_agent(
 
 def _text(message: AnyMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
+
+
+def _with_note(prompt: list[AnyMessage], note: str) -> list[AnyMessage]:
+    """`prompt` with `note` at the end of its first system message, or as one first: some providers take system
+    text at the start only, and the operator's own comes first."""
+    first = next((n for n, m in enumerate(prompt) if isinstance(m, SystemMessage)), None)
+    if first is None:
+        return [SystemMessage(note), *prompt]
+    merged = SystemMessage(f"{prompt[first].text}\n\n{note}")
+    return [*prompt[:first], merged, *prompt[first + 1 :]]

@@ -28,6 +28,8 @@ def to_responses_input(
     for message in messages:
         if message.role == "tool":
             items.append(_tool_output(message, catalog or {}))
+            if message.loaded == () and message.content:  # a search that loads nothing: its answer in words
+                items.append({"role": "developer", "content": message.content})
         elif message.role == "assistant":
             if message.content:
                 items.append({"role": "assistant", "content": message.content})

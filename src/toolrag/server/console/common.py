@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from toolrag.access import AccessPolicy, Caller
 from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
 from toolrag.errors import ToolNotFoundError
+from toolrag.inject.tokens import count_text
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.server.console.session import ConsoleSessions
@@ -34,6 +35,7 @@ R = TypeVar("R", bound=Response)
 TEMPLATES = Jinja2Templates(
     env=Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined)
 )
+TEMPLATES.env.filters["tokens"] = count_text  # `~231` when estimated, as the CLI prints it
 
 
 @dataclass(frozen=True)
