@@ -8,20 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anthropic
-import openai
 import pytest
-from google import genai
 from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.runtime import Message, ToolCall
 from toolrag.runtime.propose import RECORD, propose_relations
-from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel
 from toolrag.store.location import open_store
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
+from .provider_answers import answer, provider_model
 
 ANYONE = Principal(scopes=frozenset({"*"}))
 TOOLS = [
@@ -63,67 +60,15 @@ def registry(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
     return registry
 
 
-def openai_answer() -> dict[str, Any]:
-    call = {"id": "call_1", "type": "function", "function": {"name": RECORD, "arguments": json.dumps(ANSWER)}}
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1764000000,
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "logprobs": None,
-                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-            }
-        ],
-    }
-
-
-def anthropic_answer() -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test",
-        "content": [{"type": "tool_use", "id": "toolu_1", "name": RECORD, "input": ANSWER}],
-        "stop_reason": "tool_use",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 10},
-    }
-
-
-def gemini_answer() -> dict[str, Any]:
-    return {
-        "id": "interactions/1",
-        "status": "requires_action",
-        "steps": [{"type": "function_call", "id": "fc_1", "name": RECORD, "arguments": ANSWER}],
-    }
-
-
-def provider_model(provider: str, url: str) -> Any:
-    if provider == "openai":
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
-        return OpenAIChatModel(client, "gpt-test", tool_choice={"type": "function", "function": {"name": RECORD}})
-    if provider == "anthropic":
-        claude = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0)
-        return AnthropicModel(claude, "claude-test", tool_choice={"type": "tool", "name": RECORD})
-    return GeminiInteractionsModel(genai.Client(api_key="test", http_options={"base_url": url}), "gemini-test")
-
-
-ANSWERS = {"openai": openai_answer, "anthropic": anthropic_answer, "gemini": gemini_answer}
-
-
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_each_provider_proposes_through_its_sdk_and_nothing_is_used_before_confirmation(
     provider: str, server: tuple[str, Recorder], registry: ToolRegistry
 ) -> None:
     url, recorder = server
-    recorder.answers = [ANSWERS[provider]() for _ in TOOLS]
+    recorder.answers = [answer(provider, RECORD, ANSWER) for _ in TOOLS]
     before = [r.name for r in registry.search(REQUEST, ANYONE)]
 
-    run = propose_relations(registry, provider_model(provider, url), f"{provider}:test")
+    run = propose_relations(registry, provider_model(provider, url, RECORD), f"{provider}:test")
 
     assert (run.asked, run.proposed, run.failed) == (3, 2, 0)
     assert run.dropped >= 2 and run.prompt_tokens > 0
@@ -205,7 +150,7 @@ def test_the_command_proposes_with_the_operators_model_and_reports_the_cost(
     server: tuple[str, Recorder], registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, recorder = server
-    recorder.answers = [openai_answer() for _ in TOOLS]
+    recorder.answers = [answer("openai", RECORD, ANSWER) for _ in TOOLS]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     store = str(registry.store.path)  # type: ignore[attr-defined]
     registry.close()

@@ -8,19 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anthropic
-import openai
 import pytest
-from google import genai
 from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.runtime import Message, ToolCall
-from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel
 from toolrag.runtime.write_examples import RECORD, write_examples
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
+from .provider_answers import answer, provider_model
 
 ANYONE = Principal(scopes=frozenset({"*"}))
 TOOLS = [
@@ -142,62 +139,13 @@ def test_a_tenants_own_description_gets_examples_for_that_tenant(registry: ToolR
     assert tenants <= {None, "acme"}
 
 
-ANSWERS: dict[str, Any] = {
-    "openai": lambda: {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1764000000,
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "logprobs": None,
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {"id": "c1", "type": "function", "function": {"name": RECORD, "arguments": json.dumps(ANSWER)}}
-                    ],
-                },
-            }
-        ],
-    },
-    "anthropic": lambda: {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test",
-        "content": [{"type": "tool_use", "id": "toolu_1", "name": RECORD, "input": ANSWER}],
-        "stop_reason": "tool_use",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 10},
-    },
-    "gemini": lambda: {
-        "id": "interactions/1",
-        "status": "requires_action",
-        "steps": [{"type": "function_call", "id": "fc_1", "name": RECORD, "arguments": ANSWER}],
-    },
-}
-
-
-def provider_model(provider: str, url: str) -> Any:
-    if provider == "openai":
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
-        return OpenAIChatModel(client, "gpt-test", tool_choice={"type": "function", "function": {"name": RECORD}})
-    if provider == "anthropic":
-        claude = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0)
-        return AnthropicModel(claude, "claude-test", tool_choice={"type": "tool", "name": RECORD})
-    return GeminiInteractionsModel(genai.Client(api_key="test", http_options={"base_url": url}), "gemini-test")
-
-
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_each_provider_writes_through_its_sdk(
     provider: str, server: tuple[str, Recorder], registry: ToolRegistry
 ) -> None:
     url, recorder = server
-    recorder.answers = [ANSWERS[provider]() for _ in TOOLS]
-    run = write_examples(registry, provider_model(provider, url), f"{provider}:test", ["en", "uk"])
+    recorder.answers = [answer(provider, RECORD, ANSWER) for _ in TOOLS]
+    run = write_examples(registry, provider_model(provider, url, RECORD), f"{provider}:test", ["en", "uk"])
     assert (run.asked, run.written, run.failed) == (3, 3, 0)
     for _, body, _ in recorder.requests:  # what the SDK sent: the record tool only, the tool's text as data
         names = [t.get("name") or t.get("function", {}).get("name") for t in body["tools"]]
@@ -209,7 +157,7 @@ def test_the_command_writes_with_the_operators_model_and_a_dry_run_says_the_cost
     server: tuple[str, Recorder], registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, recorder = server
-    recorder.answers = [ANSWERS["openai"]() for _ in TOOLS]
+    recorder.answers = [answer("openai", RECORD, ANSWER) for _ in TOOLS]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     store = str(registry.store.path)  # type: ignore[attr-defined]
     registry.close()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -60,3 +61,19 @@ class Conversation:
         texts = [m.content for m in self.messages if m.role == "user" and m.content]
         text = "\n".join(texts[-window:])
         return text[-limit:] if limit is not None else text
+
+
+def recorded_list(answer: Message, record: str, key: str, max_chars: int) -> list[Any] | None:
+    """The list under `key` in the arguments of the answer's call of `record`, the one tool a structured-output
+    question forces; None when the answer has no such call, its arguments pass `max_chars`, or they are not one
+    JSON object holding such a list (a model's answer is untrusted)."""
+    for call in answer.tool_calls:
+        if call.name != record or len(call.arguments) > max_chars:
+            continue
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return None
+        found = arguments.get(key) if isinstance(arguments, dict) else None
+        return found if isinstance(found, list) else None
+    return None

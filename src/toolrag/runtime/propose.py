@@ -25,7 +25,7 @@ from toolrag.inject.tokens import count_tokens
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
-from toolrag.runtime.messages import Message
+from toolrag.runtime.messages import Message, recorded_list
 from toolrag.store.relations import ProposedRelation
 
 log = logging.getLogger("toolrag.relations")
@@ -143,7 +143,7 @@ def _ask(
         log.warning("proposing requirements for %s failed: %s", tool.name, exc)
         tally.failed += 1
         return
-    entries = _entries(answer)
+    entries = recorded_list(answer, RECORD, "requires", MAX_ANSWER_CHARS)
     if entries is None:
         tally.failed += 1
         return
@@ -170,21 +170,6 @@ def _ask(
     tally.pending.append((tool.name, basis))
     tally.proposals.extend(kept.values())
     tally.proposed += len(kept)
-
-
-def _entries(answer: Message) -> list[Any] | None:
-    """The requirements a `record_requirements` call lists; None when the answer has no such call or it is not
-    one JSON object with a list of requirements."""
-    for call in answer.tool_calls:
-        if call.name != RECORD or len(call.arguments) > MAX_ANSWER_CHARS:
-            continue
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            return None
-        found = arguments.get("requires") if isinstance(arguments, dict) else None
-        return found if isinstance(found, list) else None
-    return None
 
 
 def _flush(registry: ToolRegistry, model_name: str, tally: _Tally) -> None:

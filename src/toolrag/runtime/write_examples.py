@@ -24,7 +24,6 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from toolrag.inject.tokens import count_tokens
 from toolrag.model import MAX_EXAMPLES, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
-from toolrag.runtime.messages import Message
+from toolrag.runtime.messages import Message, recorded_list
 from toolrag.search.dense import dense_scores
 
 log = logging.getLogger("toolrag.examples")
@@ -182,7 +181,7 @@ def _ask(
         log.warning("writing example requests for %s failed: %s", tool.name, exc)
         tally.failed += 1
         return
-    entries = _entries(answer)
+    entries = recorded_list(answer, RECORD, "examples", MAX_ANSWER_CHARS)
     if entries is None:
         tally.failed += 1
         return
@@ -215,21 +214,6 @@ def _ask(
         tally.failed += 1
         return
     tally.written += len(own)
-
-
-def _entries(answer: Message) -> list[Any] | None:
-    """The examples a `record_examples` call lists; None when the answer has no such call or it is not one JSON
-    object with a list of examples."""
-    for call in answer.tool_calls:
-        if call.name != RECORD or len(call.arguments) > MAX_ANSWER_CHARS:
-            continue
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            return None
-        found = arguments.get("examples") if isinstance(arguments, dict) else None
-        return found if isinstance(found, list) else None
-    return None
 
 
 def _in_its_script(text: str, language: str) -> bool:
