@@ -11,7 +11,21 @@ import anthropic
 import openai
 from google import genai
 
+from toolrag.runtime import Message, ToolCall
 from toolrag.runtime.providers import AnthropicModel, GeminiInteractionsModel, OpenAIChatModel
+
+
+class ScriptedRecord:
+    """A chat model answering every question with a call of `record` (`arguments`: an object, or raw text to
+    test what a broken answer does), counting the calls."""
+
+    def __init__(self, record: str, arguments: dict[str, Any] | str) -> None:
+        self.record, self.arguments, self.calls = record, arguments, 0
+
+    def complete(self, messages: Any, tools: Any) -> Message:
+        self.calls += 1
+        text = self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+        return Message("assistant", "", (ToolCall(f"c{self.calls}", self.record, text),))
 
 
 def answer(provider: str, record: str, arguments: dict[str, Any]) -> dict[str, Any]:

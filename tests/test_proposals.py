@@ -13,12 +13,11 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
-from toolrag.runtime import Message, ToolCall
 from toolrag.runtime.propose import RECORD, propose_relations
 from toolrag.store.location import open_store
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
-from .provider_answers import answer, provider_model
+from .provider_answers import ScriptedRecord, answer, provider_model
 
 ANYONE = Principal(scopes=frozenset({"*"}))
 TOOLS = [
@@ -90,21 +89,12 @@ def test_each_provider_proposes_through_its_sdk_and_nothing_is_used_before_confi
     assert "validate_email" not in needed or needed["validate_email"] != "share_location_via_email"
 
 
-class Scripted:
-    """A chat model that answers every question with `ANSWER`'s record call, counting the calls."""
-
-    def __init__(self, answer: dict[str, Any] | str = ANSWER) -> None:
-        self.calls = 0
-        self.answer = answer
-
-    def complete(self, messages: Any, tools: Any) -> Message:
-        self.calls += 1
-        arguments = self.answer if isinstance(self.answer, str) else json.dumps(self.answer)
-        return Message("assistant", "", (ToolCall(f"c{self.calls}", RECORD, arguments),))
+def scripted(answer: dict[str, Any] | str = ANSWER) -> ScriptedRecord:
+    return ScriptedRecord(RECORD, answer)
 
 
 def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry: ToolRegistry) -> None:
-    model = Scripted()
+    model = scripted()
     first = propose_relations(registry, model, "scripted")
     assert first.asked == 3 and model.calls == 3
     again = propose_relations(registry, model, "scripted")
@@ -115,16 +105,16 @@ def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry
     assert changed.asked == 3  # the changed tool, and the others: it is a candidate of each here
 
     other = ToolRegistry(registry.store, registry.embedder, RETRIEVAL)
-    bounded = propose_relations(other, Scripted(), "another model", max_calls=1)
+    bounded = propose_relations(other, scripted(), "another model", max_calls=1)
     assert (bounded.asked, bounded.left) == (1, 2)  # a new model's basis: everything asked again, within the bound
-    assert propose_relations(other, Scripted(), "a third", max_tokens=10).left == 3
+    assert propose_relations(other, scripted(), "a third", max_tokens=10).left == 3
 
 
 def test_a_rejected_proposal_is_not_proposed_again_and_review_holds_proposals(registry: ToolRegistry) -> None:
-    propose_relations(registry, Scripted(), "scripted")
+    propose_relations(registry, scripted(), "scripted")
     registry.relations.decide("share_location_via_email", "validate_email", "rejected", "admin")
     registry.update("share_location_via_email", description="Send my current location by e-mail to an address.")
-    run = propose_relations(registry, Scripted(), "scripted")
+    run = propose_relations(registry, scripted(), "scripted")
     kept = [
         r.other for r in registry.relations.of("share_location_via_email", lambda _: True) if r.source == "proposed"
     ]
@@ -141,7 +131,7 @@ def test_a_rejected_proposal_is_not_proposed_again_and_review_holds_proposals(re
 
 @pytest.mark.parametrize("answer", ["not json", json.dumps({"requires": "everything"}), "x" * 30_000])
 def test_an_answer_that_is_no_list_of_requirements_is_a_failed_call(registry: ToolRegistry, answer: str) -> None:
-    run = propose_relations(registry, Scripted(answer), "scripted")
+    run = propose_relations(registry, scripted(answer), "scripted")
     assert (run.failed, run.proposed) == (3, 0)
     assert registry.relations.proposal_bases() == {}  # asked again next time
 
@@ -171,7 +161,7 @@ def test_the_command_proposes_with_the_operators_model_and_reports_the_cost(
 
 
 def test_proposals_are_audited(registry: ToolRegistry) -> None:
-    propose_relations(registry, Scripted(), "scripted")
+    propose_relations(registry, scripted(), "scripted")
     entries = [e for e in registry.store.audit_log() if e.action == "relations_proposed"]
     assert entries and "proposed by scripted" in entries[0].detail
 
@@ -179,7 +169,7 @@ def test_proposals_are_audited(registry: ToolRegistry) -> None:
 def test_explain_names_the_proposals_waiting_for_an_admin_among_tools_the_principal_may_use(
     registry: ToolRegistry,
 ) -> None:
-    propose_relations(registry, Scripted(), "scripted")
+    propose_relations(registry, scripted(), "scripted")
     explained = registry.explain(REQUEST, ANYONE)
     assert explained.proposed.get("share_location_via_email") == ["get_current_location", "validate_email"]
     hidden = Principal(scopes=frozenset({"*"}), tenant="globex")
@@ -190,7 +180,7 @@ def test_explain_names_the_proposals_waiting_for_an_admin_among_tools_the_princi
 def test_a_backup_keeps_the_proposals_and_a_crafted_one_restores_nothing(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
-    propose_relations(registry, Scripted(), "scripted")
+    propose_relations(registry, scripted(), "scripted")
     store = str(registry.store.path)  # type: ignore[attr-defined]
     registry.close()
     runner = CliRunner()

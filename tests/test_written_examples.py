@@ -13,11 +13,10 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
-from toolrag.runtime import Message, ToolCall
 from toolrag.runtime.write_examples import RECORD, write_examples
 
 from .conftest import RETRIEVAL, CountingEmbedder, Recorder
-from .provider_answers import answer, provider_model
+from .provider_answers import ScriptedRecord, answer, provider_model
 
 ANYONE = Principal(scopes=frozenset({"*"}))
 TOOLS = [
@@ -50,17 +49,8 @@ def registry(tmp_path: Path, embedder: CountingEmbedder) -> ToolRegistry:
     return registry
 
 
-class Scripted:
-    """A chat model answering every question with `answer`'s record call, counting the calls."""
-
-    def __init__(self, answer: dict[str, Any] | str = ANSWER) -> None:
-        self.calls = 0
-        self.answer = answer
-
-    def complete(self, messages: Any, tools: Any) -> Message:
-        self.calls += 1
-        arguments = self.answer if isinstance(self.answer, str) else json.dumps(self.answer)
-        return Message("assistant", "", (ToolCall(f"c{self.calls}", RECORD, arguments),))
+def scripted(answer: dict[str, Any] | str = ANSWER) -> ScriptedRecord:
+    return ScriptedRecord(RECORD, answer)
 
 
 def written(registry: ToolRegistry, name: str) -> list[str]:
@@ -70,7 +60,7 @@ def written(registry: ToolRegistry, name: str) -> list[str]:
 def test_examples_are_written_in_each_language_and_what_a_hostile_answer_adds_is_refused(
     registry: ToolRegistry,
 ) -> None:
-    run = write_examples(registry, Scripted(), "scripted", ["en", "uk"], per_language=2)
+    run = write_examples(registry, scripted(), "scripted", ["en", "uk"], per_language=2)
     assert (run.asked, run.failed) == (3, 0) and run.prompt_tokens > 0
     assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
     assert written(registry, "lights.dim") == ["make the living room lights dimmer"]  # its own, by its own text
@@ -82,7 +72,7 @@ def test_examples_are_written_in_each_language_and_what_a_hostile_answer_adds_is
 
 
 def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry: ToolRegistry) -> None:
-    model = Scripted()
+    model = scripted()
     write_examples(registry, model, "scripted", ["en", "uk"])
     again = write_examples(registry, model, "scripted", ["en", "uk"])
     # Nothing changed: only the lock, which kept no example (each was nearer another tool), is asked again.
@@ -93,12 +83,12 @@ def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry
     assert changed.asked == 2 and written(registry, "garden.sprinkler_on")  # replaced, not added to
     assert len(written(registry, "garden.sprinkler_on")) == 2
 
-    planned = write_examples(registry, Scripted(), "another model", ["en", "de"], dry_run=True)
+    planned = write_examples(registry, scripted(), "another model", ["en", "de"], dry_run=True)
     assert planned.dry_run and planned.asked == 3 and planned.written == 0 and planned.prompt_tokens > 0
     assert len(written(registry, "garden.sprinkler_on")) == 2  # a dry run writes nothing
-    bounded = write_examples(registry, Scripted(), "another model", ["en"], max_calls=1)
+    bounded = write_examples(registry, scripted(), "another model", ["en"], max_calls=1)
     assert (bounded.asked, bounded.left) == (1, 2)
-    assert write_examples(registry, Scripted(), "a third", ["en"], max_tokens=10).left == 3
+    assert write_examples(registry, scripted(), "a third", ["en"], max_tokens=10).left == 3
 
 
 @pytest.mark.parametrize(
@@ -107,19 +97,19 @@ def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry
 )
 def test_bad_settings_are_named(registry: ToolRegistry, languages: list[str], per_language: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        write_examples(registry, Scripted(), "scripted", languages, per_language)
+        write_examples(registry, scripted(), "scripted", languages, per_language)
 
 
 @pytest.mark.parametrize("answer", ["not json", json.dumps({"examples": "many"}), "x" * 30_000])
 def test_an_answer_that_is_no_list_of_examples_is_a_failed_call(registry: ToolRegistry, answer: str) -> None:
-    run = write_examples(registry, Scripted(answer), "scripted", ["en"])
+    run = write_examples(registry, scripted(answer), "scripted", ["en"])
     assert (run.failed, run.written) == (3, 0)
-    assert write_examples(registry, Scripted(), "scripted", ["en"]).asked == 3  # asked again next time
+    assert write_examples(registry, scripted(), "scripted", ["en"]).asked == 3  # asked again next time
 
 
 def test_written_examples_are_held_for_review_while_the_registry_asks_for_it(registry: ToolRegistry) -> None:
     registry.reviews.require(True, by="admin")
-    write_examples(registry, Scripted(), "scripted", ["en", "uk"])
+    write_examples(registry, scripted(), "scripted", ["en", "uk"])
     assert written(registry, "garden.sprinkler_on") == []  # what searches use is unchanged until approved
     found = registry.search("Полий газон у саду, будь ласка", ANYONE)
     assert not found or found[0].name != "garden.sprinkler_on" or found[0].signals.dense < 0.9
@@ -134,7 +124,7 @@ def test_a_tenants_own_description_gets_examples_for_that_tenant(registry: ToolR
         )
     )
     registry.descriptions.set("garden.schedule", "acme", "Plan when the sprinkler runs each day.", edited_by="admin")
-    write_examples(registry, Scripted(), "scripted", ["en"])
+    write_examples(registry, scripted(), "scripted", ["en"])
     tenants = {e.tenant for e in registry.get("garden.schedule").examples if e.source == "written"}
     assert tenants <= {None, "acme"}
 
