@@ -93,7 +93,7 @@ def test_sessions_that_called_several_tools_are_past_tasks_to_promote(offices: T
     promoted = offices.examples.add_task(TASK, TASK_TOOLS, "acme", "usage", edited_by="root")
     assert [t.name for t in promoted] == TASK_TOOLS
     written = {"text": TASK, "tenant": "acme", "source": "usage", "task": True}
-    assert all(t.examples[-1].model_dump() == written for t in promoted)
+    assert all(t.examples[-1].definition() == written for t in promoted)
     assert [t.tenant for t in offices.examples.past_tasks()] == ["globex"]  # promoted: no longer a candidate
     assert offices.examples.past_tasks(limit=1) == offices.examples.past_tasks()[:1]
     audit = offices.store.audit_log(3)
@@ -318,7 +318,8 @@ def test_an_operators_example_of_a_past_tasks_request_becomes_the_tools_own(offi
 
 
 def test_an_example_that_is_no_past_tasks_keeps_the_tools_version_hash() -> None:
-    """`task` joined the definition only where it is set: a tool with examples written before it keeps its hash."""
+    """`task` and `written_for` joined the definition only where set: a tool with examples written before either
+    keeps its hash."""
     tool = make_tool("email.send", "Send an e-mail.").model_copy(update={"examples": [ExampleRequest(text="mail bob")]})
     assert tool.definition()["examples"] == [{"text": "mail bob", "tenant": None, "source": "operator"}]
 

@@ -164,6 +164,12 @@ class ExampleRequest(BaseModel):
     def key(self) -> tuple[str, str | None]:
         return example_key(self.text, self.tenant)
 
+    def definition(self) -> dict[str, Any]:
+        """As a tool's definition holds it: `task` and `written_for` only where set, so a tool whose examples were
+        written before either field existed keeps its version hash."""
+        unset = {name for name, value in (("task", self.task), ("written_for", self.written_for)) if not value}
+        return self.model_dump(exclude=unset)
+
     @field_validator("text")
     @classmethod
     def _one_line(cls, value: str) -> str:
@@ -426,7 +432,7 @@ class Tool(BaseModel):
             for key, value in (
                 ("output_schema", self.output_schema),
                 ("annotations", self.annotations),
-                ("examples", [e.model_dump(exclude=set() if e.task else {"task"}) for e in self.examples] or None),
+                ("examples", [e.definition() for e in self.examples] or None),
                 ("tenant_descriptions", self.tenant_descriptions or None),
                 ("source_values", self.source_values or None),
                 ("requires", [r.model_dump(exclude_defaults=True) for r in self.requires] or None),
