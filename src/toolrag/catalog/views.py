@@ -79,7 +79,7 @@ class ExampleDesk:
             kept = [e for e in current.examples if not (e.source == "written" and e.tenant == tenant)]
             keys = {e.key for e in kept}
             fresh = [e for e in written if e.key not in keys]
-            return {"examples": [e.model_dump() for e in [*kept, *fresh]]}
+            return {"examples": [*kept, *fresh]}
 
         return self._writer.edit(name, replaced, edited_by, Proposal(origin, edited_by))
 

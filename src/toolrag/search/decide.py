@@ -85,9 +85,8 @@ class Decider:
             # Read as steps, each passed the small-talk decision by itself: no floor (search/cut.py).
             likeliest = choose(found.items, probabilities, True, config, 1, floored=False)
             chosen = tools_of_steps(likeliest, [chosen for _, chosen in delivered], config.max_set_tools)
-            whole = choose(
-                found.items, probabilities, True, config, k, floored=False
-            )  # `with_alternatives` skips the set's
+            # The whole request's own choice, for `with_alternatives` (which skips the set's).
+            whole = choose(found.items, probabilities, True, config, k, floored=False)
             return Retrieved(
                 [render.result(index, c, found.evidence) for c in chosen],
                 found,
