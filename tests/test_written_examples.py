@@ -1,22 +1,32 @@
 """Example requests written by the operator's chat model (issue 53): through each provider's official SDK with
 scripted answers; incremental by the tool's text; bounded, with a dry run; refusing what a hostile answer adds and
-any example nearer another tool than its own; held for review like any edit of what retrieval matches."""
+any example nearer another tool than its own; held for review like any edit of what retrieval matches; run from the
+command line, the API and the console (admins, with the model the server's configuration names)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.runtime.write_examples import RECORD, write_examples
+from toolrag.server.app import create_app
+from toolrag.server.config import ApiConfig, ChatModelConfig
 
-from .conftest import RETRIEVAL, CountingEmbedder, Recorder
+from .conftest import RETRIEVAL, CountingEmbedder, Recorder, json_http_server
 from .provider_answers import ScriptedRecord, answer, provider_model
+from .test_api import serving
+from .test_console import ACME_READER, ADMIN, browser, console_config, signed_in
 
 ANYONE = Principal(scopes=frozenset({"*"}))
 TOOLS = [
@@ -164,3 +174,105 @@ def test_the_command_writes_with_the_operators_model_and_a_dry_run_says_the_cost
     assert {e["source"] for e in json.loads(listed.stdout)["examples"]} == {"written"}
     wrong = runner.invoke(app, [*command, "--languages", "english"])
     assert wrong.exit_code == 1 and "ISO 639" in wrong.output and "Traceback" not in wrong.output
+
+
+def held_model(gate: threading.Event) -> Iterator[str]:
+    """A provider server answering each call with ANSWER once `gate` is open: a run stays running until then."""
+
+    def respond(path: str, body: dict[str, Any], raw: str) -> tuple[int, Any]:
+        assert gate.wait(60), "the test never let the model answer"
+        return 200, answer("openai", RECORD, ANSWER)
+
+    with json_http_server(respond) as url:
+        yield url
+
+
+def writing_config(url: str | None) -> ApiConfig:
+    model = ChatModelConfig(model="local", base_url=f"{url}/v1", api_key_env="TEST_MODEL_KEY") if url else None
+    return console_config().model_copy(update={"chat_model": model})
+
+
+def ended(get: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The run's state once it is no longer running (waits for it, not for a time)."""
+    deadline = time.monotonic() + 120
+    while (job := get())["state"] == "running":
+        assert time.monotonic() < deadline, f"the run did not end: {job}"
+        time.sleep(0.05)
+    return job
+
+
+def test_the_api_counts_starts_and_follows_a_run_for_admins_only(
+    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_MODEL_KEY", "sk-test")
+    gate = threading.Event()
+    order = {"languages": ["en", "uk"], "per_language": 2}
+    with registry, contextmanager(held_model)(gate) as model_url:
+        with serving(create_app(registry, writing_config(model_url))) as url:
+            admin, reader = {"authorization": f"Bearer {ADMIN}"}, {"authorization": f"Bearer {ACME_READER}"}
+            assert httpx.post(f"{url}/written-examples", json=order, headers=reader).status_code == 403
+            assert httpx.get(f"{url}/written-examples", headers=reader).status_code == 403
+            none_yet = httpx.get(f"{url}/written-examples", headers=admin)
+            assert none_yet.status_code == 404 and "no run has written examples" in none_yet.json()["detail"]
+            plan = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin).json()
+            assert (plan["asked"], plan["written"], plan["model"], plan["dry_run"]) == (3, 0, "openai:local", True)
+            started = httpx.post(f"{url}/written-examples", json=order, headers=admin)
+            assert started.status_code == 202 and started.json()["state"] == "running"
+            assert started.json()["started_by"] == "ops" and started.json()["languages"] == ["en", "uk"]
+            again = httpx.post(f"{url}/written-examples", json=order, headers=admin)
+            assert again.status_code == 409 and "a run started by ops is writing examples" in again.json()["detail"]
+            gate.set()
+            job = ended(lambda: httpx.get(f"{url}/written-examples", headers=admin).json())
+            assert (job["state"], job["done"], job["total"]) == ("done", 3, 3)
+            assert (job["run"]["asked"], job["run"]["written"]) == (3, 3)
+            assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
+            unchanged = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin).json()
+            assert (unchanged["asked"], unchanged["unchanged"]) == (1, 2)  # the door kept none: asked again
+            wrong = httpx.post(f"{url}/written-examples", json={"languages": ["english"]}, headers=admin)
+            assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "languages", 0]
+            named = httpx.post(f"{url}/written-examples", json={**order, "base_url": "http://x"}, headers=admin)
+            assert named.status_code == 422  # a request never names the model's endpoint
+        with serving(create_app(registry, writing_config(None))) as url:
+            unset = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin)
+            assert unset.status_code == 409 and "no chat model is configured" in unset.json()["detail"]
+
+
+def test_an_admin_writes_examples_in_the_console_and_a_reader_finds_no_page(
+    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_MODEL_KEY", "sk-test")
+    gate = threading.Event()
+    gate.set()
+    with registry, contextmanager(held_model)(gate) as model_url, browser() as chromium:
+        with serving(create_app(registry, writing_config(model_url))) as url:
+            page: Any = signed_in(chromium, url, ADMIN)
+            page.goto(f"{url}/console/written-examples")
+            assert page.locator("#model").inner_text() == "openai:local"
+            page.fill('#write input[name="languages"]', "en, uk")
+            page.locator("#write button", has_text="Count the cost").click()
+            assert page.locator("#plan").inner_text().startswith("A run would make 3 calls to openai:local")
+            assert not written(registry, "garden.sprinkler_on")
+            page.fill('#write input[name="languages"]', "english")
+            page.locator("#write button", has_text="Write").click()
+            assert "ISO 639" in page.locator("#error").inner_text()
+            page.fill('#write input[name="languages"]', "en, uk")
+            page.locator("#write button", has_text="Write").click()
+            assert page.url == f"{url}/console/written-examples"
+
+            def shown() -> dict[str, Any]:
+                page.goto(f"{url}/console/written-examples")
+                return {"state": page.locator("#job").get_attribute("data-state")}
+
+            assert ended(shown)["state"] == "done"
+            assert "3 example requests in 3 calls" in page.locator("#job").inner_text()
+            assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
+            page.goto(f"{url}/console/tools/garden.sprinkler_on")
+            assert "written" in page.locator("#examples").inner_text()
+            reader: Any = signed_in(chromium, url, ACME_READER)
+            assert reader.goto(f"{url}/console/written-examples").status == 404
+            assert reader.locator('nav a[href="/console/written-examples"]').count() == 0
+        with serving(create_app(registry, writing_config(None))) as url:
+            page = signed_in(chromium, url, ADMIN)
+            page.goto(f"{url}/console/written-examples")
+            assert "No chat model is configured" in page.locator("#no-model").inner_text()
+            assert page.locator("#write button", has_text="Write").is_disabled()

@@ -15,10 +15,10 @@ from toolrag.cli.chat_models import (
     MaxTokensOption,
     ModelOption,
     ProviderOption,
-    chat_model,
 )
 from toolrag.cli.common import DEFAULT_STORE, JsonOption, StoreOption, guarded, open_registry, out, plural, print_json
 from toolrag.cli.lifecycle import tools_app
+from toolrag.runtime.chat_models import chat_model
 
 
 @tools_app.command("write-examples")

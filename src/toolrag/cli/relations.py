@@ -16,7 +16,6 @@ from toolrag.cli.chat_models import (
     MaxTokensOption,
     ModelOption,
     ProviderOption,
-    chat_model,
 )
 from toolrag.cli.common import (
     DEFAULT_STORE,
@@ -32,6 +31,7 @@ from toolrag.cli.common import (
     progress_bar,
     table_or_lines,
 )
+from toolrag.runtime.chat_models import chat_model
 from toolrag.search.learned_defaults import MAX_CALLS, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
 
 if TYPE_CHECKING:

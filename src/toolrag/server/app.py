@@ -41,11 +41,22 @@ from toolrag.server.metrics import ApiMetrics
 from toolrag.server.models import Executor
 from toolrag.server.routes import ROUTERS
 from toolrag.server.served import Served
+from toolrag.server.writing import (
+    ExampleWriting,
+    NoChatModelError,
+    WritingBusyError,
+    WritingNotStartedError,
+    WritingOrderError,
+)
 
 _ERRORS: list[tuple[type[Exception], int]] = [
     (ToolNotFoundError, 404),
     (ServerNotFoundError, 404),
     (ApprovalConflictError, 409),
+    (NoChatModelError, 409),
+    (WritingBusyError, 409),
+    (WritingNotStartedError, 404),
+    (WritingOrderError, 422),
     (InvalidToolError, 422),
     (CatalogError, 422),
     (ModelMismatchError, 409),
@@ -79,7 +90,9 @@ def create_app(
         telemetry={"tracing": False},
     )
     policy = config.policy()
-    app.state.api = Served(registry, metrics, RateLimiter(config.rate_limits), policy, execute, startup, schedule)
+    writing = ExampleWriting(registry, config.chat_model)
+    limiter = RateLimiter(config.rate_limits)
+    app.state.api = Served(registry, metrics, limiter, policy, writing, execute, startup, schedule)
 
     verifier = JwtVerifier(config.oauth) if config.oauth else None
     authenticate = caller_authenticator(policy, verifier)

@@ -32,6 +32,12 @@ webhook_url = "https://hooks.slack.com/services/..."   # optional: each run's su
 [rate_limits]                       # per caller (identity), per instance; unlimited when absent
 search = { per_minute = 120, burst = 20 }
 call = { per_minute = 60, burst = 10 }
+
+[chat_model]                        # optional: the operator's model, asked to write example requests (admins)
+provider = "openai"                 # or anthropic, gemini; openai with base_url: any OpenAI-compatible server
+model = "gpt-4.1-mini"
+base_url = "http://localhost:8080/v1"
+api_key_env = "OPENAI_API_KEY"      # the default for the provider when absent
 """
 
 from __future__ import annotations
@@ -46,7 +52,24 @@ from toolrag.access.oauth import OAuthConfig, access_policy, check_groups
 from toolrag.access.rate_limit import RateLimits
 from toolrag.config_files import beside, read_toml
 from toolrag.monitor.config import ScheduleConfig, StartupConfig
+from toolrag.runtime.chat_models import Provider
 from toolrag.usagelog.config import MonitorConfig
+
+
+class ChatModelConfig(BaseModel):
+    """The operator's chat model, named only here: a request never names a model, an endpoint or a key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Provider = "openai"
+    model: str = Field(min_length=1, max_length=200)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="the variable holding its key (the provider's default)")
+
+    @property
+    def name(self) -> str:
+        """How runs name it, in the examples' basis: a changed model writes new examples."""
+        return f"{self.provider}:{self.model}"
 
 
 class ApiConfig(BaseModel):
@@ -69,6 +92,7 @@ class ApiConfig(BaseModel):
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     oauth: OAuthConfig | None = Field(default=None, description="JWT access tokens of an OAuth issuer")
     http: HttpLimits = Field(default_factory=HttpLimits)
+    chat_model: ChatModelConfig | None = Field(default=None, description="the operator's model; none: nothing asks")
 
     @model_validator(mode="after")
     def _usable_rules(self) -> ApiConfig:

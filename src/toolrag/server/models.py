@@ -17,6 +17,7 @@ from toolrag.model import (
     Strategy,
     Tool,
 )
+from toolrag.runtime.write_examples import MAX_LANGUAGES, MAX_PER_LANGUAGE, WritingRun
 
 Format = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 
@@ -380,3 +381,31 @@ class Health(BaseModel):
     model: str | None
     startup: StartupOut | None = Field(default=None, description="what the check before serving found and did")
     schedule: ScheduleOut | None = Field(default=None, description="how the scheduled jobs' ticks are going")
+
+
+class WritingIn(BaseModel):
+    """An order for the operator's chat model (the server's `[chat_model]`): example requests for every tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    languages: list[Annotated[str, Field(pattern="^[a-z]{2,3}$")]] = Field(
+        min_length=1, max_length=MAX_LANGUAGES, description="the users' languages: ISO 639 codes (en, de, uk)"
+    )
+    per_language: int = Field(default=2, ge=1, le=MAX_PER_LANGUAGE, description="examples written in each language")
+    max_calls: int = Field(default=500, ge=0, le=100_000, description="model calls at most")
+    max_tokens: int = Field(default=2_000_000, ge=0, le=10**9, description="prompt tokens at most")
+
+
+class WritingJobOut(BaseModel):
+    """A run of the operator's model writing example requests: its progress over the tools, then what it wrote."""
+
+    state: Literal["running", "done", "failed"]
+    model: str
+    languages: list[str]
+    per_language: int
+    started_by: str
+    started_at: datetime
+    done: int = Field(description="tools gone through")
+    total: int = Field(description="tools to go through")
+    run: WritingRun | None = Field(description="what the run asked and wrote, once it ended")
+    error: str | None = Field(description="why it stopped, if it failed")

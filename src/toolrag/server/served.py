@@ -27,18 +27,20 @@ from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tool
 from toolrag.runtime.messages import ToolCall
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.models import ExecuteOut, Executor
+from toolrag.server.writing import ExampleWriting
 
 
 @dataclass(frozen=True)
 class Served:
     """The registry the API serves and what its routes need besides. `policy`: whom its tokens stand for;
-    `execute`: where tools run (None: in this process); `startup`: what the check before serving found; `schedule`:
-    how the scheduled jobs' ticks go."""
+    `writing`: the operator's model's runs writing examples; `execute`: where tools run (None: in this process);
+    `startup`: what the check before serving found; `schedule`: how the scheduled jobs' ticks go."""
 
     registry: ToolRegistry
     metrics: ApiMetrics
     limiter: RateLimiter
     policy: AccessPolicy
+    writing: ExampleWriting
     execute: Executor | None = None
     startup: StartupCheck | None = None
     schedule: Callable[[], ScheduleHealth] | None = None

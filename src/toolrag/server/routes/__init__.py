@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from toolrag.server.routes import access, execute, health, operations, reports, search, servers, tools
+from toolrag.server.routes import access, execute, health, operations, reports, search, servers, tools, writing
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
@@ -16,6 +16,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     operations.router,
     access.router,
     servers.router,
+    writing.router,
 )
 
 __all__ = ["ROUTERS"]
