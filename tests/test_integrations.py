@@ -173,6 +173,32 @@ def test_openai_agents_sdk_runs_toolrag_tools(server: tuple[str, Recorder], regi
     assert "billing__refund" not in json.dumps([t.name for t in tools_for(Toolbox(registry, USER), REQUEST)])
 
 
+def test_an_openai_agent_offered_no_tool_is_told_so(server: tuple[str, Recorder], registry: ToolRegistry) -> None:
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+
+    from toolrag.inject.told import NO_TOOL_OFFERED
+    from toolrag.integrations.openai_agents import instructions_for, tools_for
+
+    set_tracing_disabled(True)
+    url, recorder = server
+    text = {"type": "output_text", "text": "Why did the chicken cross the road?", "annotations": []}
+    recorder.answers = [
+        response([{"type": "message", "id": "m1", "role": "assistant", "status": "completed", "content": [text]}])
+    ]
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    tools = tools_for(Toolbox(registry, BILLING), "tell me a joke")
+    agent = Agent(
+        name="billing",
+        instructions=instructions_for("Be brief.", tools),
+        tools=tools,
+        model=OpenAIResponsesModel("gpt-4o-mini", client),
+    )
+    asyncio.run(Runner.run(agent, "tell me a joke"))
+    assert tools == [] and recorder.requests[0][1]["instructions"] == f"Be brief.\n\n{NO_TOOL_OFFERED}"
+    assert instructions_for("Be brief.", tools_for(Toolbox(registry, BILLING), REQUEST)) == "Be brief."
+
+
 # -- Pydantic AI ---------------------------------------------------------------------------------------------------
 
 

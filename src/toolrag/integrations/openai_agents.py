@@ -2,7 +2,8 @@
 
     toolbox = Toolbox(registry, principal)
     request = "Where is my package A-1042?"
-    agent = Agent(name="support", instructions="...", tools=tools_for(toolbox, request))
+    tools = tools_for(toolbox, request)
+    agent = Agent(name="support", instructions=instructions_for("...", tools), tools=tools)
     result = await Runner.run(agent, request)
 
 The SDK's runner does not execute client-side tool search (its `ToolSearchTool(execution="client")` is for manual
@@ -13,13 +14,14 @@ Needs `pip install "toolrag[openai-agents]"`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
 from toolrag.inject.formats import provider_name
+from toolrag.inject.told import NO_TOOL_OFFERED
 from toolrag.model import Tool
 from toolrag.runtime.toolbox import Toolbox
 from toolrag.schemas.drafts import to_2020_12
@@ -28,6 +30,12 @@ from toolrag.schemas.drafts import to_2020_12
 def tools_for(toolbox: Toolbox, request: str, k: int | None = None) -> list[FunctionTool]:
     """The tools toolrag finds for `request` among the principal's (none when nothing is relevant)."""
     return function_tools(toolbox, toolbox.select(request, k))
+
+
+def instructions_for(instructions: str, tools: Sequence[FunctionTool]) -> str:
+    """The agent's instructions, and when search found no tool for the request, the note every way in gives
+    (issue 49): nothing here does it, so the model says so rather than guess."""
+    return instructions if tools else f"{instructions}\n\n{NO_TOOL_OFFERED}"
 
 
 def function_tools(toolbox: Toolbox, tools: Iterable[Tool]) -> list[FunctionTool]:
