@@ -134,6 +134,7 @@ def test_an_answer_that_is_no_list_of_requirements_is_a_failed_call(registry: To
     run = propose_relations(registry, scripted(answer), "scripted")
     assert (run.failed, run.proposed) == (3, 0)
     assert registry.relations.proposal_bases() == {}  # asked again next time
+    assert registry.examples.asked_bases() == {}  # each question's bases are its own
 
 
 def test_the_command_proposes_with_the_operators_model_and_reports_the_cost(
@@ -202,3 +203,39 @@ def test_a_backup_keeps_the_proposals_and_a_crafted_one_restores_nothing(
     crafted = runner.invoke(app, ["import", str(backup), "--store", str(tmp_path / "crafted.db")])
     assert crafted.exit_code == 1 and "parameter is not an identifier" in crafted.stderr
     assert not (tmp_path / "crafted.db").exists() or not open_store(tmp_path / "crafted.db", create=False).tools()
+
+
+def test_a_registry_of_schema_16_keeps_what_each_tool_was_asked_with(
+    store_url: str, request: pytest.FixtureRequest
+) -> None:
+    """Migration 17 moves the bases of proposals into `asked_bases`, beside those of written examples: a tool asked
+    about before the upgrade is not asked again after it."""
+    open_store(store_url).close()
+    older = [
+        "CREATE TABLE proposal_bases (tool TEXT PRIMARY KEY, basis TEXT NOT NULL, asked_at TEXT NOT NULL)",
+        "INSERT INTO proposal_bases VALUES ('send_location_by_email', 'abc123', '2026-12-01T00:00:00+00:00')",
+        "DROP TABLE asked_bases",
+    ]
+    if store_url.startswith("postgresql"):
+        import psycopg
+        from psycopg import sql
+
+        schema = store_url.rsplit("schema=", 1)[1]
+        with psycopg.connect(request.getfixturevalue("postgres_url"), autocommit=True) as conn:  # as 16 left it
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            for statement in older:
+                conn.execute(statement.replace("asked_at TEXT", "asked_at TIMESTAMPTZ").encode())
+            conn.execute(sql.SQL("DELETE FROM {}.schema_version WHERE version >= 17").format(sql.Identifier(schema)))
+    else:
+        import sqlite3
+
+        with sqlite3.connect(store_url) as db:
+            for statement in older:
+                db.execute(statement)
+            db.execute("PRAGMA user_version = 16")
+    store = open_store(store_url)
+    try:
+        assert store.asked.bases("relations") == {"send_location_by_email": "abc123"}
+        assert store.asked.bases("examples") == {}
+    finally:
+        store.close()

@@ -85,13 +85,20 @@ def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry
     model = scripted()
     write_examples(registry, model, "scripted", ["en", "uk"])
     again = write_examples(registry, model, "scripted", ["en", "uk"])
-    # Nothing changed: only the lock, which kept no example (each was nearer another tool), is asked again.
-    assert (again.asked, again.unchanged, model.calls) == (1, 2, 4)
+    # Nothing changed: nothing is asked again, the lock included, though it kept no example (each answer was
+    # nearer another tool than the lock).
+    assert (again.asked, again.unchanged, model.calls) == (0, 3, 3)
 
     registry.update("garden.sprinkler_on", description="Turn the garden sprinkler on, for a number of minutes.")
     changed = write_examples(registry, model, "scripted", ["en", "uk"])
-    assert changed.asked == 2 and written(registry, "garden.sprinkler_on")  # replaced, not added to
+    assert changed.asked == 1 and written(registry, "garden.sprinkler_on")  # replaced, not added to
     assert len(written(registry, "garden.sprinkler_on")) == 2
+    # A new text whose answer keeps nothing takes away what was written for the old one.
+    registry.update("lights.dim", description="Dim the living room lights to a brightness level, slowly.")
+    nothing = write_examples(registry, scripted({"examples": []}), "scripted", ["en", "uk"])
+    assert (nothing.asked, nothing.written) == (1, 0) and written(registry, "lights.dim") == []
+    failing = write_examples(registry, scripted("not json"), "other", ["en"])
+    assert failing.failed == 3 and write_examples(registry, scripted(), "other", ["en"], dry_run=True).asked == 3
 
     planned = write_examples(registry, scripted(), "another model", ["en", "de"], dry_run=True)
     assert planned.dry_run and planned.asked == 3 and planned.written == 0 and planned.prompt_tokens > 0
@@ -227,7 +234,7 @@ def test_the_api_counts_starts_and_follows_a_run_for_admins_only(
             assert (job["run"]["asked"], job["run"]["written"]) == (3, 3)
             assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
             unchanged = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin).json()
-            assert (unchanged["asked"], unchanged["unchanged"]) == (1, 2)  # the door kept none: asked again
+            assert (unchanged["asked"], unchanged["unchanged"]) == (0, 3)
             wrong = httpx.post(f"{url}/written-examples", json={"languages": ["english"]}, headers=admin)
             assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "languages", 0]
             named = httpx.post(f"{url}/written-examples", json={**order, "base_url": "http://x"}, headers=admin)

@@ -176,7 +176,7 @@ class RelationDesk:
 
     def proposal_bases(self) -> dict[str, str]:
         """What each tool was last asked about with, hashed (runtime/propose.py asks again only when it changed)."""
-        return self._store.relations.proposal_bases()
+        return self._store.asked.bases("relations")
 
     def record_proposals(
         self, asked: Sequence[tuple[str, str]], proposals: Sequence[ProposedRelation], model: str

@@ -20,6 +20,11 @@ from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotab
 Source = Literal["operator", "usage"]
 
 
+def written_subject(name: str, tenant: str | None) -> str:
+    """A tool view's key among the bases of written examples: the tool, and the tenant whose description it is."""
+    return name if tenant is None else f"{name}@{tenant}"  # '@' is in no tool name
+
+
 class ExampleDesk:
     """Example requests and past tasks of one registry's tools (`ToolRegistry.examples`): added and removed as
     edits of their tools (held for review like any change of what retrieval matches a tool by, while the registry
@@ -82,6 +87,15 @@ class ExampleDesk:
             return {"examples": [*kept, *fresh]}
 
         return self._writer.edit(name, replaced, edited_by, Proposal(origin, edited_by))
+
+    def asked_bases(self) -> dict[str, str]:
+        """What the chat model was last asked with about each tool view (`written_subject`), hashed: a run asks
+        again only where it changed (runtime/write_examples.py)."""
+        return self._store.asked.bases("examples")
+
+    def record_asked(self, asked: Sequence[tuple[str, str]]) -> None:
+        """The (view, basis) the chat model was asked about and answered, whatever its answer kept."""
+        self._store.asked.record("examples", asked)
 
     def promotable(self, name: str, days: int = 90) -> list[tuple[str | None, str]]:
         """(tenant, request) of logged requests after which the tool was called successfully in the same session,

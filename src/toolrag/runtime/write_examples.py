@@ -9,7 +9,7 @@ in its own language, shown with their source by `toolrag tools examples`, explai
 held for review like any edit of what retrieval matches a tool by while the registry asks for it.
 
 A run asks only about views whose basis changed (the tool's text and parameters, the languages, the number, the
-model and the prompt, hashed and kept on the examples written; a view that kept no example is asked again), within
+model and the prompt, hashed and kept beside the registry, store/asked.py, whatever the answer kept), within
 `max_calls` model calls and `max_tokens` prompt tokens; `dry_run` counts what a run would ask without asking. What
 the model answers is untrusted: an answer past its size, an example that is not one line of printable text of at
 most MAX_WRITTEN_CHARS, a duplicate, one in another script than its language's, or one closer to another tool's
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolrag.catalog.review import Origin
+from toolrag.catalog.views import written_subject
 from toolrag.embed.base import embed_queries
 from toolrag.embed.language import guess_language
 from toolrag.errors import ToolragError
@@ -106,10 +107,11 @@ def write_examples(
     record = _record_tool(languages, per_language)
     record_cost = count_tokens(json.dumps(record.input_schema))
     tally = _Tally()
+    bases = registry.examples.asked_bases()
     for done, tool in enumerate(tools, 1):
         for tenant, text in _views(tool):
             basis = _basis(tool, text, languages, per_language, model_name)
-            if any(e.source == "written" and e.tenant == tenant and e.written_for == basis for e in tool.examples):
+            if bases.get(written_subject(tool.name, tenant)) == basis:
                 tally.unchanged += 1
                 continue
             messages = [Message.system(SYSTEM), Message.user(_question(tool, text, languages, per_language))]
@@ -121,7 +123,8 @@ def write_examples(
             tally.prompt_tokens += cost
             if not dry_run:
                 asked = _Asked(messages, record, tool, tenant, basis, origin)
-                _ask(registry, model, asked, languages, per_language, tally)
+                if _ask(registry, model, asked, languages, per_language, tally):
+                    registry.examples.record_asked([(written_subject(tool.name, tenant), basis)])
         if progress is not None:
             progress(done, len(tools))
     return WritingRun(
@@ -173,18 +176,20 @@ class _Asked:
 
 def _ask(
     registry: ToolRegistry, model: ChatModel, asked: _Asked, languages: list[str], per_language: int, tally: _Tally
-) -> None:
+) -> bool:
+    """Ask about one view and write what its answer keeps in place of what was written for it before; False when
+    the call failed (the view is asked again next run)."""
     tool = asked.tool
     try:
         answer = model.complete(asked.messages, [asked.record])
     except Exception as exc:  # one tool's failed call is reported, the run goes on
         log.warning("writing example requests for %s failed: %s", tool.name, exc)
         tally.failed += 1
-        return
+        return False
     entries = recorded_list(answer, RECORD, "examples", MAX_ANSWER_CHARS)
     if entries is None:
         tally.failed += 1
-        return
+        return False
     kept: dict[str, list[str]] = {language: [] for language in languages}
     for entry in entries:
         text = _SPACES.sub(" ", str(entry.get("request", ""))).strip() if isinstance(entry, dict) else ""
@@ -204,16 +209,18 @@ def _ask(
     texts = [text for language in languages for text in kept[language]]
     own = _own_nearest(registry, tool, texts)
     tally.dropped += len(texts) - len(own)
-    if not own:
-        return
-    try:
+    earlier = any(e.source == "written" and e.tenant == asked.tenant for e in tool.examples)
+    if not own and not earlier:
+        return True
+    try:  # what was written for an earlier text goes, even when nothing new is kept
         edited_by = f"{WRITER}:{asked.basis[:12]}"
         registry.examples.write(tool.name, asked.tenant, own, asked.basis, edited_by, asked.origin)
     except ToolragError as exc:  # the tool changed or is full of examples: reported, the run goes on
         log.warning("writing example requests for %s failed: %s", tool.name, exc)
         tally.failed += 1
-        return
+        return False
     tally.written += len(own)
+    return True
 
 
 def _in_its_script(text: str, language: str) -> bool:

@@ -17,6 +17,7 @@ from toolrag.model import Tool, utc_now
 from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
+    from toolrag.store.asked import AskedBases
     from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationTables, RelationVerdict
     from toolrag.store.reviews import ReviewTables
     from toolrag.store.switches import DisabledServer, UpstreamSwitches
@@ -245,6 +246,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     relations: RelationTables  # relations learned from usage, and admins' verdicts on inferred and learned ones
     switches: UpstreamSwitches  # upstream MCP servers an operator switched off
     reviews: ReviewTables  # catalog tools' text changes waiting for review, and the `text_review` setting
+    asked: AskedBases  # what the operator's chat model was last asked about each subject with
 
 
 @dataclass(frozen=True)

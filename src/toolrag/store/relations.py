@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolrag.model import utc_now
+from toolrag.store.asked import AskedBases
 from toolrag.store.base import AuditEntry
 
 if TYPE_CHECKING:  # tables.py builds these tables
@@ -64,9 +65,10 @@ class ProposedRelation:
 class RelationTables:
     """The learned relations and the verdicts, over one store's database (store/tables.py `Database`)."""
 
-    def __init__(self, database: Database, trail: AuditTrail) -> None:
+    def __init__(self, database: Database, trail: AuditTrail, asked: AskedBases) -> None:
         self._db = database
         self._trail = trail
+        self._asked = asked
 
     def learned(self, db: Any = None) -> list[LearnedRelation]:
         """Every learned relation, strongest first per tool (read in the caller's transaction `db`, if given)."""
@@ -167,27 +169,16 @@ class RelationTables:
         parse = self._db.dialect.parse_time
         return [ProposedRelation(str(t), str(o), p and str(p), str(r), str(m), parse(at)) for t, o, p, r, m, at in rows]
 
-    def proposal_bases(self) -> dict[str, str]:
-        """What each tool was last asked about with (a hash), by tool name."""
-        return {str(tool): str(basis) for tool, basis in self._db.read("SELECT tool, basis FROM proposal_bases")}
-
     def record_proposals(
         self, asked: Sequence[tuple[str, str]], proposals: Sequence[ProposedRelation], audit: Sequence[AuditEntry]
     ) -> None:
         """For each (tool, basis) asked about: its proposals in place of the earlier ones, and the basis it was asked
         with, in one transaction with the audit entries."""
         dialect = self._db.dialect
-        now = dialect.timestamp(utc_now())
         with self._db.transaction() as db:
-            for tool, basis in asked:
+            for tool, _ in asked:
                 db.execute(dialect.sql("DELETE FROM proposed_relations WHERE tool = ?"), (tool,))
-                db.execute(
-                    dialect.sql(
-                        "INSERT INTO proposal_bases(tool, basis, asked_at) VALUES (?, ?, ?) ON CONFLICT(tool) DO"
-                        " UPDATE SET basis = excluded.basis, asked_at = excluded.asked_at"
-                    ),
-                    (tool, basis, now),
-                )
+            self._asked.record("relations", asked, db)
             self.write_proposals(db, proposals)
             self._trail.write(db, audit)
             self._db.bump_generation(db)

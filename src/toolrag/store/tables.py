@@ -16,6 +16,7 @@ from typing import Any
 
 from toolrag.errors import ApprovalConflictError, ModelMismatchError, StoreError
 from toolrag.model import Tool, utc_now
+from toolrag.store.asked import AskedBases
 from toolrag.store.base import (
     AuditEntry,
     IndexModel,
@@ -401,13 +402,15 @@ def tables_over(
     RelationTables,
     UpstreamSwitches,
     ReviewTables,
+    AskedBases,
 ]:
     """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
-    `.backup`, `.relations`, `.switches` and `.reviews`, in that order."""
+    `.backup`, `.relations`, `.switches`, `.reviews` and `.asked`, in that order."""
     trail = AuditTrail(database)
+    asked = AskedBases(database)
     pins, relations, switches, reviews = (
         PinTables(database, trail),
-        RelationTables(database, trail),
+        RelationTables(database, trail, asked),
         UpstreamSwitches(database, trail),
         ReviewTables(database, trail),
     )
@@ -421,6 +424,7 @@ def tables_over(
         relations,
         switches,
         reviews,
+        asked,
     )
 
 
