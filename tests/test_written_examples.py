@@ -283,3 +283,12 @@ def test_an_admin_writes_examples_in_the_console_and_a_reader_finds_no_page(
             page.goto(f"{url}/console/written-examples")
             assert "No chat model is configured" in page.locator("#no-model").inner_text()
             assert page.locator("#write button", has_text="Write").is_disabled()
+
+
+def test_the_command_line_names_the_providers_the_runtime_builds() -> None:
+    from typing import get_args
+
+    from toolrag.cli import chat_models as options
+    from toolrag.runtime import chat_models
+
+    assert get_args(options.Provider) == get_args(chat_models.Provider) == tuple(chat_models.KEY_VARIABLES)

@@ -3,11 +3,12 @@ tools write-examples`); the client is built by runtime/chat_models.py."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from toolrag.runtime.chat_models import Provider
+# runtime/chat_models.py's `Provider`, spelled again: importing the runtime package would cost every command's start.
+Provider = Literal["openai", "anthropic", "gemini"]
 
 ModelOption = Annotated[str, typer.Option("--model", help="The chat model's name at the provider.")]
 ProviderOption = Annotated[

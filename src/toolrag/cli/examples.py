@@ -18,7 +18,6 @@ from toolrag.cli.chat_models import (
 )
 from toolrag.cli.common import DEFAULT_STORE, JsonOption, StoreOption, guarded, open_registry, out, plural, print_json
 from toolrag.cli.lifecycle import tools_app
-from toolrag.runtime.chat_models import chat_model
 
 
 @tools_app.command("write-examples")
@@ -43,6 +42,7 @@ def write_examples_command(
 ) -> None:
     """Have your chat model write example requests for each tool in your users' languages: more views of each
     tool in retrieval; only tools whose text changed are asked again."""
+    from toolrag.runtime.chat_models import chat_model
     from toolrag.runtime.write_examples import RECORD, write_examples
 
     registry = open_registry(store)

@@ -31,7 +31,6 @@ from toolrag.cli.common import (
     progress_bar,
     table_or_lines,
 )
-from toolrag.runtime.chat_models import chat_model
 from toolrag.search.learned_defaults import MAX_CALLS, MIN_CALLERS, MIN_SESSIONS, MIN_STRENGTH, WINDOW_DAYS
 
 if TYPE_CHECKING:
@@ -148,6 +147,7 @@ def propose(
     """Ask your chat model which requirements each tool has among a few retrieved candidates: proposals wait for an
     admin's `confirm` (or SearchConfig.accept_proposed_relations); only tools whose text or candidates changed are
     asked again."""
+    from toolrag.runtime.chat_models import chat_model
     from toolrag.runtime.propose import RECORD, propose_relations
 
     registry = open_registry(store)
