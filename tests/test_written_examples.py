@@ -108,6 +108,50 @@ def test_a_run_asks_only_about_what_changed_and_keeps_within_its_bounds(registry
     assert write_examples(registry, scripted(), "a third", ["en"], max_tokens=10).left == 3
 
 
+def test_a_rollback_to_before_the_examples_asks_again(registry: ToolRegistry) -> None:
+    version = registry.get("garden.sprinkler_on").version
+    write_examples(registry, scripted(), "scripted", ["en", "uk"])
+    registry.rollback("garden.sprinkler_on", version)
+    assert written(registry, "garden.sprinkler_on") == []
+    again = write_examples(registry, scripted(), "scripted", ["en", "uk"])
+    assert again.asked == 1 and written(registry, "garden.sprinkler_on")
+
+
+def test_a_model_that_keeps_failing_stops_the_run_and_says_why(registry: ToolRegistry) -> None:
+    registry.register_many(
+        [Tool(name=f"spare.tool_{n}", description=f"Spare tool number {n} for the count.") for n in range(6)]
+    )
+
+    class Down:
+        calls = 0
+
+        def complete(self, messages: Any, tools: Any) -> Any:
+            self.calls += 1
+            raise ConnectionError("Connection refused")
+
+    down = Down()
+    run = write_examples(registry, down, "down", ["en"])
+    assert (down.calls, run.failed, run.asked) == (5, 5, 5) and run.left == 4
+    assert run.failure is not None and run.failure.endswith("Connection refused")
+    assert run.stopped == f"5 calls failed in a row: {run.failure}"
+    stopped = write_examples(registry, scripted(), "scripted", ["en"], cancelled=lambda: True)
+    assert (stopped.asked, stopped.left, stopped.stopped) == (0, 9, "cancelled")
+
+
+def test_a_chat_model_that_cannot_be_built_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from toolrag.errors import MissingExtraError
+    from toolrag.runtime.chat_models import ChatModelKeyError, chat_model
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ChatModelKeyError, match="anthropic:claude-x needs an API key: set ANTHROPIC_API_KEY"):
+        chat_model("anthropic", "claude-x", None, None, RECORD)
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # the providers extra not installed
+    with pytest.raises(MissingExtraError, match="the anthropic chat model needs the `providers` extra"):
+        chat_model("anthropic", "claude-x", "http://127.0.0.1:9", None, RECORD)  # a local server needs no key
+
+
 @pytest.mark.parametrize(
     ("languages", "per_language", "message"),
     [([], 2, "languages"), (["english"], 2, "languages"), (["en"], 0, "per_language"), (["en"], 9, "per_language")],
@@ -128,6 +172,7 @@ def test_written_examples_are_held_for_review_while_the_registry_asks_for_it(reg
     registry.reviews.require(True, by="admin")
     write_examples(registry, scripted(), "scripted", ["en", "uk"])
     assert written(registry, "garden.sprinkler_on") == []  # what searches use is unchanged until approved
+    assert write_examples(registry, scripted(), "scripted", ["en", "uk"]).asked == 0  # what waits is not asked again
     found = registry.search("Полий газон у саду, будь ласка", ANYONE)
     assert not found or found[0].name != "garden.sprinkler_on" or found[0].signals.dense < 0.9
 
@@ -208,17 +253,20 @@ def ended(get: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return job
 
 
-def test_the_api_counts_starts_and_follows_a_run_for_admins_only(
+def test_the_api_counts_starts_follows_and_cancels_a_run_for_admins_only(
     registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_MODEL_KEY", "sk-test")
     gate = threading.Event()
-    order = {"languages": ["en", "uk"], "per_language": 2}
+    order = {"languages": ["en", "uk", "en"], "per_language": 2}
+    admin, reader = {"authorization": f"Bearer {ADMIN}"}, {"authorization": f"Bearer {ACME_READER}"}
     with registry, contextmanager(held_model)(gate) as model_url:
-        with serving(create_app(registry, writing_config(model_url))) as url:
-            admin, reader = {"authorization": f"Bearer {ADMIN}"}, {"authorization": f"Bearer {ACME_READER}"}
-            assert httpx.post(f"{url}/written-examples", json=order, headers=reader).status_code == 403
-            assert httpx.get(f"{url}/written-examples", headers=reader).status_code == 403
+        config = writing_config(model_url)
+        # Two servers over one registry, as two instances behind a balancer over one PostgreSQL registry are.
+        with serving(create_app(registry, config)) as url, serving(create_app(registry, config)) as other:
+            for method, path in [("POST", "/plan"), ("POST", ""), ("GET", ""), ("POST", "/cancel")]:
+                refused = httpx.request(method, f"{url}/written-examples{path}", json=order, headers=reader)
+                assert refused.status_code == 403, path
             none_yet = httpx.get(f"{url}/written-examples", headers=admin)
             assert none_yet.status_code == 404 and "no run has written examples" in none_yet.json()["detail"]
             plan = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin).json()
@@ -227,12 +275,31 @@ def test_the_api_counts_starts_and_follows_a_run_for_admins_only(
             assert started.status_code == 202 and started.json()["state"] == "running"
             assert started.json()["started_by"] == "ops" and started.json()["languages"] == ["en", "uk"]
             again = httpx.post(f"{url}/written-examples", json=order, headers=admin)
-            assert again.status_code == 409 and "a run started by ops is writing examples" in again.json()["detail"]
-            gate.set()
-            job = ended(lambda: httpx.get(f"{url}/written-examples", headers=admin).json())
+            assert again.status_code == 409 and "a run started by ops (0 of" in again.json()["detail"]
+            elsewhere = httpx.post(f"{other}/written-examples", json=order, headers=admin)
+            assert elsewhere.status_code == 409 and "a run on another instance" in elsewhere.json()["detail"]
+            seen = httpx.get(f"{other}/written-examples", headers=admin).json()  # as it started, from the store
+            assert seen["state"] == "running" and seen["instance"] == started.json()["instance"] != ""
+            assert httpx.post(f"{other}/written-examples/cancel", headers=admin).status_code == 404
+            cancelling = httpx.post(f"{url}/written-examples/cancel", headers=admin)
+            assert cancelling.status_code == 200 and cancelling.json()["cancelling"] is True
+            gate.set()  # the call in flight is answered; the run stops before the next one
+            job = ended(lambda: httpx.get(f"{other}/written-examples", headers=admin).json())  # read from the store
+            assert (job["state"], job["run"]["asked"], job["run"]["left"], job["run"]["stopped"]) == (
+                "done",
+                1,
+                2,
+                "cancelled",
+            )
+            assert httpx.post(f"{url}/written-examples/cancel", headers=admin).status_code == 404
+            resumed = httpx.post(f"{other}/written-examples", json=order, headers=admin)
+            assert resumed.status_code == 202  # the claim was freed: another instance may start
+            job = ended(lambda: httpx.get(f"{other}/written-examples", headers=admin).json())
             assert (job["state"], job["done"], job["total"]) == ("done", 3, 3)
-            assert (job["run"]["asked"], job["run"]["written"]) == (3, 3)
+            assert (job["run"]["asked"], job["run"]["unchanged"], job["run"]["stopped"]) == (2, 1, None)
             assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
+            audit = registry.store.trail.newest(50, "garden.sprinkler_on")
+            assert any("ops via chat-model:openai:local" in (entry.principal or "") for entry in audit), audit
             unchanged = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin).json()
             assert (unchanged["asked"], unchanged["unchanged"]) == (0, 3)
             wrong = httpx.post(f"{url}/written-examples", json={"languages": ["english"]}, headers=admin)
@@ -242,6 +309,10 @@ def test_the_api_counts_starts_and_follows_a_run_for_admins_only(
         with serving(create_app(registry, writing_config(None))) as url:
             unset = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin)
             assert unset.status_code == 409 and "no chat model is configured" in unset.json()["detail"]
+        keyless = ChatModelConfig(model="gpt-test", api_key_env="TOOLRAG_TEST_UNSET_KEY")
+        with serving(create_app(registry, console_config().model_copy(update={"chat_model": keyless}))) as url:
+            no_key = httpx.post(f"{url}/written-examples", json=order, headers=admin)
+            assert no_key.status_code == 409 and "set TOOLRAG_TEST_UNSET_KEY" in no_key.json()["detail"]
 
 
 def test_an_admin_writes_examples_in_the_console_and_a_reader_finds_no_page(
@@ -249,7 +320,6 @@ def test_an_admin_writes_examples_in_the_console_and_a_reader_finds_no_page(
 ) -> None:
     monkeypatch.setenv("TEST_MODEL_KEY", "sk-test")
     gate = threading.Event()
-    gate.set()
     with registry, contextmanager(held_model)(gate) as model_url, browser() as chromium:
         with serving(create_app(registry, writing_config(model_url))) as url:
             page: Any = signed_in(chromium, url, ADMIN)
@@ -265,16 +335,26 @@ def test_an_admin_writes_examples_in_the_console_and_a_reader_finds_no_page(
             page.fill('#write input[name="languages"]', "en, uk")
             page.locator("#write button", has_text="Write").click()
             assert page.url == f"{url}/console/written-examples"
+            assert page.locator("#job").get_attribute("data-state") == "running"
+            assert page.locator("#write button", has_text="Write").is_disabled()
+            page.locator("#cancel button").click()  # the first call waits for the gate: stop before the next
+            assert page.locator("#cancel button").inner_text() == "Stopping at the next call"
+            gate.set()
 
             def shown() -> dict[str, Any]:
                 page.goto(f"{url}/console/written-examples")
                 return {"state": page.locator("#job").get_attribute("data-state")}
 
+            assert ended(shown)["state"] == "done" and "cancelled" in page.locator("#job").inner_text()
+            page.locator("#write button", has_text="Write").click()
             assert ended(shown)["state"] == "done"
-            assert "3 example requests in 3 calls" in page.locator("#job").inner_text()
+            assert "example requests in 2 calls" in (shown_job := page.locator("#job").inner_text())
+            assert "1 unchanged" in shown_job
             assert written(registry, "garden.sprinkler_on") == ["water the lawn for ten minutes", UKRAINIAN]
             page.goto(f"{url}/console/tools/garden.sprinkler_on")
             assert "written" in page.locator("#examples").inner_text()
+            forged = page.request.post(f"{url}/console/written-examples", form={"languages": "en", "action": "write"})
+            assert forged.status == 403  # the admin's own session, but no form of its page: no CSRF token
             reader: Any = signed_in(chromium, url, ACME_READER)
             assert reader.goto(f"{url}/console/written-examples").status == 404
             assert reader.locator('nav a[href="/console/written-examples"]').count() == 0

@@ -70,3 +70,7 @@ def write_examples_command(
         " See them with `toolrag tools examples NAME`, remove one with `toolrag tools remove-example`.",
         highlight=False,
     )
+    if run.stopped:
+        out.print(f"The run stopped early: {run.stopped}", highlight=False)
+    elif run.failure:
+        out.print(f"The first failed call: {run.failure}", highlight=False)

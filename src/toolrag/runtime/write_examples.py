@@ -23,7 +23,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,6 +48,9 @@ MAX_LANGUAGES = 10
 MAX_ANSWER_CHARS = 20_000  # a longer answer is not a few requests
 MAX_WRITTEN_CHARS = 300  # a request a user types, not a document
 WRITER = "chat-model"  # who the audit names for a run's edits, beside the model's name
+MAX_FAILURES_IN_A_ROW = 5  # a model failing this often is down or misconfigured: the run stops
+MAX_FAILURE_CHARS = 300
+NOTHING_KEPT = ":none"  # a recorded basis whose answer kept no example
 _LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 _SPACES = re.compile(r"\s+")
 # Languages whose script tells them apart: an example in another script than its language's is dropped.
@@ -67,13 +70,15 @@ class WritingRun:
 
     asked: int = 0  # model calls made (a dry run: that it would make)
     unchanged: int = 0  # views whose basis had not changed: not asked again
-    left: int = 0  # views not asked because a bound was reached
+    left: int = 0  # views not asked because a bound was reached, or the run stopped first
     written: int = 0  # example requests written
     dropped: int = 0  # examples refused (see the module docstring)
     failed: int = 0  # calls that raised or answered without the record call
     prompt_tokens: int = 0
     model: str = ""
     dry_run: bool = False
+    failure: str | None = None  # the first failed call's reason, one line
+    stopped: str | None = None  # why the run ended before the last tool: cancelled, or calls failing in a row
 
 
 @dataclass
@@ -85,7 +90,16 @@ class _Tally:
     dropped: int = 0
     failed: int = 0
     prompt_tokens: int = 0
-    seen: set[str] = field(default_factory=set)
+    failure: str | None = None
+    failing: int = 0  # calls failed in a row
+    stopped: str | None = None
+
+    def fail(self, reason: str) -> None:
+        self.failed += 1
+        self.failing += 1
+        self.failure = self.failure or _SPACES.sub(" ", reason).strip()[:MAX_FAILURE_CHARS]
+        if self.failing >= MAX_FAILURES_IN_A_ROW:
+            self.stopped = f"{MAX_FAILURES_IN_A_ROW} calls failed in a row: {self.failure}"
 
 
 def write_examples(
@@ -99,32 +113,42 @@ def write_examples(
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
     origin: Origin = "python",
+    started_by: str | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> WritingRun:
     """Have `model` (named `model_name` in the examples' basis) write example requests for every tool of the
-    registry; see this module's docstring. `progress(done, total)` after each tool."""
+    registry; see this module's docstring. `progress(done, total)` after each tool; `started_by`: who the audit
+    names beside the model; `cancelled()`, read before each call: True stops the run there."""
     languages = _checked(languages, per_language, max_calls, max_tokens)
     tools = registry.tools()
     record = _record_tool(languages, per_language)
     record_cost = count_tokens(json.dumps(record.input_schema))
+    edited_by = f"{WRITER}:{model_name}" if started_by is None else f"{started_by} via {WRITER}:{model_name}"
     tally = _Tally()
     bases = registry.examples.asked_bases()
+    # A change held for review is what the tool will be: examples waiting in it are not asked for again.
+    held = {change.review.tool: change.proposed for change in registry.reviews.waiting()}
     for done, tool in enumerate(tools, 1):
         for tenant, text in _views(tool):
             basis = _basis(tool, text, languages, per_language, model_name)
-            if bases.get(written_subject(tool.name, tenant)) == basis:
+            if _unchanged(held.get(tool.name, tool), tenant, bases.get(written_subject(tool.name, tenant)), basis):
                 tally.unchanged += 1
                 continue
             messages = [Message.system(SYSTEM), Message.user(_question(tool, text, languages, per_language))]
             cost = sum(count_tokens(m.content) for m in messages) + record_cost
-            if tally.asked >= max_calls or tally.prompt_tokens + cost > max_tokens:
+            if cancelled is not None and not dry_run and tally.stopped is None and cancelled():
+                tally.stopped = "cancelled"
+            if tally.stopped or tally.asked >= max_calls or tally.prompt_tokens + cost > max_tokens:
                 tally.left += 1
                 continue
             tally.asked += 1
             tally.prompt_tokens += cost
             if not dry_run:
-                asked = _Asked(messages, record, tool, tenant, basis, origin)
-                if _ask(registry, model, asked, languages, per_language, tally):
-                    registry.examples.record_asked([(written_subject(tool.name, tenant), basis)])
+                asked = _Asked(messages, record, tool, tenant, basis, origin, edited_by)
+                kept = _ask(registry, model, asked, languages, per_language, tally)
+                if kept is not None:
+                    recorded = basis if kept else f"{basis}{NOTHING_KEPT}"
+                    registry.examples.record_asked([(written_subject(tool.name, tenant), recorded)])
         if progress is not None:
             progress(done, len(tools))
     return WritingRun(
@@ -137,7 +161,18 @@ def write_examples(
         tally.prompt_tokens,
         model_name,
         dry_run,
+        tally.failure,
+        tally.stopped,
     )
+
+
+def _unchanged(tool: Tool, tenant: str | None, recorded: str | None, basis: str) -> bool:
+    """Asked with this basis, and the tool still holds what that answer kept: its written examples for the view
+    all of this basis, or none when the answer kept none (a rollback to a version before them asks again)."""
+    written = {e.written_for for e in tool.examples if e.source == "written" and e.tenant == tenant}
+    if recorded == basis:
+        return written == {basis}
+    return recorded == f"{basis}{NOTHING_KEPT}" and not written
 
 
 def _checked(languages: Sequence[str], per_language: int, max_calls: int, max_tokens: int) -> list[str]:
@@ -172,24 +207,26 @@ class _Asked:
     tenant: str | None
     basis: str
     origin: Origin
+    edited_by: str
 
 
 def _ask(
     registry: ToolRegistry, model: ChatModel, asked: _Asked, languages: list[str], per_language: int, tally: _Tally
-) -> bool:
-    """Ask about one view and write what its answer keeps in place of what was written for it before; False when
-    the call failed (the view is asked again next run)."""
+) -> bool | None:
+    """Ask about one view and write what its answer keeps in place of what was written for it before: whether it
+    kept any; None when the call failed (the view is asked again next run)."""
     tool = asked.tool
     try:
         answer = model.complete(asked.messages, [asked.record])
     except Exception as exc:  # one tool's failed call is reported, the run goes on
         log.warning("writing example requests for %s failed: %s", tool.name, exc)
-        tally.failed += 1
-        return False
+        tally.fail(f"{tool.name}: {exc}" if str(exc) else f"{tool.name}: {type(exc).__name__}")
+        return None
     entries = recorded_list(answer, RECORD, "examples", MAX_ANSWER_CHARS)
     if entries is None:
-        tally.failed += 1
-        return False
+        tally.fail(f"{tool.name}: the answer was no call of {RECORD} with a list of examples")
+        return None
+    tally.failing = 0
     kept: dict[str, list[str]] = {language: [] for language in languages}
     for entry in entries:
         text = _SPACES.sub(" ", str(entry.get("request", ""))).strip() if isinstance(entry, dict) else ""
@@ -211,16 +248,15 @@ def _ask(
     tally.dropped += len(texts) - len(own)
     earlier = any(e.source == "written" and e.tenant == asked.tenant for e in tool.examples)
     if not own and not earlier:
-        return True
+        return False
     try:  # what was written for an earlier text goes, even when nothing new is kept
-        edited_by = f"{WRITER}:{asked.basis[:12]}"
-        registry.examples.write(tool.name, asked.tenant, own, asked.basis, edited_by, asked.origin)
+        registry.examples.write(tool.name, asked.tenant, own, asked.basis, asked.edited_by, asked.origin)
     except ToolragError as exc:  # the tool changed or is full of examples: reported, the run goes on
         log.warning("writing example requests for %s failed: %s", tool.name, exc)
-        tally.failed += 1
-        return False
+        tally.fail(f"{tool.name}: {exc}")
+        return None
     tally.written += len(own)
-    return True
+    return bool(own)
 
 
 def _in_its_script(text: str, language: str) -> bool:

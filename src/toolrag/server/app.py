@@ -24,6 +24,7 @@ from toolrag.errors import (
     CatalogError,
     EditConflictError,
     InvalidToolError,
+    MissingExtraError,
     ModelMismatchError,
     ServerNotFoundError,
     StoreError,
@@ -33,6 +34,7 @@ from toolrag.errors import (
 from toolrag.monitor.schedule import ScheduleHealth
 from toolrag.monitor.startup import StartupCheck
 from toolrag.registry import ToolRegistry
+from toolrag.runtime.chat_models import ChatModelKeyError
 from toolrag.server.config import ApiConfig
 from toolrag.server.console import PREFIX as CONSOLE_PREFIX
 from toolrag.server.console import PUBLIC_PATHS as CONSOLE_PUBLIC
@@ -54,6 +56,8 @@ _ERRORS: list[tuple[type[Exception], int]] = [
     (ServerNotFoundError, 404),
     (ApprovalConflictError, 409),
     (NoChatModelError, 409),
+    (MissingExtraError, 409),
+    (ChatModelKeyError, 409),
     (WritingBusyError, 409),
     (WritingNotStartedError, 404),
     (WritingOrderError, 422),

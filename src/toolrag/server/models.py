@@ -409,3 +409,5 @@ class WritingJobOut(BaseModel):
     total: int = Field(description="tools to go through")
     run: WritingRun | None = Field(description="what the run asked and wrote, once it ended")
     error: str | None = Field(description="why it stopped, if it failed")
+    cancelling: bool = Field(default=False, description="an admin asked it to stop at its next call")
+    instance: str = Field(default="", description="the instance running it (its progress is read there)")

@@ -1,20 +1,28 @@
 """Example requests written by the operator's chat model, started from the API or the console (issue 53).
 
 A run asks the model once per tool view: minutes for a catalog, far longer than a request may wait. So a run goes
-to a thread of its own, one at a time per server, and both the API and the console read its progress; a dry run
-only counts, and answers at once. The model is the one the server's configuration names (`[chat_model]`): a request
-chooses languages and bounds, never a model, an endpoint or a key. A server stopped mid-run loses nothing: each
-tool's examples are written whole, and the next run asks only about the tools not yet written for.
+to a thread of its own, and both the API and the console read its progress; a dry run only counts, and answers at
+once. One run at a time across every instance serving the registry: a run is claimed in the store (the job lease
+the scheduled jobs use, renewed as it goes, so an instance that dies mid-run frees it within LEASE), and its report
+is kept there, as it starts and as it ends, where every instance reads the last one (its progress tool by tool
+only on the instance running it). An admin cancels a run there, between two calls.
+
+The model is the one the server's configuration names (`[chat_model]`): a request chooses languages and bounds,
+never a model, an endpoint or a key. A server stopped mid-run loses nothing: each tool's examples are written whole,
+and the next run asks only about the tools not yet asked.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Literal
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from toolrag.catalog.review import Origin
 from toolrag.errors import ToolragError
@@ -28,6 +36,9 @@ from toolrag.server.config import ChatModelConfig
 
 log = logging.getLogger("toolrag.examples")
 
+JOB = "write-examples"  # the run's lease and reports in the store, beside the scheduled jobs'
+LEASE = timedelta(minutes=10)  # renewed after each tool; a call is bounded far below (runtime/chat_models.py)
+
 
 class NoChatModelError(ToolragError):
     """The server's configuration names no chat model."""
@@ -38,7 +49,7 @@ class WritingBusyError(ToolragError):
 
 
 class WritingNotStartedError(ToolragError):
-    """No run has started since the server did."""
+    """No run has written examples for this registry."""
 
 
 class WritingOrderError(ToolragError, ValueError):
@@ -54,11 +65,15 @@ class WritingOrder:
     max_calls: int = 500
     max_tokens: int = 2_000_000
 
+    def __post_init__(self) -> None:
+        chosen = tuple(dict.fromkeys(language.strip().lower() for language in self.languages if language.strip()))
+        object.__setattr__(self, "languages", chosen)
+
 
 @dataclass(frozen=True)
 class WritingJob:
     """A run started by `started_by`: its progress over the registry's tools, then what it wrote (`run`) or why
-    it stopped (`error`)."""
+    it stopped (`error`). `cancelling`: an admin asked it to stop at its next call."""
 
     order: WritingOrder
     model: str
@@ -68,6 +83,8 @@ class WritingJob:
     total: int = 0
     run: WritingRun | None = None
     error: str | None = None
+    cancelling: bool = False
+    instance: str = ""  # the instance running it: host, process, a random tag
 
     @property
     def state(self) -> Literal["running", "done", "failed"]:
@@ -75,12 +92,25 @@ class WritingJob:
             return "failed"
         return "running" if self.run is None else "done"
 
+    def report(self) -> dict[str, Any]:
+        """As the store keeps it (`job_reports`), for every instance to read."""
+        return asdict(self) | {"started_at": self.started_at.isoformat()}
+
+    @classmethod
+    def from_report(cls, body: dict[str, Any]) -> WritingJob:
+        order = WritingOrder(**body["order"])
+        run = WritingRun(**body["run"]) if body.get("run") else None
+        known = ("model", "started_by", "done", "total", "error", "instance")
+        fields = {key: body[key] for key in known if key in body}
+        return cls(order=order, started_at=datetime.fromisoformat(body["started_at"]), run=run, **fields)
+
 
 class ExampleWriting:
-    """The served registry's runs: `plan` (a dry run), `start` (a run in its own thread), `latest`."""
+    """The served registry's runs: `plan` (a dry run), `start` (a run in its own thread), `cancel`, `latest`."""
 
     def __init__(self, registry: ToolRegistry, settings: ChatModelConfig | None) -> None:
         self._registry, self._settings = registry, settings
+        self._holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._lock = threading.Lock()
         self._job: WritingJob | None = None
 
@@ -98,29 +128,59 @@ class ExampleWriting:
             raise WritingOrderError(str(exc)) from exc
 
     def start(self, order: WritingOrder, started_by: str, origin: Origin) -> WritingJob:
-        """Start a run; a second while one runs is refused. Bad settings are refused here, before the thread."""
+        """Start a run; refused while one runs, here or on another instance. Bad settings and a model that cannot
+        be built (no SDK, no key) are refused here, before the thread."""
         settings = self._configured()
         self.plan(order)  # the same checks a run makes (languages, numbers), answered to the caller
         model = chat_model(settings.provider, settings.model, settings.base_url, settings.api_key_env, RECORD)
+        usage, now = self._registry.store.usage, datetime.now(UTC)
         with self._lock:
-            if self._job is not None and self._job.state == "running":
-                job = self._job
-                raise WritingBusyError(
-                    f"a run started by {job.started_by} is writing examples ({job.done} of {job.total} tools);"
-                    " wait for it to end"
+            if not usage.claim_job(JOB, self._holder, now, now + LEASE, now + timedelta(seconds=1)):
+                running = self._job if self._job is not None and self._job.state == "running" else None
+                who = (
+                    f"a run started by {running.started_by} ({running.done} of {running.total or '?'} tools)"
+                    if running
+                    else "a run on another instance"
                 )
-            self._job = WritingJob(order, settings.name, started_by, datetime.now(UTC))
-            job = self._job
-        thread = threading.Thread(
-            target=self._run, args=(model, order, origin), name="toolrag-write-examples", daemon=True
-        )
-        thread.start()
+                raise WritingBusyError(f"{who} is writing examples; wait for it to end, or cancel it")
+            job = WritingJob(order, settings.name, started_by, now, instance=self._holder)
+            self._job = job
+        usage.report_job(JOB, self._holder, now, job.report())  # every instance sees it started
+        try:
+            thread = threading.Thread(
+                target=self._run, args=(model, order, origin, started_by), name="toolrag-write-examples", daemon=True
+            )
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: the run ends before it began, and frees its claim
+            why = f"the run could not start: {exc}"
+            self._end(lambda job: replace(job, error=why))
+            raise
         return job
 
-    def latest(self) -> WritingJob | None:
-        """The running run, or the last one this server started (none since it started: None)."""
+    def cancel(self, by: str) -> WritingJob:
+        """Ask the running run to stop at its next call (what it wrote stays)."""
         with self._lock:
+            job = self._job
+            if job is None or job.state != "running":
+                raise WritingNotStartedError("no run is writing examples on this instance")
+            log.info("%s cancels the run writing examples", by)
+            self._job = replace(job, cancelling=True)
             return self._job
+
+    def latest(self) -> WritingJob:
+        """The run going on here, or the last one any instance started (as it started, if it goes on there; as it
+        ended otherwise)."""
+        with self._lock:
+            if self._job is not None and self._job.state == "running":
+                return self._job
+        usage = self._registry.store.usage
+        reports = usage.job_reports(JOB, 1)
+        if not reports:
+            raise WritingNotStartedError("no run has written examples for this registry yet")
+        job = WritingJob.from_report(reports[0].body)
+        if job.state == "running" and not usage.job_leased(JOB, datetime.now(UTC)):
+            return replace(job, error="the instance running it stopped before it ended")
+        return job
 
     def _configured(self) -> ChatModelConfig:
         if self._settings is None:
@@ -130,9 +190,16 @@ class ExampleWriting:
             )
         return self._settings
 
-    def _run(self, model: ChatModel, order: WritingOrder, origin: Origin) -> None:
+    def _run(self, model: ChatModel, order: WritingOrder, origin: Origin, started_by: str) -> None:
         def progress(done: int, total: int) -> None:
-            self._update(lambda job: replace(job, done=done, total=total))
+            with self._lock:
+                if self._job is not None:
+                    self._job = replace(self._job, done=done, total=total)
+            self._registry.store.usage.extend_job(JOB, self._holder, datetime.now(UTC) + LEASE)
+
+        def cancelled() -> bool:
+            with self._lock:
+                return self._job is not None and self._job.cancelling
 
         try:
             run = write_examples(
@@ -144,18 +211,27 @@ class ExampleWriting:
                 False,
                 progress,
                 origin,
+                started_by,
+                cancelled,
             )
         except Exception as exc:  # the run ends and says why; the server goes on
             log.warning("writing example requests stopped: %s", exc)
             why = str(exc) or type(exc).__name__
-            self._update(lambda job: replace(job, error=why))
+            self._end(lambda job: replace(job, error=why))
             return
-        self._update(lambda job: replace(job, run=run))
+        self._end(lambda job: replace(job, run=run))
 
-    def _update(self, change: Callable[[WritingJob], WritingJob]) -> None:
+    def _end(self, change: Callable[[WritingJob], WritingJob]) -> None:
+        """The job's last state, kept in the store for every instance, and the claim released."""
         with self._lock:
-            if self._job is not None:
-                self._job = change(self._job)
+            if self._job is None:
+                return
+            self._job = change(self._job)
+            ended = self._job
+        try:
+            self._registry.store.usage.finish_job(JOB, self._holder, datetime.now(UTC), ended.report())
+        except ToolragError as exc:  # the store is gone: the lease runs out by itself
+            log.warning("the end of the run writing examples was not recorded: %s", exc)
 
 
 class _Unasked:

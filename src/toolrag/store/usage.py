@@ -679,17 +679,41 @@ class UsageTables:
             ).fetchone()
         return claimed is not None
 
+    def extend_job(self, job: str, holder: str, lease_until: datetime) -> bool:
+        """Hold `job` until `lease_until` (a long run renewing its claim); False when `holder` no longer holds it."""
+        with self._transaction() as db:
+            extended = db.execute(
+                self._sql("UPDATE job_leases SET expires_at = ? WHERE job = ? AND holder = ? RETURNING job"),
+                (self._timestamp(lease_until), job, holder),
+            ).fetchone()
+        return extended is not None
+
+    def job_leased(self, job: str, now: datetime) -> bool:
+        """Whether an instance holds `job` now (its lease not run out)."""
+        rows = self._query(
+            self._sql("SELECT 1 FROM job_leases WHERE job = ? AND expires_at > ?"), (job, self._timestamp(now))
+        )
+        return bool(rows)
+
+    def report_job(self, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
+        """Keep a report of a run still going (a long run's start), the job still held."""
+        with self._transaction() as db:
+            self._insert_report(db, job, holder, at, body)
+
     def finish_job(self, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
         """Keep the report of a run and release the job, marking when it ran."""
         with self._transaction() as db:
-            db.execute(
-                self._sql("INSERT INTO job_reports(job, at, holder, body) VALUES (?, ?, ?, ?)"),
-                (job, self._timestamp(at), holder, json.dumps(body, ensure_ascii=False, default=str)),
-            )
+            self._insert_report(db, job, holder, at, body)
             db.execute(
                 self._sql("UPDATE job_leases SET last_run = ?, expires_at = ? WHERE job = ? AND holder = ?"),
                 (self._timestamp(at), self._timestamp(at), job, holder),
             )
+
+    def _insert_report(self, db: Any, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
+        db.execute(
+            self._sql("INSERT INTO job_reports(job, at, holder, body) VALUES (?, ?, ?, ?)"),
+            (job, self._timestamp(at), holder, json.dumps(body, ensure_ascii=False, default=str)),
+        )
 
     def job_reports(self, job: str, limit: int = 10) -> list[JobReport]:
         """The latest reports of a job, newest first."""

@@ -1,7 +1,7 @@
 """The console's written examples page (admins): the operator's chat model (the server's `[chat_model]`) writes
 example requests for every tool in the users' languages (server/writing.py). A form counts a run's cost or starts
-one; the page shows the running or last run, and reloads itself while one runs (a refresh, no script). Anyone else
-gets the page a missing one gets.
+one; the page shows the running or last run, reloads itself while one runs (a refresh, no script) and offers to
+stop it. Anyone else gets the page a missing one gets.
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
@@ -10,12 +10,20 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from toolrag.errors import ToolragError
+from toolrag.errors import MissingExtraError
+from toolrag.runtime.chat_models import ChatModelKeyError
 from toolrag.runtime.write_examples import MAX_PER_LANGUAGE, WritingRun
 from toolrag.server.console.common import Console, ConsoleState, Who, secured
 from toolrag.server.console.session import PREFIX
 from toolrag.server.served import Api, Served
-from toolrag.server.writing import WritingOrder
+from toolrag.server.writing import (
+    NoChatModelError,
+    WritingBusyError,
+    WritingJob,
+    WritingNotStartedError,
+    WritingOrder,
+    WritingOrderError,
+)
 
 router = APIRouter()
 PAGE = f"{PREFIX}written-examples"
@@ -47,8 +55,21 @@ def write_or_plan(
         if action == "plan":
             return _page(request, console, api, order=order, plan=api.writing.plan(order))
         api.writing.start(order, who.name, "console")
-    except ToolragError as problem:
-        return _page(request, console, api, 422 if isinstance(problem, ValueError) else 409, str(problem), order)
+    except WritingOrderError as problem:
+        return _page(request, console, api, 422, str(problem), order)
+    except (NoChatModelError, WritingBusyError, MissingExtraError, ChatModelKeyError) as problem:
+        return _page(request, console, api, 409, str(problem), order)
+    return secured(RedirectResponse(PAGE, status_code=303))
+
+
+@router.post("/written-examples/cancel")
+def cancel(request: Request, console: Console, api: Api, csrf: Annotated[str | None, Form()] = None) -> Response:
+    """Stop the run going on at its next call; what it wrote stays."""
+    who = console.admin(request, csrf)
+    try:
+        api.writing.cancel(who.name)
+    except WritingNotStartedError as problem:
+        return _page(request, console, api, 409, str(problem))
     return secured(RedirectResponse(PAGE, status_code=303))
 
 
@@ -61,7 +82,10 @@ def _page(
     order: WritingOrder | None = None,
     plan: WritingRun | None = None,
 ) -> HTMLResponse:
-    job = api.writing.latest()
+    try:
+        job: WritingJob | None = api.writing.latest()
+    except WritingNotStartedError:
+        job = None
     shown = order or (job.order if job else WritingOrder(["en"]))
     return console.page(
         request,

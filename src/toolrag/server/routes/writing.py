@@ -1,5 +1,5 @@
 """`/written-examples`: the operator's chat model writes example requests for every tool in the users' languages
-(server/writing.py): count a run's cost, start one, follow it. Admins only.
+(server/writing.py): count a run's cost, start one, follow it, cancel it. Admins only.
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from toolrag.runtime.write_examples import WritingRun
 from toolrag.server.models import WritingIn, WritingJobOut
 from toolrag.server.routes.deps import Admin, Api
-from toolrag.server.writing import WritingJob, WritingNotStartedError, WritingOrder
+from toolrag.server.writing import WritingJob, WritingOrder
 
 router = APIRouter(tags=["examples"])
 
@@ -28,11 +28,14 @@ def start_writing(order: WritingIn, who: Admin, api: Api) -> WritingJobOut:
 
 @router.get("/written-examples", response_model=WritingJobOut)
 def latest_writing(who: Admin, api: Api) -> WritingJobOut:
-    """The running run, or the last one this server started."""
-    job = api.writing.latest()
-    if job is None:
-        raise WritingNotStartedError("no run has written examples since the server started")
-    return job_out(job)
+    """The run going on here, or the last one any instance finished (404: none yet)."""
+    return job_out(api.writing.latest())
+
+
+@router.post("/written-examples/cancel", response_model=WritingJobOut)
+def cancel_writing(who: Admin, api: Api) -> WritingJobOut:
+    """Stop the run going on here at its next call; what it wrote stays (404: none runs here)."""
+    return job_out(api.writing.cancel(who.name))
 
 
 def _order(order: WritingIn) -> WritingOrder:
@@ -51,4 +54,6 @@ def job_out(job: WritingJob) -> WritingJobOut:
         total=job.total,
         run=job.run,
         error=job.error,
+        cancelling=job.cancelling,
+        instance=job.instance,
     )
