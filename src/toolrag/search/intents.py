@@ -40,10 +40,11 @@ _SPLITTERS = [
     re.compile(r"[，,；;]?\s*(?:然后|并且|另外|还有|同时|再)\s*"),
 ]
 # A sentence ends at ? or ! (or their CJK forms and 。), or at a full stop before a capital letter, unless the full
-# stop closes an abbreviation ("e.g.", "Dr.", "U.S.") or a single letter.
+# stop closes an abbreviation ("e.g.", "Dr.", "U.S.") or an initial ("J."); a word in capitals ends a sentence like
+# any other ("order ABC. Then", "in ng/dL. Finally").
 _SENTENCE_END = re.compile(
     r"(?<=[?？!！。])\s*"
-    r"|(?<![A-Z])(?<!\b[a-zA-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bSt)(?<!\bvs)(?<!\bNo)"
+    r"|(?<!\b[a-zA-Z])(?<!\.[a-zA-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bSt)(?<!\bvs)(?<!\bNo)"
     r"\.\s+(?=[\"'“«(]?[A-ZÀ-ÖØ-ÞА-ЯЄІЇҐ])"
 )
 
