@@ -16,7 +16,17 @@ from toolrag.cli.chat_models import (
     ModelOption,
     ProviderOption,
 )
-from toolrag.cli.common import DEFAULT_STORE, JsonOption, StoreOption, guarded, open_registry, out, plural, print_json
+from toolrag.cli.common import (
+    DEFAULT_STORE,
+    JsonOption,
+    StoreOption,
+    guarded,
+    open_registry,
+    out,
+    plural,
+    print_json,
+    progress_bar,
+)
 from toolrag.cli.lifecycle import tools_app
 
 
@@ -48,11 +58,22 @@ def write_examples_command(
     registry = open_registry(store)
     chat = guarded(lambda: chat_model(provider, model, base_url, api_key_env, RECORD))
     wanted = languages.split(",")
-    run = guarded(
-        lambda: write_examples(
-            registry, chat, f"{provider}:{model}", wanted, per_language, max_calls, max_tokens, dry_run, origin="cli"
+    shown = not (as_json or dry_run)
+    with progress_bar("writing example requests", len(registry.tools()), enabled=shown) as advance:
+        run = guarded(
+            lambda: write_examples(
+                registry,
+                chat,
+                f"{provider}:{model}",
+                wanted,
+                per_language,
+                max_calls,
+                max_tokens,
+                dry_run,
+                lambda done, total: advance(1),
+                origin="cli",
+            )
         )
-    )
     if as_json:
         print_json(dataclasses.asdict(run))
         return
