@@ -66,7 +66,8 @@ class SetPlan:
 class Room:
     """What a set may still take: `closure_tools` at most with the targets' required closures, `extra_tools` with
     optional requirements, and `tokens` of full definitions for what is added (`cost(position)`; None: not
-    counted). The targets always stay, and count."""
+    counted). The targets always stay, and count from their turn on: a less likely target comes after the likelier
+    one's closure, even past `closure_tools`."""
 
     closure_tools: int
     extra_tools: int
@@ -100,10 +101,12 @@ def with_prerequisites(
     with its own closure. What a target requires and does not fit is left to ask for (`SetPlan.left`).
     `requires`: what a tool requires (None: what it declares)."""
     requires = requires or (lambda position: requirements(index, position))
-    chosen = dict.fromkeys(targets)
-    room.take(list(chosen), counted=False)  # what was retrieved is delivered whatever it costs
+    chosen: dict[int, None] = {}
     left: dict[int, list[int]] = {}
     for target in targets:
+        if target not in chosen:  # what was retrieved is delivered whatever it costs, counted as it comes: a less
+            chosen[target] = None  # likely target takes no room the likelier one's closure needs
+            room.take([target], counted=False)
         missing = [p for p in _closure(requires, target, usable) if p not in chosen]
         fitting = 0
         while fitting < len(missing) and room.fits([missing[fitting]], closure=True):
