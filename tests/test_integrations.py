@@ -310,6 +310,29 @@ def test_llamaindex_function_agent_retrieves_toolrag_tools(registry: ToolRegistr
     ]
 
 
+def test_a_llamaindex_agent_offered_no_tool_is_told_so(registry: ToolRegistry) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.llms import MockFunctionCallingLLM
+
+    from toolrag.inject.told import NO_TOOL_OFFERED
+    from toolrag.integrations.llamaindex import ToolragFunctionAgent, ToolragObjectRetriever
+
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def respond(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        systems = [str(m.content) for m in messages if m.role == MessageRole.SYSTEM]
+        seen.append((systems, [tool.metadata.name for tool in kwargs.get("tools") or []]))
+        return ChatMessage(role=MessageRole.ASSISTANT, content="I have no tool for that.")
+
+    retriever = ToolragObjectRetriever(Toolbox(registry, BILLING))
+    llm = MockFunctionCallingLLM(response_generator=respond)
+    agent = ToolragFunctionAgent(tool_retriever=retriever, llm=llm, system_prompt="Be brief.")
+    asyncio.run(_run(agent, "tell me a joke"))
+    assert seen[-1] == ([f"Be brief.\n\n{NO_TOOL_OFFERED}"], [])
+    asyncio.run(_run(agent, REQUEST))
+    assert seen[-1][0] == ["Be brief."] and seen[-1][1][0] == "billing__refund"
+
+
 async def _run(agent: Any, request: str) -> str:
     return str(await agent.run(request))
 
