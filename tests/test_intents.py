@@ -26,6 +26,7 @@ from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
         ("Give me the thyroid readings in ng/dL. Finally, obtain the treatment plan for patient DEF789.", 2),
         ("Look up the status of order ABC. Then email the customer about the delay.", 2),
         ("Ask J. Smith about the invoice", 1),
+        ("Book a hotel in ST. Louis near ACME CORP. Headquarters for Friday", 1),
         ("Find the area of a triangle with a base of 10 units and height of 5 units.", 1),
         ("Can you find me a job in a city that is close to affordable houses?", 1),
         ("and", 1),

@@ -273,6 +273,9 @@ def test_the_walk_shares_the_budget_follows_optional_tools_and_breaks_cycles(
     # A less likely target takes no room the likelier one's closure needs: it comes beside the whole closure.
     plan = with_prerequisites(index, [at("t1"), at("t2")], None, Room(13, 8))  # type: ignore[misc]
     assert plan.left == {at("t2"): [at("x")]} and len(plan.entries) == 14
+    # ... and one retrieved itself is no requirement left over, whatever room is left.
+    plan = with_prerequisites(index, [at("t2"), at("x")], None, Room(1, 8))  # type: ignore[misc]
+    assert plan.left == {} and [index.names[p] for p, _ in plan.entries] == ["x", "t2"]
     # An optional tool brings what it requires, each before the tool that needs it.
     assert names(["t"], 8) == [("r", "o"), ("o", "t"), ("t", None)]
     # A pair that requires each other: each placed once, and not both said to need the other.

@@ -4,7 +4,7 @@ library imported, so any of them can read these without loading the rest."""
 import os
 
 MAX_K = 5  # tools one search returns at most for one step
-MAX_SET_TOOLS = 16  # tools a request of several steps gets at most
+MAX_SET_TOOLS = 16  # tools a set holds at most, beyond the less likely of the tools it was retrieved for
 # Search reads this much of a request (more than its embedding models read); longer ones are searched in part, with
 # data blobs left out (search/request.py), and the answer says so.
 MAX_REQUEST_CHARS = 4000

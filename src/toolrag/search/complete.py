@@ -58,7 +58,8 @@ class SetCompleter:
     def with_prerequisites(self, request: RequestContext, results: list[SearchResult]) -> list[SearchResult]:
         """The results with the tools they require (search/relations.py), each before the tool that needs it: each
         result's whole required closure before the next result's, within the set's room (`set_budget_tokens`, and
-        limits.MAX_SET_TOOLS tools); what does not fit is named in the result's `also_needs`."""
+        limits.MAX_SET_TOOLS tools, beyond which only the less likely results themselves come); what does not fit
+        is named in the result's `also_needs`."""
         index, config = request.index, self.settings.config
         positions = [index.position_of(found.name) for found in results]
         requires = self._requires(request)

@@ -117,7 +117,8 @@ class SearchConfig(BaseModel):
         default=INJECT_ALL_BELOW_TOKENS,
         ge=0,
         description="prompt tokens the full definitions a search adds to what it retrieved may cost: the required"
-        " closure of the tool a request (or each step) is about comes first, up to limits.MAX_SET_TOOLS tools;"
+        " closure of the tool a request (or each step) is about comes first, up to limits.MAX_SET_TOOLS tools (the"
+        " less likely tools retrieved come after it, beyond);"
         " other tools' closures and optional requirements only within max_set_tools. What does not fit is named"
         " in `also_needs`. The default is the catalog size below which every tool is injected; 0 counts no tokens",
     )

@@ -40,11 +40,12 @@ _SPLITTERS = [
     re.compile(r"[，,；;]?\s*(?:然后|并且|另外|还有|同时|再)\s*"),
 ]
 # A sentence ends at ? or ! (or their CJK forms and 。), or at a full stop before a capital letter, unless the full
-# stop closes an abbreviation ("e.g.", "Dr.", "U.S.") or an initial ("J."); a word in capitals ends a sentence like
-# any other ("order ABC. Then", "in ng/dL. Finally").
+# stop closes an abbreviation ("e.g.", "Dr.", "ST.", "Corp.", "U.S.") or an initial ("J."); a word in capitals ends
+# a sentence like any other ("order ABC. Then", "in ng/dL. Finally").
 _SENTENCE_END = re.compile(
     r"(?<=[?？!！。])\s*"
-    r"|(?<!\b[a-zA-Z])(?<!\.[a-zA-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bSt)(?<!\bvs)(?<!\bNo)"
+    r"|(?<!\b[a-zA-Z])(?<!\.[a-zA-Z])(?<!\be\.g)(?<!\bi\.e)"
+    r"(?<!\b(?i:dr|mr|ms|st|vs|no|co|jr|sr))(?<!\b(?i:mrs|inc|ltd|sra|fig|vol))(?<!\b(?i:prof|corp|dept))"
     r"\.\s+(?=[\"'“«(]?[A-ZÀ-ÖØ-ÞА-ЯЄІЇҐ])"
 )
 

@@ -66,8 +66,9 @@ class SetPlan:
 class Room:
     """What a set may still take: `closure_tools` at most with the targets' required closures, `extra_tools` with
     optional requirements, and `tokens` of full definitions for what is added (`cost(position)`; None: not
-    counted). The targets always stay, and count from their turn on: a less likely target comes after the likelier
-    one's closure, even past `closure_tools`."""
+    counted). The targets always stay, and count from their turn on (or when an earlier target's closure reaches
+    them), their tokens never counted: a less likely target comes after the likelier one's closure, even past
+    `closure_tools`."""
 
     closure_tools: int
     extra_tools: int
@@ -102,6 +103,7 @@ def with_prerequisites(
     `requires`: what a tool requires (None: what it declares)."""
     requires = requires or (lambda position: requirements(index, position))
     chosen: dict[int, None] = {}
+    retrieved = set(targets)
     left: dict[int, list[int]] = {}
     for target in targets:
         if target not in chosen:  # what was retrieved is delivered whatever it costs, counted as it comes: a less
@@ -109,8 +111,8 @@ def with_prerequisites(
             room.take([target], counted=False)
         missing = [p for p in _closure(requires, target, usable) if p not in chosen]
         fitting = 0
-        while fitting < len(missing) and room.fits([missing[fitting]], closure=True):
-            room.take([missing[fitting]])
+        while fitting < len(missing) and (missing[fitting] in retrieved or room.fits([missing[fitting]], closure=True)):
+            room.take([missing[fitting]], counted=missing[fitting] not in retrieved)  # a retrieved one comes anyway
             chosen[missing[fitting]] = None
             fitting += 1
         if fitting < len(missing):
