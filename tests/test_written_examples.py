@@ -224,6 +224,12 @@ def test_the_command_writes_with_the_operators_model_and_a_dry_run_says_the_cost
     assert recorder.requests[0][1]["tool_choice"] == {"type": "function", "function": {"name": RECORD}}
     listed = runner.invoke(app, ["tools", "examples", "garden.sprinkler_on", "--store", store, "--json"])
     assert {e["source"] for e in json.loads(listed.stdout)["examples"]} == {"written"}
+    monkeypatch.delenv("OPENAI_API_KEY")
+    keyless = ["tools", "write-examples", "--model", "gpt-test", "--store", store]
+    counted = runner.invoke(app, [*keyless, "--dry-run"])  # counting needs no key
+    assert counted.exit_code == 0 and "a run would make 3 calls to openai:gpt-test" in counted.stdout, counted.output
+    refused = runner.invoke(app, keyless)
+    assert refused.exit_code == 1 and "needs an API key: set OPENAI_API_KEY" in refused.output
     wrong = runner.invoke(app, [*command, "--languages", "english"])
     assert wrong.exit_code == 1 and "ISO 639" in wrong.output and "Traceback" not in wrong.output
 

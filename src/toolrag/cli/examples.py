@@ -56,7 +56,8 @@ def write_examples_command(
     from toolrag.runtime.write_examples import RECORD, write_examples
 
     registry = open_registry(store)
-    chat = guarded(lambda: chat_model(provider, model, base_url, api_key_env, RECORD))
+    # A dry run only counts: it needs neither the provider's SDK nor a key.
+    chat = None if dry_run else guarded(lambda: chat_model(provider, model, base_url, api_key_env, RECORD))
     wanted = languages.split(",")
     shown = not (as_json or dry_run)
     with progress_bar("writing example requests", len(registry.tools()), enabled=shown) as advance:

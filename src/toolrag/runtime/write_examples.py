@@ -104,7 +104,7 @@ class _Tally:
 
 def write_examples(
     registry: ToolRegistry,
-    model: ChatModel,
+    model: ChatModel | None,
     model_name: str,
     languages: Sequence[str],
     per_language: int = 2,
@@ -117,9 +117,12 @@ def write_examples(
     cancelled: Callable[[], bool] | None = None,
 ) -> WritingRun:
     """Have `model` (named `model_name` in the examples' basis) write example requests for every tool of the
-    registry; see this module's docstring. `progress(done, total)` after each tool; `started_by`: who the audit
-    names beside the model; `cancelled()`, read before each call: True stops the run there."""
+    registry; see this module's docstring. A dry run needs no model (None). `progress(done, total)` after each
+    tool; `started_by`: who the audit names beside the model; `cancelled()`, read before each call: True stops the
+    run there."""
     languages = _checked(languages, per_language, max_calls, max_tokens)
+    if model is None and not dry_run:
+        raise ValueError("a run that writes needs a chat model; only a dry run goes without one")
     tools = registry.tools()
     record = _record_tool(languages, per_language)
     record_cost = count_tokens(json.dumps(record.input_schema))
@@ -143,7 +146,7 @@ def write_examples(
                 continue
             tally.asked += 1
             tally.prompt_tokens += cost
-            if not dry_run:
+            if model is not None and not dry_run:
                 asked = _Asked(messages, record, tool, tenant, basis, origin, edited_by)
                 kept = _ask(registry, model, asked, languages, per_language, tally)
                 if kept is not None:

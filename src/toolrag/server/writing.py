@@ -26,11 +26,9 @@ from typing import Any, Literal
 
 from toolrag.catalog.review import Origin
 from toolrag.errors import ToolragError
-from toolrag.model import Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
 from toolrag.runtime.chat_models import chat_model
-from toolrag.runtime.messages import Message
 from toolrag.runtime.write_examples import RECORD, WritingRun, write_examples
 from toolrag.server.config import ChatModelConfig
 
@@ -123,7 +121,7 @@ class ExampleWriting:
         """What a run would ask, counted: calls, prompt tokens, views unchanged and left over. Asks nothing."""
         settings = self._configured()
         try:
-            return write_examples(self._registry, _Unasked(), settings.name, order.languages, *_bounds(order), True)
+            return write_examples(self._registry, None, settings.name, order.languages, *_bounds(order), True)
         except ValueError as exc:
             raise WritingOrderError(str(exc)) from exc
 
@@ -232,13 +230,6 @@ class ExampleWriting:
             self._registry.store.usage.finish_job(JOB, self._holder, datetime.now(UTC), ended.report())
         except ToolragError as exc:  # the store is gone: the lease runs out by itself
             log.warning("the end of the run writing examples was not recorded: %s", exc)
-
-
-class _Unasked:
-    """The model of a dry run: never asked."""
-
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        raise AssertionError("a dry run asks no model")
 
 
 def _bounds(order: WritingOrder) -> tuple[int, int, int]:
