@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -131,11 +132,15 @@ def in_schema(url: str, schema: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Where a fresh, empty registry lives: every test taking this runs once on each store."""
     if request.param == "sqlite":
-        return str(tmp_path / "tools.db")
-    return in_schema(request.getfixturevalue("postgres_url"), f"test_{uuid.uuid4().hex[:12]}")
+        yield str(tmp_path / "tools.db")
+        return
+    yield in_schema(request.getfixturevalue("postgres_url"), f"test_{uuid.uuid4().hex[:12]}")
+    # A registry a test left open holds its server connections until it is collected, and the session's server
+    # takes 100: collect now rather than when the garbage collector next runs, or a later test is refused.
+    gc.collect()
 
 
 # The sample catalogs are small enough for the `all` strategy; tests of retrieval keep retrieval in force.

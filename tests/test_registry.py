@@ -150,22 +150,24 @@ class InterruptedEmbedder(CountingEmbedder):
 
 
 def test_rebuild_for_another_model_resumes_and_switches(store_url: str, embedder: CountingEmbedder) -> None:
-    path = store_url
-    ToolRegistry(path, embedder).register_many(SAMPLE_TOOLS)
+    path = store_url  # every registry is closed when done: on PostgreSQL each holds connections until then
+    with ToolRegistry(path, embedder) as first:
+        first.register_many(SAMPLE_TOOLS)
     use_memory: dict[str, object] = {}
     interrupted = InterruptedEmbedder(UniversalSentenceEncoder(), use_memory, batches=1)  # type: ignore[arg-type]
-    with pytest.raises(KeyboardInterrupt):
-        ToolRegistry(path, interrupted).rebuild(batch_size=4)
+    with ToolRegistry(path, interrupted) as rebuilding, pytest.raises(KeyboardInterrupt):
+        rebuilding.rebuild(batch_size=4)
     # The old model still serves while the new index is incomplete.
-    assert ToolRegistry(path, embedder).search("will it rain tomorrow")[0].name == "weather.forecast"
+    with ToolRegistry(path, embedder) as old:
+        assert old.search("will it rain tomorrow")[0].name == "weather.forecast"
     resumed = CountingEmbedder(UniversalSentenceEncoder(), use_memory)  # type: ignore[arg-type]
-    registry = ToolRegistry(path, resumed)
-    total = sum(1 + len(t.aliases) for t in SAMPLE_TOOLS)
-    assert registry.texts_to_rebuild() == total - 4
-    assert registry.rebuild(batch_size=4) == total - 4
-    assert registry.search("will it rain tomorrow")[0].name == "weather.forecast"
-    with pytest.raises(ModelMismatchError):
-        ToolRegistry(path, embedder).search("will it rain tomorrow")
+    with ToolRegistry(path, resumed) as registry:
+        total = sum(1 + len(t.aliases) for t in SAMPLE_TOOLS)
+        assert registry.texts_to_rebuild() == total - 4
+        assert registry.rebuild(batch_size=4) == total - 4
+        assert registry.search("will it rain tomorrow")[0].name == "weather.forecast"
+    with ToolRegistry(path, embedder) as stale, pytest.raises(ModelMismatchError):
+        stale.search("will it rain tomorrow")
 
 
 def test_a_failed_register_keeps_no_function(registry: ToolRegistry) -> None:
