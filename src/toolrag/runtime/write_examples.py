@@ -120,7 +120,7 @@ def write_examples(
     registry; see this module's docstring. A dry run needs no model (None). `progress(done, total)` after each
     tool; `started_by`: who the audit names beside the model; `cancelled()`, read before each call: True stops the
     run there."""
-    languages = _checked(languages, per_language, max_calls, max_tokens)
+    languages = checked_order(languages, per_language, max_calls, max_tokens)
     if model is None and not dry_run:
         raise ValueError("a run that writes needs a chat model; only a dry run goes without one")
     tools = registry.tools()
@@ -178,8 +178,14 @@ def _unchanged(tool: Tool, tenant: str | None, recorded: str | None, basis: str)
     return recorded == f"{basis}{NOTHING_KEPT}" and not written
 
 
-def _checked(languages: Sequence[str], per_language: int, max_calls: int, max_tokens: int) -> list[str]:
-    chosen = list(dict.fromkeys(language.strip().lower() for language in languages if language.strip()))
+def languages_asked(languages: Sequence[str]) -> list[str]:
+    """The languages as a run reads them: trimmed, lower case, each once, in the order given."""
+    return list(dict.fromkeys(language.strip().lower() for language in languages if language.strip()))
+
+
+def checked_order(languages: Sequence[str], per_language: int, max_calls: int, max_tokens: int) -> list[str]:
+    """The languages a run would ask for; ValueError naming what no run can take."""
+    chosen = languages_asked(languages)
     wrong = [language for language in chosen if not _LANGUAGE.match(language)]
     if not chosen or wrong or len(chosen) > MAX_LANGUAGES:
         raise ValueError(

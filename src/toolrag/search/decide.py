@@ -157,7 +157,7 @@ class Decider:
         """What the first second-chance step that finds tools finds (search/reformulate.py)."""
         for step in self.settings.config.reformulate:
             best: dict[int, tuple[Chosen, float]] = {}
-            for phrasing in self._phrasings(step, request, request.text):
+            for phrasing in self._phrasings(step, request):
                 rephrased = replace(request, text=phrasing, english=looks_english(phrasing), limit=SPREAD_OVER)
                 found = self.candidates(rephrased, [phrasing])
                 chosen_now = choose(
@@ -172,7 +172,8 @@ class Decider:
                 return [render.result(request.index, chosen, evidence, step) for chosen, evidence in ordered]
         return []
 
-    def _phrasings(self, step: str, request: RequestContext, query: str) -> list[str]:
+    def _phrasings(self, step: str, request: RequestContext) -> list[str]:
+        query = request.text
         if step == "expand":
             index, usable = request.index, request.usable
             words = _words(request).expansions(query, lambda term: index.lexical.knows(term, usable))

@@ -29,7 +29,7 @@ from toolrag.errors import ToolragError
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
 from toolrag.runtime.chat_models import chat_model
-from toolrag.runtime.write_examples import RECORD, WritingRun, write_examples
+from toolrag.runtime.write_examples import RECORD, WritingRun, checked_order, languages_asked, write_examples
 from toolrag.server.config import ChatModelConfig
 
 log = logging.getLogger("toolrag.examples")
@@ -64,8 +64,14 @@ class WritingOrder:
     max_tokens: int = 2_000_000
 
     def __post_init__(self) -> None:
-        chosen = tuple(dict.fromkeys(language.strip().lower() for language in self.languages if language.strip()))
-        object.__setattr__(self, "languages", chosen)
+        object.__setattr__(self, "languages", tuple(languages_asked(self.languages)))
+
+    def checked(self) -> None:
+        """WritingOrderError naming what no run can take (the checks a run makes, without reading the tools)."""
+        try:
+            checked_order(self.languages, self.per_language, self.max_calls, self.max_tokens)
+        except ValueError as exc:
+            raise WritingOrderError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -120,16 +126,14 @@ class ExampleWriting:
     def plan(self, order: WritingOrder) -> WritingRun:
         """What a run would ask, counted: calls, prompt tokens, views unchanged and left over. Asks nothing."""
         settings = self._configured()
-        try:
-            return write_examples(self._registry, None, settings.name, order.languages, *_bounds(order), True)
-        except ValueError as exc:
-            raise WritingOrderError(str(exc)) from exc
+        order.checked()
+        return write_examples(self._registry, None, settings.name, order.languages, *_bounds(order), True)
 
     def start(self, order: WritingOrder, started_by: str, origin: Origin) -> WritingJob:
         """Start a run; refused while one runs, here or on another instance. Bad settings and a model that cannot
         be built (no SDK, no key) are refused here, before the thread."""
         settings = self._configured()
-        self.plan(order)  # the same checks a run makes (languages, numbers), answered to the caller
+        order.checked()  # answered to the caller, before the thread
         model = chat_model(settings.provider, settings.model, settings.base_url, settings.api_key_env, RECORD)
         usage, now = self._registry.store.usage, datetime.now(UTC)
         with self._lock:
