@@ -312,6 +312,10 @@ def test_the_api_counts_starts_follows_and_cancels_a_run_for_admins_only(
             assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "languages", 0]
             named = httpx.post(f"{url}/written-examples", json={**order, "base_url": "http://x"}, headers=admin)
             assert named.status_code == 422  # a request never names the model's endpoint
+            many = httpx.post(f"{url}/written-examples", json={"languages": ["en"] * 150_000}, headers=admin)
+            assert many.status_code == 422 and len(many.content) < 2_000  # 900 kB refused, nothing echoed
+            huge = {"languages": ["x" * 1_100_000]}
+            assert httpx.post(f"{url}/written-examples/plan", json=huge, headers=admin).status_code == 413
         with serving(create_app(registry, writing_config(None))) as url:
             unset = httpx.post(f"{url}/written-examples/plan", json=order, headers=admin)
             assert unset.status_code == 409 and "no chat model is configured" in unset.json()["detail"]
