@@ -348,3 +348,75 @@ def test_another_requests_past_task_never_pushes_down_the_tool_a_request_is_abou
     assert next(r.name for r in registry.search(request, ACME)) == first
     raised = registry.rank("send mom a Telegram message about dinner", ACME, limit=4)
     assert {r.name for r in raised[:3]} == set(task)  # the task's own request still brings its whole set
+
+
+def music_apps() -> list[Tool]:
+    """Two music apps of the generated catalog (benchmarks/graph_catalog.py, seed 11) and the Wi-Fi they need."""
+    no_input: dict[str, Any] = {"type": "object", "properties": {}}
+    wifi = [
+        Tool(name="check_wifi_status", description="Whether Wi-Fi is on.", input_schema=no_input),
+        Tool.model_validate(
+            {
+                "name": "enable_wifi",
+                "description": "Turn Wi-Fi on (asks the user when needed).",
+                "input_schema": no_input,
+                "requires": [{"tool": "check_wifi_status"}],
+            }
+        ),
+    ]
+    apps = []
+    for prefix, title in (("apple_music", "Apple Music"), ("youtube_music", "Youtube Music")):
+        screens = {
+            "app_version": f"The installed version of {title}.",
+            "clear_cache": f"Clear the {title} app's cached data.",
+            "open_settings": f"Open the {title} settings screen.",
+            "notification_settings": f"Change which notifications {title} shows.",
+        }
+        apps += [
+            Tool(name=f"{prefix}_{screen}", description=text, input_schema=no_input) for screen, text in screens.items()
+        ]
+        search = {"type": "object", "properties": {"query": {"type": "string", "description": "title or artist"}}}
+        play = {
+            "type": "object",
+            "properties": {"song_id": {"type": "string", "description": "the song's id in the catalog"}},
+        }
+        apps += [
+            Tool(
+                name=f"{prefix}_search_song", description=f"Search the {title} catalog for a song.", input_schema=search
+            ),
+            Tool.model_validate(
+                {
+                    "name": f"{prefix}_play_song",
+                    "description": f"Play a song in the {title} app.",
+                    "input_schema": play,
+                    "requires": [{"tool": "enable_wifi"}, {"tool": f"{prefix}_search_song", "parameter": "song_id"}],
+                }
+            ),
+        ]
+    return wifi + apps
+
+
+def test_a_past_task_about_another_app_leaves_a_request_its_own_first_two_tools(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """Issue 52, item 3: "hear a song in Apple Music" ranks the app's version screen first and its player second.
+    A YouTube Music task that ranks neither near the top is about another tool: it may add its set, but both of the
+    request's own first tools stay above it (before, only the first did, and the player fell below the other app's
+    whole set: the generated catalogs' goals lost with past tasks, docs/benchmarks.md)."""
+    registry = ToolRegistry(tmp_path / "music.db", embedder, RETRIEVAL)
+    registry.register_many(music_apps())
+    request = "I want to hear Shape of You in Apple Music"
+    own = [r.name for r in registry.rank(request, ACME, limit=2)]
+    assert own == ["apple_music_app_version", "apple_music_play_song"]
+    task = ["youtube_music_play_song", "youtube_music_search_song", "check_wifi_status", "enable_wifi"]
+    for past in (
+        "play Hey Jude on Youtube Music",
+        "put on Clair de Lune using Youtube Music",
+        "I want to hear Shape of You in Youtube Music",
+    ):
+        registry.examples.add_task(past, task, "acme")
+    assert [r.name for r in registry.rank(request, ACME, limit=2)] == own
+    assert "apple_music_play_song" in {r.name for r in registry.search(request, ACME)}
+    # The task's own kind of request still gets its whole set first.
+    raised = registry.rank("I want to hear Yesterday in Youtube Music", ACME, limit=4)
+    assert {r.name for r in raised} == set(task)

@@ -10,7 +10,8 @@ example of a tool a principal may not use changes nothing for that principal: on
 A past task is one request given as an example of every tool its task used (promoted from an agent's session that
 called them, or written by an operator): a later request like it raises all of them at once, so the whole set is
 retrieved, not only the tool the request is most about; never above the tool the request's own views rank first
-(search/gather.py `OWN_KEPT`: another request's task must not push out the tool a request is about).
+(search/gather.py `OWN_KEPT`: another request's task must not push out the tool a request is about), nor above its
+first two when the tasks raised other tools but not its first (`OWN_KEPT_AGAINST_TASKS`).
 A request close to an example also counts as evidence that it needs a tool, so a request that found nothing finds
 the tool after its example is added; but requests resemble each other more than they resemble tool descriptions,
 small talk included, so that evidence is weighed against what the small-talk bank reaches against the same examples

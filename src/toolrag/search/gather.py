@@ -36,6 +36,12 @@ _QUOTES = "\"'`()[]{}<>,;:!?"
 # tasks: 0.863 keeping 1, 0.815 keeping 2, 0.714 keeping 3 (docs/benchmarks.md "Past tasks that push out a request's
 # own tool").
 OWN_KEPT = 1
+# ... and when no past task near the request holds its own first tool, they are about another tool: the request's
+# own first two stay on top ("hear a song in Apple Music", whose own first tool is the app's version screen and
+# second its player, near YouTube Music tasks). Not for a request read as steps: its own second tool is usually
+# another step's, which that step's ranking keeps. Chosen on the tuning halves of three generated catalogs (seeds
+# 11-13) and metatool's (docs/benchmarks.md "A past task about another tool").
+OWN_KEPT_AGAINST_TASKS = 2
 _SPACES = re.compile(r"\s+")
 
 
@@ -90,10 +96,11 @@ class Gatherer:
         """The whole request's ranking, with each step's best tools merged in fairly (one query embedding more
         per step): the whole request's best tool, then each step's best, then the rest alternately; the whole
         request's vector; and the parts whose best tool is their own (none when the request is one step)."""
-        whole, vector = self.rank_one(request)
         if len(parts) < 2:
+            whole, vector = self.rank_one(request)
             return whole, vector, []
-        ranked = [Step(part, *self.rank_one(request.about(part))) for part in parts]
+        whole, vector = self.rank_one(request, read_as_steps=True)
+        ranked = [Step(part, *self.rank_one(request.about(part), read_as_steps=True)) for part in parts]
         # The ranking merges in the parts that point at their tool with evidence; search() delivers every part
         # with a tool of its own that passes the small-talk decision by itself (decide.py `chosen_per_step`).
         merged = trusted_steps(ranked, self.settings.config.intent_min_similarity)
@@ -102,8 +109,9 @@ class Gatherer:
             return whole, vector, steps
         return merge_rankings([whole, *(step.items for step in merged)], request.limit), vector, steps
 
-    def rank_one(self, request: RequestContext) -> tuple[list[Ranked], FloatArray | None]:
-        """The top candidates by fused score, and the request's vector (None when nothing was embedded)."""
+    def rank_one(self, request: RequestContext, read_as_steps: bool = False) -> tuple[list[Ranked], FloatArray | None]:
+        """The top candidates by fused score, and the request's vector (None when nothing was embedded).
+        `read_as_steps`: the request, or the step ranked, is one of several (how past tasks may move it)."""
         config = self.settings.config
         index, query, visible, mode = request.index, request.text, request.visible, request.mode
         candidates = np.flatnonzero(visible) if visible is not None else np.arange(index.size)
@@ -128,8 +136,9 @@ class Gatherer:
             return self._learned(index, candidates, fused, vector, request.principal)
 
         scores = fused_by(ordering, dense)
-        if own is not None:  # past tasks raised their sets: none rises above the request's own first tool
-            scores = _own_first_kept(scores, fused_by(own, own))
+        if own is not None:  # past tasks raised their sets: none rises above the tools the request is about
+            raised = (dense > own)[candidates]
+            scores = _own_first_kept(scores, fused_by(own, own), raised, read_as_steps)
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
         scored = _Scored(fused, dense, text_dense, _coverage(index, tokens, lexical, visible), matched_terms)
@@ -250,14 +259,17 @@ class Gatherer:
         return blended
 
 
-def _own_first_kept(scores: FloatArray, own: FloatArray) -> FloatArray:
-    """`scores` with the OWN_KEPT candidates that `own` (the same scores without past tasks) ranks first at the
-    top, in their order: a past task proposes its whole set, and must not push out the tools a request is about for
-    another request's set (issue 52). They go just above the best, by more than the 6 digits a ranking's scores
-    keep (a tie is broken for them)."""
+def _own_first_kept(scores: FloatArray, own: FloatArray, raised: BoolArray, read_as_steps: bool) -> FloatArray:
+    """`scores` with the candidates that `own` (the same scores without past tasks) ranks first at the top, in
+    their order: OWN_KEPT of them, or OWN_KEPT_AGAINST_TASKS for a request of one step when the past tasks raised
+    (`raised`) other tools but not its own first. A past task proposes its whole set, and must not push out the
+    tools a request is about for another request's set (issue 52). They go just above the best, by more than the 6
+    digits a ranking's scores keep (a tie is broken for them)."""
     if not len(scores):
         return scores
-    firsts = np.argsort(-own, kind="stable")[:OWN_KEPT]
+    order = np.argsort(-own, kind="stable")
+    about_another = not read_as_steps and bool(raised.any()) and not raised[order[0]]
+    firsts = order[: OWN_KEPT_AGAINST_TASKS if about_another else OWN_KEPT]
     best = float(scores.max())
     scores = scores.copy()
     for rank, first in enumerate(firsts.tolist()):
