@@ -4,16 +4,17 @@ asks for forced where the SDK can force a tool (relations proposed, examples wri
 
 What a setup lacks is named before any run starts: the provider's SDK (the `providers` extra), or the key of a
 provider's own endpoint (a `base_url`, a local server, may need none). Each call is bounded: CALL_TIMEOUT_SECONDS a
-try, one retry, and at most ANSWER_TOKENS of answer where the SDK takes a limit, so a slow endpoint holds a run for
-minutes, not hours.
+try, one retry, at most ANSWER_TOKENS of answer where the SDK takes a limit, and at most ANSWER_BYTES read of any
+answer, so a slow endpoint holds a run for minutes, not hours, and a flooding one cannot fill the memory.
 """
 
 from __future__ import annotations
 
 import os
+from types import ModuleType
 from typing import Any, Literal
 
-from toolrag.errors import ConfigError, MissingExtraError
+from toolrag.errors import ConfigError, MissingExtraError, ToolragError
 
 Provider = Literal["openai", "anthropic", "gemini"]
 KEY_VARIABLES: dict[str, str] = {
@@ -24,6 +25,21 @@ KEY_VARIABLES: dict[str, str] = {
 CALL_TIMEOUT_SECONDS = 60.0
 CALL_RETRIES = 1
 ANSWER_TOKENS = 8192  # 10 languages x 5 examples of a few dozen tokens fit; a longer answer is cut by the provider
+ANSWER_BYTES = 4 * 1024 * 1024  # an answer of ANSWER_TOKENS is some 50 kB; a larger one is no answer to use
+
+
+class ChatAnswerRefusedError(ToolragError):
+    """The model's endpoint sent more than ANSWER_BYTES for one answer (or compressed it, which hides its size)."""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a failed call says: this module's own reason where an SDK wrapped it ("Connection error." hides it)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ChatAnswerRefusedError):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
 
 
 class ChatModelKeyError(ConfigError):
@@ -51,16 +67,22 @@ def chat_model(provider: str, model: str, base_url: str | None, api_key_env: str
 
 def _anthropic(model: str, base_url: str | None, key: str | None, record: str) -> Any:
     import anthropic
+    import httpx2
 
     from toolrag.runtime.providers import AnthropicModel
 
     claude = anthropic.Anthropic(
-        api_key=key or "none", base_url=base_url, timeout=CALL_TIMEOUT_SECONDS, max_retries=CALL_RETRIES
+        api_key=key or "none",
+        base_url=base_url,
+        timeout=CALL_TIMEOUT_SECONDS,
+        max_retries=CALL_RETRIES,
+        http_client=_capped_client(httpx2),
     )
     return AnthropicModel(claude, model, max_tokens=ANSWER_TOKENS, tool_choice={"type": "tool", "name": record})
 
 
 def _gemini(model: str, base_url: str | None, key: str | None) -> Any:
+    import httpx
     from google import genai
     from google.genai.types import HttpOptions, HttpRetryOptions
 
@@ -70,16 +92,56 @@ def _gemini(model: str, base_url: str | None, key: str | None) -> Any:
         base_url=base_url,
         timeout=int(CALL_TIMEOUT_SECONDS * 1000),  # milliseconds
         retry_options=HttpRetryOptions(attempts=1 + CALL_RETRIES),
+        httpx_client=_capped_client(httpx),
     )
     return GeminiInteractionsModel(genai.Client(api_key=key or "none", http_options=options), model)
 
 
 def _openai(model: str, base_url: str | None, key: str | None, record: str) -> Any:
+    import httpx2
     import openai
 
     from toolrag.runtime.providers import OpenAIChatModel
 
     client = openai.OpenAI(
-        api_key=key or "none", base_url=base_url, timeout=CALL_TIMEOUT_SECONDS, max_retries=CALL_RETRIES
+        api_key=key or "none",
+        base_url=base_url,
+        timeout=CALL_TIMEOUT_SECONDS,
+        max_retries=CALL_RETRIES,
+        http_client=_capped_client(httpx2),
     )
     return OpenAIChatModel(client, model, tool_choice={"type": "function", "function": {"name": record}})
+
+
+def _capped_client(http: ModuleType) -> Any:
+    """An HTTP client of `http` (httpx for Gemini's SDK; the httpx2 fork for OpenAI's and Anthropic's) whose answers
+    are read no further than ANSWER_BYTES: a hostile or broken endpoint (a `base_url` is often a local server) cannot
+    fill the memory of the process. Answers come uncompressed, so the bytes counted are the bytes kept."""
+
+    class CappedTransport(http.BaseTransport):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            self.inner = http.HTTPTransport()
+
+        def handle_request(self, request: Any) -> Any:
+            request.headers["Accept-Encoding"] = "identity"
+            response = self.inner.handle_request(request)
+            try:
+                if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+                    raise ChatAnswerRefusedError(
+                        "the chat model's endpoint compressed its answer though asked not to: refused"
+                    )
+                body = bytearray()
+                for chunk in response.stream:
+                    body += chunk
+                    if len(body) > ANSWER_BYTES:
+                        raise ChatAnswerRefusedError(f"the chat model's answer is over {ANSWER_BYTES:,} bytes: refused")
+            finally:
+                response.stream.close()
+            return http.Response(
+                response.status_code, headers=response.headers, content=bytes(body), extensions=response.extensions
+            )
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return http.Client(transport=CappedTransport(), timeout=CALL_TIMEOUT_SECONDS, follow_redirects=True)

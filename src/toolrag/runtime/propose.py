@@ -25,6 +25,7 @@ from toolrag.inject.tokens import count_tokens
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
+from toolrag.runtime.chat_models import failure_reason
 from toolrag.runtime.messages import Message, recorded_list
 from toolrag.store.relations import ProposedRelation
 
@@ -140,7 +141,7 @@ def _ask(
     try:
         answer = model.complete(messages, [record])
     except Exception as exc:  # one tool's failed call is reported, the run goes on
-        log.warning("proposing requirements for %s failed: %s", tool.name, exc)
+        log.warning("proposing requirements for %s failed: %s", tool.name, failure_reason(exc))
         tally.failed += 1
         return
     entries = recorded_list(answer, RECORD, "requires", MAX_ANSWER_CHARS)

@@ -36,6 +36,7 @@ from toolrag.inject.tokens import count_tokens
 from toolrag.model import MAX_EXAMPLES, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
+from toolrag.runtime.chat_models import failure_reason
 from toolrag.runtime.messages import Message, recorded_list
 from toolrag.search.dense import dense_scores
 
@@ -228,8 +229,8 @@ def _ask(
     try:
         answer = model.complete(asked.messages, [asked.record])
     except Exception as exc:  # one tool's failed call is reported, the run goes on
-        log.warning("writing example requests for %s failed: %s", tool.name, exc)
-        tally.fail(f"{tool.name}: {exc}" if str(exc) else f"{tool.name}: {type(exc).__name__}")
+        log.warning("writing example requests for %s failed: %s", tool.name, failure_reason(exc))
+        tally.fail(f"{tool.name}: {failure_reason(exc)}")
         return None
     entries = recorded_list(answer, RECORD, "examples", MAX_ANSWER_CHARS)
     if entries is None:
