@@ -243,6 +243,51 @@ class Recorder:
         self.requests: list[tuple[str, dict[str, Any], str]] = []
 
 
+@contextmanager
+def flooding(offered: int, headers: dict[str, str] | None = None) -> Iterator[tuple[str, Callable[[], list[int]]]]:
+    """A model endpoint answering every POST with `offered` bytes, 64 kB at a time; and, once every answer begun
+    has ended, the bytes each got out before the client hung up (the socket's buffers hold a few MB more than the
+    client read)."""
+    written: list[int] = []
+    begun = threading.Semaphore(0)
+    ended = threading.Semaphore(0)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            begun.release()
+            try:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(offered))
+                self.end_headers()
+                sent, piece = 0, b" " * 65_536
+                while sent < offered:
+                    self.wfile.write(piece)
+                    sent += len(piece)
+            except OSError:  # the client hung up: what it would not read is not sent
+                pass
+            finally:
+                written.append(sent if "sent" in locals() else 0)
+                ended.release()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def every_answer_ended() -> list[int]:
+        while begun.acquire(blocking=False):
+            assert ended.acquire(timeout=60), "an answer never ended"
+        return written
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", every_answer_ended
+    finally:
+        httpd.shutdown()
+
+
 @pytest.fixture
 def server() -> Iterator[tuple[str, Recorder]]:
     """A local server answering provider SDK requests with `Recorder.answers`."""

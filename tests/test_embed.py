@@ -20,7 +20,7 @@ from toolrag.embed.base import DelegatingEmbedder, Embedder, Vectors
 from toolrag.embed.ensemble import model_cosines
 from toolrag.embed.language import guess_language, looks_english
 
-from .conftest import json_http_server
+from .conftest import flooding, json_http_server
 
 
 def test_bundled_models_give_unit_vectors() -> None:
@@ -157,6 +157,17 @@ def test_openai_compatible_errors_are_clear(server_url: str) -> None:
         OpenAICompatibleEmbedder("broken", base_url=server_url).embed_documents(["x"])
     with pytest.raises(EmbeddingError, match="failed"):
         OpenAICompatibleEmbedder("tiny", base_url="http://127.0.0.1:9/v1", timeout=2).embed_documents(["x"])
+
+
+def test_an_embeddings_endpoint_that_floods_its_answer_is_cut_off() -> None:
+    """The endpoint is often a local server: one that answers 256 MB for one text is read no further than what its
+    vectors need (before, every search read all of it into memory)."""
+    offered = 256 * 1024 * 1024
+    with flooding(offered) as (url, written):
+        with pytest.raises(EmbeddingError, match=r"answered over 524,288 bytes, more than 1 vector\(s\) need"):
+            OpenAICompatibleEmbedder("tiny", base_url=f"{url}/v1").embed_documents(["x"])
+        sent = written()
+    assert sent and max(sent) < offered // 8, sent
 
 
 class _Axis:

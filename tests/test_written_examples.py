@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,13 @@ from typer.testing import CliRunner
 
 from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
-from toolrag.runtime.chat_models import ANSWER_BYTES, chat_model
+from toolrag.limits import MAX_CHAT_ANSWER_BYTES
+from toolrag.runtime.chat_models import chat_model
 from toolrag.runtime.write_examples import RECORD, write_examples
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig, ChatModelConfig
 
-from .conftest import RETRIEVAL, CountingEmbedder, Recorder, json_http_server
+from .conftest import RETRIEVAL, CountingEmbedder, Recorder, flooding, json_http_server
 from .provider_answers import ScriptedRecord, answer, provider_model
 from .test_api import serving
 from .test_console import ACME_READER, ADMIN, browser, console_config, signed_in
@@ -395,8 +395,8 @@ def endpoint(provider: str, url: str) -> str:
 def test_the_configured_model_reads_a_normal_answer_through_each_sdk(
     provider: str, server: tuple[str, Recorder], registry: ToolRegistry
 ) -> None:
-    """runtime/chat_models.py builds each SDK's client over an HTTP client that reads answers up to ANSWER_BYTES,
-    uncompressed: the provider's own types still read a normal answer through it."""
+    """runtime/chat_models.py builds each SDK's client over an HTTP client that reads answers up to
+    MAX_CHAT_ANSWER_BYTES, uncompressed: the provider's own types still read a normal answer through it."""
     url, recorder = server
     recorder.answers = [answer(provider, RECORD, ANSWER) for _ in TOOLS]
     model = chat_model(provider, "test-model", endpoint(provider, url), None, RECORD)
@@ -404,69 +404,24 @@ def test_the_configured_model_reads_a_normal_answer_through_each_sdk(
     assert (run.asked, run.written, run.failed) == (3, 3, 0), run.failure
 
 
-@contextmanager
-def flooding(offered: int, headers: dict[str, str] | None = None) -> Iterator[tuple[str, Callable[[], list[int]]]]:
-    """A model endpoint answering every POST with `offered` bytes, 64 kB at a time; and, once every answer begun
-    has ended, the bytes each got out before the client hung up (the socket's buffers hold a few MB more than the
-    client read)."""
-    written: list[int] = []
-    begun = threading.Semaphore(0)
-    ended = threading.Semaphore(0)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            begun.release()
-            try:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(200)
-                for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(offered))
-                self.end_headers()
-                sent, piece = 0, b" " * 65_536
-                while sent < offered:
-                    self.wfile.write(piece)
-                    sent += len(piece)
-            except OSError:  # the client hung up: what it would not read is not sent
-                pass
-            finally:
-                written.append(sent if "sent" in locals() else 0)
-                ended.release()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    def every_answer_ended() -> list[int]:
-        while begun.acquire(blocking=False):
-            assert ended.acquire(timeout=60), "an answer never ended"
-        return written
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", every_answer_ended
-    finally:
-        httpd.shutdown()
-
-
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_an_endpoint_that_floods_its_answer_is_cut_off_and_named(provider: str, registry: ToolRegistry) -> None:
     """A base_url is often a local server: one that is broken or hostile and answers 256 MB is read no further than
-    ANSWER_BYTES (before, the SDK read all of it into memory), and the run says why each call failed."""
-    offered = 64 * ANSWER_BYTES
+    MAX_CHAT_ANSWER_BYTES (before, the SDK read all of it into memory), and the run says why each call failed."""
+    offered = 64 * MAX_CHAT_ANSWER_BYTES
     with flooding(offered) as (url, written):
         model = chat_model(provider, "test-model", endpoint(provider, url), None, RECORD)
         run = write_examples(registry, model, f"{provider}:test-model", ["en"])
         sent = written()
     assert (run.asked, run.written, run.failed) == (3, 0, 3)
-    assert run.failure and f"answer is over {ANSWER_BYTES:,} bytes" in run.failure, run.failure
+    assert run.failure and f"answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes" in run.failure, run.failure
     assert sent and max(sent) < offered // 8, sent
 
 
 def test_an_endpoint_that_compresses_its_answer_is_refused(registry: ToolRegistry) -> None:
     """A compressed answer hides its size until it is unpacked (a small gzip can unpack to gigabytes): answers are
     asked for uncompressed, and one compressed anyway is refused unread."""
-    with flooding(ANSWER_BYTES // 4, {"Content-Encoding": "gzip"}) as (url, written):
+    with flooding(MAX_CHAT_ANSWER_BYTES // 4, {"Content-Encoding": "gzip"}) as (url, written):
         run = write_examples(registry, chat_model("openai", "m", f"{url}/v1", None, RECORD), "openai:m", ["en"])
         written()
     assert run.failed == 3 and run.failure and "compressed its answer" in run.failure, run.failure

@@ -2,6 +2,7 @@
 library imported, so any of them can read these without loading the rest."""
 
 import os
+from collections.abc import Iterable
 
 MAX_K = 5  # tools one search returns at most for one step
 MAX_SET_TOOLS = 16  # tools a set holds at most, beyond the less likely of the tools it was retrieved for
@@ -11,6 +12,24 @@ MAX_REQUEST_CHARS = 4000
 # What the edges accept as one request's text (the API's /search, the gateway's find_tools): a pasted document or
 # image fits; every step after it is linear in its length, and the HTTP body cap bounds it again.
 MAX_MESSAGE_CHARS = 100_000
+
+# A model endpoint's answer read at most (runtime/chat_models.py): an answer of a few thousand tokens is some 50 kB.
+MAX_CHAT_ANSWER_BYTES = 4 * 1024 * 1024
+# An embeddings endpoint's answer read at most, per text embedded (embed/openai_compat.py): a vector of 3,072
+# numbers written as JSON is some 70 kB.
+MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT = 256 * 1024
+
+
+def read_at_most(chunks: Iterable[bytes], cap: int) -> bytes | None:
+    """The bytes of `chunks` joined, or None as soon as they pass `cap` (the rest is never read): an HTTP answer
+    from an endpoint the operator named, which may be broken or hostile, kept from filling the memory."""
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if len(body) > cap:
+            return None
+    return bytes(body)
+
 
 # Threads of the BLAS library (numpy's OpenBLAS) for large batches, when `start_blas_small` set them aside.
 BATCH_THREADS_VARIABLE = "TOOLRAG_BLAS_THREADS"

@@ -1,13 +1,17 @@
-"""A client for any OpenAI-compatible `/v1/embeddings` endpoint: OpenAI, Ollama, vLLM, TEI, llama.cpp server."""
+"""A client for any OpenAI-compatible `/v1/embeddings` endpoint: OpenAI, Ollama, vLLM, TEI, llama.cpp server. Its
+answer is read no further than MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT for each text asked for: the endpoint is often a
+local server, and one that is broken or hostile must not fill the memory of every search."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolrag.embed.base import Vectors, first_row, normalized
 from toolrag.errors import EmbeddingError
+from toolrag.limits import MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT, read_at_most
 
 if TYPE_CHECKING:
     import httpx
@@ -50,14 +54,21 @@ class OpenAICompatibleEmbedder:
         import httpx
 
         url = f"{self.base_url}/embeddings"
+        cap = MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT * (len(texts) + 1)
         try:
-            response = self._client.post(url, json={"model": self.model, "input": list(texts)})
+            with self._client.stream("POST", url, json={"model": self.model, "input": list(texts)}) as response:
+                body = read_at_most(response.iter_bytes(), cap)
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embedding request to {url} failed: {exc}") from exc
+        if body is None:
+            raise EmbeddingError(
+                f"embedding endpoint {url} answered over {cap:,} bytes, more than {len(texts)} vector(s) need"
+            )
         if response.status_code != 200:
-            raise EmbeddingError(f"embedding endpoint {url} answered {response.status_code}: {response.text[:300]}")
+            text = body[:300].decode(errors="replace")
+            raise EmbeddingError(f"embedding endpoint {url} answered {response.status_code}: {text}")
         try:
-            items: list[dict[str, Any]] = response.json()["data"]
+            items: list[dict[str, Any]] = json.loads(body)["data"]
             ordered = sorted(items, key=lambda item: int(item.get("index", 0)))
             vectors = [list(item["embedding"]) for item in ordered]
         except (ValueError, KeyError, TypeError) as exc:

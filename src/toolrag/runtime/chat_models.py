@@ -4,8 +4,8 @@ asks for forced where the SDK can force a tool (relations proposed, examples wri
 
 What a setup lacks is named before any run starts: the provider's SDK (the `providers` extra), or the key of a
 provider's own endpoint (a `base_url`, a local server, may need none). Each call is bounded: CALL_TIMEOUT_SECONDS a
-try, one retry, at most ANSWER_TOKENS of answer where the SDK takes a limit, and at most ANSWER_BYTES read of any
-answer, so a slow endpoint holds a run for minutes, not hours, and a flooding one cannot fill the memory.
+try, one retry, at most ANSWER_TOKENS of answer where the SDK takes a limit, and at most MAX_CHAT_ANSWER_BYTES read
+of any answer, so a slow endpoint holds a run for minutes, not hours, and a flooding one cannot fill the memory.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from toolrag.errors import ConfigError, MissingExtraError, ToolragError
+from toolrag.limits import MAX_CHAT_ANSWER_BYTES, read_at_most
 
 Provider = Literal["openai", "anthropic", "gemini"]
 KEY_VARIABLES: dict[str, str] = {
@@ -25,11 +26,11 @@ KEY_VARIABLES: dict[str, str] = {
 CALL_TIMEOUT_SECONDS = 60.0
 CALL_RETRIES = 1
 ANSWER_TOKENS = 8192  # 10 languages x 5 examples of a few dozen tokens fit; a longer answer is cut by the provider
-ANSWER_BYTES = 4 * 1024 * 1024  # an answer of ANSWER_TOKENS is some 50 kB; a larger one is no answer to use
 
 
 class ChatAnswerRefusedError(ToolragError):
-    """The model's endpoint sent more than ANSWER_BYTES for one answer (or compressed it, which hides its size)."""
+    """The model's endpoint sent more than MAX_CHAT_ANSWER_BYTES for one answer, or compressed it (which hides its
+    size until it is unpacked)."""
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -115,8 +116,9 @@ def _openai(model: str, base_url: str | None, key: str | None, record: str) -> A
 
 def _capped_client(http: ModuleType) -> Any:
     """An HTTP client of `http` (httpx for Gemini's SDK; the httpx2 fork for OpenAI's and Anthropic's) whose answers
-    are read no further than ANSWER_BYTES: a hostile or broken endpoint (a `base_url` is often a local server) cannot
-    fill the memory of the process. Answers come uncompressed, so the bytes counted are the bytes kept."""
+    are read no further than MAX_CHAT_ANSWER_BYTES: a hostile or broken endpoint (a `base_url` is often a local
+    server) cannot fill the memory of the process. Answers come uncompressed, so the bytes counted are the bytes
+    kept."""
 
     class CappedTransport(http.BaseTransport):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
@@ -130,15 +132,14 @@ def _capped_client(http: ModuleType) -> Any:
                     raise ChatAnswerRefusedError(
                         "the chat model's endpoint compressed its answer though asked not to: refused"
                     )
-                body = bytearray()
-                for chunk in response.stream:
-                    body += chunk
-                    if len(body) > ANSWER_BYTES:
-                        raise ChatAnswerRefusedError(f"the chat model's answer is over {ANSWER_BYTES:,} bytes: refused")
+                body = read_at_most(response.stream, MAX_CHAT_ANSWER_BYTES)
+                if body is None:
+                    too_large = f"the chat model's answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes: refused"
+                    raise ChatAnswerRefusedError(too_large)
             finally:
                 response.stream.close()
             return http.Response(
-                response.status_code, headers=response.headers, content=bytes(body), extensions=response.extensions
+                response.status_code, headers=response.headers, content=body, extensions=response.extensions
             )
 
         def close(self) -> None:
