@@ -39,7 +39,7 @@ from toolrag.store.usage import JobReport, UsageTables
 if TYPE_CHECKING:
     from toolrag.monitor.schedule import ScheduleHealth
 
-from .conftest import SAMPLE_TOOLS, CountingEmbedder, in_schema, json_http_server, make_tool
+from .conftest import SAMPLE_TOOLS, CountingEmbedder, flooding, in_schema, json_http_server, make_tool
 from .test_api import serving
 
 ADMIN = "admin-token-0123456789"
@@ -244,6 +244,18 @@ def test_issue25_finding14_a_failing_webhook_is_logged_without_its_url(
             assert scheduler.tick()
     failed = [record.getMessage() for record in caplog.records if "webhook" in record.getMessage()]
     assert failed and all("SECRET" not in text for text in failed) and "HTTP 404" in failed[0]
+
+
+def test_a_webhook_that_floods_its_answer_is_not_read(tmp_path: Path) -> None:
+    """The summary is posted and the hook's answer never read: one that answers 256 MB (before, read whole by the
+    server's scheduler thread) gets its first bytes out at most."""
+    registry = ToolRegistry(tmp_path / "hook.db")
+    registry.register_many(SAMPLE_TOOLS)
+    offered = 256 * 1024 * 1024
+    with flooding(offered) as (hook, written):
+        assert Scheduler(registry, ScheduleConfig(webhook_url=f"{hook}/slack"), clock=WallClock()).tick()
+        sent = written()
+    assert sent and max(sent) < offered // 8, sent
 
 
 class Outage:

@@ -202,7 +202,9 @@ class Scheduler:
         log.info(text)
         if self.config.webhook_url:
             try:
-                httpx.post(self.config.webhook_url, json={"text": text}, timeout=10).raise_for_status()
+                # Its answer is never read: a hook that floods it must not fill the server's memory.
+                with httpx.stream("POST", self.config.webhook_url, json={"text": text}, timeout=10) as answer:
+                    answer.raise_for_status()
             except httpx.HTTPError as exc:
                 # Never the URL: for Slack and most chat webhooks, the URL is the secret.
                 log.warning(
