@@ -170,6 +170,16 @@ def test_an_embeddings_endpoint_that_floods_its_answer_is_cut_off() -> None:
     assert sent and max(sent) < offered // 8, sent
 
 
+def test_an_embeddings_endpoint_that_compresses_its_answer_is_refused_unread() -> None:
+    """A few kB of a compressed answer can unpack to gigabytes before any count of bytes sees them: the answer is
+    asked for uncompressed, and one compressed anyway is refused."""
+    with flooding(64 * 1024 * 1024, {"Content-Encoding": "zstd"}) as (url, written):
+        with pytest.raises(EmbeddingError, match="compressed its answer though asked not to"):
+            OpenAICompatibleEmbedder("tiny", base_url=f"{url}/v1").embed_documents(["x"])
+        sent = written()
+    assert sent and max(sent) < 16 * 1024 * 1024, sent
+
+
 class _Axis:
     """A tiny model: every text is the unit vector of one axis; counts the requests it embeds."""
 

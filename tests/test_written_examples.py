@@ -418,6 +418,23 @@ def test_an_endpoint_that_floods_its_answer_is_cut_off_and_named(provider: str, 
     assert sent and max(sent) < offered // 8, sent
 
 
+def test_the_configured_model_goes_through_the_environments_proxy(
+    server: tuple[str, Recorder], registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capped client keeps httpx's reading of HTTP_PROXY (which a client given its own transport skips): an
+    operator behind a proxy still reaches the model."""
+    url, recorder = server
+    for variable in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(variable, url)
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    recorder.answers = [answer("openai", RECORD, ANSWER) for _ in TOOLS]
+    model = chat_model("openai", "test-model", "http://model.invalid/v1", None, RECORD)
+    run = write_examples(registry, model, "openai:test-model", ["en"])
+    assert (run.asked, run.failed) == (3, 0), run.failure
+    assert recorder.requests[0][0] == "http://model.invalid/v1/chat/completions"  # the proxy was asked for it
+
+
 def test_an_endpoint_that_compresses_its_answer_is_refused(registry: ToolRegistry) -> None:
     """A compressed answer hides its size until it is unpacked (a small gzip can unpack to gigabytes): answers are
     asked for uncompressed, and one compressed anyway is refused unread."""

@@ -2,6 +2,7 @@
 library imported, so any of them can read these without loading the rest."""
 
 import os
+import time
 from collections.abc import Iterable
 
 MAX_K = 5  # tools one search returns at most for one step
@@ -20,13 +21,15 @@ MAX_CHAT_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT = 256 * 1024
 
 
-def read_at_most(chunks: Iterable[bytes], cap: int) -> bytes | None:
-    """The bytes of `chunks` joined, or None as soon as they pass `cap` (the rest is never read): an HTTP answer
-    from an endpoint the operator named, which may be broken or hostile, kept from filling the memory."""
+def read_at_most(chunks: Iterable[bytes], cap: int, seconds: float) -> bytes | None:
+    """The bytes of `chunks` joined, or None as soon as they pass `cap` or `seconds` have passed (the rest is never
+    read): an HTTP answer from an endpoint the operator named, which may be broken or hostile, kept from filling the
+    memory, or from holding a call for days one byte a minute (a timeout bounds each read, not the whole answer)."""
+    deadline = time.monotonic() + seconds
     body = bytearray()
     for chunk in chunks:
         body += chunk
-        if len(body) > cap:
+        if len(body) > cap or time.monotonic() > deadline:
             return None
     return bytes(body)
 

@@ -1,6 +1,7 @@
 """A client for any OpenAI-compatible `/v1/embeddings` endpoint: OpenAI, Ollama, vLLM, TEI, llama.cpp server. Its
-answer is read no further than MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT for each text asked for: the endpoint is often a
-local server, and one that is broken or hostile must not fill the memory of every search."""
+answer is asked for uncompressed and read no further than MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT for each text asked
+for, within the timeout: the endpoint is often a local server, and one that is broken or hostile must not fill the
+memory of every search (a compressed answer is refused: a few kB of it can unpack to gigabytes)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class OpenAICompatibleEmbedder:
 
             client = httpx.Client(timeout=timeout, headers=headers)
         self._client = client
+        self._timeout = timeout
         self._dimension = dimension
 
     @property
@@ -55,14 +57,20 @@ class OpenAICompatibleEmbedder:
 
         url = f"{self.base_url}/embeddings"
         cap = MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT * (len(texts) + 1)
+        asked = {"model": self.model, "input": list(texts)}
         try:
-            with self._client.stream("POST", url, json={"model": self.model, "input": list(texts)}) as response:
-                body = read_at_most(response.iter_bytes(), cap)
+            with self._client.stream("POST", url, json=asked, headers={"Accept-Encoding": "identity"}) as response:
+                encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+                compressed = encoding not in ("", "identity")
+                body = None if compressed else read_at_most(response.iter_raw(), cap, self._timeout)
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embedding request to {url} failed: {exc}") from exc
+        if compressed:
+            raise EmbeddingError(f"embedding endpoint {url} compressed its answer though asked not to: refused")
         if body is None:
             raise EmbeddingError(
-                f"embedding endpoint {url} answered over {cap:,} bytes, more than {len(texts)} vector(s) need"
+                f"embedding endpoint {url} answered over {cap:,} bytes, more than {len(texts)} vector(s) need,"
+                f" or took over {self._timeout:.0f} s"
             )
         if response.status_code != 200:
             text = body[:300].decode(errors="replace")
@@ -71,7 +79,7 @@ class OpenAICompatibleEmbedder:
             items: list[dict[str, Any]] = json.loads(body)["data"]
             ordered = sorted(items, key=lambda item: int(item.get("index", 0)))
             vectors = [list(item["embedding"]) for item in ordered]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise EmbeddingError(f"embedding endpoint {url} sent an answer without data[].embedding") from exc
         if len(vectors) != len(texts):
             raise EmbeddingError(f"embedding endpoint {url} returned {len(vectors)} vectors for {len(texts)} texts")

@@ -36,9 +36,11 @@ class ChatAnswerRefusedError(ToolragError):
 def failure_reason(exc: BaseException) -> str:
     """What a failed call says: this module's own reason where an SDK wrapped it ("Connection error." hides it)."""
     cause: BaseException | None = exc
-    while cause is not None:
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
         if isinstance(cause, ChatAnswerRefusedError):
             return str(cause)
+        seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return str(exc) or type(exc).__name__
 
@@ -116,26 +118,29 @@ def _openai(model: str, base_url: str | None, key: str | None, record: str) -> A
 
 def _capped_client(http: ModuleType) -> Any:
     """An HTTP client of `http` (httpx for Gemini's SDK; the httpx2 fork for OpenAI's and Anthropic's) whose answers
-    are read no further than MAX_CHAT_ANSWER_BYTES: a hostile or broken endpoint (a `base_url` is often a local
-    server) cannot fill the memory of the process. Answers come uncompressed, so the bytes counted are the bytes
-    kept."""
+    are read no further than MAX_CHAT_ANSWER_BYTES, within CALL_TIMEOUT_SECONDS: a hostile or broken endpoint (a
+    `base_url` is often a local server) cannot fill the memory of the process. Answers come uncompressed, so the
+    bytes counted are the bytes kept. The proxies of the environment are kept: httpx reads them only for a client
+    given no transport, so the client chooses its transports and each is wrapped."""
 
     class CappedTransport(http.BaseTransport):  # type: ignore[misc, name-defined]
-        def __init__(self) -> None:
-            self.inner = http.HTTPTransport()
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
 
         def handle_request(self, request: Any) -> Any:
             request.headers["Accept-Encoding"] = "identity"
             response = self.inner.handle_request(request)
             try:
-                if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+                if response.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity"):
                     raise ChatAnswerRefusedError(
                         "the chat model's endpoint compressed its answer though asked not to: refused"
                     )
-                body = read_at_most(response.stream, MAX_CHAT_ANSWER_BYTES)
+                body = read_at_most(response.stream, MAX_CHAT_ANSWER_BYTES, CALL_TIMEOUT_SECONDS)
                 if body is None:
-                    too_large = f"the chat model's answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes: refused"
-                    raise ChatAnswerRefusedError(too_large)
+                    raise ChatAnswerRefusedError(
+                        f"the chat model's answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes, or still coming after"
+                        f" {CALL_TIMEOUT_SECONDS:.0f} s: refused"
+                    )
             finally:
                 response.stream.close()
             return http.Response(
@@ -145,4 +150,7 @@ def _capped_client(http: ModuleType) -> Any:
         def close(self) -> None:
             self.inner.close()
 
-    return http.Client(transport=CappedTransport(), timeout=CALL_TIMEOUT_SECONDS, follow_redirects=True)
+    client = http.Client(timeout=CALL_TIMEOUT_SECONDS, follow_redirects=True)
+    client._transport = CappedTransport(client._transport)
+    client._mounts = {url: chosen and CappedTransport(chosen) for url, chosen in client._mounts.items()}
+    return client
