@@ -400,9 +400,9 @@ def test_a_past_task_about_another_app_leaves_a_request_its_own_first_two_tools(
     tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
     """Issue 52, item 3: "hear a song in Apple Music" ranks the app's version screen first and its player second.
-    A YouTube Music task that ranks neither near the top is about another tool: it may add its set, but both of the
-    request's own first tools stay above it (before, only the first did, and the player fell below the other app's
-    whole set: the generated catalogs' goals lost with past tasks, docs/benchmarks.md)."""
+    The nearest past task, YouTube Music's, holds neither: it is about another tool, and may add its set, but both
+    of the request's own first tools stay above it (before, only the first did, and the player fell below the
+    other app's whole set: the generated catalogs' goals lost with past tasks, docs/benchmarks.md)."""
     registry = ToolRegistry(tmp_path / "music.db", embedder, RETRIEVAL)
     registry.register_many(music_apps())
     request = "I want to hear Shape of You in Apple Music"

@@ -11,7 +11,7 @@ A past task is one request given as an example of every tool its task used (prom
 called them, or written by an operator): a later request like it raises all of them at once, so the whole set is
 retrieved, not only the tool the request is most about; never above the tool the request's own views rank first
 (search/gather.py `OWN_KEPT`: another request's task must not push out the tool a request is about), nor above its
-first two when the tasks raised other tools but not its first (`OWN_KEPT_AGAINST_TASKS`).
+first two when the nearest past task does not hold its first (`OWN_KEPT_AGAINST_TASKS`).
 A request close to an example also counts as evidence that it needs a tool, so a request that found nothing finds
 the tool after its example is added; but requests resemble each other more than they resemble tool descriptions,
 small talk included, so that evidence is weighed against what the small-talk bank reaches against the same examples
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolrag.store.usage import TaskCall, UsedRequest
 
 _CHUNK_ROWS = 4096
+Views = Literal["all", "own", "tasks"]  # which views of a tool pool its cosine: every one, its own, past tasks'
 # How much a tool's own views still count in the order of tools once a past task raised its cosine: a past task
 # raises every tool of it to the same cosine, and their own texts then tell apart the one the request is most about.
 # A request given to one tool alone is one of its own views: an operator's fix is not undone by the tool's weaker
@@ -132,14 +133,14 @@ class ExampleViews:
         vector: FloatArray,
         tenant: str | None,
         usable: BoolArray | None,
-        own_only: bool = False,
+        views: Views = "all",
     ) -> FloatArray:
-        """`cosines` (one per position) raised to the request's cosine with each usable tool's views of `tenant`
-        (`own_only`: with its own views only, not past tasks' requests); `cosines` itself when no view is searched
-        with."""
+        """`cosines` (one per position) raised to the request's cosine with each usable tool's views of `tenant`:
+        every view, its own views only (not past tasks' requests), or past tasks' requests only; `cosines` itself
+        when no view is searched with."""
         rows = self.rows(tenant, usable)
-        if own_only:
-            rows = rows[self.own[rows]]
+        if views != "all":
+            rows = rows[self.own[rows] == (views == "own")]
         if not len(rows):
             return cosines
         raised = cosines.copy()

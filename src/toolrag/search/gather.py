@@ -19,7 +19,7 @@ from toolrag.model import Principal
 from toolrag.search.context import RequestContext, SearchSettings
 from toolrag.search.cut import Ranked
 from toolrag.search.dense import dense_scores, exact_dense_scores
-from toolrag.search.examples import ranking_cosines
+from toolrag.search.examples import Views, ranking_cosines
 from toolrag.search.feedback import learner_of
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
@@ -36,12 +36,13 @@ _QUOTES = "\"'`()[]{}<>,;:!?"
 # tasks: 0.863 keeping 1, 0.815 keeping 2, 0.714 keeping 3 (docs/benchmarks.md "Past tasks that push out a request's
 # own tool").
 OWN_KEPT = 1
-# ... and when no past task near the request holds its own first tool, they are about another tool: the request's
-# own first two stay on top ("hear a song in Apple Music", whose own first tool is the app's version screen and
-# second its player, near YouTube Music tasks). Not for a request read as steps: its own second tool is usually
-# another step's, which that step's ranking keeps. Chosen on the tuning halves of three generated catalogs (seeds
-# 11-13) and metatool's (docs/benchmarks.md "A past task about another tool").
+# ... and when the past task nearest the request does not hold its own first tool, it is about another tool: the
+# request's own first two stay on top ("hear a song in Apple Music", whose own first tool is the app's version
+# screen and second its player, nearest a YouTube Music task). Not for a request read as steps: its own second tool
+# is usually another step's, which that step's ranking keeps. Chosen on the tuning halves of three generated
+# catalogs (seeds 11-13) and metatool's (docs/benchmarks.md "A past task about another tool").
 OWN_KEPT_AGAINST_TASKS = 2
+SAME_COSINE = 1e-5  # a past task's tools share its request's cosine, up to the float arithmetic of each row
 _SPACES = re.compile(r"\s+")
 
 
@@ -80,6 +81,15 @@ class _Scored:
             request_terms=len(set(tokens)),
             text_dense=max(0.0, float(self.text_dense[position])),
         )
+
+
+@dataclass(frozen=True)
+class _PastTasks:
+    """With past tasks in the registry: each position's cosine with its own views alone, and with the past tasks'
+    requests that hold it (-inf for a tool in none)."""
+
+    own: FloatArray
+    tasks: FloatArray
 
 
 class Gatherer:
@@ -124,7 +134,7 @@ class Gatherer:
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             text_dense, vector = self._dense(index, query, visible, mode)
             dense = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable)
-        ordering, own = self._ordering(request, text_dense, dense, vector)
+        ordering, past = self._ordering(request, text_dense, dense, vector)
 
         def fused_by(cosines: FloatArray, grouped: FloatArray) -> FloatArray:
             if mode == "hybrid":
@@ -136,9 +146,9 @@ class Gatherer:
             return self._learned(index, candidates, fused, vector, request.principal)
 
         scores = fused_by(ordering, dense)
-        if own is not None:  # past tasks raised their sets: none rises above the tools the request is about
-            raised = (dense > own)[candidates]
-            scores = _own_first_kept(scores, fused_by(own, own), raised, read_as_steps)
+        if past is not None:  # past tasks raised their sets: none rises above the tools the request is about
+            own = fused_by(past.own, past.own)
+            scores = _own_first_kept(scores, own, past.tasks[candidates], read_as_steps)
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
         scored = _Scored(fused, dense, text_dense, _coverage(index, tokens, lexical, visible), matched_terms)
@@ -194,32 +204,34 @@ class Gatherer:
         vector: FloatArray | None,
         tenant: str | None,
         usable: BoolArray | None,
-        own_only: bool = False,
+        which: Views = "all",
     ) -> FloatArray:
         """Cosines raised by the views of the principal's tenant (search/examples.py): its example requests and its
-        descriptions, or (`own_only`) without past tasks' requests."""
+        descriptions, or `which` of them."""
         views = index.examples
         if views is None or not views.count or vector is None or not self.settings.config.example_views:
             return dense
-        return views.pooled(dense, vector, tenant, usable, own_only)
+        return views.pooled(dense, vector, tenant, usable, which)
 
     def _ordering(
         self, request: RequestContext, text_dense: FloatArray, dense: FloatArray, vector: FloatArray | None
-    ) -> tuple[FloatArray, FloatArray | None]:
-        """The cosines that order the tools (search/examples.py `ranking_cosines`), and the cosines of their own
-        views alone (None without past tasks): with examples pooled, each tool's own views count beside its best
-        view; a tool an example raised gets its own text's cosine computed exactly (an approximate index gives the
-        tools it did not propose only a bound). Without past tasks, own views are every view: the best view alone
-        orders the tools, with nothing more computed."""
+    ) -> tuple[FloatArray, _PastTasks | None]:
+        """The cosines that order the tools (search/examples.py `ranking_cosines`), and with past tasks the cosines
+        of the tools' own views alone and of the past tasks' requests (None without past tasks): with examples
+        pooled, each tool's own views count beside its best view; a tool an example raised gets its own text's
+        cosine computed exactly (an approximate index gives the tools it did not propose only a bound). Without past
+        tasks, own views are every view: the best view alone orders the tools, with nothing more computed."""
         views = request.index.examples
         if dense is text_dense or vector is None or views is None or not views.has_tasks:
             return dense, None
         exact = text_dense.copy()
         raised = np.flatnonzero(dense > text_dense)
         exact[raised] = exact_dense_scores(request.index, vector, raised)
-        tenant, usable = request.principal.tenant, request.usable
-        own = self._with_examples(request.index, exact, vector, tenant, usable, True)
-        return ranking_cosines(dense, own), own
+        index, tenant, usable = request.index, request.principal.tenant, request.usable
+        own = self._with_examples(index, exact, vector, tenant, usable, "own")
+        unheld = np.full(index.size, -np.inf, dtype=np.float32)
+        tasks = self._with_examples(index, unheld, vector, tenant, usable, "tasks")
+        return ranking_cosines(dense, own), _PastTasks(own, tasks)
 
     def _learned(
         self,
@@ -259,16 +271,18 @@ class Gatherer:
         return blended
 
 
-def _own_first_kept(scores: FloatArray, own: FloatArray, raised: BoolArray, read_as_steps: bool) -> FloatArray:
+def _own_first_kept(scores: FloatArray, own: FloatArray, tasks: FloatArray, read_as_steps: bool) -> FloatArray:
     """`scores` with the candidates that `own` (the same scores without past tasks) ranks first at the top, in
-    their order: OWN_KEPT of them, or OWN_KEPT_AGAINST_TASKS for a request of one step when the past tasks raised
-    (`raised`) other tools but not its own first. A past task proposes its whole set, and must not push out the
-    tools a request is about for another request's set (issue 52). They go just above the best, by more than the 6
-    digits a ranking's scores keep (a tie is broken for them)."""
+    their order: OWN_KEPT of them, or OWN_KEPT_AGAINST_TASKS for a request of one step when the nearest past task
+    does not hold its own first tool (`tasks`: each candidate's cosine with the past tasks' requests that hold it;
+    a task's request is one vector, so each of its tools has the same). A past task proposes its whole set, and
+    must not push out the tools a request is about for another request's set (issue 52). They go just above the
+    best, by more than the 6 digits a ranking's scores keep (a tie is broken for them)."""
     if not len(scores):
         return scores
     order = np.argsort(-own, kind="stable")
-    about_another = not read_as_steps and bool(raised.any()) and not raised[order[0]]
+    nearest = float(tasks.max())
+    about_another = not read_as_steps and np.isfinite(nearest) and tasks[order[0]] < nearest - SAME_COSINE
     firsts = order[: OWN_KEPT_AGAINST_TASKS if about_another else OWN_KEPT]
     best = float(scores.max())
     scores = scores.copy()
