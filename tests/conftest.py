@@ -245,7 +245,7 @@ class Recorder:
 
 @contextmanager
 def flooding(offered: int, headers: dict[str, str] | None = None) -> Iterator[tuple[str, Callable[[], list[int]]]]:
-    """A model endpoint answering every POST with `offered` bytes, 64 kB at a time; and, once every answer begun
+    """An endpoint answering every GET and POST with `offered` bytes, 64 kB at a time; and, once every answer begun
     has ended, the bytes each got out before the client hung up (the socket's buffers hold a few MB more than the
     client read)."""
     written: list[int] = []
@@ -253,10 +253,13 @@ def flooding(offered: int, headers: dict[str, str] | None = None) -> Iterator[tu
     ended = threading.Semaphore(0)
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.do_POST()
+
         def do_POST(self) -> None:
             begun.release()
             try:
-                self.rfile.read(int(self.headers["Content-Length"]))
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 self.send_response(200)
                 for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
                     self.send_header(name, value)

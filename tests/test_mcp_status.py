@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from toolrag.cli.app import app
 
+from .conftest import flooding
 from .mcp_support import ROOT, free_port, http_gateway, python_server, stop_tree, wait_until_listening, write_config
 
 runner = CliRunner()
@@ -134,6 +135,18 @@ def test_an_unreachable_gateway_and_a_server_that_is_no_gateway(web_upstream: st
     assert other.exit_code == 1 and "/health answered 404" in other.stderr
     scheme = status("--url", "127.0.0.1:8765", TOOLRAG_TOKEN=ADMIN_TOKEN)
     assert scheme.exit_code == 1 and "must start with http://" in scheme.stderr
+
+
+def test_a_server_that_floods_its_health_answer_is_read_no_further() -> None:
+    """The URL is the operator's, the server at it maybe not a gateway: an answer of 256 MB (before, read whole) or
+    a compressed one is cut off, named."""
+    offered = 256 * 1024 * 1024
+    for headers in (None, {"Content-Encoding": "gzip"}):
+        with flooding(offered, headers) as (url, written):
+            flooded = runner.invoke(app, ["mcp", "status", "--url", url])
+            sent = written()
+        assert flooded.exit_code == 1 and "bytes, compressed, or slower than" in flooded.output, flooded.output
+        assert sent and max(sent) < offered // 8, sent
 
 
 def test_status_of_a_configuration_connects_now_and_imports_nothing(tmp_path: Path, web_upstream: str) -> None:

@@ -17,6 +17,7 @@ from rich.table import Table
 from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
 from toolrag.cli.common import JsonOption, LogFormatOption, closed_with_command, err, guarded, out, plural, print_json
 from toolrag.errors import ToolragError
+from toolrag.limits import read_at_most
 
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
     from toolrag.mcp.config import GatewayConfig
@@ -338,6 +339,7 @@ def serve(
 # -- status -------------------------------------------------------------------------------------------------------
 
 HEALTH_TIMEOUT_SECONDS = 10.0
+HEALTH_ANSWER_BYTES = 8 * 1024 * 1024  # a gateway's health is a few kB an upstream: read no further
 TokenEnvOption = Annotated[
     str,
     typer.Option("--token-env", help="The environment variable holding a bearer token of the gateway (with --url)."),
@@ -407,13 +409,22 @@ def fetch_health(url: str, token_env: str, timeout: float = HEALTH_TIMEOUT_SECON
     target = health_url(url)
     token = os.environ.get(token_env)
     headers = {"Authorization": f"Bearer {token}"} if token else {}  # without one: still tell unreachable from 401
+    headers["Accept-Encoding"] = "identity"  # the bytes counted are the bytes kept
     try:
-        response = httpx.get(target, headers=headers, timeout=timeout)
+        with httpx.stream("GET", target, headers=headers, timeout=timeout) as streamed:
+            encoding = streamed.headers.get("Content-Encoding", "identity").strip().lower()
+            body = read_at_most(streamed.iter_raw(), HEALTH_ANSWER_BYTES, timeout) if encoding == "identity" else None
+            response = httpx.Response(streamed.status_code, headers=streamed.headers, content=body or b"")
     except httpx.HTTPError as exc:
         reason = str(exc) or type(exc).__name__
         raise StatusError(
             f"cannot reach the gateway at {target}: {reason} (is `toolrag mcp serve --transport http` running there?)"
         ) from None
+    if body is None:
+        raise StatusError(
+            f"{target} answered over {HEALTH_ANSWER_BYTES:,} bytes, compressed, or slower than {timeout:.0f} s:"
+            " not a toolrag gateway's health"
+        )
     if response.status_code in (401, 403):
         if not token:
             raise StatusError(
