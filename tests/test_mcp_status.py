@@ -147,6 +147,8 @@ def test_a_server_that_floods_its_health_answer_is_read_no_further() -> None:
             sent = written()
         assert flooded.exit_code == 1 and "bytes, compressed, or slower than" in flooded.output, flooded.output
         assert sent and max(sent) < offered // 8, sent
+    malformed = runner.invoke(app, ["mcp", "status", "--url", "http://[::1"])
+    assert malformed.exit_code == 1 and "cannot reach the gateway" in malformed.output, malformed.output
 
 
 def test_status_of_a_configuration_connects_now_and_imports_nothing(tmp_path: Path, web_upstream: str) -> None:

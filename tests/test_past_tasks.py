@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ from toolrag import Principal, Tool, ToolRegistry
 from toolrag.cli.app import app
 from toolrag.errors import InvalidToolError, ToolNotFoundError
 from toolrag.model import ExampleRequest, utc_now
+from toolrag.search.gather import _own_first_kept
 from toolrag.server.app import create_app
 from toolrag.store.usage import CallRecord, RetrievalRecord
 
@@ -420,3 +422,20 @@ def test_a_past_task_about_another_app_leaves_a_request_its_own_first_two_tools(
     # The task's own kind of request still gets its whole set first.
     raised = registry.rank("I want to hear Yesterday in Youtube Music", ACME, limit=4)
     assert {r.name for r in raised} == set(task)
+
+
+def test_a_past_task_holds_a_tool_that_has_its_request_as_an_own_example() -> None:
+    """The rule's reading of "holds" (search/gather.py `_own_first_kept`): a past task's request written as a tool's
+    own example (an operator's, which replaces the task's copy) is still that task's, so the task agrees with a
+    request about the tool and only its first tool is kept; a tool with nothing as near is another tool's."""
+    scores = np.array([0.9, 0.8, 0.7, 0.2], dtype=np.float32)  # with past tasks: the task's tools 0 and 1 lead
+    own = np.array([0.1, 0.2, 0.9, 0.5], dtype=np.float32)  # the request's own reading: 2, then 3
+    tasks = np.array([0.95, 0.95, -np.inf, -np.inf], dtype=np.float32)  # the nearest task's rows: 0 and 1
+    example = np.array([0.95, 0.95, 0.95, 0.4], dtype=np.float32)  # 2 has the task's request as its own example
+    kept = _own_first_kept(scores, own, example, tasks, read_as_steps=False)
+    assert list(np.argsort(-kept, kind="stable")) == [2, 0, 1, 3]
+    apart = np.array([0.95, 0.95, 0.6, 0.4], dtype=np.float32)  # nothing of 2 is as near as the task
+    kept = _own_first_kept(scores, own, apart, tasks, read_as_steps=False)
+    assert list(np.argsort(-kept, kind="stable")) == [2, 3, 0, 1]
+    stepped = _own_first_kept(scores, own, apart, tasks, read_as_steps=True)  # a step keeps its first only
+    assert list(np.argsort(-stepped, kind="stable")) == [2, 0, 1, 3]

@@ -413,18 +413,14 @@ def fetch_health(url: str, token_env: str, timeout: float = HEALTH_TIMEOUT_SECON
     try:
         with httpx.stream("GET", target, headers=headers, timeout=timeout) as streamed:
             encoding = streamed.headers.get("Content-Encoding", "identity").strip().lower()
-            body = read_at_most(streamed.iter_raw(), HEALTH_ANSWER_BYTES, timeout) if encoding == "identity" else None
+            plain = encoding in ("", "identity")
+            body = read_at_most(streamed.iter_raw(), HEALTH_ANSWER_BYTES, timeout) if plain else None
             response = httpx.Response(streamed.status_code, headers=streamed.headers, content=body or b"")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         reason = str(exc) or type(exc).__name__
         raise StatusError(
             f"cannot reach the gateway at {target}: {reason} (is `toolrag mcp serve --transport http` running there?)"
         ) from None
-    if body is None:
-        raise StatusError(
-            f"{target} answered over {HEALTH_ANSWER_BYTES:,} bytes, compressed, or slower than {timeout:.0f} s:"
-            " not a toolrag gateway's health"
-        )
     if response.status_code in (401, 403):
         if not token:
             raise StatusError(
@@ -434,6 +430,11 @@ def fetch_health(url: str, token_env: str, timeout: float = HEALTH_TIMEOUT_SECON
         raise StatusError(
             f"the gateway refused the token in {token_env} ({response.status_code}: {_detail(response)}): set it to"
             " the token of one of the gateway's [principals]"
+        )
+    if body is None:
+        raise StatusError(
+            f"{target} answered over {HEALTH_ANSWER_BYTES:,} bytes, compressed, or slower than {timeout:.0f} s:"
+            " not a toolrag gateway's health"
         )
     if response.status_code != 200:
         raise StatusError(f"{target} answered {response.status_code}: {_detail(response)}")

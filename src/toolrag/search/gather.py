@@ -36,13 +36,14 @@ _QUOTES = "\"'`()[]{}<>,;:!?"
 # tasks: 0.863 keeping 1, 0.815 keeping 2, 0.714 keeping 3 (docs/benchmarks.md "Past tasks that push out a request's
 # own tool").
 OWN_KEPT = 1
-# ... and when the past task nearest the request does not hold its own first tool, it is about another tool: the
-# request's own first two stay on top ("hear a song in Apple Music", whose own first tool is the app's version
-# screen and second its player, nearest a YouTube Music task). Not for a request read as steps: its own second tool
-# is usually another step's, which that step's ranking keeps. Chosen on the tuning halves of three generated
-# catalogs (seeds 11-13) and metatool's (docs/benchmarks.md "A past task about another tool").
+# ... and when the past task nearest the request does not hold its own first tool (nothing of that tool is as near:
+# a task's request, an example of the same text, its texts), it is about another tool: the request's own first two
+# stay on top ("hear a song in Apple Music", whose own first tool is the app's version screen and second its
+# player, nearest a YouTube Music task). Not for a request read as steps: its own second tool is usually another
+# step's, which that step's ranking keeps. Chosen on the tuning halves of three generated catalogs (seeds 11-13)
+# and metatool's (docs/benchmarks.md "A past task about another tool").
 OWN_KEPT_AGAINST_TASKS = 2
-SAME_COSINE = 1e-5  # a past task's tools share its request's cosine, up to the float arithmetic of each row
+SAME_COSINE = 1e-5  # one request's cosine, the same vector in each tool's views, up to each row's float arithmetic
 _SPACES = re.compile(r"\s+")
 
 
@@ -148,7 +149,7 @@ class Gatherer:
         scores = fused_by(ordering, dense)
         if past is not None:  # past tasks raised their sets: none rises above the tools the request is about
             own = fused_by(past.own, past.own)
-            scores = _own_first_kept(scores, own, past.tasks[candidates], read_as_steps)
+            scores = _own_first_kept(scores, own, dense[candidates], past.tasks[candidates], read_as_steps)
         fused = np.zeros(index.size, dtype=np.float32)
         fused[candidates] = scores
         scored = _Scored(fused, dense, text_dense, _coverage(index, tokens, lexical, visible), matched_terms)
@@ -271,18 +272,21 @@ class Gatherer:
         return blended
 
 
-def _own_first_kept(scores: FloatArray, own: FloatArray, tasks: FloatArray, read_as_steps: bool) -> FloatArray:
+def _own_first_kept(
+    scores: FloatArray, own: FloatArray, views: FloatArray, tasks: FloatArray, read_as_steps: bool
+) -> FloatArray:
     """`scores` with the candidates that `own` (the same scores without past tasks) ranks first at the top, in
     their order: OWN_KEPT of them, or OWN_KEPT_AGAINST_TASKS for a request of one step when the nearest past task
-    does not hold its own first tool (`tasks`: each candidate's cosine with the past tasks' requests that hold it;
-    a task's request is one vector, so each of its tools has the same). A past task proposes its whole set, and
-    must not push out the tools a request is about for another request's set (issue 52). They go just above the
-    best, by more than the 6 digits a ranking's scores keep (a tie is broken for them)."""
+    is nearer the request than anything of its own first tool (`tasks`: each candidate's best cosine with the past
+    tasks' requests; `views`: with every view of it, those requests, its texts and its examples): that task does
+    not hold the tool. A past task proposes its whole set, and must not push out the tools a request is about for
+    another request's set (issue 52). They go just above the best, by more than the 6 digits a ranking's scores
+    keep (a tie is broken for them)."""
     if not len(scores):
         return scores
     order = np.argsort(-own, kind="stable")
     nearest = float(tasks.max())
-    about_another = not read_as_steps and np.isfinite(nearest) and tasks[order[0]] < nearest - SAME_COSINE
+    about_another = not read_as_steps and np.isfinite(nearest) and views[order[0]] < nearest - SAME_COSINE
     firsts = order[: OWN_KEPT_AGAINST_TASKS if about_another else OWN_KEPT]
     best = float(scores.max())
     scores = scores.copy()
