@@ -21,6 +21,16 @@ MAX_CHAT_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT = 256 * 1024
 
 
+# Asked of an endpoint whose answer is counted: the bytes counted are then the bytes kept (a few kB of a compressed
+# answer can unpack to gigabytes before any count sees them).
+UNCOMPRESSED = {"Accept-Encoding": "identity"}
+
+
+def uncompressed(content_encoding: str | None) -> bool:
+    """Whether an answer with this Content-Encoding header came as asked, uncompressed."""
+    return (content_encoding or "").strip().lower() in ("", "identity")
+
+
 def read_at_most(chunks: Iterable[bytes], cap: int, seconds: float) -> bytes | None:
     """The bytes of `chunks` joined, or None as soon as they pass `cap` or `seconds` have passed (the rest is never
     read): an HTTP answer from an endpoint the operator named, which may be broken or hostile, kept from filling the

@@ -17,7 +17,7 @@ from rich.table import Table
 from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
 from toolrag.cli.common import JsonOption, LogFormatOption, closed_with_command, err, guarded, out, plural, print_json
 from toolrag.errors import ToolragError
-from toolrag.limits import read_at_most
+from toolrag.limits import UNCOMPRESSED, read_at_most, uncompressed
 
 if TYPE_CHECKING:  # imported where used: the MCP SDK takes half a second to import
     from toolrag.mcp.config import GatewayConfig
@@ -409,11 +409,9 @@ def fetch_health(url: str, token_env: str, timeout: float = HEALTH_TIMEOUT_SECON
     target = health_url(url)
     token = os.environ.get(token_env)
     headers = {"Authorization": f"Bearer {token}"} if token else {}  # without one: still tell unreachable from 401
-    headers["Accept-Encoding"] = "identity"  # the bytes counted are the bytes kept
     try:
-        with httpx.stream("GET", target, headers=headers, timeout=timeout) as streamed:
-            encoding = streamed.headers.get("Content-Encoding", "identity").strip().lower()
-            plain = encoding in ("", "identity")
+        with httpx.stream("GET", target, headers={**headers, **UNCOMPRESSED}, timeout=timeout) as streamed:
+            plain = uncompressed(streamed.headers.get("Content-Encoding"))
             body = read_at_most(streamed.iter_raw(), HEALTH_ANSWER_BYTES, timeout) if plain else None
             response = httpx.Response(streamed.status_code, headers=streamed.headers, content=body or b"")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:

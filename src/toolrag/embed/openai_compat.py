@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrag.embed.base import Vectors, first_row, normalized
 from toolrag.errors import EmbeddingError
-from toolrag.limits import MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT, read_at_most
+from toolrag.limits import MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT, UNCOMPRESSED, read_at_most, uncompressed
 
 if TYPE_CHECKING:
     import httpx
@@ -59,9 +59,8 @@ class OpenAICompatibleEmbedder:
         cap = MAX_EMBEDDING_ANSWER_BYTES_PER_TEXT * (len(texts) + 1)
         asked = {"model": self.model, "input": list(texts)}
         try:
-            with self._client.stream("POST", url, json=asked, headers={"Accept-Encoding": "identity"}) as response:
-                encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-                compressed = encoding not in ("", "identity")
+            with self._client.stream("POST", url, json=asked, headers=UNCOMPRESSED) as response:
+                compressed = not uncompressed(response.headers.get("Content-Encoding"))
                 body = None if compressed else read_at_most(response.iter_raw(), cap, self._timeout)
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embedding request to {url} failed: {exc}") from exc

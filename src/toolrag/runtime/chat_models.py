@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from toolrag.errors import ConfigError, MissingExtraError, ToolragError
-from toolrag.limits import MAX_CHAT_ANSWER_BYTES, read_at_most
+from toolrag.limits import MAX_CHAT_ANSWER_BYTES, UNCOMPRESSED, read_at_most, uncompressed
 
 Provider = Literal["openai", "anthropic", "gemini"]
 KEY_VARIABLES: dict[str, str] = {
@@ -128,10 +128,10 @@ def _capped_client(http: ModuleType) -> Any:
             self.inner = inner
 
         def handle_request(self, request: Any) -> Any:
-            request.headers["Accept-Encoding"] = "identity"
+            request.headers.update(UNCOMPRESSED)
             response = self.inner.handle_request(request)
             try:
-                if response.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity"):
+                if not uncompressed(response.headers.get("Content-Encoding")):
                     raise ChatAnswerRefusedError(
                         "the chat model's endpoint compressed its answer though asked not to: refused"
                     )

@@ -127,25 +127,11 @@ class ExampleViews:
             mine &= usable[self.positions]
         return np.flatnonzero(mine)
 
-    def pooled(
-        self,
-        cosines: FloatArray,
-        vector: FloatArray,
-        tenant: str | None,
-        usable: BoolArray | None,
-        views: Views = "all",
-    ) -> FloatArray:
-        """`cosines` (one per position) raised to the request's cosine with each usable tool's views of `tenant`:
-        every view, its own views only (not past tasks' requests), or past tasks' requests only; `cosines` itself
-        when no view is searched with."""
+    def searched(self, vector: FloatArray, tenant: str | None, usable: BoolArray | None) -> SearchedViews:
+        """The views a principal of `tenant` who may use `usable` searches with, and the request's cosine with each
+        (once per request, however many ways a ranking pools them)."""
         rows = self.rows(tenant, usable)
-        if views != "all":
-            rows = rows[self.own[rows] == (views == "own")]
-        if not len(rows):
-            return cosines
-        raised = cosines.copy()
-        np.maximum.at(raised, self.positions[rows], (self.vectors[rows] @ vector).astype(np.float32))
-        return raised
+        return SearchedViews(self.positions[rows], self.own[rows], (self.vectors[rows] @ vector).astype(np.float32))
 
     def best(self, requests: FloatArray, rows: IntArray) -> FloatArray:
         """Each request's best cosine with the examples at `rows` (a few thousand at a time: bounded memory)."""
@@ -164,6 +150,27 @@ class ExampleViews:
             return []
         cosines = (self.vectors[[rows[n] for n in mine]] @ vector).tolist()
         return list(zip(mine, (float(c) for c in cosines), strict=True))
+
+
+@dataclass(frozen=True)
+class SearchedViews:
+    """The views one request is searched with (ExampleViews.searched): each view's tool, whether it is the tool's
+    own, and the request's cosine with it."""
+
+    positions: IntArray
+    own: BoolArray
+    cosines: FloatArray
+
+    def pooled(self, cosines: FloatArray, views: Views = "all") -> FloatArray:
+        """`cosines` (one per position) raised to the request's cosine with each tool's views: every view, its own
+        views only (not past tasks' requests), or past tasks' requests only; `cosines` itself when there is none."""
+        kept = slice(None) if views == "all" else self.own == (views == "own")
+        positions, found = self.positions[kept], self.cosines[kept]
+        if not len(positions):
+            return cosines
+        raised = cosines.copy()
+        np.maximum.at(raised, positions, found)
+        return raised
 
 
 def ranking_cosines(pooled: FloatArray, own: FloatArray) -> FloatArray:

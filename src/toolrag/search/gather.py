@@ -19,7 +19,7 @@ from toolrag.model import Principal
 from toolrag.search.context import RequestContext, SearchSettings
 from toolrag.search.cut import Ranked
 from toolrag.search.dense import dense_scores, exact_dense_scores
-from toolrag.search.examples import Views, ranking_cosines
+from toolrag.search.examples import SearchedViews, ranking_cosines
 from toolrag.search.feedback import learner_of
 from toolrag.search.fuse import fuse, min_max
 from toolrag.search.groups import blend_groups, description_scores
@@ -134,8 +134,9 @@ class Gatherer:
             lexical, matched_terms = _lexical(index, tokens, visible, mode)
         with tracing.span("toolrag.search.dense", tools=len(candidates)):
             text_dense, vector = self._dense(index, query, visible, mode)
-            dense = self._with_examples(index, text_dense, vector, request.principal.tenant, request.usable)
-        ordering, past = self._ordering(request, text_dense, dense, vector)
+            views = self._searched_views(request, vector)
+            dense = views.pooled(text_dense) if views is not None else text_dense
+        ordering, past = self._ordering(request, text_dense, dense, vector, views)
 
         def fused_by(cosines: FloatArray, grouped: FloatArray) -> FloatArray:
             if mode == "hybrid":
@@ -198,40 +199,35 @@ class Gatherer:
         vector = self.settings.embedder_of(index).embed_query(query)
         return dense_scores(index, vector, visible, self.settings.config.ann_candidates), vector
 
-    def _with_examples(
-        self,
-        index: SearchIndex,
-        dense: FloatArray,
-        vector: FloatArray | None,
-        tenant: str | None,
-        usable: BoolArray | None,
-        which: Views = "all",
-    ) -> FloatArray:
-        """Cosines raised by the views of the principal's tenant (search/examples.py): its example requests and its
-        descriptions, or `which` of them."""
-        views = index.examples
+    def _searched_views(self, request: RequestContext, vector: FloatArray | None) -> SearchedViews | None:
+        """The views of the principal's tenant the request is searched with (search/examples.py): its example
+        requests and its descriptions, with the request's cosine with each; None without any."""
+        views = request.index.examples
         if views is None or not views.count or vector is None or not self.settings.config.example_views:
-            return dense
-        return views.pooled(dense, vector, tenant, usable, which)
+            return None
+        return views.searched(vector, request.principal.tenant, request.usable)
 
     def _ordering(
-        self, request: RequestContext, text_dense: FloatArray, dense: FloatArray, vector: FloatArray | None
+        self,
+        request: RequestContext,
+        text_dense: FloatArray,
+        dense: FloatArray,
+        vector: FloatArray | None,
+        views: SearchedViews | None,
     ) -> tuple[FloatArray, _PastTasks | None]:
         """The cosines that order the tools (search/examples.py `ranking_cosines`), and with past tasks the cosines
         of the tools' own views alone and of the past tasks' requests (None without past tasks): with examples
         pooled, each tool's own views count beside its best view; a tool an example raised gets its own text's
         cosine computed exactly (an approximate index gives the tools it did not propose only a bound). Without past
         tasks, own views are every view: the best view alone orders the tools, with nothing more computed."""
-        views = request.index.examples
-        if dense is text_dense or vector is None or views is None or not views.has_tasks:
+        examples = request.index.examples
+        if dense is text_dense or vector is None or views is None or examples is None or not examples.has_tasks:
             return dense, None
         exact = text_dense.copy()
         raised = np.flatnonzero(dense > text_dense)
         exact[raised] = exact_dense_scores(request.index, vector, raised)
-        index, tenant, usable = request.index, request.principal.tenant, request.usable
-        own = self._with_examples(index, exact, vector, tenant, usable, "own")
-        unheld = np.full(index.size, -np.inf, dtype=np.float32)
-        tasks = self._with_examples(index, unheld, vector, tenant, usable, "tasks")
+        own = views.pooled(exact, "own")
+        tasks = views.pooled(np.full(request.index.size, -np.inf, dtype=np.float32), "tasks")
         return ranking_cosines(dense, own), _PastTasks(own, tasks)
 
     def _learned(
