@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,65 @@ def test_conversions_match_the_sdk_types() -> None:
     system, messages = to_anthropic_messages(history)
     assert system == "Be brief." and [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
     TypeAdapter(list[MessageParam]).validate_python(messages)
+
+
+def chat_store(tmp_path: Path) -> str:
+    """A registry file holding one refund tool, made by `toolrag import`."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    catalog = tmp_path / "c.json"
+    catalog.write_text(
+        json.dumps(
+            [{"name": "billing.refund", "description": "Refund a payment to the card.", "scopes": ["billing:write"]}]
+        )
+    )
+    store = str(tmp_path / "chat.db")
+    assert CliRunner().invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
+    return store
+
+
+def test_chat_command_reads_a_flooding_endpoint_no_further_than_the_cap(tmp_path: Path) -> None:
+    """`toolrag chat` talks to any endpoint it is given, often a local server: one answering 256 MB is read no
+    further than MAX_CHAT_ANSWER_BYTES (before, the SDK read all of it into memory), the turn fails in one line,
+    and the conversation goes on."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+    from toolrag.limits import MAX_CHAT_ANSWER_BYTES
+
+    from .conftest import flooding
+
+    store = chat_store(tmp_path)
+    offered = 64 * MAX_CHAT_ANSWER_BYTES
+    with flooding(offered) as (url, written):
+        result = CliRunner().invoke(
+            app,
+            ["chat", "--base-url", f"{url}/v1", "--model", "m", "--store", store, "--scopes", "billing:write"],
+            input="Refund payment pay_7\n/quit\n",
+        )
+        sent = written()
+    assert result.exit_code == 0, result.output
+    assert f"failed: the chat model's answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes" in result.stdout
+    assert sent and max(sent) < offered // 8, sent
+
+
+def test_chat_command_names_an_endpoint_that_cannot_be_reached(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    store = chat_store(tmp_path)
+    with socket.socket() as closed:  # a port nothing listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    result = CliRunner().invoke(
+        app, ["chat", "--base-url", url, "--model", "m", "--store", store], input="hello\n/quit\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert f"the model at {url} failed: Connection error." in result.stdout
 
 
 def test_chat_command(server: tuple[str, Recorder], tmp_path: Path) -> None:

@@ -315,6 +315,9 @@ def search(
 # -- chat ---------------------------------------------------------------------------------------------------------
 
 
+CHAT_TIMEOUT_SECONDS = 600.0  # the SDK's own default: a local model on a CPU may take minutes for an answer
+
+
 @app.command()
 def chat(
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1.")],
@@ -329,17 +332,18 @@ def chat(
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
 ) -> None:
     """Chat with an agent over the registry, showing which tools were injected and called."""
-    from openai import OpenAI
+    from openai import APIError
 
-    from toolrag.runtime import Agent, ListSink, Message, RoundEvent, ToolCallEvent
+    from toolrag.runtime import Agent, AgentResult, ListSink, Message, RoundEvent, ToolCallEvent
     from toolrag.runtime.agent import Mode
+    from toolrag.runtime.chat_models import ChatAnswerRefusedError, capped_openai_client, failure_reason
     from toolrag.runtime.providers import OpenAIChatModel
 
     if mode not in ("preselect", "discover"):
         fail(f"unknown mode {mode!r}: use preselect or discover")
     registry = open_registry(store, embedder)
     sink = ListSink()
-    client = OpenAI(base_url=base_url, api_key=api_key)
+    client = capped_openai_client(base_url, api_key, CHAT_TIMEOUT_SECONDS)
     agent = Agent(
         registry,
         OpenAIChatModel(client, model),
@@ -348,6 +352,14 @@ def chat(
         system=system,
         events=sink,
     )
+
+    def answered(turn: list[Message]) -> AgentResult | None:
+        try:
+            return agent.run(turn)
+        except (APIError, ChatAnswerRefusedError) as exc:  # this turn failed: say why, keep the conversation
+            out.print(f"[red]the model at {base_url} failed: {failure_reason(exc)}[/]", highlight=False)
+            return None
+
     history: list[Message] = []
     while True:
         try:
@@ -360,7 +372,9 @@ def chat(
             continue
         sink.events.clear()
         turn = [*history, Message.user(line)]
-        result = guarded(lambda turn=turn: agent.run(turn))  # type: ignore[misc]
+        result = guarded(lambda turn=turn: answered(turn))  # type: ignore[misc]
+        if result is None:
+            continue
         history = result.messages
         for event in sink.events:
             if isinstance(event, RoundEvent):

@@ -101,24 +101,30 @@ def _gemini(model: str, base_url: str | None, key: str | None) -> Any:
 
 
 def _openai(model: str, base_url: str | None, key: str | None, record: str) -> Any:
-    import httpx2
-    import openai
-
     from toolrag.runtime.providers import OpenAIChatModel
 
-    client = openai.OpenAI(
-        api_key=key or "none",
-        base_url=base_url,
-        timeout=CALL_TIMEOUT_SECONDS,
-        max_retries=CALL_RETRIES,
-        http_client=_capped_client(httpx2),
-    )
+    client = capped_openai_client(base_url, key or "none", CALL_TIMEOUT_SECONDS)
     return OpenAIChatModel(client, model, tool_choice={"type": "function", "function": {"name": record}})
 
 
-def _capped_client(http: ModuleType) -> Any:
+def capped_openai_client(base_url: str | None, api_key: str, timeout: float) -> Any:
+    """OpenAI's SDK client for `base_url` whose answers are bounded as every chat model's here (`_capped_client`):
+    `toolrag chat` talks to whatever endpoint it is given, often a local server, as the configured model does."""
+    import httpx2
+    import openai
+
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=CALL_RETRIES,
+        http_client=_capped_client(httpx2, timeout),
+    )
+
+
+def _capped_client(http: ModuleType, timeout: float = CALL_TIMEOUT_SECONDS) -> Any:
     """An HTTP client of `http` (httpx for Gemini's SDK; the httpx2 fork for OpenAI's and Anthropic's) whose answers
-    are read no further than MAX_CHAT_ANSWER_BYTES, within CALL_TIMEOUT_SECONDS: a hostile or broken endpoint (a
+    are read no further than MAX_CHAT_ANSWER_BYTES, within `timeout` seconds: a hostile or broken endpoint (a
     `base_url` is often a local server) cannot fill the memory of the process. Answers come uncompressed, so the
     bytes counted are the bytes kept. The proxies of the environment are kept: httpx reads them only for a client
     given no transport, so the client chooses its transports and each is wrapped."""
@@ -135,11 +141,11 @@ def _capped_client(http: ModuleType) -> Any:
                     raise ChatAnswerRefusedError(
                         "the chat model's endpoint compressed its answer though asked not to: refused"
                     )
-                body = read_at_most(response.stream, MAX_CHAT_ANSWER_BYTES, CALL_TIMEOUT_SECONDS)
+                body = read_at_most(response.stream, MAX_CHAT_ANSWER_BYTES, timeout)
                 if body is None:
                     raise ChatAnswerRefusedError(
                         f"the chat model's answer is over {MAX_CHAT_ANSWER_BYTES:,} bytes, or still coming after"
-                        f" {CALL_TIMEOUT_SECONDS:.0f} s: refused"
+                        f" {timeout:.0f} s: refused"
                     )
             finally:
                 response.stream.close()
@@ -150,7 +156,7 @@ def _capped_client(http: ModuleType) -> Any:
         def close(self) -> None:
             self.inner.close()
 
-    client = http.Client(timeout=CALL_TIMEOUT_SECONDS, follow_redirects=True)
+    client = http.Client(timeout=timeout, follow_redirects=True)
     client._transport = CappedTransport(client._transport)
     client._mounts = {url: chosen and CappedTransport(chosen) for url, chosen in client._mounts.items()}
     return client
