@@ -706,3 +706,24 @@ def test_issue33_an_admin_opens_a_new_quarantined_tool_whole(console: tuple[str,
     hidden = reader.get("/console/tools/files.read/pending")
     assert hidden.status_code == 404 and "id_rsa" not in hidden.text
     reader.close()
+
+
+def test_the_playground_counts_against_the_callers_search_rate(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """The playground runs a whole explain: it is a search, and a caller whose search rate is used up gets 429 there
+    as from /explain (before, it answered every time)."""
+    from toolrag.access.rate_limit import Rate, RateLimits
+
+    registry = seeded(str(tmp_path / "console.db"), embedder)
+    config = console_config().model_copy(update={"rate_limits": RateLimits(search=Rate(per_minute=1, burst=1))})
+    with serving(create_app(registry, config)) as url:
+        reader = signed_in_client(url, ACME_READER)
+        assert reader.get("/console/playground", params={"q": "send an email"}).status_code == 200
+        limited = reader.get("/console/playground", params={"q": "send an email"})
+        assert (
+            limited.status_code == 429 and "the search rate for token &#39;acme-viewer&#39; is used up" in limited.text
+        )
+        assert 'id="explanation"' not in limited.text
+        assert reader.get("/console/playground").status_code == 200  # the empty form searches nothing
+        headers = {"Authorization": f"Bearer {ACME_READER}"}
+        assert httpx.post(f"{url}/explain", json={"query": "mail"}, headers=headers).status_code == 429  # one rate
+    registry.close()

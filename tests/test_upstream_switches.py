@@ -260,6 +260,25 @@ def test_a_disabled_servers_tools_are_not_searched_listed_or_shown_outside_the_g
     registry.close()
 
 
+def test_a_disabled_servers_tools_are_not_counted_in_the_catalog_a_selection_saves_on(
+    store_url: str, embedder: CountingEmbedder
+) -> None:
+    """`select()` (the API's `/search`) says how many prompt tokens every visible tool would cost: a switched-off
+    server's tools are not visible, so they are not counted (before, they were, and its size stayed readable)."""
+    registry = ToolRegistry(store_url, embedder, RETRIEVAL)
+    registry.register(
+        make_tool("depot.track_parcel", "Track a parcel by its tracking number. " * 20, source="mcp:depot"),
+        make_tool("weather.forecast", "Weather forecast for a city."),
+    )
+    everyone = Principal(user="u", scopes=frozenset({"*"}))
+    with_depot = registry.select("weather in Paris", everyone).catalog_tokens
+    registry.store.switches.disable(DisabledServer("depot"), AuditEntry("server disabled", "disabled", None, "depot"))
+    without = registry.select("weather in Paris", everyone)
+    assert without.catalog_tokens < with_depot
+    assert without.catalog_tokens == registry.explain("weather in Paris", everyone).catalog_tokens
+    registry.close()
+
+
 def test_a_disabled_server_is_not_revealed_to_a_principal_who_may_not_use_it(tmp_path: Path) -> None:
     """Whoever may not use a server's tools learns nothing from its switch: a call to one of them is answered as
     before the switch (no server name, no who or why), the same as a call to a tool that does not exist."""

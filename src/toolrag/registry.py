@@ -268,8 +268,9 @@ class ToolRegistry:
     def select(
         self, query: str, principal: Asker = None, fmt: str = "openai", k: int | None = None, session: Who = None
     ) -> Selection:
-        """Search, then render the chosen tools' full schemas for a provider and count their tokens."""
-        principal = principal or Principal.anonymous()
+        """Search, then render the chosen tools' full schemas for a provider and count their tokens (against every
+        tool the principal may use: a switched-off server's are not among them)."""
+        principal = self.served_as(principal or Principal.anonymous())
         results = self.search(query, principal, k, session)
         note = searched_text(query, self.config.max_request_chars).note
         return token_budget.selected(self._snapshot(), results, fmt, principal, note)

@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from toolrag.access import Caller
@@ -22,6 +22,7 @@ from toolrag.search.groups import group_of
 from toolrag.server.console.common import Console, Who, chosen_principal
 from toolrag.server.console.tool_calls import tool_calls
 from toolrag.server.principals import relations_shown
+from toolrag.server.served import Api
 
 STATUSES = ("active", "deactivated", "quarantined", "pinned")
 
@@ -42,6 +43,7 @@ def overview(request: Request, console: Console, who: Who) -> HTMLResponse:
 def playground(
     request: Request,
     console: Console,
+    api: Api,
     who: Who,
     q: Annotated[str, Query(max_length=MAX_MESSAGE_CHARS)] = "",
     k: Annotated[int, Query(ge=1, le=5)] = 3,
@@ -53,6 +55,12 @@ def playground(
     principal = chosen_principal(who, user, tenant, scopes)
     explanation = None
     if q.strip():
+        try:
+            api.within_rate(who, "search")  # the caller's own search rate, as /explain counts it
+        except HTTPException as limited:
+            return console.page(
+                request, "playground.html", 429, q=q, k=k, principal=principal, explanation=None, error=limited.detail
+            )
         explanation = console.registry.explain(q, principal, k, reveal_hidden=who.may_explain_for())
     return console.page(request, "playground.html", q=q, k=k, principal=principal, explanation=explanation)
 
