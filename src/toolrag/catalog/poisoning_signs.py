@@ -194,7 +194,7 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         "outside",
         "sends it outside",
         _F,
-        r"https?://|\bwww\.[\w-]+\.|[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b|\bbcc\b|\bcc\b:",
+        r"https?://|\bwww\.[\w-]+\.|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b|\bbcc\b|\bcc\b:",
         r"blind (?:carbon )?copy|blindkopie|copie cachée|copia oculta|copia nascosta|cópia oculta|ukryta kopia",
         r"прихован\w* копі\w*|скрыт\w* копи\w*|密送|暗送|隠しコピー|숨은 참조",
         r"\b(?:send|sends|sending|forward|post|upload|exfiltrat\w*|transmit|leak|beacon|report) (?:[^.;\n]{0,40}\b)?"
@@ -405,7 +405,7 @@ SIGNS: list[tuple[str, str, re.Pattern[str]]] = [
         r"(?:\bby default\b|\bdefaults? to\b|\bdefaulting to\b|по умолчанию|за замовчуванням|standardmäßig"
         r"|par défaut|por defecto|por padrão|per impostazione predefinita|domyślnie|ve výchozím|som standard|varsayılan"
         r"|默认|デフォルト|기본값|기본적으로)[^\n]{0,100}?"
-        r"(?:[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}|\b\d{10,}\b)",
+        r"(?:(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}|\b\d{10,}\b)",
     ),
     _sign(
         "contents",
@@ -516,10 +516,25 @@ MARKS = frozenset({"assurance", "own_source", "quoted"})
 WEAK_SIGNS = frozenset({"model", "tool", "flow", "obligation", "contents", "phrase_name"}) | MARKS
 
 
-@functools.lru_cache(maxsize=2048)
+# The characters the patterns read at once: a longer sentence (no honest one is) is read in overlapping windows, so no
+# one search holds the interpreter long and the cache below keeps small strings; the overlap is longer than any
+# sign's phrase.
+SIGN_WINDOW = 1_000
+SIGN_WINDOW_STEP = 750
+
+
 def signs_of(sentence: str) -> frozenset[str]:
-    """The signs a sentence carries (kept for the sentences seen last: a hostile text repeats one sentence, and a
-    server's tools share their parameter texts)."""
+    """The signs a sentence carries: of each of its windows, for a sentence longer than SIGN_WINDOW."""
+    if len(sentence) <= SIGN_WINDOW:
+        return _window_signs(sentence)
+    starts = range(0, len(sentence) - SIGN_WINDOW + SIGN_WINDOW_STEP, SIGN_WINDOW_STEP)
+    return frozenset().union(*(_window_signs(sentence[start : start + SIGN_WINDOW]) for start in starts))
+
+
+@functools.lru_cache(maxsize=2048)
+def _window_signs(sentence: str) -> frozenset[str]:
+    """The signs of a sentence of at most SIGN_WINDOW characters (kept for the sentences seen last: a hostile text
+    repeats one sentence, and a server's tools share their parameter texts)."""
     found = _signs(sentence)
     if found - WEAK_SIGNS and _QUOTED.search(sentence) and not _signs(_QUOTED.sub(" ", sentence)) - WEAK_SIGNS:
         found.add("quoted")

@@ -99,6 +99,12 @@ class GatewayConfig(BaseModel):
         description="check the text of upstream results for instructions aimed at the model: `flag` puts a warning"
         " before such a result, `strip` removes the sentences (catalog/poisoning.py)",
     )
+    max_scanned_result_chars: int = Field(
+        default=131_072,
+        ge=1024,
+        description="with `scan_results`, the characters of a result's text that are read (about 25 s of CPU a"
+        " megabyte): the rest is left out (`strip`) or said to be unread (`flag`)",
+    )
     max_result_bytes: int = Field(
         default=4_194_304, ge=1024, description="larger results of upstream calls are refused with an error"
     )

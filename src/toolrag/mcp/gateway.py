@@ -138,7 +138,12 @@ class McpGateway:
         servers = set(self.settings.enabled_servers)
         self.scheduler = Scheduler(self.registry, self.settings.schedule, mcp_servers=servers)
         self.limiter = RateLimiter(self.settings.rate_limits)
-        self.results = ResultCheck(settings.max_result_bytes, settings.scan_results, self.registry.store.audit)
+        self.results = ResultCheck(
+            settings.max_result_bytes,
+            settings.scan_results,
+            self.registry.store.audit,
+            settings.max_scanned_result_chars,
+        )
         self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
         if not self.settings.enabled_servers:
             self.ready.set()  # nothing to wait for

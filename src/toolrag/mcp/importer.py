@@ -41,6 +41,7 @@ log = logging.getLogger("toolrag.mcp")
 
 MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
 IMPORT_BATCH = 8  # tools registered (embedded) between two looks at a sync's import budget
+FIRST_SYNC = "first sync"  # the audit entry that says a server's first sync ran (what trusts its tools on sight)
 
 
 def source_of(server: str) -> str:
@@ -127,7 +128,9 @@ class ToolImporter:
         names = _NameBook.of(self.registry, reviewed)
         pins = {pin.tool: pin for pin in self.registry.store.pins(server)}
         policy = self.settings.approval_policy(server)
-        first_sync = not any(pin.approved_hash for pin in pins.values())
+        # The first sync is the first that ever ran for this server, whatever it listed: a server that listed
+        # nothing, or only tools an admin then rejected, does not keep the trust of a first sync for later tools.
+        first_sync = not pins and not self.registry.store.trail.has(FIRST_SYNC, server)
         trust_new = policy == "always" or (policy == "after-first-sync" and first_sync)
         current = self._tools_of(server)
         for upstream_tool in listed[: self.settings.max_tools_per_server]:
@@ -142,8 +145,7 @@ class ToolImporter:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
             pin = pins.get(tool.name)
-            legacy = pin is not None and pin.approved_hash == upstream_hash(upstream_tool, passed_on=False) != digest
-            if pin is not None and legacy and not tool_findings(tool):
+            if pin is not None and _legacy(pin, upstream_tool, digest, tool, current.get(tool.name)):
                 pin = self._carry_over(plan, pin, digest)
             # Under review, a new tool another tool requires is no tool to trust on sight: it would join their sets.
             trusted = trust_new and not (pin is None and names.required(tool.name))
@@ -151,6 +153,8 @@ class ToolImporter:
         for upstream_tool in listed[self.settings.max_tools_per_server :]:
             limit = self.settings.max_tools_per_server
             plan.refuse(f"{server}.{upstream_tool.name}", server, f"the server lists more than {limit:,} tools")
+        if first_sync:
+            plan.audit.append(AuditEntry(FIRST_SYNC, f"{len(listed):,} tools listed", None, server))
         listed_names = {f"{server}.{t.name}" for t in listed}
         for name, tool in current.items():
             if name not in listed_names and tool.active:
@@ -350,6 +354,21 @@ def collapsed(audit: list[AuditEntry], pins_before: dict[str, Pin]) -> list[Audi
     summary = AuditEntry("quarantined", detail, None, again[0].server)
     written = {id(row) for row in again}
     return [row for row in audit if id(row) not in written] + [summary]
+
+
+def _legacy(pin: Pin, upstream: types.Tool, digest: str, tool: Tool, registered: Tool | None) -> bool:
+    """Whether `pin` is an approval of toolrag 0.2 or earlier, whose hash left out the output schema and
+    annotations, of the text listed now. A pin of today of a tool that had neither has that same hash, so the
+    listed ones must also be those registered (which 0.2 registered as they came): a server that adds an output
+    schema or annotations (`readOnlyHint`) to an approved tool has them reviewed."""
+    if pin.approved_hash != upstream_hash(upstream, passed_on=False) or pin.approved_hash == digest:
+        return False
+    if registered is None or (registered.output_schema, registered.annotations) != (
+        tool.output_schema,
+        tool.annotations,
+    ):
+        return False
+    return not tool_findings(tool)
 
 
 def _was_quarantined(pin: Pin | None) -> bool:

@@ -148,6 +148,11 @@ class AuditTrail:
         query = "SELECT action, detail, tool, server, principal, at FROM audit_log ORDER BY id"
         return [self._entry(row) for row in db.execute(query).fetchall()]
 
+    def has(self, action: str, server: str) -> bool:
+        """Whether an entry of `action` about `server` was ever written."""
+        query = "SELECT 1 FROM audit_log WHERE action = ? AND server = ? LIMIT 1"
+        return bool(self._db.query(self._db.dialect.sql(query), (action, server)))
+
     def newest(self, limit: int = 200, tool: str | None = None) -> list[AuditEntry]:
         """The newest entries first, of one tool or of all."""
         where, params = (" WHERE tool = ?", (tool, limit)) if tool is not None else ("", (limit,))
