@@ -83,6 +83,26 @@ def test_json_jsonl_and_yaml_catalogs(tmp_path: Path) -> None:
     assert load_catalog(as_yaml)[0].scopes == ["x:read"]
 
 
+def test_yaml_aliases_that_stand_for_billions_of_values_are_refused(tmp_path: Path) -> None:
+    """An attacker's review: 551 bytes of anchors, each a list of ten aliases of the one before, took 47 s and 1.6 GB
+    before being refused (the schema was walked as if expanded), and a level more would have needed 8 GB. Aliases
+    are now counted as they are followed; a catalog that shares a schema part by an alias still loads."""
+    levels = ['      x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"      x{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 10)]
+    head = "- name: bomb\n  description: A tool.\n  input_schema:\n    type: object\n    properties:\n"
+    bomb = write(tmp_path, "bomb.yaml", head + "\n".join(levels) + "\n")
+    with pytest.raises(CatalogError, match="aliases stand for more than 1,000,000 values"):
+        load_catalog(bomb)
+    itself = write(tmp_path, "itself.yaml", "- &me\n  name: loop\n  description: A tool.\n  loop: *me\n")
+    with pytest.raises(CatalogError, match="or for themselves"):
+        load_catalog(itself)
+    shared = "- name: a\n  description: A.\n  parameters: &p {type: object, properties: {q: {type: string}}}\n"
+    shared += "- name: b\n  description: B.\n  parameters: *p\n"
+    assert [t.input_schema for t in load_catalog(write(tmp_path, "shared.yaml", shared))][1]["properties"] == {
+        "q": {"type": "string"}
+    }
+
+
 def test_benchmark_format_uses_the_unique_id(tmp_path: Path) -> None:
     line = {"id": "srv2.read_file", "name": "read_file", "description": "Read.", "parameters": None, "category": None}
     tools = load_catalog(write(tmp_path, "tools.jsonl", json.dumps(line)))

@@ -20,6 +20,9 @@ _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters")
 _IGNORED_KEYS = ("id", "relevant")
 
 
+MAX_YAML_VALUES = 1_000_000  # values a YAML catalog may stand for, its aliases followed
+
+
 def load_catalog(path: str | Path, source: str = "file", lenient: bool = False) -> list[Tool]:
     """Read and validate a catalog file. `lenient` repairs language-specific schema types (see `repair_schema`)."""
     path = Path(path)
@@ -85,11 +88,22 @@ def _parse_json(path: Path, text: str) -> Any:
 
 
 def _parse_yaml(path: Path, text: str) -> Any:
-    """YAML's own message spans several lines (the context, a copy of the line, a caret): one line is enough."""
+    """YAML's own message spans several lines (the context, a copy of the line, a caret): one line is enough. Aliases
+    are followed only as far as MAX_YAML_VALUES values: a few hundred bytes of anchors, each a list of ten aliases of
+    the one before, stand for billions of values, which the checks after loading walk one by one."""
     import yaml
 
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _values_in(node, {}, set()) > MAX_YAML_VALUES:
+            raise CatalogError(
+                f"{path}: its YAML aliases stand for more than {MAX_YAML_VALUES:,} values, or for themselves: refused",
+                path=path,
+            )
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         if mark is None:
@@ -100,6 +114,29 @@ def _parse_yaml(path: Path, text: str) -> Any:
         raise CatalogError(f"{path}: invalid YAML: {' '.join(str(exc).split())}", path=path) from None
     except RecursionError:
         raise CatalogError(f"{path}: invalid YAML: nested too deeply", path=path) from None
+    finally:
+        loader.dispose()
+
+
+def _values_in(node: Any, counted: dict[int, int], open_nodes: set[int]) -> int:
+    """How many values `node` stands for with its aliases followed (each node counted once, then reused);
+    MAX_YAML_VALUES + 1 for a node that contains itself."""
+    key = id(node)
+    if key in counted:
+        return counted[key]
+    if key in open_nodes:
+        return MAX_YAML_VALUES + 1
+    open_nodes.add(key)
+    children = node.value if isinstance(node.value, list) else []
+    items = [part for child in children for part in (child if isinstance(child, tuple) else (child,))]
+    total = 1
+    for item in items:
+        total += _values_in(item, counted, open_nodes)
+        if total > MAX_YAML_VALUES:
+            break
+    open_nodes.discard(key)
+    counted[key] = total
+    return total
 
 
 def tool_from_entry(entry: Any, source: str = "file", lenient: bool = False) -> Tool:
