@@ -177,3 +177,35 @@ def test_the_agent_tells_the_model_no_tool_is_available(tmp_path: Path, embedder
     assert [m.role for m in shown] == ["system", "user"]
     agent.run("turn the sprinkler on for ten minutes")
     assert NO_TOOL_OFFERED not in model.requests[1].messages[0].content and model.requests[1].tools
+
+
+def test_reading_a_hidden_tool_does_the_work_of_reading_an_absent_one(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attacker's review timed GET /tools/NAME: a hidden tool's row was read from the store and parsed before it
+    was found hidden, an absent name missed at once, and a tool with a large schema took a millisecond longer. Now
+    the snapshot answers both alike and the store is read only for a tool the caller may see."""
+    import httpx
+
+    from toolrag.server.app import create_app
+
+    from .test_api import ACME_READER, api_config, serving
+
+    secret = make_tool("crm.globex_plan", "Globex's merger plan. " * 200, tenants=["globex"])
+    registry = _registry(tmp_path, embedder, [*SAMPLE_TOOLS, secret])
+    read: list[str] = []
+    get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, *args, **kwargs: read.append(name) or get(name, *args, **kwargs))
+    headers = {"Authorization": f"Bearer {ACME_READER}"}
+    with serving(create_app(registry, api_config())) as url:
+        answers = {
+            name: [httpx.get(f"{url}/tools/{name}{path}", headers=headers).json() for path in ("", "/history")]
+            for name in ("crm.globex_plan", "crm.never_written")
+        }
+        assert httpx.get(f"{url}/tools/{SAMPLE_TOOLS[0].name}", headers=headers).status_code == 200
+    assert read == [SAMPLE_TOOLS[0].name]  # neither the hidden tool's row nor an absent one's was looked for
+    hidden, absent = answers["crm.globex_plan"], answers["crm.never_written"]
+    assert [a["detail"].replace("globex_plan", "X") for a in hidden] == [
+        a["detail"].replace("never_written", "X") for a in absent
+    ]
+    registry.close()

@@ -52,6 +52,14 @@ def test_a_tenants_reader_sees_its_tenants_tools_and_records_only() -> None:
     assert not viewer.sees_version(GLOBEX_CRM)
 
 
+def test_a_reader_of_a_shared_tool_is_not_told_who_else_shares_it() -> None:
+    """An attacker's review: /tools/NAME gave acme's reader `tenants: ["acme", "globex", "initech"]`, the
+    operator's customer list. A reader is told its own tenant only; an admin, all of them."""
+    shared = Tool(name="crm.lookup", description="Look a customer up.", tenants=["acme", "globex", "initech"])
+    assert POLICY.named("acme-viewer").view(shared).tenants == ["acme"]
+    assert POLICY.named("ops").view(shared).tenants == ["acme", "globex", "initech"]
+
+
 def test_a_principal_without_a_tenant_reads_only_its_own_records() -> None:
     loner = POLICY.named("loner")
     assert loner.audience() == Audience(tenant=None, caller=loner.key)

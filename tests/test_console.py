@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolrag import ToolRegistry
+from toolrag import Principal, ToolRegistry
 from toolrag.access import Grant
 from toolrag.model import Tool
 from toolrag.server.app import create_app
@@ -225,25 +225,27 @@ def test_issue31_sessions_expire_and_each_has_its_own_csrf_token() -> None:
 
     now = [1000.0]
     sessions = ConsoleSessions(seconds=60, clock=lambda: now[0])
-    first, second = sessions.open(ADMIN), sessions.open(ADMIN)
+    first, second = sessions.open(ADMIN, "ops"), sessions.open(ADMIN, "ops")
     one, two = sessions.get(first), sessions.get(second)
     assert one is not None and two is not None and one.csrf != two.csrf and one.token == ADMIN
     now[0] += 61
     assert sessions.get(first) is None and sessions.token_of(second) is None
 
 
-def test_one_tokens_sign_ins_end_its_own_sessions_only() -> None:
+def test_one_callers_sign_ins_end_its_own_sessions_only() -> None:
     """The review of issue 31's fixes: the table ended its oldest session past 10,000, so 10,000 sign-ins with a
-    reader's token signed every operator out. A token's sign-ins now end its own oldest sessions."""
-    from toolrag.server.console.session import MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, ConsoleSessions
+    reader's token signed every operator out; and an attacker's review: so did 10,000 sign-ins of one OAuth user,
+    each with a fresh access token (the cap was per token string). A caller's sign-ins end its own oldest sessions,
+    whatever token each came with."""
+    from toolrag.server.console.session import MAX_SESSIONS, MAX_SESSIONS_PER_CALLER, ConsoleSessions
 
     sessions = ConsoleSessions()
-    operator = sessions.open(ADMIN)
-    readers = [sessions.open(ACME_READER) for _ in range(MAX_SESSIONS)]
+    operator = sessions.open(ADMIN, "ops")
+    readers = [sessions.open(f"jwt-{n}", "issuer|mallory") for n in range(MAX_SESSIONS)]
     assert sessions.token_of(operator) == ADMIN
-    kept = readers[-MAX_SESSIONS_PER_TOKEN:]
-    assert [sessions.token_of(sid) for sid in kept] == [ACME_READER] * MAX_SESSIONS_PER_TOKEN
-    assert sessions.token_of(readers[-MAX_SESSIONS_PER_TOKEN - 1]) is None
+    kept = readers[-MAX_SESSIONS_PER_CALLER:]
+    assert [sessions.token_of(sid) for sid in kept] == [f"jwt-{MAX_SESSIONS - n}" for n in range(16, 0, -1)]
+    assert sessions.token_of(readers[-MAX_SESSIONS_PER_CALLER - 1]) is None
 
 
 def test_issue31_csrf_tokens_differ_per_session_and_die_with_it(console: tuple[str, ToolRegistry]) -> None:
@@ -727,3 +729,47 @@ def test_the_playground_counts_against_the_callers_search_rate(tmp_path: Path, e
         headers = {"Authorization": f"Bearer {ACME_READER}"}
         assert httpx.post(f"{url}/explain", json={"query": "mail"}, headers=headers).status_code == 429  # one rate
     registry.close()
+
+
+def test_a_reader_is_shown_only_the_upstreams_whose_tools_it_could_use(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """An attacker's review: the upstreams page filtered servers by name rules only, so a reader with none saw every
+    tenant's server, its size and its errors. Now a reader sees a server it could use a tool of, with those counted."""
+    registry = ToolRegistry(str(tmp_path / "up.db"), embedder, RETRIEVAL)
+    registry.register_many(
+        [
+            make_tool("depot.track", "Track a parcel.", source="mcp:depot"),
+            make_tool("depot.secret_manifest", "Globex's manifest.", source="mcp:depot", tenants=["globex"]),
+            make_tool("globexcrm.note", "Add a CRM note.", source="mcp:globexcrm", tenants=["globex"]),
+        ]
+    )
+
+    def states() -> list[dict[str, object]]:
+        row = {"state": "up", "since": "2026-12-07T06:00:00", "reconnects": 0, "last_import": None, "error": None}
+        return [row | {"name": "depot", "tools": 2}, row | {"name": "globexcrm", "tools": 1, "error": "refused"}]
+
+    with serving(create_app(registry, console_config(), upstreams=states)) as url:
+        reader = signed_in_client(url, ACME_READER).get("/console/upstreams").text
+        admin = signed_in_client(url, ADMIN).get("/console/upstreams").text
+    assert 'data-server="depot"' in reader and "globexcrm" not in reader
+    assert "<td>1</td>" in reader.split('data-server="depot"', 1)[1].split("</tr>", 1)[0]  # globex's tool not counted
+    assert 'data-server="globexcrm"' in admin and "<td>2</td>" in admin.split('data-server="depot"', 1)[1]
+    assert registry.servers_seen(Principal(tenant="acme")) == {"depot": 1}
+    registry.close()
+
+
+def test_the_diff_page_names_only_the_versions_a_reader_may_see(console: tuple[str, ToolRegistry]) -> None:
+    """An attacker's review: the diff page answered "no version 1 ... for this principal" for a version restricted
+    to another tenant and listed every version number for one never written, so it confirmed hidden versions. One
+    answer now, naming the versions the reader may see."""
+    url, registry = console
+    registry.update("crm.globex_note", tenants=[], edited_by="ops")  # version 2: everyone's; version 1: globex's
+    reader = signed_in_client(url, ACME_READER)
+    hidden = reader.get("/console/tools/crm.globex_note/diff", params={"a": 1, "b": 2})
+    never = reader.get("/console/tools/crm.globex_note/diff", params={"a": 3, "b": 2})
+    assert hidden.status_code == never.status_code == 404
+    assert "&#39;crm.globex_note&#39; has versions 2 for you" in hidden.text
+    assert hidden.text.replace("a=1", "a=3") == never.text.replace("a=1", "a=3")
+    admin = signed_in_client(url, ADMIN)
+    assert admin.get("/console/tools/crm.globex_note/diff", params={"a": 1, "b": 2}).status_code == 200

@@ -374,12 +374,15 @@ class Tool(BaseModel):
 
     def seen_by(self, tenant: str | None, everything: bool = False) -> Tool:
         """The tool as one tenant's principals may read it: described for that tenant (`for_tenant`), without
-        other tenants' example requests (their users' words), the tools it requires (names of tools the reader may
-        not use among them) and an MCP server's text an operator replaced. `everything`: an operator's view, whole."""
+        other tenants' example requests (their users' words) or names (who else shares it: a customer list), the
+        tools it requires (names of tools the reader may not use among them) and an MCP server's text an operator
+        replaced. `everything`: an operator's view, whole."""
         if everything:
             return self
         examples = [e for e in self.examples if e.tenant in (None, tenant)]
-        return self.for_tenant(tenant).model_copy(update={"examples": examples, "requires": [], "source_values": {}})
+        tenants = [t for t in self.tenants if t == tenant]
+        hidden = {"examples": examples, "tenants": tenants, "requires": [], "source_values": {}}
+        return self.for_tenant(tenant).model_copy(update=hidden)
 
     def described_for(self, tenant: str | None) -> str | None:
         """The tenant's own description of the tool, None when its principals get the source's."""

@@ -273,13 +273,15 @@ class McpGateway:
     def health(self, caller: Caller) -> dict[str, Any]:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
-        shown = [s for s in self.pool.statuses() if caller.is_admin or caller.principal.may_name(f"{s.name}.")]
+        # Anyone but an admin is shown the upstreams whose tools it could use, and only those tools counted.
+        seen = None if caller.is_admin else self.registry.servers_seen(caller.principal)
+        shown = [s for s in self.pool.statuses() if seen is None or s.name in seen]
         disabled = self.registry.disabled_servers()
         told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)
         servers = [
             _status_json(status)
             | ({"error": status.operators_error} if caller.is_admin and status.error_output else {})
-            | {"tools": status.tools, "reconnects": status.reconnects}
+            | {"tools": status.tools if seen is None else seen[status.name], "reconnects": status.reconnects}
             | ({"disabled": True} if status.name in told else {})
             | ({"last_import": status.last_import.isoformat(timespec="seconds")} if status.last_import else {})
             for status in shown

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from toolrag.model import Principal, Tool
+from toolrag.model import SYNCED_SOURCE_PREFIX, Principal, Tool
 from toolrag.search.derived import Slot
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import BoolArray
@@ -53,6 +53,25 @@ def switches_seen(
     return {
         server: DisabledServer(server, disabled_at=d.disabled_at) for server, d in disabled.items() if server in usable
     }
+
+
+def servers_seen(index: SearchIndex, principal: Principal) -> dict[str, int]:
+    """The upstream servers a principal may be shown, each with how many of its tools it could use were it on: a
+    server none of whose tools it could use is not even named to it (its tenants, its size, its errors)."""
+    seen: dict[str, int] = {}
+    for tool in partition(index, principal)[0]:
+        if tool.source.startswith(SYNCED_SOURCE_PREFIX):
+            server = tool.name.partition(".")[0]
+            seen[server] = seen.get(server, 0) + 1
+    return seen
+
+
+def may_use_named(index: SearchIndex, principal: Principal, name: str) -> bool:
+    """Whether the principal may use the live tool named exactly `name`: read from the snapshot alone, the same
+    work for a tool it may not use as for a name no tool has."""
+    position = index.position_of(name)
+    mask = visibility_mask(index, principal)
+    return position is not None and (mask is None or bool(mask[position]))
 
 
 def visibility_mask(index: SearchIndex, principal: Principal) -> BoolArray | None:

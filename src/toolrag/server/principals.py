@@ -12,7 +12,7 @@ from typing import Any
 
 from toolrag.access import AccessPolicy, Caller, NotGranted
 from toolrag.errors import ToolNotFoundError
-from toolrag.model import ToolRelation
+from toolrag.model import Tool, ToolRelation
 from toolrag.registry import ToolRegistry
 from toolrag.search.learned import learner_key
 from toolrag.server.models import AccessOut, ToolAccessOut
@@ -34,6 +34,17 @@ def served(who: Caller, registry: ToolRegistry) -> Caller:
     """The caller as the registry serves it now: the tools of upstream servers an operator switched off are
     hidden from it (`ToolRegistry.served_as`), in every listing and page as in its searches."""
     return replace(who, principal=registry.served_as(who.principal))
+
+
+def visible_tool(who: Caller, registry: ToolRegistry, name: str) -> Tool:
+    """The tool as the caller may read it (`Caller.view`), or ToolNotFoundError when it may not: a tool hidden from it
+    is not even confirmed to exist, in the answer or its timing (the snapshot answers before the store is read)."""
+    if not who.is_admin and not registry.may_use(name, who.principal):
+        raise ToolNotFoundError(f"no tool named {name!r}", name=name)
+    tool = registry.get(name)
+    if not served(who, registry).sees(tool):  # the store moved on since the snapshot
+        raise ToolNotFoundError(f"no tool named {name!r}", name=name)
+    return who.view(tool)
 
 
 def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[ToolRelation]:

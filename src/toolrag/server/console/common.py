@@ -16,12 +16,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from toolrag.access import AccessPolicy, Caller
 from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
-from toolrag.errors import ToolNotFoundError
 from toolrag.inject.tokens import count_text
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.server.console.session import ConsoleSessions
-from toolrag.server.principals import served
+from toolrag.server.principals import visible_tool
 
 HERE = Path(__file__).parent
 # No script may run, styles and images only from this server, forms only to it, never framed.
@@ -70,10 +69,7 @@ class ConsoleState:
         return who
 
     def visible_tool(self, who: Caller, name: str) -> Tool:
-        tool = self.registry.get(name)
-        if not served(who, self.registry).sees(tool):
-            raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # another tenant's tool is not even confirmed
-        return who.view(tool)
+        return visible_tool(who, self.registry, name)
 
 
 def confirm(

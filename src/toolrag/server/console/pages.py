@@ -150,11 +150,12 @@ def diff_page(
         console.visible_tool(who, name)
     except ToolNotFoundError as missing:
         return console.error(request, 404, str(missing))
-    versions = {v.version: v for v in console.registry.history(name)}
+    every = {v.version: v for v in console.registry.history(name)}
+    # Only the versions the caller may see are named, and one answer for a version hidden and one never written:
+    # the hidden versions of a tool are not even confirmed to exist (as /tools/NAME/history leaves them out).
+    versions = {number: v for number, v in every.items() if who.sees_version(v)}
     if a not in versions or b not in versions:
-        return console.error(request, 404, f"{name!r} has versions {', '.join(map(str, versions))}")
-    if not (who.sees_version(versions[a]) and who.sees_version(versions[b])):
-        return console.error(request, 404, f"no version {a} or {b} of {name!r} for this principal")
+        return console.error(request, 404, f"{name!r} has versions {', '.join(map(str, versions))} for you")
     older, newer = who.view(versions[a]), who.view(versions[b])
     current = max(versions)  # what a rollback from this page is compared against (the version shown)
     return console.page(request, "diff.html", name=name, a=a, b=b, lines=_diff(older, newer), current=current)

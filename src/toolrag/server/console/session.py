@@ -36,7 +36,7 @@ LOGIN_COOKIE = "toolrag_console_login"  # the sign-in form's own CSRF token, bef
 SESSION_SECONDS = 12 * 3600
 LOGIN_FORM_SECONDS = 3600
 MAX_SESSIONS = 10_000  # past this, the oldest session ends
-MAX_SESSIONS_PER_TOKEN = 16  # past this, the token's own oldest session ends (not another person's)
+MAX_SESSIONS_PER_CALLER = 16  # past this, the caller's own oldest session ends (not another person's)
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Session:
     token: str  # what the person signed in with; the guard checks it on every request (revoked, expired)
     csrf: str
     ends: float  # on the sessions' clock
+    caller: str  # who signed in (`Caller.key`): one identity's sessions, whatever tokens it was issued
 
 
 class ConsoleSessions:
@@ -57,16 +58,17 @@ class ConsoleSessions:
         self._lock = threading.Lock()
         self.cookie = ConsoleCookie(prefix=PREFIX, login=LOGIN, cookie=COOKIE, token_of=self.token_of)
 
-    def open(self, token: str) -> str:
-        """A new session for `token`: its id (the cookie's value)."""
+    def open(self, token: str, caller: str) -> str:
+        """A new session for `token`, which stands for `caller` (`Caller.key`): its id (the cookie's value)."""
         sid = secrets.token_urlsafe(32)
         with self._lock:
-            # One token's sign-ins end its own sessions, never another's: 10,000 sign-ins with a reader's token
-            # ended every operator's session (the table dropped its oldest). A linear pass: sign-ins are rare.
-            own = [key for key, session in self._open.items() if hmac.compare_digest(session.token, token)]
-            for key in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
+            # One caller's sign-ins end its own sessions, never another's: 10,000 sign-ins with a reader's token
+            # ended every operator's session (the table dropped its oldest), and so did as many sign-ins with the
+            # fresh access tokens an OAuth provider issues one user. A linear pass: sign-ins are rare.
+            own = [key for key, session in self._open.items() if session.caller == caller]
+            for key in own[: max(0, len(own) - MAX_SESSIONS_PER_CALLER + 1)]:
                 del self._open[key]
-            self._open[sid] = Session(token, secrets.token_urlsafe(32), self.clock() + self.seconds)
+            self._open[sid] = Session(token, secrets.token_urlsafe(32), self.clock() + self.seconds, caller)
             while len(self._open) > MAX_SESSIONS:
                 self._open.popitem(last=False)
         return sid
@@ -100,12 +102,13 @@ class ConsoleSessions:
         if session is None or not submitted or not hmac.compare_digest(submitted, session.csrf):
             raise HTTPException(403, "this form has expired or did not come from the console: reload the page")
 
-    def sign_in(self, request: Request, response: Response, token: str) -> None:
-        """Open a session for `token` and set its cookie; the sign-in form's token is spent."""
+    def sign_in(self, request: Request, response: Response, token: str, caller: str) -> None:
+        """Open a session for `token` (which stands for `caller`) and set its cookie; the sign-in form's token is
+        spent."""
         secure = https(request.scope)
         response.set_cookie(
             COOKIE,
-            self.open(token),
+            self.open(token, caller),
             max_age=int(self.seconds),
             path=PREFIX,
             httponly=True,

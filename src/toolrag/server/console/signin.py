@@ -48,12 +48,12 @@ async def login(
         refused = None if found is not None else "that is not a token of this server"
     except Refused as refusal:
         refused = refusal.detail
-    if refused is not None:
+    if refused is not None or found is None:
         if (wait := failures.failed(client, token)) > 0:
             return login_form(console, request, 429, f"too many failed attempts: wait {max(1, round(wait))} s")
         return login_form(console, request, 401, refused)
     response = RedirectResponse(PREFIX, status_code=303)
-    console.sessions.sign_in(request, response, token)
+    console.sessions.sign_in(request, response, token, found.key)
     return secured(response)
 
 

@@ -46,7 +46,10 @@ def upstreams_view(
 ) -> HTMLResponse:
     """The upstreams page as `who` may see it; `error`: why the admin's last decision on it was not made."""
     every = console.upstreams() if console.upstreams else []
-    states = [s for s in every if who.is_admin or who.principal.may_name(f"{s['name']}.")]
+    # Anyone but an admin is shown the upstreams whose tools it could use, only those tools counted (as the
+    # gateway's /health shows them: mcp/gateway.py `health`).
+    seen = None if who.is_admin else console.registry.servers_seen(who.principal)
+    states = [s if seen is None else s | {"tools": seen[s["name"]]} for s in every if seen is None or s["name"] in seen]
     pins = console.registry.store.pins() if who.is_admin else []
     disabled = console.registry.disabled_servers_seen(who.principal, who.is_admin)
     # Per server, what an "approve all" form posts back: the text hashes this page shows (compared at the write).

@@ -32,7 +32,7 @@ from toolrag.server.models import (
     UpsertOut,
     VerdictOut,
 )
-from toolrag.server.principals import relations_shown, served
+from toolrag.server.principals import relations_shown, served, visible_tool
 from toolrag.server.routes.deps import Admin, Api, Reader
 from toolrag.store.relations import RelationKind, RelationVerdict
 
@@ -49,10 +49,7 @@ def list_tools(who: Reader, api: Api, include_inactive: bool = False) -> list[To
 @router.get("/tools/{name}", response_model=Tool)
 def get_tool(name: str, who: Reader, api: Api) -> Tool:
     """A tool as the token may read it: other tenants' example requests (their users' words) left out."""
-    tool = api.registry.get(name)
-    if not served(who, api.registry).sees(tool):
-        raise ToolNotFoundError(f"no tool named {name!r}", name=name)  # hidden tools are not even confirmed to exist
-    return who.view(tool)
+    return visible_tool(who, api.registry, name)
 
 
 @router.get("/tools/{name}/pending", response_model=PendingOut)
