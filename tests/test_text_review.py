@@ -4,12 +4,14 @@ makes it a new version, rejecting is remembered by hash. Real stores (SQLite and
 
 from __future__ import annotations
 
+import base64
 import getpass
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -410,6 +412,9 @@ def test_not_for_and_tenant_descriptions_are_text_a_model_reads_and_wait_too(
     assert reviewed.get("weather.forecast").tenant_descriptions == {"acme": POISONED}
 
 
+NAN_VECTOR = base64.b64encode(np.full(8, np.nan, "<f4").tobytes()).decode()  # an attacker's review: it restored
+
+
 def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: str, tmp_path: Path) -> None:
     """A backup file is input like any other: a held change carrying other fields than text (approving it would
     apply them, unseen in the diff), one that does not match its hash, a record of the wrong type and a setting
@@ -425,6 +430,7 @@ def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: st
         "does not match its hash": lambda d: d["text_reviews"][0]["pending"].update(description="Other text."),
         "strength": lambda d: d.update(learned=[learned | {"learned_at": "2026-11-30T09:15:00+00:00"}]),
         "text_review must be true or false": lambda d: d.update(text_review="false"),
+        "holds NaN or infinity": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], NAN_VECTOR)),
     }
     for said, tamper in tampered.items():
         document = json.loads(json.dumps(good))

@@ -91,10 +91,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             tools=[Tool.parse(t) for t in document["tools"]],  # a backup file is checked like any input
             versions=[Tool.parse(t) for t in document["versions"]],
             groups={str(name): str(text) for name, text in document.get("groups", {}).items()},
-            vectors={
-                key: np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
-                for key, value in document["vectors"].items()
-            },
+            vectors={key: _vector(key, value) for key, value in document["vectors"].items()},
             pins=_records(Pin, document.get("pins", [])),
             text_reviews=[_checked_review(review) for review in _records(TextReview, document.get("text_reviews", []))],
             text_review=_flag(document.get("text_review", False)),
@@ -106,6 +103,14 @@ def read_backup(path: str | Path) -> RegistryDump:
         )
     except (KeyError, TypeError, ValueError, InvalidToolError, ValidationError) as exc:
         raise CatalogError(f"backup {source} is damaged: {_first_line(exc)}") from None
+
+
+def _vector(key: str, encoded: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """A stored vector; one with NaN or infinity is refused (it would rank every search it meets as garbage)."""
+    vector = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float32)
+    if not np.isfinite(vector).all():
+        raise ValueError(f"the vector of {key!r} holds NaN or infinity")
+    return vector
 
 
 def as_restored(dump: RegistryDump, source: str | Path, by: str | None, at: datetime | None = None) -> RegistryDump:
