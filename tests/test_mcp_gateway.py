@@ -492,6 +492,7 @@ def test_tools_of_a_removed_server_are_deactivated_not_deleted(fixture_config: t
         (None, "does not exist"),
         ("store = ", "not valid TOML"),
         ('[servers."a.b"]\ncommand = "x"', "no dots"),
+        ('[servers.srv_b]\ncommand = "x"\n[servers.SrvB]\ncommand = "y"', "differ only in case, '-' or '_'"),
         ('[servers.a]\ncommand = "x"\nurl = "http://x"', "not both or neither"),
         ('[servers.a]\nurl = "ftp://x"', "must start with http"),
         ('local_principal = "ghost"', "not in [principals]"),

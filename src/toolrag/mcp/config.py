@@ -199,9 +199,15 @@ class GatewayConfig(BaseModel):
     def _names_and_references(self) -> GatewayConfig:
         import re
 
+        folded: dict[str, str] = {}
         for name in self.servers:
             if not re.fullmatch(SERVER_NAME_PATTERN, name):
                 raise ValueError(f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots)")
+            # A call's name resolves ignoring case, '-' and '_' (runtime/resolve.py): two such servers would share
+            # their tools' names, and a call refused on one could reach the other.
+            other = folded.setdefault(name.lower().replace("-", "").replace("_", ""), name)
+            if other != name:
+                raise ValueError(f"server names {other!r} and {name!r} differ only in case, '-' or '_': rename one")
         if self.local_principal is not None and self.local_principal not in self.principals:
             raise ValueError(f"local_principal {self.local_principal!r} is not in [principals]")
         for name, principal in self.principals.items():
