@@ -16,6 +16,7 @@ import pytest
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Grant
 from toolrag.model import Tool
+from toolrag.search.filter import servers_seen
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.store.base import AuditEntry, Pin
@@ -755,7 +756,7 @@ def test_a_reader_is_shown_only_the_upstreams_whose_tools_it_could_use(
     assert 'data-server="depot"' in reader and "globexcrm" not in reader
     assert "<td>1</td>" in reader.split('data-server="depot"', 1)[1].split("</tr>", 1)[0]  # globex's tool not counted
     assert 'data-server="globexcrm"' in admin and "<td>2</td>" in admin.split('data-server="depot"', 1)[1]
-    assert registry.servers_seen(Principal(tenant="acme")) == {"depot": 1}
+    assert servers_seen(registry.snapshot(), Principal(tenant="acme")) == {"depot": 1}
     registry.close()
 
 

@@ -223,14 +223,6 @@ class ToolRegistry:
         """The switched-off servers a principal may be told of (`search.filter.switches_seen`)."""
         return visibility.switches_seen(self._snapshot(), principal, self.disabled_servers(), everything)
 
-    def may_use(self, name: str, principal: Principal) -> bool:
-        """Whether the principal may use the live tool `name`, from the snapshot (`search.filter.may_use_named`)."""
-        return visibility.may_use_named(self._snapshot(), self.served_as(principal), name)
-
-    def servers_seen(self, principal: Principal) -> dict[str, int]:
-        """The upstreams a principal may be shown, with how many of their tools it could use (`search.filter`)."""
-        return visibility.servers_seen(self._snapshot(), principal)
-
     def served_as(self, principal: Principal) -> Principal:
         """The principal with the tools of switched-off servers denied (`search.filter.served_as`)."""
         return visibility.served_as(principal, self.disabled_servers())
@@ -276,8 +268,7 @@ class ToolRegistry:
     def select(
         self, query: str, principal: Asker = None, fmt: str = "openai", k: int | None = None, session: Who = None
     ) -> Selection:
-        """Search, then render the chosen tools' full schemas for a provider and count their tokens (against every
-        tool the principal may use: a switched-off server's are not among them)."""
+        """Search, then render the chosen tools' full schemas for a provider and count their tokens."""
         principal = self.served_as(principal or Principal.anonymous())
         results = self.search(query, principal, k, session)
         note = searched_text(query, self.config.max_request_chars).note

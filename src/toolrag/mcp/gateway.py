@@ -48,6 +48,7 @@ from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
+from toolrag.search.filter import servers_seen
 from toolrag.search.request import searched_text
 from toolrag.store.base import AuditEntry
 
@@ -274,7 +275,7 @@ class McpGateway:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
         # Anyone but an admin is shown the upstreams whose tools it could use, and only those tools counted.
-        seen = None if caller.is_admin else self.registry.servers_seen(caller.principal)
+        seen = None if caller.is_admin else servers_seen(self.registry.snapshot(), caller.principal)
         shown = [s for s in self.pool.statuses() if seen is None or s.name in seen]
         disabled = self.registry.disabled_servers()
         told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)

@@ -14,6 +14,7 @@ from toolrag.access import AccessPolicy, Caller, NotGranted
 from toolrag.errors import ToolNotFoundError
 from toolrag.model import Tool, ToolRelation
 from toolrag.registry import ToolRegistry
+from toolrag.search.filter import may_use_named
 from toolrag.search.learned import learner_key
 from toolrag.server.models import AccessOut, ToolAccessOut
 
@@ -39,7 +40,7 @@ def served(who: Caller, registry: ToolRegistry) -> Caller:
 def visible_tool(who: Caller, registry: ToolRegistry, name: str) -> Tool:
     """The tool as the caller may read it (`Caller.view`), or ToolNotFoundError when it may not: a tool hidden from it
     is not even confirmed to exist, in the answer or its timing (the snapshot answers before the store is read)."""
-    if not who.is_admin and not registry.may_use(name, who.principal):
+    if not who.is_admin and not may_use_named(registry.snapshot(), registry.served_as(who.principal), name):
         raise ToolNotFoundError(f"no tool named {name!r}", name=name)
     tool = registry.get(name)
     if not served(who, registry).sees(tool):  # the store moved on since the snapshot

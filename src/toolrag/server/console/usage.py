@@ -14,6 +14,7 @@ from toolrag.access import Caller
 from toolrag.events import Outcome
 from toolrag.model import utc_now
 from toolrag.monitor.reading import ANSWERED, Reading
+from toolrag.search.filter import servers_seen
 from toolrag.server.console.common import Console, ConsoleState, Who
 from toolrag.server.console.dashboard import dashboard_context
 
@@ -48,7 +49,7 @@ def upstreams_view(
     every = console.upstreams() if console.upstreams else []
     # Anyone but an admin is shown the upstreams whose tools it could use, only those tools counted (as the
     # gateway's /health shows them: mcp/gateway.py `health`).
-    seen = None if who.is_admin else console.registry.servers_seen(who.principal)
+    seen = None if who.is_admin else servers_seen(console.registry.snapshot(), who.principal)
     states = [s if seen is None else s | {"tools": seen[s["name"]]} for s in every if seen is None or s["name"] in seen]
     pins = console.registry.store.pins() if who.is_admin else []
     disabled = console.registry.disabled_servers_seen(who.principal, who.is_admin)
