@@ -200,6 +200,34 @@ def test_http_clients_need_a_token_and_see_only_their_servers(gateway_config: Pa
         anyio.run(as_admin)
 
 
+def test_a_readers_health_waits_for_a_down_server_it_may_use_and_names_no_other(tmp_path: Path) -> None:
+    """A reader is shown the upstreams whose tools it could use; a second review found that a server it may use
+    but that never imported a tool (down since the start) then vanished from its /health, which said ready. Such a
+    server is shown when its scopes and the reader's name rules allow it; a reader whose rules exclude it sees none."""
+    from toolrag.mcp.gateway import McpGateway
+
+    fails = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"], "scopes": ["shop:read"]}
+    gateway = McpGateway.from_config(load_config(write_config(tmp_path, {"shop": fails}, {})))
+    shopper = Caller("agent", "reader", Principal(scopes=frozenset({"shop:read"}), allow_tools=["shop.*"]), "a")
+    others = [
+        Caller("mail", "reader", Principal(scopes=frozenset({"shop:read"}), allow_tools=["mail.*"]), "m"),
+        Caller("guest", "reader", Principal(), "g"),  # without the server's scope
+    ]
+
+    async def health_when_down() -> list[dict[str, Any]]:
+        async with anyio.create_task_group() as group:
+            await gateway.pool.run(group)
+            await gateway.pool.upstreams["shop"].attempted.wait()
+            gateway.ready.set()  # as once the start's deadline passed
+            answers = [gateway.health(caller) for caller in (shopper, *others)]
+            group.cancel_scope.cancel()
+        return answers
+
+    mine, *theirs = anyio.run(health_when_down)
+    assert mine["ready"] is False and [(s["server"], s["tools"]) for s in mine["servers"]] == [("shop", 0)]
+    assert all(answer["ready"] is True and answer["servers"] == [] for answer in theirs)
+
+
 def test_an_upstream_killed_mid_session_is_reconnected(gateway_config: Path) -> None:
     async def session() -> None:
         async with stdio_gateway(gateway_config) as client:
@@ -493,6 +521,7 @@ def test_tools_of_a_removed_server_are_deactivated_not_deleted(fixture_config: t
         ("store = ", "not valid TOML"),
         ('[servers."a.b"]\ncommand = "x"', "no dots"),
         ('[servers.srv_b]\ncommand = "x"\n[servers.SrvB]\ncommand = "y"', "differ only in case, '-' or '_'"),
+        ('[servers.pay__roll]\ncommand = "x"', "may not hold '__'"),
         ('[servers.a]\ncommand = "x"\nurl = "http://x"', "not both or neither"),
         ('[servers.a]\nurl = "ftp://x"', "must start with http"),
         ('local_principal = "ghost"', "not in [principals]"),
@@ -598,8 +627,10 @@ def test_issue50_the_relay_passes_stderr_through_and_says_how_the_server_exited(
     said = note["params"]["data"]
     assert said["ended"] == "exited with status 3" and said["output"].endswith("No  [31mluck")
     assert len(said["output"]) <= 240
-    clean = subprocess.run([*RELAYED, sys.executable, "-c", "print('{}')"], capture_output=True, text=True, timeout=60)
-    assert (clean.returncode, clean.stdout) == (0, "{}\n")  # a server that ends well gets no last message
+    answer = '{"jsonrpc": "2.0", "id": 1, "result": {}}'
+    ends_well = [*RELAYED, sys.executable, "-c", f"print({answer!r})"]
+    clean = subprocess.run(ends_well, capture_output=True, text=True, timeout=60)
+    assert (clean.returncode, clean.stdout) == (0, answer + "\n")  # a server that ends well gets no last message
 
 
 def test_issue50_a_server_may_not_speak_as_the_relay_nor_block_it_through_stderr(tmp_path: Path) -> None:
@@ -621,23 +652,33 @@ def test_issue50_a_server_may_not_speak_as_the_relay_nor_block_it_through_stderr
 def test_the_relay_passes_only_the_notifications_the_gateway_reads(tmp_path: Path) -> None:
     """An attacker's review: a server flooding logging and list_changed notifications kept the gateway's SDK parsing
     them (70-96% of a core, its calls 20 times slower). The relay now drops what the gateway does not read and
-    passes list_changed at most once a second; answers and the server's own requests pass as they came."""
+    passes list_changed at most once a second; answers and the server's own requests pass as they came. A second
+    review: notifications spelled otherwise (an `"id": null`, an escaped method name) passed, and so did a forged
+    exit note of the relay's with `"id": null`; every line is now read as the SDK reads it."""
     log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "y" * 200}}
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-    cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    disguised = [
+        log | {"id": None},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
+        {"jsonrpc": "2.0", "id": None, "result": {}},
+        {"jsonrpc": "2.0", "id": None, "method": "notifications/message", "params": {"logger": "toolrag.relay"}},
+        [log, log],
+    ]
+    escaped = '{"jsonrpc": "2.0", "method": "notifications\\/message", "params": {}}'
     asks = {"jsonrpc": "2.0", "id": 9, "method": "roots/list"}
     script = tmp_path / "flood.py"
     script.write_text(
         "import json, sys\n"
         f"flood = (json.dumps({log!r}) + '\\n') * 50 + json.dumps({changed!r}) + '\\n'\n"
+        f"flood += ''.join(json.dumps(m) + '\\n' for m in {disguised!r}) + {escaped!r} + '\\n'\n"
         "sys.stdout.write(flood * 400)\n"
-        f"print(json.dumps({cancelled!r})); print(json.dumps({asks!r}))\n"
+        f"print(json.dumps({asks!r}))\n"
         'print(\'{"jsonrpc": "2.0", "id": 1, "result": {}}\')\n'
     )
     result = subprocess.run([*RELAYED, sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     passed = [json.loads(line) for line in result.stdout.splitlines()]
-    assert result.returncode == 0 and passed[-3:] == [cancelled, asks, {"jsonrpc": "2.0", "id": 1, "result": {}}]
-    assert 1 <= len(passed[:-3]) <= 3 and all(message == changed for message in passed[:-3])  # 20,400 before
+    assert result.returncode == 0 and passed[-2:] == [asks, {"jsonrpc": "2.0", "id": 1, "result": {}}]
+    assert 1 <= len(passed[:-2]) <= 3 and all(message == changed for message in passed[:-2])  # 22,800 before
 
 
 def test_a_list_changed_held_back_goes_out_before_the_next_line_after_a_second() -> None:

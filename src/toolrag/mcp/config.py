@@ -203,8 +203,11 @@ class GatewayConfig(BaseModel):
         for name in self.servers:
             if not re.fullmatch(SERVER_NAME_PATTERN, name):
                 raise ValueError(f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots)")
-            # A call's name resolves ignoring case, '-' and '_' (runtime/resolve.py): two such servers would share
-            # their tools' names, and a call refused on one could reach the other.
+            # A call's name resolves ignoring case, '-' and '_', and reads '__' as a dot (runtime/resolve.py): two
+            # such servers, or `pay__roll` beside `pay`'s tool `roll.run`, would share their tools' names, and a call
+            # refused on one could reach the other.
+            if "__" in name:
+                raise ValueError(f"server name {name!r} may not hold '__': it separates namespaces in a tool's name")
             other = folded.setdefault(name.lower().replace("-", "").replace("_", ""), name)
             if other != name:
                 raise ValueError(f"server names {other!r} and {name!r} differ only in case, '-' or '_': rename one")

@@ -274,8 +274,7 @@ class McpGateway:
     def health(self, caller: Caller) -> dict[str, Any]:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
-        # Anyone but an admin is shown the upstreams whose tools it could use, and only those tools counted.
-        seen = None if caller.is_admin else servers_seen(self.registry.snapshot(), caller.principal)
+        seen = None if caller.is_admin else self.upstreams_seen(caller.principal)
         shown = [s for s in self.pool.statuses() if seen is None or s.name in seen]
         disabled = self.registry.disabled_servers()
         told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)
@@ -290,6 +289,17 @@ class McpGateway:
         ready = self.ready.is_set() and all(status.ready or status.name in disabled for status in shown)
         schedule = self.scheduler.health().shown(caller.is_admin)
         return {"status": "ok", "ready": ready, "servers": servers, "schedule": schedule}
+
+    def upstreams_seen(self, principal: Principal) -> dict[str, int]:
+        """The upstreams shown to anyone but an admin, with how many of their tools it could use: those with such a
+        tool, and those with no live tool yet (down since the start, or every tool waiting for review) whose
+        configured scopes it holds and whose names its rules allow, so a reader's `ready` waits for them too."""
+        index = self.registry.snapshot()
+        seen, live = servers_seen(index, principal), servers_seen(index, None)
+        for name, server in self.settings.servers.items():
+            if name not in live and principal.may_name(f"{name}.") and principal.meets(server.scopes, ()):
+                seen.setdefault(name, 0)
+        return seen
 
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
         """The upstreams whose tools the principal may use and that are not imported and connected now (a disabled

@@ -73,14 +73,16 @@ def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | 
 
 
 LIST_CHANGED = "notifications/tools/list_changed"
-_PASSED = frozenset({LIST_CHANGED, "notifications/cancelled"})  # the server's notifications the gateway reads
 LIST_CHANGED_SECONDS = 1.0  # between two list_changed passed on: the gateway lists again at most once a second
 _LIST_CHANGED_LINE = json.dumps({"jsonrpc": "2.0", "method": LIST_CHANGED}).encode() + b"\n"
 
 
 class _Notifications:
-    """What of a server's line reaches the gateway: every message but the notifications it does not read, and
-    list_changed at most once in LIST_CHANGED_SECONDS (one held back goes out before the next line after them)."""
+    """What of a server's line reaches the gateway: requests and answers as they came, `tools/list_changed` at most
+    once in LIST_CHANGED_SECONDS (one held back goes out before the next line after them), and nothing else: every
+    other notification, an answer to no request (an id that is neither a number nor a string) and a line that is no
+    JSON object are dropped. Each line is parsed as the gateway's SDK reads it, so no spelling of a notification (an
+    `"id": null`, an escaped method name) passes for something else."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -93,11 +95,11 @@ class _Notifications:
         before = _LIST_CHANGED_LINE if due else b""
         if due:
             self.changed_at, self.held = now, False
-        method = _notification(line)
-        if method is None:
+        kind = _kind(line) if line else "dropped"
+        if kind == "passed":
             return before + line
-        if method != LIST_CHANGED:
-            return before + (line if method in _PASSED else b"")
+        if kind == "dropped":
+            return before
         if before or now - self.changed_at < LIST_CHANGED_SECONDS:
             self.held = not before
             return before
@@ -105,18 +107,20 @@ class _Notifications:
         return line
 
 
-def _notification(line: bytes) -> str | None:
-    """The method of a notification (a message with a method and no id), None for any other line; read only when
-    the line names a notification."""
-    if b'"notifications/' not in line:
-        return None
+def _kind(line: bytes) -> str:
+    """ "passed" (a request or an answer to one), "list_changed", or "dropped" (anything else), as the SDK tells
+    messages apart: a method with a number or string id is a request, a method without one a notification."""
     try:
         message = json.loads(line)
     except ValueError:
-        return None
-    if not isinstance(message, dict) or "id" in message or not isinstance(message.get("method"), str):
-        return None
-    return str(message["method"])
+        return "dropped"
+    if not isinstance(message, dict):
+        return "dropped"
+    identified = isinstance(message.get("id"), int | str) and not isinstance(message.get("id"), bool)
+    method = message.get("method")
+    if method is None or identified:
+        return "passed" if identified else "dropped"
+    return "list_changed" if method == LIST_CHANGED else "dropped"
 
 
 def _own_stderr() -> int | None:
