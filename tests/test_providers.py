@@ -318,6 +318,29 @@ def test_chat_command_names_an_endpoint_that_cannot_be_reached(tmp_path: Path) -
     assert f"the model at {url} failed: Connection error." in result.stdout
 
 
+def test_chat_command_prints_what_the_model_and_its_endpoint_say_as_text(tmp_path: Path) -> None:
+    """A second review: the chat printed the endpoint's error body and the model's answer as Rich markup, so
+    "[/x]" in either ended the chat in a traceback (the conversation lost) and "[link=...]" reached the terminal."""
+    from typer.testing import CliRunner
+
+    from toolrag.cli.app import app
+
+    from .conftest import json_http_server
+
+    markup = "quota [/x] see [link=https://evil.example]docs[/link]"
+    answers = [
+        (400, {"error": {"message": markup, "type": "invalid_request_error"}}),
+        (200, chat_completion({"role": "assistant", "content": f"[/INST] {markup}"}, "stop")),
+    ]
+    store = chat_store(tmp_path)
+    with json_http_server(lambda path, body, raw: answers.pop(0)) as url:
+        result = CliRunner().invoke(
+            app, ["chat", "--base-url", f"{url}/v1", "--model", "m", "--store", store], input="hi\nhi\n/quit\n"
+        )
+    assert result.exit_code == 0, result.output
+    assert markup in result.stdout and f"assistant> [/INST] {markup}" in result.stdout
+
+
 def test_chat_command(server: tuple[str, Recorder], tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

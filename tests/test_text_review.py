@@ -9,6 +9,7 @@ import getpass
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -413,6 +414,12 @@ def test_not_for_and_tenant_descriptions_are_text_a_model_reads_and_wait_too(
 
 
 NAN_VECTOR = base64.b64encode(np.full(8, np.nan, "<f4").tobytes()).decode()  # an attacker's review: it restored
+SHORT_VECTOR = base64.b64encode(np.zeros(2, "<f4").tobytes()).decode()
+
+
+def huge(document: dict[str, Any]) -> str:
+    """A vector of the backup's dimension whose values overflow a search's products (a second review)."""
+    return base64.b64encode(np.full(document["model"]["dimension"], 3e38, "<f4").tobytes()).decode()
 
 
 def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: str, tmp_path: Path) -> None:
@@ -430,7 +437,9 @@ def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: st
         "does not match its hash": lambda d: d["text_reviews"][0]["pending"].update(description="Other text."),
         "strength": lambda d: d.update(learned=[learned | {"learned_at": "2026-11-30T09:15:00+00:00"}]),
         "text_review must be true or false": lambda d: d.update(text_review="false"),
-        "holds NaN or infinity": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], NAN_VECTOR)),
+        "holds NaN, infinity": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], NAN_VECTOR)),
+        "or values past 1000": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], huge(d))),
+        "has 2 values, its model": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], SHORT_VECTOR)),
     }
     for said, tamper in tampered.items():
         document = json.loads(json.dumps(good))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from toolrag.cli.api import api_app
@@ -357,7 +358,8 @@ def chat(
         try:
             return agent.run(turn)
         except (APIError, ChatAnswerRefusedError) as exc:  # this turn failed: say why, keep the conversation
-            out.print(f"[red]the model at {base_url} failed: {failure_reason(exc)}[/]", highlight=False)
+            said = " ".join(failure_reason(exc).split())[:500]  # an endpoint's error body: one line, no markup
+            out.print(f"[red]the model at {escape(base_url)} failed: {escape(said)}[/]", highlight=False)
             return None
 
     history: list[Message] = []
@@ -376,13 +378,14 @@ def chat(
         if result is None:
             continue
         history = result.messages
+        # What the model wrote and named is text, never markup: "[/INST]" in an answer ended the chat.
         for event in sink.events:
             if isinstance(event, RoundEvent):
-                out.print(f"[dim]round {event.round}: offered {', '.join(event.offered) or '(no tools)'}[/]")
+                out.print(f"[dim]round {event.round}: offered {escape(', '.join(event.offered) or '(no tools)')}[/]")
             elif isinstance(event, ToolCallEvent):
                 resolved = f" -> {event.resolved_name} ({event.resolution})" if event.resolution != "exact" else ""
-                out.print(f"[dim]  called {event.requested_name}{resolved}: {event.outcome}[/]")
-        out.print(f"[bold]assistant>[/] {result.text}", highlight=False)
+                out.print(f"[dim]  called {escape(event.requested_name + resolved)}: {event.outcome}[/]")
+        out.print(f"[bold]assistant>[/] {escape(result.text)}", highlight=False)
 
 
 # -- quickstart ---------------------------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             tools=[Tool.parse(t) for t in document["tools"]],  # a backup file is checked like any input
             versions=[Tool.parse(t) for t in document["versions"]],
             groups={str(name): str(text) for name, text in document.get("groups", {}).items()},
-            vectors={key: _vector(key, value) for key, value in document["vectors"].items()},
+            vectors={key: _vector(key, value, index_model) for key, value in document["vectors"].items()},
             pins=_records(Pin, document.get("pins", [])),
             text_reviews=[_checked_review(review) for review in _records(TextReview, document.get("text_reviews", []))],
             text_review=_flag(document.get("text_review", False)),
@@ -105,11 +105,17 @@ def read_backup(path: str | Path) -> RegistryDump:
         raise CatalogError(f"backup {source} is damaged: {_first_line(exc)}") from None
 
 
-def _vector(key: str, encoded: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-    """A stored vector; one with NaN or infinity is refused (it would rank every search it meets as garbage)."""
+MAX_VECTOR_VALUE = 1e3  # an embedding's values are a few units at most: larger ones overflow a search's products
+
+
+def _vector(key: str, encoded: str, model: IndexModel | None) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """A stored vector of the file's own model; one with NaN, infinity or values past MAX_VECTOR_VALUE is refused
+    (each would rank every search it meets as garbage), and one of another dimension."""
     vector = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float32)
-    if not np.isfinite(vector).all():
-        raise ValueError(f"the vector of {key!r} holds NaN or infinity")
+    if not np.isfinite(vector).all() or float(np.abs(vector).max(initial=0.0)) > MAX_VECTOR_VALUE:
+        raise ValueError(f"the vector of {key!r} holds NaN, infinity or values past {MAX_VECTOR_VALUE:g}")
+    if model is not None and vector.shape != (model.dimension,):
+        raise ValueError(f"the vector of {key!r} has {vector.size} values, its model {model.dimension}")
     return vector
 
 
