@@ -32,6 +32,7 @@ from toolrag.mcp.config import load_config
 from toolrag.mcp.conversations import CONVERSATION_META_KEY
 from toolrag.mcp.importer import ToolImporter, upstream_hash
 from toolrag.mcp.results import ResultCheck
+from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, Pin
 
 from .mcp_support import (
@@ -226,6 +227,32 @@ def test_a_readers_health_waits_for_a_down_server_it_may_use_and_names_no_other(
     mine, *theirs = anyio.run(health_when_down)
     assert mine["ready"] is False and [(s["server"], s["tools"]) for s in mine["servers"]] == [("shop", 0)]
     assert all(answer["ready"] is True and answer["servers"] == [] for answer in theirs)
+
+
+def test_a_down_servers_deactivated_tools_still_say_whose_health_it_is(tmp_path: Path) -> None:
+    """A third review: a down server whose only tool (tenant hr's) was deactivated vanished from hr's /health, which
+    said ready, and once restarted it was shown to every tenant. Who sees it is read from its registered tools."""
+    from toolrag.mcp.gateway import McpGateway
+
+    fails = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}
+    gateway = McpGateway.from_config(load_config(write_config(tmp_path, {"hr": fails}, {})))
+    payroll = {"name": "hr.payroll", "description": "Run the payroll.", "source": "mcp:hr", "tenants": ["hr"]}
+    gateway.registry.register(Tool.parse(payroll))
+    gateway.registry.set_active("hr.payroll", False)
+    hr, sales = (Caller(t, "reader", Principal(tenant=t), t) for t in ("hr", "sales"))
+
+    async def health_when_down() -> list[dict[str, Any]]:
+        async with anyio.create_task_group() as group:
+            await gateway.pool.run(group)
+            await gateway.pool.upstreams["hr"].attempted.wait()
+            gateway.ready.set()
+            answers = [gateway.health(caller) for caller in (hr, sales)]
+            group.cancel_scope.cancel()
+        return answers
+
+    ours, theirs = anyio.run(health_when_down)
+    assert ours["ready"] is False and [(s["server"], s["tools"]) for s in ours["servers"]] == [("hr", 0)]
+    assert theirs["ready"] is True and theirs["servers"] == []
 
 
 def test_an_upstream_killed_mid_session_is_reconnected(gateway_config: Path) -> None:
@@ -522,6 +549,7 @@ def test_tools_of_a_removed_server_are_deactivated_not_deleted(fixture_config: t
         ('[servers."a.b"]\ncommand = "x"', "no dots"),
         ('[servers.srv_b]\ncommand = "x"\n[servers.SrvB]\ncommand = "y"', "differ only in case, '-' or '_'"),
         ('[servers.pay__roll]\ncommand = "x"', "may not hold '__'"),
+        ('[servers._]\ncommand = "x"', "a letter or digit first"),
         ('[servers.a]\ncommand = "x"\nurl = "http://x"', "not both or neither"),
         ('[servers.a]\nurl = "ftp://x"', "must start with http"),
         ('local_principal = "ghost"', "not in [principals]"),
@@ -679,6 +707,22 @@ def test_the_relay_passes_only_the_notifications_the_gateway_reads(tmp_path: Pat
     passed = [json.loads(line) for line in result.stdout.splitlines()]
     assert result.returncode == 0 and passed[-2:] == [asks, {"jsonrpc": "2.0", "id": 1, "result": {}}]
     assert 1 <= len(passed[:-2]) <= 3 and all(message == changed for message in passed[:-2])  # 22,800 before
+
+
+def test_the_relay_passes_a_servers_requests_and_answers_within_rates_no_honest_server_reaches() -> None:
+    """A third review: 20,000 pings of a server's own cost the gateway 3 s of CPU (a task and an answer each), and
+    answers to requests never sent passed at any rate. Past their rates they are dropped; within them, as they came."""
+    from toolrag.mcp.relay import ANSWERS_BURST, SERVER_REQUESTS_BURST, _Notifications
+
+    now = [100.0]
+    relay = _Notifications(clock=lambda: now[0])
+    pings = [relay.passed(b'{"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\n' % n) for n in range(1000)]
+    answers = [relay.passed(b'{"jsonrpc": "2.0", "id": %d, "result": {}}\n' % n) for n in range(30_000)]
+    assert sum(bool(line) for line in pings) == SERVER_REQUESTS_BURST
+    assert sum(bool(line) for line in answers) == ANSWERS_BURST
+    now[0] += 1.0  # a second later: the rates have refilled a little
+    assert relay.passed(b'{"jsonrpc": "2.0", "id": 0, "result": {}}\n')
+    assert relay.passed(b'{"jsonrpc": "2.0", "id": "p", "method": "ping"}\n')
 
 
 def test_a_list_changed_held_back_goes_out_before_the_next_line_after_a_second() -> None:

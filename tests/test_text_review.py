@@ -9,7 +9,6 @@ import getpass
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -417,9 +416,28 @@ NAN_VECTOR = base64.b64encode(np.full(8, np.nan, "<f4").tobytes()).decode()  # a
 SHORT_VECTOR = base64.b64encode(np.zeros(2, "<f4").tobytes()).decode()
 
 
-def huge(document: dict[str, Any]) -> str:
-    """A vector of the backup's dimension whose values overflow a search's products (a second review)."""
-    return base64.b64encode(np.full(document["model"]["dimension"], 3e38, "<f4").tobytes()).decode()
+def test_a_backups_vectors_are_restored_at_unit_length(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Reviews of the NaN fix: one vector of 3e38 in every value overflowed every search, and one of all ones (its
+    values within any bound) emptied every search; a model's vectors have unit length, so a restored one is scaled
+    to it, and the restored registry searches as the original does."""
+    registry = ToolRegistry(str(tmp_path / "a.db"), embedder, RETRIEVAL)
+    registry.register_many(SAMPLE_TOOLS)
+    backup = tmp_path / "backup.json"
+    assert runner.invoke(app, ["export", str(backup), "--store", str(tmp_path / "a.db")]).exit_code == 0
+    document = json.loads(backup.read_text())
+    first = next(iter(document["vectors"]))
+    for value in (3e38, 1.0):
+        document["vectors"][first] = base64.b64encode(np.full(embedder.dimension, value, "<f4").tobytes()).decode()
+        backup.write_text(json.dumps(document))
+        target = str(tmp_path / f"restored-{value:g}.db")
+        assert runner.invoke(app, ["import", str(backup), "--store", target]).exit_code == 0
+        with ToolRegistry(target, embedder, RETRIEVAL) as restored:
+            assert restored.store.dump().vectors[first] == pytest.approx(
+                np.full(embedder.dimension, 1.0) / (embedder.dimension**0.5)
+            )
+            for request in ("send an email", "weather in Paris"):
+                assert [r.name for r in restored.search(request)] == [r.name for r in registry.search(request)]
+    registry.close()
 
 
 def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: str, tmp_path: Path) -> None:
@@ -437,8 +455,7 @@ def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: st
         "does not match its hash": lambda d: d["text_reviews"][0]["pending"].update(description="Other text."),
         "strength": lambda d: d.update(learned=[learned | {"learned_at": "2026-11-30T09:15:00+00:00"}]),
         "text_review must be true or false": lambda d: d.update(text_review="false"),
-        "holds NaN, infinity": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], NAN_VECTOR)),
-        "or values past 1000": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], huge(d))),
+        "holds NaN or infinity": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], NAN_VECTOR)),
         "has 2 values, its model": lambda d: d["vectors"].update(dict.fromkeys(d["vectors"], SHORT_VECTOR)),
     }
     for said, tamper in tampered.items():

@@ -46,7 +46,9 @@ from toolrag.usagelog.config import MonitorConfig
 
 ApprovalPolicy = Literal["after-first-sync", "always", "never"]
 
-SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,48}$"  # no dots: the dot separates server and tool
+# No dots: the dot separates server and tool. A letter or digit first: a name of '-' and '_' alone resolves as no
+# name at all (`_`'s tool `pay.roll` would stand for `pay`'s).
+SERVER_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,47}$"
 
 
 class ServerConfig(BaseModel):
@@ -202,7 +204,10 @@ class GatewayConfig(BaseModel):
         folded: dict[str, str] = {}
         for name in self.servers:
             if not re.fullmatch(SERVER_NAME_PATTERN, name):
-                raise ValueError(f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots)")
+                raise ValueError(
+                    f"server name {name!r} may hold only letters, digits, '_' and '-' (no dots),"
+                    " a letter or digit first"
+                )
             # A call's name resolves ignoring case, '-' and '_', and reads '__' as a dot (runtime/resolve.py): two
             # such servers, or `pay__roll` beside `pay`'s tool `roll.run`, would share their tools' names, and a call
             # refused on one could reach the other.

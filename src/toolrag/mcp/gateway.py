@@ -42,7 +42,7 @@ from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_
 from toolrag.mcp.listen import ListChanges
 from toolrag.mcp.results import ResultCheck
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
-from toolrag.model import Principal, SearchResult
+from toolrag.model import Principal, SearchResult, Tool
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
@@ -146,6 +146,7 @@ class McpGateway:
             settings.max_scanned_result_chars,
         )
         self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
+        self._registered: tuple[int, dict[str, list[Tool]]] | None = None  # `_registered_tools`, by generation
         if not self.settings.enabled_servers:
             self.ready.set()  # nothing to wait for
         audit = AuditSink(self.registry)
@@ -291,15 +292,32 @@ class McpGateway:
         return {"status": "ok", "ready": ready, "servers": servers, "schedule": schedule}
 
     def upstreams_seen(self, principal: Principal) -> dict[str, int]:
-        """The upstreams shown to anyone but an admin, with how many of their tools it could use: those with such a
-        tool, and those with no live tool yet (down since the start, or every tool waiting for review) whose
-        configured scopes it holds and whose names its rules allow, so a reader's `ready` waits for them too."""
-        index = self.registry.snapshot()
-        seen, live = servers_seen(index, principal), servers_seen(index, None)
+        """The upstreams shown to anyone but an admin, with how many of their live tools it could use: those with a
+        tool it could use were it live (a down server's tools may all be deactivated), and those with no tool yet
+        (down since the start, or every tool waiting for review) whose configured scopes it holds and whose names
+        its rules allow, so a reader's `ready` waits for the servers it uses, and for no other."""
+        seen = servers_seen(self.registry.snapshot(), principal)
+        registered = self._registered_tools()
         for name, server in self.settings.servers.items():
-            if name not in live and principal.may_name(f"{name}.") and principal.meets(server.scopes, ()):
+            tools = registered.get(name)
+            if tools is None:
+                shown = principal.may_name(f"{name}.") and principal.meets(server.scopes, ())
+            else:
+                shown = any(principal.may_see(tool) for tool in tools)
+            if shown:
                 seen.setdefault(name, 0)
         return seen
+
+    def _registered_tools(self) -> dict[str, list[Tool]]:
+        """Each upstream's registered tools, live or not, read from the store once per generation."""
+        generation = self.registry.generation
+        if self._registered is None or self._registered[0] != generation:
+            by_server: dict[str, list[Tool]] = {}
+            for tool in self.registry.tools(include_inactive=True):
+                if tool.source.startswith(SOURCE_PREFIX):
+                    by_server.setdefault(tool.source.removeprefix(SOURCE_PREFIX), []).append(tool)
+            self._registered = (generation, by_server)
+        return self._registered[1]
 
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
         """The upstreams whose tools the principal may use and that are not imported and connected now (a disabled

@@ -16,10 +16,11 @@ that line (`{"ended": "exited with status 1", "output": "... No module named mcp
 the first to everyone instead of a bare "Connection closed", and shows the line to its operators only. The
 server may not speak as the relay: a notification of that logger on its stdout is dropped.
 
-Of the server's notifications only those the gateway reads pass: `tools/list_changed`, at most one a second (one
-held back goes out before the server's next line past that second; the gateway also lists again periodically),
-and `cancelled`. Logging, progress and the rest are dropped here: the gateway reads none of them, and a server
-flooding them kept the gateway's SDK parsing all day (70-96% of a core, its calls 20 times slower).
+Of the server's lines only what the gateway reads passes: answers to its requests and the server's own requests,
+each within a rate no honest server reaches, and `tools/list_changed`, at most one a second (one held back goes
+out before the server's next line past that second; the gateway also lists again periodically). Logging, progress
+and every other notification are dropped here: the gateway reads none of them, and a server flooding them kept the
+gateway's SDK parsing all day (70-96% of a core, its calls 20 times slower).
 """
 
 from __future__ import annotations
@@ -77,17 +78,44 @@ LIST_CHANGED_SECONDS = 1.0  # between two list_changed passed on: the gateway li
 _LIST_CHANGED_LINE = json.dumps({"jsonrpc": "2.0", "method": LIST_CHANGED}).encode() + b"\n"
 
 
+class _Bucket:
+    """A token bucket: `rate` a second, `burst` at once."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens, self.at = burst, clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens, self.at = min(self.burst, self.tokens + (now - self.at) * self.rate), now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+# What an honest server never exceeds: its own requests (ping, sampling) are rare, and its answers follow the
+# gateway's calls. Past them a flood costs the gateway's SDK parsing, a task and an answer each (20,000 pings: 3 s).
+SERVER_REQUESTS_PER_SECOND, SERVER_REQUESTS_BURST = 2.0, 20.0
+ANSWERS_PER_SECOND, ANSWERS_BURST = 5000.0, 20000.0  # 10 to 100 times what calls through one connection reach
+
+
 class _Notifications:
-    """What of a server's line reaches the gateway: requests and answers as they came, `tools/list_changed` at most
-    once in LIST_CHANGED_SECONDS (one held back goes out before the next line after them), and nothing else: every
-    other notification, an answer to no request (an id that is neither a number nor a string) and a line that is no
-    JSON object are dropped. Each line is parsed as the gateway's SDK reads it, so no spelling of a notification (an
-    `"id": null`, an escaped method name) passes for something else."""
+    """What of a server's line reaches the gateway: requests and answers as they came, within their rates (the
+    rest dropped), `tools/list_changed` at most once in LIST_CHANGED_SECONDS (one held back goes out before the next
+    line after them), and nothing else: every other notification, an answer to no request (an id that is neither a
+    number nor a string) and a line that is no JSON object are dropped. Each line is parsed as the gateway's SDK
+    reads it, so no spelling of a notification (an `"id": null`, an escaped method name) passes for something
+    else."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.changed_at = -LIST_CHANGED_SECONDS
         self.held = False
+        self.rates = {
+            "request": _Bucket(SERVER_REQUESTS_PER_SECOND, SERVER_REQUESTS_BURST, clock),
+            "answer": _Bucket(ANSWERS_PER_SECOND, ANSWERS_BURST, clock),
+        }
 
     def passed(self, line: bytes) -> bytes:
         now = self.clock()
@@ -96,8 +124,8 @@ class _Notifications:
         if due:
             self.changed_at, self.held = now, False
         kind = _kind(line) if line else "dropped"
-        if kind == "passed":
-            return before + line
+        if kind in self.rates:
+            return before + (line if self.rates[kind].take() else b"")
         if kind == "dropped":
             return before
         if before or now - self.changed_at < LIST_CHANGED_SECONDS:
@@ -108,18 +136,19 @@ class _Notifications:
 
 
 def _kind(line: bytes) -> str:
-    """ "passed" (a request or an answer to one), "list_changed", or "dropped" (anything else), as the SDK tells
-    messages apart: a method with a number or string id is a request, a method without one a notification."""
+    """ "request" (of the server's own), "answer" (to a request), "list_changed", or "dropped" (anything else), as the
+    SDK tells messages apart: a method with a number or string id is a request, a method without one a
+    notification."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "dropped"
     if not isinstance(message, dict):
         return "dropped"
     identified = isinstance(message.get("id"), int | str) and not isinstance(message.get("id"), bool)
     method = message.get("method")
-    if method is None or identified:
-        return "passed" if identified else "dropped"
+    if identified:
+        return "answer" if method is None else "request"
     return "list_changed" if method == LIST_CHANGED else "dropped"
 
 

@@ -55,12 +55,11 @@ def switches_seen(
     }
 
 
-def servers_seen(index: SearchIndex, principal: Principal | None) -> dict[str, int]:
+def servers_seen(index: SearchIndex, principal: Principal) -> dict[str, int]:
     """The upstream servers a principal may be shown, each with how many of its tools it could use were it on: a
-    server none of whose tools it could use is not even named to it (its tenants, its size, its errors). None: every
-    server with a live tool, and how many it has."""
+    server none of whose tools it could use is not even named to it (its tenants, its size, its errors)."""
     seen: dict[str, int] = {}
-    for tool in index.tools if principal is None else partition(index, principal)[0]:
+    for tool in partition(index, principal)[0]:
         if tool.source.startswith(SYNCED_SOURCE_PREFIX):
             server = tool.name.partition(".")[0]
             seen[server] = seen.get(server, 0) + 1

@@ -105,18 +105,17 @@ def read_backup(path: str | Path) -> RegistryDump:
         raise CatalogError(f"backup {source} is damaged: {_first_line(exc)}") from None
 
 
-MAX_VECTOR_VALUE = 1e3  # an embedding's values are a few units at most: larger ones overflow a search's products
-
-
 def _vector(key: str, encoded: str, model: IndexModel | None) -> np.ndarray[Any, np.dtype[np.float32]]:
-    """A stored vector of the file's own model; one with NaN, infinity or values past MAX_VECTOR_VALUE is refused
-    (each would rank every search it meets as garbage), and one of another dimension."""
-    vector = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float32)
-    if not np.isfinite(vector).all() or float(np.abs(vector).max(initial=0.0)) > MAX_VECTOR_VALUE:
-        raise ValueError(f"the vector of {key!r} holds NaN, infinity or values past {MAX_VECTOR_VALUE:g}")
+    """A stored vector of the file's own model, at unit length as every model's vectors are (embed/base.py): one
+    with NaN or infinity is refused, and one of another dimension; one of another length (3e38 in every value
+    overflowed every search it met) is scaled."""
+    vector = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float64)
+    if not np.isfinite(vector).all():
+        raise ValueError(f"the vector of {key!r} holds NaN or infinity")
     if model is not None and vector.shape != (model.dimension,):
         raise ValueError(f"the vector of {key!r} has {vector.size} values, its model {model.dimension}")
-    return vector
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm > 0 else vector).astype(np.float32)
 
 
 def as_restored(dump: RegistryDump, source: str | Path, by: str | None, at: datetime | None = None) -> RegistryDump:
