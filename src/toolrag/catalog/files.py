@@ -93,8 +93,9 @@ def _parse_yaml(path: Path, text: str) -> Any:
     the one before, stand for billions of values, which the checks after loading walk one by one."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)  # reads the text's characters at once: a control character is an error here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -115,7 +116,8 @@ def _parse_yaml(path: Path, text: str) -> Any:
     except RecursionError:
         raise CatalogError(f"{path}: invalid YAML: nested too deeply", path=path) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _values_in(node: Any, counted: dict[int, int], open_nodes: set[int]) -> int:

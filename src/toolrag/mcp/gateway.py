@@ -41,14 +41,14 @@ from toolrag.mcp.http import http_app
 from toolrag.mcp.importer import SOURCE_PREFIX, SyncReport, ToolImporter, split_name
 from toolrag.mcp.listen import ListChanges
 from toolrag.mcp.results import ResultCheck
+from toolrag.mcp.seen import UpstreamsSeen
 from toolrag.mcp.upstream import UpstreamCallFailed, UpstreamPool, UpstreamStatus
-from toolrag.model import Principal, SearchResult, Tool
+from toolrag.model import Principal, SearchResult
 from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.startup import StartupCheck, check_at_startup
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.gateway import ExecutionPolicy, ToolGateway, permitted_tools
 from toolrag.runtime.messages import ToolCall
-from toolrag.search.filter import servers_seen
 from toolrag.search.request import searched_text
 from toolrag.store.base import AuditEntry
 
@@ -146,7 +146,7 @@ class McpGateway:
             settings.max_scanned_result_chars,
         )
         self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
-        self._registered: tuple[int, dict[str, list[Tool]]] | None = None  # `_registered_tools`, by generation
+        self.seen = UpstreamsSeen(self.registry, self.settings)  # which upstreams a caller is shown
         if not self.settings.enabled_servers:
             self.ready.set()  # nothing to wait for
         audit = AuditSink(self.registry)
@@ -275,7 +275,7 @@ class McpGateway:
     def health(self, caller: Caller) -> dict[str, Any]:
         """The upstreams a caller may use (an admin: all), each with its state, since when, its tools and its last
         import; `ready` once every one of them is up."""
-        seen = None if caller.is_admin else self.upstreams_seen(caller.principal)
+        seen = None if caller.is_admin else self.seen.of(caller.principal)
         shown = [s for s in self.pool.statuses() if seen is None or s.name in seen]
         disabled = self.registry.disabled_servers()
         told = self.registry.disabled_servers_seen(caller.principal, caller.is_admin)
@@ -290,34 +290,6 @@ class McpGateway:
         ready = self.ready.is_set() and all(status.ready or status.name in disabled for status in shown)
         schedule = self.scheduler.health().shown(caller.is_admin)
         return {"status": "ok", "ready": ready, "servers": servers, "schedule": schedule}
-
-    def upstreams_seen(self, principal: Principal) -> dict[str, int]:
-        """The upstreams shown to anyone but an admin, with how many of their live tools it could use: those with a
-        tool it could use were it live (a down server's tools may all be deactivated), and those with no tool yet
-        (down since the start, or every tool waiting for review) whose configured scopes it holds and whose names
-        its rules allow, so a reader's `ready` waits for the servers it uses, and for no other."""
-        seen = servers_seen(self.registry.snapshot(), principal)
-        registered = self._registered_tools()
-        for name, server in self.settings.servers.items():
-            tools = registered.get(name)
-            if tools is None:
-                shown = principal.may_name(f"{name}.") and principal.meets(server.scopes, ())
-            else:
-                shown = any(principal.may_see(tool) for tool in tools)
-            if shown:
-                seen.setdefault(name, 0)
-        return seen
-
-    def _registered_tools(self) -> dict[str, list[Tool]]:
-        """Each upstream's registered tools, live or not, read from the store once per generation."""
-        generation = self.registry.generation
-        if self._registered is None or self._registered[0] != generation:
-            by_server: dict[str, list[Tool]] = {}
-            for tool in self.registry.tools(include_inactive=True):
-                if tool.source.startswith(SOURCE_PREFIX):
-                    by_server.setdefault(tool.source.removeprefix(SOURCE_PREFIX), []).append(tool)
-            self._registered = (generation, by_server)
-        return self._registered[1]
 
     def not_ready_for(self, principal: Principal) -> list[UpstreamStatus]:
         """The upstreams whose tools the principal may use and that are not imported and connected now (a disabled
