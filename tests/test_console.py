@@ -15,8 +15,9 @@ import pytest
 
 from toolrag import Principal, ToolRegistry
 from toolrag.access import Grant
+from toolrag.mcp.config import GatewayConfig, ServerConfig
+from toolrag.mcp.seen import UpstreamsSeen
 from toolrag.model import Tool
-from toolrag.search.filter import servers_seen
 from toolrag.server.app import create_app
 from toolrag.server.config import ApiConfig
 from toolrag.store.base import AuditEntry, Pin
@@ -736,7 +737,8 @@ def test_a_reader_is_shown_only_the_upstreams_whose_tools_it_could_use(
     tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
     """An attacker's review: the upstreams page filtered servers by name rules only, so a reader with none saw every
-    tenant's server, its size and its errors. Now a reader sees a server it could use a tool of, with those counted."""
+    tenant's server, its size and its errors. The page now asks the gateway's rule (mcp/seen.py, which /health
+    uses) for the reader's principal: a server it could use a tool of, with those tools counted."""
     registry = ToolRegistry(str(tmp_path / "up.db"), embedder, RETRIEVAL)
     registry.register_many(
         [
@@ -745,10 +747,13 @@ def test_a_reader_is_shown_only_the_upstreams_whose_tools_it_could_use(
             make_tool("globexcrm.note", "Add a CRM note.", source="mcp:globexcrm", tenants=["globex"]),
         ]
     )
+    config = GatewayConfig(servers={name: ServerConfig(command="x") for name in ("depot", "globexcrm")})
+    seen = UpstreamsSeen(registry, config)
 
-    def states() -> list[dict[str, object]]:
+    def states(principal: Principal | None) -> list[dict[str, object]]:
         row = {"state": "up", "since": "2026-12-07T06:00:00", "reconnects": 0, "last_import": None, "error": None}
-        return [row | {"name": "depot", "tools": 2}, row | {"name": "globexcrm", "tools": 1, "error": "refused"}]
+        counts = {"depot": 2, "globexcrm": 1} if principal is None else seen.of(principal)
+        return [row | {"name": name, "tools": tools} for name, tools in counts.items()]
 
     with serving(create_app(registry, console_config(), upstreams=states)) as url:
         reader = signed_in_client(url, ACME_READER).get("/console/upstreams").text
@@ -756,7 +761,7 @@ def test_a_reader_is_shown_only_the_upstreams_whose_tools_it_could_use(
     assert 'data-server="depot"' in reader and "globexcrm" not in reader
     assert "<td>1</td>" in reader.split('data-server="depot"', 1)[1].split("</tr>", 1)[0]  # globex's tool not counted
     assert 'data-server="globexcrm"' in admin and "<td>2</td>" in admin.split('data-server="depot"', 1)[1]
-    assert servers_seen(registry.snapshot(), Principal(tenant="acme")) == {"depot": 1}
+    assert seen.of(Principal(tenant="acme")) == {"depot": 1}
     registry.close()
 
 

@@ -81,7 +81,7 @@ def test_the_cli_switches_known_servers_only_and_lists_who_switched(tmp_path: Pa
 def test_the_api_lets_admins_switch_and_audits_who(store_url: str, embedder: CountingEmbedder) -> None:
     registry = ToolRegistry(store_url, embedder, RETRIEVAL)
     registry.register(make_tool("depot.lookup", "Look up a parcel by its number.", source="mcp:depot"))
-    states = lambda: [{"name": "shop", "state": "up"}]  # noqa: E731  # what a gateway's upstreams report
+    states = lambda principal: [{"name": "shop", "state": "up"}]  # noqa: E731  # what a gateway's upstreams report
     with serving(create_app(registry, api_config(), upstreams=states)) as url:
 
         def post(path: str, token: str, **body: Any) -> httpx.Response:
@@ -189,7 +189,7 @@ def test_an_admin_switches_an_upstream_from_the_console(tmp_path: Path, embedder
 
     registry = ToolRegistry(str(tmp_path / "console.db"), embedder, RETRIEVAL)
     shop = {"name": "shop", "state": "up", "since": None, "tools": 1, "reconnects": 0, "last_import": None}
-    states = lambda: [shop | {"error": None}]  # noqa: E731  # as server/serve.py reports an upstream
+    states = lambda principal: [shop | {"error": None}]  # noqa: E731  # as server/serve.py reports an upstream
     with serving(create_app(registry, console_config(), upstreams=states)) as url, browser() as chromium:
         page: Any = signed_in(chromium, url, ACME_READER)
         page.goto(f"{url}/console/upstreams")

@@ -49,18 +49,21 @@ def build_api(config: ApiConfig) -> FastAPI:
             yield
             group.cancel_scope.cancel()
 
-    def states() -> list[dict[str, Any]]:
+    def states(principal: Principal | None) -> list[dict[str, Any]]:
+        """The upstreams as `principal` is shown them, by the gateway's rule (mcp/seen.py; None: an admin, all)."""
+        seen = None if principal is None else gateway.seen.of(principal)
         return [
             {
                 "name": status.name,
                 "state": status.state,
                 "since": status.since.isoformat(timespec="seconds"),
-                "tools": status.tools,
+                "tools": status.tools if seen is None else seen[status.name],
                 "reconnects": status.reconnects,
                 "last_import": status.last_import.isoformat(timespec="seconds") if status.last_import else None,
                 "error": status.last_error,
             }
             for status in gateway.pool.statuses()
+            if seen is None or status.name in seen
         ]
 
     return create_app(registry, config, execute, upstreams, startup, states, schedule=scheduler.health)

@@ -28,7 +28,8 @@ POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none';"
     " base-uri 'none'"
 )
-Upstreams = Callable[[], list[dict[str, Any]]]
+# The MCP upstreams' states as a principal is shown them (None: an admin, every one): the gateway's rule.
+Upstreams = Callable[[Principal | None], list[dict[str, Any]]]
 R = TypeVar("R", bound=Response)
 # StrictUndefined: a template naming a value the page did not pass fails its test instead of rendering "".
 TEMPLATES = Jinja2Templates(
@@ -49,6 +50,10 @@ class ConsoleState:
     upstreams: Upstreams | None
     sessions: ConsoleSessions
     failures: FailureLimiter
+
+    def upstream_names(self) -> list[str]:
+        """Every upstream the API serves the gateway of (an admin's view), none without one."""
+        return [str(state["name"]) for state in self.upstreams(None)] if self.upstreams else []
 
     def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         who = request.scope.get(CALLER_KEY)

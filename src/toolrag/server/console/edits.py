@@ -265,8 +265,7 @@ def switch_upstream(
     from toolrag.mcp.switches import disable_server, enable_server, servers_in
 
     store = console.registry.store
-    configured = [str(state["name"]) for state in console.upstreams()] if console.upstreams else []
-    known = servers_in(store, configured)
+    known = servers_in(store, console.upstream_names())
     try:
         if decision == "disable":
             disable_server(store, server, known, who.name, "from the console")

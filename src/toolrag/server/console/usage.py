@@ -14,7 +14,6 @@ from toolrag.access import Caller
 from toolrag.events import Outcome
 from toolrag.model import utc_now
 from toolrag.monitor.reading import ANSWERED, Reading
-from toolrag.search.filter import servers_seen
 from toolrag.server.console.common import Console, ConsoleState, Who
 from toolrag.server.console.dashboard import dashboard_context
 
@@ -46,11 +45,8 @@ def upstreams_view(
     request: Request, console: ConsoleState, who: Caller, status: int = 200, error: str | None = None
 ) -> HTMLResponse:
     """The upstreams page as `who` may see it; `error`: why the admin's last decision on it was not made."""
-    every = console.upstreams() if console.upstreams else []
-    # Anyone but an admin is shown the upstreams whose tools it could use, only those tools counted (as the
-    # gateway's /health shows them: mcp/gateway.py `health`).
-    seen = None if who.is_admin else servers_seen(console.registry.snapshot(), who.principal)
-    states = [s if seen is None else s | {"tools": seen[s["name"]]} for s in every if seen is None or s["name"] in seen]
+    # Anyone but an admin is shown the upstreams it uses, only their tools it could use counted (as /health).
+    states = console.upstreams(None if who.is_admin else who.principal) if console.upstreams else []
     pins = console.registry.store.pins() if who.is_admin else []
     disabled = console.registry.disabled_servers_seen(who.principal, who.is_admin)
     # Per server, what an "approve all" form posts back: the text hashes this page shows (compared at the write).

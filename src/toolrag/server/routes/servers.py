@@ -75,8 +75,7 @@ def enable(server: str, request: Request, who: Admin, api: Api) -> SwitchOut:
 
 def _known(server: str, request: Request, api: Served, switch: Callable[[set[str]], bool]) -> bool:
     """The switch made with the servers there are (configured upstreams, servers with tools); 404 for another."""
-    states = request.app.state.console.upstreams
-    configured = [str(state["name"]) for state in states()] if states else []
+    configured = request.app.state.console.upstream_names()
     return switch(servers_in(api.registry.store, configured))  # ServerNotFoundError: 404 (server/app.py)
 
 
