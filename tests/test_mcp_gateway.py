@@ -712,10 +712,10 @@ def test_the_relay_passes_only_the_notifications_the_gateway_reads(tmp_path: Pat
 def test_the_relay_passes_a_servers_requests_and_answers_within_rates_no_honest_server_reaches() -> None:
     """A third review: 20,000 pings of a server's own cost the gateway 3 s of CPU (a task and an answer each), and
     answers to requests never sent passed at any rate. Past their rates they are dropped; within them, as they came."""
-    from toolrag.mcp.relay import ANSWERS_BURST, SERVER_REQUESTS_BURST, _Notifications
+    from toolrag.mcp.relay import ANSWERS_BURST, SERVER_REQUESTS_BURST, _ServerLines
 
     now = [100.0]
-    relay = _Notifications(clock=lambda: now[0])
+    relay = _ServerLines(clock=lambda: now[0])
     pings = [relay.passed(b'{"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\n' % n) for n in range(1000)]
     answers = [relay.passed(b'{"jsonrpc": "2.0", "id": %d, "result": {}}\n' % n) for n in range(30_000)]
     assert sum(bool(line) for line in pings) == SERVER_REQUESTS_BURST
@@ -726,10 +726,10 @@ def test_the_relay_passes_a_servers_requests_and_answers_within_rates_no_honest_
 
 
 def test_a_list_changed_held_back_goes_out_before_the_next_line_after_a_second() -> None:
-    from toolrag.mcp.relay import _LIST_CHANGED_LINE, _Notifications
+    from toolrag.mcp.relay import _LIST_CHANGED_LINE, _ServerLines
 
     now = [100.0]
-    notifications = _Notifications(clock=lambda: now[0])
+    notifications = _ServerLines(clock=lambda: now[0])
     answer = b'{"jsonrpc": "2.0", "id": 1, "result": {}}\n'
     assert notifications.passed(_LIST_CHANGED_LINE) == _LIST_CHANGED_LINE
     now[0] += 0.2

@@ -4,6 +4,7 @@ library imported, so any of them can read these without loading the rest."""
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 MAX_K = 5  # tools one search returns at most for one step
 MAX_SET_TOOLS = 16  # tools a set holds at most, beyond the less likely of the tools it was retrieved for
@@ -42,6 +43,23 @@ def read_at_most(chunks: Iterable[bytes], cap: int, seconds: float) -> bytes | N
         if len(body) > cap or time.monotonic() > deadline:
             return None
     return bytes(body)
+
+
+@dataclass
+class TokenBucket:
+    """`burst` tokens at most, refilled at `rate` a second: what a caller (access/rate_limit.py) or an upstream's
+    lines (mcp/relay.py) may spend."""
+
+    tokens: float
+    at: float  # when `tokens` was last counted, on the caller's clock
+
+    def take(self, now: float, rate: float, burst: float) -> float:
+        """0 when a token was there (and is spent); else the seconds until one is."""
+        self.tokens, self.at = min(burst, self.tokens + (now - self.at) * rate), now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / rate
 
 
 # Threads of the BLAS library (numpy's OpenBLAS) for large batches, when `start_blas_small` set them aside.

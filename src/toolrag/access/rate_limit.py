@@ -17,11 +17,11 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolrag.limits import TokenBucket
 from toolrag.model import Principal
 
 Kind = Literal["search", "call"]
@@ -42,19 +42,13 @@ class RateLimits(BaseModel):
     call: Rate | None = Field(default=None, description="tool calls per principal (None: unlimited)")
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    at: float
-
-
 class RateLimiter:
     """Token buckets keyed by caller (`Principal.caller`: its identity, not its user's name) and kind."""
 
     def __init__(self, limits: RateLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self.clock = clock
-        self._buckets: dict[tuple[str, Kind], _Bucket] = {}
+        self._buckets: dict[tuple[str, Kind], TokenBucket] = {}
         self._lock = threading.Lock()
 
     def wait(self, principal: Principal, kind: Kind) -> float:
@@ -70,13 +64,8 @@ class RateLimiter:
             if bucket is None:
                 if len(self._buckets) >= MAX_BUCKETS:
                     self._forget_full(now)
-                bucket = self._buckets[key] = _Bucket(float(rate.burst), now)
-            bucket.tokens = min(float(rate.burst), bucket.tokens + (now - bucket.at) * refill)
-            bucket.at = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
-                return 0.0
-            return (1.0 - bucket.tokens) / refill
+                bucket = self._buckets[key] = TokenBucket(float(rate.burst), now)
+            return bucket.take(now, refill, float(rate.burst))
 
     def _rate(self, kind: Kind) -> Rate | None:
         return self.limits.search if kind == "search" else self.limits.call

@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from toolrag.limits import TokenBucket
 from toolrag.mcp.bounds import EDGE, REFUSED, MessageBounds, request_id
 
 _CHUNK = 65536
@@ -53,12 +54,12 @@ def relay(command: list[str], max_bytes: int, out: int, bounds: MessageBounds | 
     errors = _StderrTail(server.stderr.fileno())
     copier = threading.Thread(target=errors.copy, daemon=True)
     copier.start()
-    line, notifications = _Line(), _Notifications()
+    line, lines = _Line(), _ServerLines()
     while chunk := os.read(server.stdout.fileno(), _CHUNK):
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             line.add(chunk[start:end], max_bytes)
-            _write(out, notifications.passed(line.finished(max_bytes, bounds)))
+            _write(out, lines.passed(line.finished(max_bytes, bounds)))
             line, start = _Line(), end + 1
         line.add(chunk[start:], max_bytes)
     status = server.wait()
@@ -78,29 +79,13 @@ LIST_CHANGED_SECONDS = 1.0  # between two list_changed passed on: the gateway li
 _LIST_CHANGED_LINE = json.dumps({"jsonrpc": "2.0", "method": LIST_CHANGED}).encode() + b"\n"
 
 
-class _Bucket:
-    """A token bucket: `rate` a second, `burst` at once."""
-
-    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens, self.at = burst, clock()
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens, self.at = min(self.burst, self.tokens + (now - self.at) * self.rate), now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-
 # What an honest server never exceeds: its own requests (ping, sampling) are rare, and its answers follow the
 # gateway's calls. Past them a flood costs the gateway's SDK parsing, a task and an answer each (20,000 pings: 3 s).
 SERVER_REQUESTS_PER_SECOND, SERVER_REQUESTS_BURST = 2.0, 20.0
 ANSWERS_PER_SECOND, ANSWERS_BURST = 5000.0, 20000.0  # 10 to 100 times what calls through one connection reach
 
 
-class _Notifications:
+class _ServerLines:
     """What of a server's line reaches the gateway: requests and answers as they came, within their rates (the
     rest dropped), `tools/list_changed` at most once in LIST_CHANGED_SECONDS (one held back goes out before the next
     line after them), and nothing else: every other notification, an answer to no request (an id that is neither a
@@ -112,9 +97,10 @@ class _Notifications:
         self.clock = clock
         self.changed_at = -LIST_CHANGED_SECONDS
         self.held = False
-        self.rates = {
-            "request": _Bucket(SERVER_REQUESTS_PER_SECOND, SERVER_REQUESTS_BURST, clock),
-            "answer": _Bucket(ANSWERS_PER_SECOND, ANSWERS_BURST, clock),
+        now = clock()
+        self.rates = {  # kind: (its bucket, rate a second, burst)
+            "request": (TokenBucket(SERVER_REQUESTS_BURST, now), SERVER_REQUESTS_PER_SECOND, SERVER_REQUESTS_BURST),
+            "answer": (TokenBucket(ANSWERS_BURST, now), ANSWERS_PER_SECOND, ANSWERS_BURST),
         }
 
     def passed(self, line: bytes) -> bytes:
@@ -125,7 +111,8 @@ class _Notifications:
             self.changed_at, self.held = now, False
         kind = _kind(line) if line else "dropped"
         if kind in self.rates:
-            return before + (line if self.rates[kind].take() else b"")
+            bucket, rate, burst = self.rates[kind]
+            return before + (line if bucket.take(now, rate, burst) == 0.0 else b"")
         if kind == "dropped":
             return before
         if before or now - self.changed_at < LIST_CHANGED_SECONDS:

@@ -23,7 +23,7 @@ class ResultCheck:
     max_result_bytes: int
     scan_results: str
     audit: Callable[[Sequence[AuditEntry]], None]
-    max_scanned_chars: int = 131_072
+    max_scanned_chars: int
 
     def inspected(self, name: str, result: types.CallToolResult) -> types.CallToolResult:
         """The result once its size is checked (an error answer raises) and, with `scan_results`, scanned."""
