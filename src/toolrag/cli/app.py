@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from toolrag.cli.api import api_app
 from toolrag.cli.cache import cache_app
@@ -20,6 +19,7 @@ from toolrag.cli.common import (
     JsonOption,
     ScopesOption,
     StoreOption,
+    Table,
     ToolNameArgument,
     close_opened_registries,
     err,

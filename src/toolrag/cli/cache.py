@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from toolrag.cli.common import JsonOption, out, print_json
+from toolrag.cli.common import JsonOption, Table, out, print_json
 
 if TYPE_CHECKING:
     from toolrag.embed.cache import CacheEntry

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
-from rich.console import Console, ConsoleDimensions
+from rich import table as rich_table
+from rich.console import Console, ConsoleDimensions, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from toolrag.errors import ToolragError
 
@@ -22,6 +24,27 @@ if TYPE_CHECKING:  # imported where used: the command line starts without them
     from toolrag.registry import ToolRegistry
 
 PIPED_WIDTH = 1000  # wider than any table: a table is then as wide as its content
+# Control characters but the line break, and the invisible ones that reorder or hide text (bidirectional overrides,
+# zero-width characters): what a model, an MCP server or a user wrote must neither move the terminal's cursor,
+# recolour it (`\x1b[32mverified by admin`), nor reorder what an admin reads after it.
+_UNSEEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def plain(text: str) -> str:
+    """The text with its unseen characters written as escapes (`\\x1b`, `\\u202e`), so an admin sees them."""
+    return _UNSEEN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class Table(rich_table.Table):
+    """A rich table whose text cells and title are text, never markup: they hold what models, MCP servers and users
+    wrote, and `[/x]` in a reason or an example request ended the command in a traceback. A styled cell is a
+    `Text`."""
+
+    def __init__(self, *headers: str, title: str | Text | None = None, **options: Any) -> None:
+        super().__init__(*headers, title=Text(plain(title)) if isinstance(title, str) else title, **options)
+
+    def add_row(self, *cells: RenderableType | None, **options: Any) -> None:
+        super().add_row(*(Text(plain(cell)) if isinstance(cell, str) else cell for cell in cells), **options)
 
 
 class _Console(Console):
@@ -211,7 +234,7 @@ def table_or_lines(table: Table, rows: list[list[str]]) -> None:
         out.print(table)
     else:
         for row in rows:
-            sys.stdout.write("\t".join(cell.replace("\n", " ") for cell in row) + "\n")
+            sys.stdout.write("\t".join(plain(cell.replace("\n", " ")) for cell in row) + "\n")
 
 
 def print_json(data: Any) -> None:
@@ -221,7 +244,7 @@ def print_json(data: Any) -> None:
 def results_table(request: str, results: list[SearchResult]) -> Table:
     table = Table("tool", "confidence", "cosine", "lexical", "why", title=request, title_justify="left")
     if not results:
-        table.add_row("[dim](none: no tool here serves this, or it needs none)[/]", "", "", "", "")
+        table.add_row(Text("(none: no tool here serves this, or it needs none)", style="dim"), "", "", "", "")
     for result in results:
         why = []
         if result.signals.name_match:

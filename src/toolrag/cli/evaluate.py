@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from toolrag.cli.common import (
     EmbedderOption,
     JsonOption,
     ScopesOption,
+    Table,
     err,
     fail,
     guarded,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from toolrag.cli.common import (
     DEFAULT_STORE,
@@ -14,6 +14,7 @@ from toolrag.cli.common import (
     JsonOption,
     ScopesOption,
     StoreOption,
+    Table,
     fail,
     guarded,
     open_registry,
@@ -70,12 +71,12 @@ def explain_command(
     for tool in explanation.ranking:
         table.add_row(
             str(tool.rank),
-            escape(tool.name),
+            tool.name,
             f"{tool.probability:.2f}",
             f"{tool.cosine:.2f}",
             *(f"{tool.model_cosines.get(m, 0.0):.2f}" for m in models),
             f"{tool.lexical:.2f}",
-            "[green]delivered[/]" if tool.delivered else "cut",
+            Text("delivered", style="green") if tool.delivered else "cut",
         )
         why = [f"cut: {tool.cut}"] if tool.cut and explanation.needs_tool else []  # else the decision says why
         why += [f"words: {' '.join(tool.matched_words)}"] if tool.matched_words else []

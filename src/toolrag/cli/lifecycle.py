@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from toolrag.cli.common import (
     DEFAULT_STORE,
     JsonOption,
     StoreOption,
+    Table,
     ToolNameArgument,
     err,
     fail,
@@ -162,12 +162,12 @@ def pending(
     table = Table("tool", "text hash", "proposed by", "through", "at", "findings", title=f"{len(rows)} waiting")
     for row in rows:
         table.add_row(
-            escape(row["tool"]),
+            row["tool"],
             row["text_hash"][:HASH_PREFIX],
-            escape(str(row["proposed_by"])),
+            str(row["proposed_by"]),
             row["origin"],
             row["proposed_at"],
-            escape("\n".join(row["findings"])),
+            "\n".join(row["findings"]),
         )
     out.print(table)
 

@@ -12,10 +12,20 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
-from toolrag.cli.common import JsonOption, LogFormatOption, closed_with_command, err, guarded, out, plural, print_json
+from toolrag.cli.common import (
+    JsonOption,
+    LogFormatOption,
+    Table,
+    closed_with_command,
+    err,
+    guarded,
+    out,
+    plural,
+    print_json,
+)
 from toolrag.errors import ToolragError
 from toolrag.limits import UNCOMPRESSED, read_at_most, uncompressed
 
@@ -75,7 +85,7 @@ def list_servers(config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption 
     table = Table("server", "transport", "target", "enabled", "active tools", "quarantined", "disabled")
     for row in rows:
         *shown, disabled = row.values()
-        table.add_row(*(escape(str(v)) for v in shown), escape(_disabled_text(disabled)))
+        table.add_row(*(str(v) for v in shown), _disabled_text(disabled))
     out.print(table)
 
 
@@ -272,7 +282,7 @@ def _approve_server(gateway: McpGateway, server: str, yes: bool, as_json: bool) 
         for pin in waiting:
             kind = "new" if pin.approved_hash is None else "changed"
             description = pin.pending.description if pin.pending else ""
-            table.add_row(pin.tool, kind, str(pin.pending_hash)[:12], "\n".join(pin.findings), escape(description))
+            table.add_row(pin.tool, kind, str(pin.pending_hash)[:12], "\n".join(pin.findings), description)
         err.print(table)
         if not typer.confirm(f"approve these {plural(len(waiting), 'tool')} of {server}?", err=True):
             err.print("nothing approved")
@@ -534,12 +544,12 @@ def _print_health(health: GatewayHealth, url: str | None, config: str) -> None:
     for server in health.servers:
         table.add_row(
             server.server,
-            f"[{_STATE_COLOURS.get(server.state, 'yellow')}]{server.state}[/]",
+            Text(server.state, style=_STATE_COLOURS.get(server.state, "yellow")),
             _when(server.since),
             str(server.tools),
             str(server.reconnects),
             _when(server.last_import) if server.last_import else "",
-            escape(server.error or ""),
+            server.error or "",
         )
     out.print(table)
     up = sum(1 for server in health.servers if server.up)

@@ -7,7 +7,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.table import Table
 
 from toolrag.cli.chat_models import (
     ApiKeyEnvOption,
@@ -21,6 +20,7 @@ from toolrag.cli.common import (
     DEFAULT_STORE,
     JsonOption,
     StoreOption,
+    Table,
     ToolNameArgument,
     err,
     guarded,

@@ -143,12 +143,19 @@ class Agent:
     async def aexecute(
         self, response: Message, history: Sequence[Message], offered: Sequence[Tool] = ()
     ) -> RoundResult:
-        """Run the tool calls of one model response concurrently; results keep the order of the calls."""
+        """Run the tool calls of one model response concurrently, at most `ExecutionPolicy.max_calls_per_response`
+        of them (each call past it is answered with an error); results keep the order of the calls."""
         gateway = self._gateway()
         shown = {t.name: t.content_hash for t in offered}  # calls are checked against the versions shown
+        limit = self.policy.max_calls_per_response
         results: list[CallResult] = await asyncio.gather(
-            *(self._call(gateway, call, shown) for call in response.tool_calls)
+            *(self._call(gateway, call, shown) for call in response.tool_calls[:limit])
         )
+        refusal = f"Error: not run: one response may make at most {limit} calls; make the rest in your next one"
+        results += [
+            CallResult(Message.tool_result(call.id, refusal, is_error=True), None, "refused")
+            for call in response.tool_calls[limit:]
+        ]
         messages = [r.message for r in results]
         return_direct = bool(results) and all(r.return_direct for r in results)
         called = [r.tool.name if r.tool else call.name for r, call in zip(results, response.tool_calls, strict=True)]

@@ -2,8 +2,10 @@
 
 For each call: resolve the name among the tools the principal may use; refuse (and log a security event for) a
 name that only a hidden tool answers to, without telling the model it exists; parse and validate the arguments
-against the tool's JSON Schema; run the tool with a timeout and the tool context; turn the result or the error
-into the tool message the model sees.
+against the tool's JSON Schema; look again whether the principal may still use that version of the tool (the check
+can take seconds, and an operator may switch the tool off meanwhile); run the tool with a timeout and the tool
+context (a sync tool on threads of its own, runtime/threads.py); turn the result or the error into the tool message
+the model sees.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -28,7 +30,8 @@ from toolrag.inject.formats import provider_name
 from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key
+from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key, shown_name
+from toolrag.runtime.threads import Overdue, SyncTools
 from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure
 from toolrag.schemas.worker import CheckingProcess, CheckRefused
 
@@ -57,6 +60,12 @@ class ExecutionPolicy:
     always_raise: bool = False
     fuzzy_cutoff: float = 85.0
     check_seconds: float = 2.0  # the budget of a check in the checking process (schemas/arguments.py); past it: refused
+    # Calls of one sync tool still running past their timeout before the next is refused; a caller gets twice this
+    # (runtime/threads.py).
+    max_overdue_calls: int = 4
+    # Calls of one model response that are run; the rest are answered with an error (the Agent's loop). A prompt-
+    # injected model writes as many calls as its output allows, and `max_rounds` bounds rounds, not calls.
+    max_calls_per_response: int = 16
 
 
 @dataclass(frozen=True)
@@ -81,12 +90,24 @@ class Permitted:
     Built once per generation and visibility (`permitted_tools`), shared by every gateway, so a call costs the
     same at 10 tools and at 100,000."""
 
-    def __init__(self, visible: Iterable[Tool], hidden: Iterable[Tool], fuzzy_cutoff: float = 85.0) -> None:
+    def __init__(
+        self,
+        visible: Iterable[Tool],
+        hidden: Iterable[Tool],
+        fuzzy_cutoff: float = 85.0,
+        latest: Callable[[], Permitted] | None = None,
+    ) -> None:
+        """`latest`: the principal's permitted tools now (`permitted_tools` passes it); None for a fixed set."""
         self.tools = {t.name: t for t in visible}
+        self._latest = latest
         self.resolver = NameResolver(self.tools, fuzzy_cutoff)
         hidden_names = [t.name for t in hidden if t.name not in self.tools]
         self.hidden = {key: name for name in hidden_names for key in _lookup_keys(name)}
         self._checkers: dict[str, ArgumentChecker] = {}  # per tool: building a schema's validator is slow
+
+    def latest(self) -> Permitted:
+        """The tools the principal may use now: this set, or the one of the registry's current generation."""
+        return self._latest() if self._latest is not None else self
 
     def checker(self, tool: Tool) -> ArgumentChecker:
         found = self._checkers.get(tool.name)
@@ -98,6 +119,7 @@ class Permitted:
 # Large arguments are checked in a process of their own (schemas/worker.py), one for the whole server, in turns
 # taken fairly among principals.
 _CHECKING = CheckingProcess()
+_SYNC_TOOLS = SyncTools()
 
 
 _PERMITTED: weakref.WeakKeyDictionary[ToolRegistry, OrderedDict[tuple[object, ...], Permitted]] = (
@@ -114,7 +136,13 @@ def permitted_tools(registry: ToolRegistry, principal: Principal, fuzzy_cutoff: 
         cache = _PERMITTED.setdefault(registry, OrderedDict())
         found = cache.get(key)
     if found is None:
-        found = Permitted(*registry.partition(principal), fuzzy_cutoff)
+        source = weakref.ref(registry)  # the cache must not keep its own key alive
+
+        def latest() -> Permitted:
+            current = source()
+            return permitted_tools(current, principal, fuzzy_cutoff) if current is not None else found_now
+
+        found = found_now = Permitted(*registry.partition(principal), fuzzy_cutoff, latest)
         with _PERMITTED_LOCK:
             cache[key] = found
             while len(cache) > _PERMITTED_PER_REGISTRY:
@@ -162,6 +190,7 @@ class ToolGateway:
             resolution = self._resolve(call.name)
             tool = self.tools[resolution.name]
             arguments = await self._arguments(tool, call.arguments or "{}", _changed_since_offered(tool, offered))
+            await asyncio.to_thread(self._still_permitted, call.name, tool)  # reads the store's generation
             result = await self._run(tool, arguments)
             outcome: Outcome = "ok"
             message = Message.tool_result(call.id, serialize(result))
@@ -203,6 +232,26 @@ class ToolGateway:
                     )
                 )
             raise _Refusal("unknown_tool", str(exc), logged="refused" if hidden else None) from None
+
+    def _still_permitted(self, requested: str, tool: Tool) -> None:
+        """Refuse the call when, since it was resolved, the principal lost the tool (answered as a new call by that
+        name would be) or the tool's input schema changed (its arguments were checked against the one before)."""
+        latest = self.permitted.latest()
+        if latest is self.permitted:
+            return
+        now = latest.tools.get(tool.name)
+        if now is None:
+            try:
+                latest.resolver.resolve(requested)
+            except UnresolvedName as exc:
+                raise _Refusal("unknown_tool", str(exc)) from None
+            raise _Refusal("unknown_tool", f"no tool named {tool.name!r} is available; call again")
+        if now.input_schema != tool.input_schema:
+            raise _Refusal(
+                "invalid_arguments",
+                f"{tool.name} changed while the call was checked; its input schema now: {_schema_excerpt(now)}."
+                " Call it again.",
+            )
 
     async def _arguments(self, tool: Tool, raw: str, changed: bool = False) -> dict[str, Any]:
         """The call's arguments, parsed and checked against the tool's schema off the event loop: in a thread when
@@ -253,12 +302,16 @@ class ToolGateway:
         parameter = context_parameter(function)
         if parameter is not None:
             arguments = {**arguments, parameter: self.context}
-        if inspect.iscoroutinefunction(function):
-            pending: Awaitable[Any] = function(**arguments)
-        else:
-            pending = asyncio.to_thread(functools.partial(function, **arguments))
+        timeout = self.policy.timeout_seconds
         try:
-            return await asyncio.wait_for(pending, self.policy.timeout_seconds)
+            if inspect.iscoroutinefunction(function):
+                return await asyncio.wait_for(function(**arguments), timeout)
+            bound = functools.partial(function, **arguments)
+            return await _SYNC_TOOLS.run(
+                bound, tool.name, self.principal.caller, timeout, self.policy.max_overdue_calls
+            )
+        except Overdue as exc:
+            raise _Refusal("error", f"{tool.name} was not run: {exc}") from None
         except TimeoutError:
             raise ToolTimeout(f"tool {tool.name} timed out after {self.policy.timeout_seconds:g} s") from None
 
@@ -276,10 +329,10 @@ class ToolGateway:
         self.events.emit(
             ToolCallEvent(
                 call_id=call.id,
-                requested_name=call.name,
+                requested_name=shown_name(call.name),
                 resolved_name=name,
                 resolution=resolution.method if resolution else None,
-                arguments_bytes=len(call.arguments.encode()),
+                arguments_bytes=len(call.arguments.encode("utf-8", "surrogatepass")),  # refused, still counted
                 outcome=outcome,
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 offered=name in offered if name else False,

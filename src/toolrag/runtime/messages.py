@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from toolrag.jsontext import loads
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -71,7 +72,7 @@ def recorded_list(answer: Message, record: str, key: str, max_chars: int) -> lis
         if call.name != record or len(call.arguments) > max_chars:
             continue
         try:
-            arguments = json.loads(call.arguments or "{}")
+            arguments = loads(call.arguments or "{}")  # nested 3,000 deep is a JSONDecodeError, not a RecursionError
         except ValueError:
             return None
         found = arguments.get(key) if isinstance(arguments, dict) else None

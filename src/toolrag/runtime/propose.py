@@ -166,7 +166,9 @@ def _ask(
         ):
             tally.dropped += 1
             continue
-        reason = _SPACES.sub(" ", str(entry.get("reason", ""))).strip()[:MAX_REASON_CHARS] or "no reason given"
+        # Control and formatting characters go (an escape code recoloured the admin's terminal): printable text only.
+        printable = "".join(c if c.isprintable() else " " for c in str(entry.get("reason", ""))[: 4 * MAX_REASON_CHARS])
+        reason = _SPACES.sub(" ", printable).strip()[:MAX_REASON_CHARS] or "no reason given"
         kept.setdefault(other.name, ProposedRelation(tool.name, other.name, parameter, reason, model_name))
     tally.pending.append((tool.name, basis))
     tally.proposals.extend(kept.values())

@@ -36,6 +36,9 @@ _SEPARATORS = re.compile(r"[^a-z0-9]+")
 _SEGMENT_BOUNDARY = re.compile(r"\.|__")
 _WORDS = re.compile(r"[a-z0-9]+")
 MAX_SUGGESTIONS = 3
+# A registry name has at most 128 characters, a provider's rendering of one fewer: a longer request names no tool,
+# and is neither compared with every name (its cost grew with its length, on the event loop) nor echoed whole.
+MAX_REQUESTED_CHARS = 256
 
 # Words that make a tool do something the request did not ask for: a near miss never silently gains one of these
 # (`notes` must not quietly become `notes_write`).
@@ -105,6 +108,8 @@ class NameResolver:
             self._by_namespace[key[0] if len(key) > 1 else ""].append(name)
 
     def resolve(self, requested: str) -> Resolution:
+        if len(requested) > MAX_REQUESTED_CHARS:
+            raise UnresolvedName(shown_name(requested), [], ambiguous=False)
         rendered = self._provider.get(requested)
         if requested in self._known:
             if rendered not in (None, requested):  # `a__b` is a tool's name and how `a.b` was rendered
@@ -163,6 +168,13 @@ class NameResolver:
         scored = process.extract(normalize_name(requested), list(flat), scorer=fuzz.WRatio, limit=None)
         close = [name for choice, score, _ in scored if score >= 50 for name in flat[choice]]
         return _first(sorted(close, key=_looks_alike))  # stable: by score within each kind
+
+
+def shown_name(requested: str) -> str:
+    """A requested name as answers and logs repeat it: whole up to MAX_REQUESTED_CHARS, else its start and length."""
+    if len(requested) <= MAX_REQUESTED_CHARS:
+        return requested
+    return f"{requested[:64]}... ({len(requested):,} characters)"
 
 
 def _looks_alike(name: str) -> bool:

@@ -34,7 +34,7 @@ def find(
         parsed = loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
         query = str(parsed["query"])
         k = None if parsed.get("k") is None else int(parsed["k"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: {"k": 1e999}
         raise ToolragError('a tool search takes {"query": "...", "k": 3}') from None
     return registry.search(query, principal, None if k is None else max(1, min(k, MAX_FOUND)), session=session)
 

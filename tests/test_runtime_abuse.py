@@ -1,0 +1,279 @@
+"""The sixth security review, of the runtime: what a model's calls, a hanging tool and a chat model's structured
+answers can do to the agent loop, the execution gateway and the admin's terminal (docs/reliability.md "Sixth
+security review"). Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolrag import Principal, Tool, ToolRegistry, tool
+from toolrag.cli import common
+from toolrag.cli.app import app
+from toolrag.runtime import Agent, ExecutionPolicy, ListSink, Message, ScriptedModel, ToolCall, ToolCallEvent
+from toolrag.runtime.gateway import ToolGateway
+from toolrag.runtime.messages import recorded_list
+from toolrag.runtime.native import DeferredTools
+from toolrag.runtime.propose import RECORD, propose_relations
+from toolrag.runtime.toolbox import Toolbox
+
+from .conftest import RETRIEVAL, CountingEmbedder
+
+RELEASE = threading.Event()  # what the tarpit waits for: set at the end of every test
+RAN: list[str] = []
+
+
+@tool(name="web.fetch_url")
+def fetch_url(url: str) -> str:
+    """Fetch a web page by its address (this one hangs: a tarpit server)."""
+    RELEASE.wait(60)
+    return "page"
+
+
+@tool(name="clock.now")
+def now(zone: str) -> str:
+    """The time in a time zone."""
+    return "12:00"
+
+
+@tool(name="storage.wipe_bucket")
+def wipe_bucket(bucket: str, note: str = "") -> str:
+    """Delete every object in a storage bucket."""
+    RAN.append(bucket)
+    return "wiped"
+
+
+@tool(name="mail.send")
+def send_mail(to: str) -> str:
+    """Send an e-mail message to an address."""
+    RAN.append(to)
+    return "sent"
+
+
+USER = Principal(user="u-1")
+OTHER = Principal(user="u-2")
+
+
+@pytest.fixture
+def registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
+    RELEASE.clear()
+    RAN.clear()
+    registry = ToolRegistry(tmp_path / "abuse.db", embedder, RETRIEVAL)
+    registry.register(fetch_url, now, wipe_bucket, send_mail)
+    yield registry
+    RELEASE.set()  # the tarpit's threads end
+    registry.close()
+
+
+def test_sync_tools_past_their_timeout_leave_every_other_call_running(registry: ToolRegistry) -> None:
+    """Sync tools ran on asyncio's default pool (cpu + 4 threads, shared with the argument checks): eight calls to a
+    hanging tool, each timed out, kept their threads, and every later call of anyone waited for ever. Now sync tools
+    have threads of their own, and calls still running past their timeout are counted: a tool or a caller with too
+    many is refused at once, saying why, instead of queueing."""
+    policy = ExecutionPolicy(timeout_seconds=0.3)
+    hung, other = Toolbox(registry, USER, policy=policy), Toolbox(registry, OTHER, policy=policy)
+
+    async def scenario() -> None:
+        stuck = await asyncio.gather(*(hung.call("web.fetch_url", {"url": f"http://tarpit/{n}"}) for n in range(8)))
+        assert {result.outcome for result in stuck} == {"timeout"}
+        # Another caller's call of another tool is answered (before: never; the bound only ends a failing run).
+        answered = await asyncio.wait_for(other.call("clock.now", {"zone": "UTC"}), 30)
+        assert answered.outcome == "ok" and answered.message.content == "12:00"
+        again = await asyncio.wait_for(other.call("web.fetch_url", {"url": "http://tarpit/9"}), 30)
+        assert again.outcome == "error" and "still running past their timeout" in again.message.content
+        mine = await asyncio.wait_for(hung.call("clock.now", {"zone": "UTC"}), 30)
+        assert mine.outcome == "error" and "still running past their timeout" in mine.message.content
+
+    asyncio.run(scenario())
+    RELEASE.set()  # the tarpit answers: its threads end, and the tool and the caller may call again
+    deadline = time.monotonic() + 30
+    while (result := hung.call_sync("web.fetch_url", {"url": "http://tarpit/10"})).outcome != "ok":
+        assert time.monotonic() < deadline, result.message.content
+    assert result.message.content == "page"
+
+
+def test_call_sync_answers_at_the_timeout_not_when_the_tool_ends(registry: ToolRegistry) -> None:
+    """`Toolbox.call_sync` (LangGraph's CallTools, LangChain's and LlamaIndex's tools) waited for the whole hanging
+    tool: `asyncio.run` joins the default pool's threads."""
+    box = Toolbox(registry, USER, policy=ExecutionPolicy(timeout_seconds=0.3))
+    released_late = threading.Timer(30, RELEASE.set)  # ends the run on the old code instead of hanging it
+    released_late.start()
+    try:
+        result = box.call_sync("web.fetch_url", {"url": "http://tarpit/"})
+        assert result.outcome == "timeout" and not RELEASE.is_set()
+    finally:
+        released_late.cancel()
+
+
+def test_a_huge_tool_name_is_refused_without_reading_it() -> None:
+    """Resolving a 1,000,000-character name against 2,000 tools took 11.6 s on the event loop, and the answer and
+    the usage log echoed the whole name."""
+    tools = [Tool(name=f"crm.tool_{n}", description="A tool.") for n in range(2000)]
+    events = ListSink()
+    gateway = ToolGateway(tools, [], USER, lambda name: None, events=events)
+    name = "crm." + "x_" * 500_000
+    started = time.process_time()
+    result = asyncio.run(gateway.call(ToolCall("c1", name, "{}"), set()))
+    spent = time.process_time() - started
+    assert result.outcome == "unknown_tool" and len(result.message.content) < 400, result.message.content[:200]
+    (event,) = [e for e in events.events if isinstance(e, ToolCallEvent)]
+    assert len(event.requested_name) < 400
+    assert spent < 2.0  # CPU time of this process, 11.6 s before: far from the boundary either way
+
+
+def test_a_lone_surrogate_in_a_models_call_is_answered_not_raised(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Half an emoji in a model's arguments (a JSON escape the provider's SDK decodes) crashed the agent when the
+    call was logged: the arguments' size was counted by encoding them."""
+    registry = ToolRegistry(tmp_path / "logged.db", embedder, RETRIEVAL, monitor=True)
+    registry.register(now)
+    model = ScriptedModel(
+        [
+            Message("assistant", "", (ToolCall("c1", "clock.now", '{"zone": "UTC \ud83d"}'),)),
+            Message("assistant", "", (ToolCall("c2", "clock.now\udc00", '{"zone": "UTC"}'),)),
+            Message("assistant", "done"),
+        ]
+    )
+    result = Agent(registry, model, USER).run("what time is it in UTC?")
+    assert result.stopped_by == "answer"
+    first, second = [m for m in result.messages if m.role == "tool"]
+    assert first.is_error and "lone surrogate" in first.content
+    assert second.content == "12:00"  # the stray half character is read as a separator, as a space would be
+    assert Toolbox(registry, USER).call_sync("clock.now", '{"zone": "\ud800"}').outcome == "invalid_arguments"
+    registry.close()  # the usage log is written: both calls and the refusal
+    with ToolRegistry(tmp_path / "logged.db", embedder, RETRIEVAL) as reopened:
+        outcomes = [call.outcome for call in reopened.store.usage.calls(datetime(2000, 1, 1, tzinfo=UTC))]
+    assert sorted(outcomes) == ["invalid_arguments", "invalid_arguments", "ok"]
+
+
+def test_a_tool_search_asking_for_infinitely_many_tools_is_an_error_message(registry: ToolRegistry) -> None:
+    """`{"k": 1e999}` raised OverflowError out of the agent loop and every `DeferredTools.answer_*`."""
+    model = ScriptedModel(
+        [
+            Message("assistant", "", (ToolCall("c1", "find_tools", '{"query": "time", "k": 1e999}'),)),
+            Message("assistant", "done"),
+        ]
+    )
+    result = Agent(registry, model, USER, mode="discover").run("what time is it?")
+    (answer,) = [m for m in result.messages if m.role == "tool"]
+    assert answer.is_error and "a tool search takes" in answer.content
+    native = DeferredTools(registry, USER)
+    for hostile in ('{"query": "time", "k": 1e999}', '{"query": "time", "k": NaN}'):
+        assert native.answer_anthropic("c", hostile)["is_error"] is True
+        assert native.answer_gemini("c", hostile)["is_error"] is True
+        assert native.answer_openai("c", hostile)["tools"] == []
+
+
+def test_a_deeply_nested_structured_answer_is_one_failed_call(registry: ToolRegistry) -> None:
+    """A structured answer nested 3,000 levels deep (6 KB, under the size cap) raised RecursionError out of a whole
+    `relations propose` or `write-examples` run, at the same tool every time."""
+    nested = '{"requires": ' + "[" * 3000 + "]" * 3000 + "}"
+    answer = Message("assistant", "", (ToolCall("c", RECORD, nested),))
+    assert recorded_list(answer, RECORD, "requires", 20_000) is None
+
+    class Nested:
+        def complete(self, messages: object, tools: object) -> Message:
+            return answer
+
+    run = propose_relations(registry, Nested(), "scripted")
+    assert run.failed == run.asked > 1  # every tool asked, each a failed call; the run went on
+
+
+def test_what_a_model_or_a_server_wrote_reaches_the_terminal_as_text(
+    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proposed requirement's reason and a written example request were printed as Rich markup (`[/x]` ended
+    `toolrag relations list` and `toolrag tools examples` in a traceback) and their escape codes reached the terminal
+    raw (`\\x1b[32mverified by admin`)."""
+    hostile = "needs [/x] the zone\x1b[2K\r\x1b[32mverified by admin\x1b[0m\u202e"
+
+    class Hostile:
+        def complete(self, messages: object, tools: object) -> Message:
+            entry = {"tool": "clock.now", "parameter": "zone", "reason": hostile}
+            return Message("assistant", "", (ToolCall("c", RECORD, json.dumps({"requires": [entry]})),))
+
+    registry.register(
+        Tool(
+            name="clock.alarm",
+            description="Set an alarm at a time in a time zone.",
+            input_schema={"type": "object", "properties": {"zone": {"type": "string"}}},
+        )
+    )
+    propose_relations(registry, Hostile(), "scripted")
+    (proposal,) = [r for r in registry.relations.of("clock.alarm", lambda _: True) if r.source == "proposed"]
+    assert "needs [/x] the zone" in str(proposal.detail) and "\x1b" not in str(proposal.detail)  # kept as printable
+    registry.examples.add("clock.now", "what's the time in [/x] Paris [bold]now")
+    store = str(registry.store.path)  # type: ignore[attr-defined]
+    registry.close()
+    runner = CliRunner()
+    monkeypatch.setenv("COLUMNS", "400")  # one line a row
+    for terminal in (False, True):
+        monkeypatch.setattr(common.out, "_force_terminal", terminal)
+        listed = runner.invoke(app, ["relations", "list", "clock.alarm", "--store", store])
+        assert listed.exit_code == 0, listed.output
+        assert "needs [/x] the zone" in listed.stdout and "\x1b" not in listed.stdout
+        examples = runner.invoke(app, ["tools", "examples", "clock.now", "--store", store])
+        assert examples.exit_code == 0, examples.output
+        assert "[/x] Paris [bold]now" in examples.stdout
+    # What reaches the terminal from elsewhere (a server's text, a search's request) shows its escapes as text.
+    assert common.plain("a\x1b[32mb\u202ec\r") == "a\\x1b[32mb\\u202ec\\r"
+    printed = common.Table("tool", title="[/x] \x1b[2J")
+    printed.add_row("[/x]\x1b[2J")
+    with common.out.capture() as captured:
+        common.out.print(printed)
+    assert captured.get().count("[/x]\\x1b[2J") == 1 and captured.get().count("[/x] \\x1b[2J") == 1
+
+
+def test_a_tool_switched_off_while_its_call_is_checked_does_not_run(
+    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool was resolved, its arguments checked (seconds, for large ones, in the checking process), and then run
+    with no second look: an operator switching it off in between did not stop the call in flight."""
+    box = Toolbox(registry, USER)
+    checked = ToolGateway._arguments
+
+    async def switched_off_meanwhile(self: ToolGateway, *args: object, **kwargs: object) -> object:
+        arguments = await checked(self, *args, **kwargs)  # type: ignore[arg-type]
+        await asyncio.to_thread(registry.set_active, "storage.wipe_bucket", False)
+        return arguments
+
+    monkeypatch.setattr(ToolGateway, "_arguments", switched_off_meanwhile)
+    result = asyncio.run(box.call("storage.wipe_bucket", {"bucket": "prod"}))
+    assert result.outcome == "unknown_tool" and RAN == []
+    registry.set_active("storage.wipe_bucket", True)
+
+    async def changed_meanwhile(self: ToolGateway, *args: object, **kwargs: object) -> object:
+        arguments = await checked(self, *args, **kwargs)  # type: ignore[arg-type]
+        renamed = {"type": "object", "properties": {"bucket_name": {"type": "string"}}, "required": ["bucket_name"]}
+        await asyncio.to_thread(registry.update, "storage.wipe_bucket", input_schema=renamed)
+        return arguments
+
+    monkeypatch.setattr(ToolGateway, "_arguments", changed_meanwhile)
+    result = asyncio.run(Toolbox(registry, USER).call("storage.wipe_bucket", {"bucket": "prod"}))
+    assert result.outcome == "invalid_arguments" and "changed while" in result.message.content and RAN == []
+
+
+def test_one_model_response_runs_at_most_max_calls_per_response(registry: ToolRegistry) -> None:
+    """A response of 2,000 `send` calls sent 2,000 e-mails in one round: `max_rounds` bounds rounds, not calls."""
+    flood = tuple(ToolCall(f"c{n}", "mail.send", json.dumps({"to": f"v{n}@example.com"})) for n in range(2000))
+    model = ScriptedModel([Message("assistant", "", flood), Message("assistant", "done")])
+    result = Agent(registry, model, USER).run("e-mail bob the minutes")
+    answers = [m for m in result.messages if m.role == "tool"]
+    assert len(answers) == 2000 and len(RAN) == ExecutionPolicy().max_calls_per_response == 16
+    assert all(m.is_error and "at most 16 calls" in m.content for m in answers[16:])
+
+
+def test_every_table_of_the_command_line_prints_text_not_markup() -> None:
+    """The fix above holds for tables written later: no command builds rich's own Table."""
+    folder = Path(common.__file__).parent
+    rich_table = re.compile(r"rich\.table|from rich import .*\btable\b")
+    direct = [path.name for path in folder.glob("*.py") if rich_table.search(path.read_text(encoding="utf-8"))]
+    assert direct == ["common.py"]
