@@ -124,15 +124,19 @@ def test_alias_suggestions_come_from_misses_and_apply_after_review(store_url: st
     registry._functions["shop.track_shipment"] = lambda: "in Lviv, arrives Friday"
     missed = "Nova Poshta still silent"
     assert "shop.track_shipment" not in [r.name for r in registry.search(missed, ADMIN)]
-    for session in ("a", "b"):  # two conversations with the same question, answered by a tool it did not find
-        registry.search(missed, ADMIN, session=session)
-        agent = Agent(registry, ScriptedModel([]), ADMIN)
+    # Three people's conversations with the same question, answered by a tool it did not find (an alias needs three
+    # callers: one caller's loop of calls is no usage; tests/test_usage_and_access_abuse.py).
+    for session in ("a", "b", "c"):
+        person = Principal(user=f"agent-{session}", scopes=frozenset({"*"}))
+        registry.search(missed, person, session=session)
+        agent = Agent(registry, ScriptedModel([]), person)
         agent._request_id = session
         asyncio.run(agent.aexecute(call("c1", "shop.track_shipment", {}), []))
     registry.usage.flush()  # type: ignore[union-attr]
     listed = runner.invoke(app, ["suggest-aliases", "--store", store_url, "--json"])
     assert listed.exit_code == 0, listed.output
-    assert json.loads(listed.stdout)["suggestions"] == [{"tool": "shop.track_shipment", "alias": missed, "count": 2}]
+    suggested = {"tool": "shop.track_shipment", "alias": missed, "count": 3, "callers": 3, "tenants": []}
+    assert json.loads(listed.stdout)["suggestions"] == [suggested]
     assert registry.get("shop.track_shipment").aliases == ["where is my package"]  # nothing applied unreviewed
     applied = runner.invoke(app, ["suggest-aliases", "--store", store_url, "--apply", "shop.track_shipment", "--json"])
     assert json.loads(applied.stdout)["applied"] == ["shop.track_shipment"]

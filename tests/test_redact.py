@@ -271,3 +271,19 @@ def test_only_the_secret_is_masked_not_the_request_after_it(text: str, kept: str
 
 def test_the_table_is_large_enough_and_half_of_it_unchanged() -> None:
     assert len(MASKED) + len(UNCHANGED) >= 60 and len(UNCHANGED) >= (len(MASKED) + len(UNCHANGED)) / 2
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("ｐａｓｓｗｏｒｄ：ｈｕｎｔｅｒ２", "password:<secret>"),  # the full-width letters of CJK keyboards
+        ("密碼: hunter2", "密碼: <secret>"),  # Traditional Chinese
+        ("password\u200b: hunter2 ok", "password: <secret>"),  # a zero-width space inside
+        ("pass\xadword: hunter2 ok", "password: <secret>"),  # a soft hyphen inside
+    ],
+)
+def test_a_name_written_in_compatibility_letters_or_with_invisible_characters_is_still_its_name(
+    text: str, kept: str
+) -> None:
+    """The sixth security review: each of these kept its secret (the soft hyphen's masked the wrong word)."""
+    assert redact(text) == kept

@@ -21,6 +21,7 @@ from toolrag.schemas.drafts import MAX_DEPTH, deeper_than, validator_class
 from toolrag.schemas.validation import UnsafeSchema, check_enums, check_safety
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+_NOT_TOLD_APART = re.compile(r"[-_]")
 MAX_SCHEMA_CHARS = 262_144  # of a schema as JSON: real ones stay under a tenth of it
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
@@ -480,6 +481,12 @@ def caller_key(identity: str | None, user: str | None, tenant: str | None) -> st
     return identity if identity is not None else json.dumps(["python", user, tenant])
 
 
+def folded_name(name: str) -> str:
+    """A name as calls tell names apart (runtime/resolve.py): `__` separates like a dot, and case, `-` and `_` do not
+    count. `Tickets__Delete-Ticket` -> `tickets.deleteticket`; glob characters are kept, so a pattern folds too."""
+    return _NOT_TOLD_APART.sub("", name.replace("__", ".").lower())
+
+
 class Principal(BaseModel):
     """Who a request is made for. Visibility and execution rights derive from tenant, scopes and name rules only."""
 
@@ -532,9 +539,25 @@ class Principal(BaseModel):
 
     def may_name(self, name: str) -> bool:
         """Whether the name rules let this principal use a tool of that name."""
-        if any(fnmatchcase(name, pattern) for pattern in self.deny_tools):
+        if self.denying(name) is not None:
             return False
         return self.allow_tools is None or any(fnmatchcase(name, pattern) for pattern in self.allow_tools)
+
+    def denying(self, name: str) -> str | None:
+        """The first `deny_tools` pattern that matches the name, as written or as calls read it (`folded_name`):
+        `tickets.delete_*` denies an upstream's `tickets.deleteTicket` and `tickets.Delete-Ticket`, which a call of
+        `tickets.delete_ticket` resolves to. An allowance matches as written only: both ways fail closed."""
+        if not self.deny_tools:
+            return None
+        folded = folded_name(name)
+        return next(
+            (
+                pattern
+                for pattern in sorted(self.deny_tools)
+                if fnmatchcase(name, pattern) or fnmatchcase(folded, folded_name(pattern))
+            ),
+            None,
+        )
 
     @property
     def has_name_rules(self) -> bool:
@@ -549,7 +572,7 @@ class Principal(BaseModel):
 
     def hidden_by(self, tool: Tool) -> str | None:
         """The rule that keeps the principal from using the tool (the first that does), None when it may use it."""
-        denied = next((pattern for pattern in sorted(self.deny_tools) if fnmatchcase(tool.name, pattern)), None)
+        denied = self.denying(tool.name)
         if denied is not None:
             return f"denied by deny_tools {denied}"
         if not self.may_name(tool.name):

@@ -25,6 +25,7 @@ from toolrag.cli.common import (
     print_json,
     progress_bar,
 )
+from toolrag.search.learned_defaults import MIN_CALLERS
 
 if TYPE_CHECKING:
     from toolrag.catalog.review import TextChange
@@ -498,22 +499,29 @@ def suggest_aliases_command(
     store: StoreOption = DEFAULT_STORE,
     days: Annotated[int, typer.Option(min=1, help="Time window, in days back from now.")] = 30,
     min_count: Annotated[int, typer.Option(min=1, help="Sessions a suggestion needs.")] = 1,
+    min_callers: Annotated[
+        int, typer.Option("--min-callers", min=1, help="Distinct callers whose sessions a suggestion needs.")
+    ] = MIN_CALLERS,
     apply: Annotated[list[str] | None, typer.Option("--apply", help="Tool whose suggestions to apply.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Propose aliases from usage (requests after which a tool was called although they had not found it);
-    review them, then apply per tool with --apply."""
+    review them, then apply per tool with --apply. A tenant's request is suggested only for a tool no other
+    tenant sees."""
     from toolrag.monitor.aliases import apply_suggestions, suggest_aliases
 
     registry = open_registry(store)
-    suggestions = guarded(lambda: suggest_aliases(registry, days, min_count))
+    suggestions = guarded(lambda: suggest_aliases(registry, days, min_count, min_callers))
     applied = guarded(lambda: apply_suggestions(registry, suggestions, set(apply or []))) if apply else []
     if as_json:
         print_json({"suggestions": [vars(s) for s in suggestions], "applied": applied})
         return
-    table = Table("tool", "suggested alias", "sessions", title=plural(len(suggestions), "alias suggestion"))
+    table = Table(
+        "tool", "suggested alias", "sessions", "callers", "tenants", title=plural(len(suggestions), "alias suggestion")
+    )
     for suggestion in suggestions:
-        table.add_row(suggestion.tool, suggestion.alias, str(suggestion.count))
+        tenants = ", ".join(suggestion.tenants)
+        table.add_row(suggestion.tool, suggestion.alias, str(suggestion.count), str(suggestion.callers), tenants)
     out.print(table)
     if applied:
         out.print(f"applied to {', '.join(applied)}")

@@ -9,9 +9,11 @@ files (before operators' records were kept) still load, with none.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,9 +60,19 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
             for key, vector in dump.vectors.items()
         },
     }
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
-    os.replace(partial, target)
+    # A new file of its own (never one planted at a known name, nor a link), readable by its owner alone: a backup
+    # holds every tenant's tools and the audit log. It replaces the target only once whole; nothing is left on failure.
+    descriptor, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(document, ensure_ascii=False))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staging, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        raise
 
 
 def is_backup(path: str | Path) -> bool:

@@ -65,6 +65,15 @@ _SAME_PRINCIPAL = (
     " AND COALESCE(r.caller, '') = COALESCE(c.caller, '')"
 )
 
+
+def _learner(table: str = "") -> str:
+    """Whose window a row of the usage log counts in (the PARTITION BY of learning's queries): its tenant, or its
+    caller when it has none (search/learned.py `learner_key`). A window shared by all let one tenant's flood of calls
+    push every other tenant's history out of what is learned from usage."""
+    t = f"{table}." if table else ""
+    return f"COALESCE({t}tenant, ''), CASE WHEN COALESCE({t}tenant, '') = '' THEN {t}caller END"
+
+
 # Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
 # psycopg 65,535), whatever the number of tools a reader may use.
 TOOLS_PER_QUERY = 500
@@ -123,6 +132,17 @@ class TimedCall:
     outcome: str
     latency_ms: float
     origin: str | None
+
+
+@dataclass(frozen=True)
+class MissedRequest:
+    """A request whose shortlist lacked the tool its caller then called successfully in the same session."""
+
+    tool: str
+    request: str
+    tenant: str | None
+    caller: str | None  # None: logged before callers were
+    session: str
 
 
 @dataclass(frozen=True)
@@ -396,26 +416,29 @@ class UsageTables:
         ]
 
     def called_after(self, since: datetime, limit: int = 50_000) -> list[UsedRequest]:
-        """The latest `limit` successful calls since `since`, each with the latest request before it in the same
-        session of the same caller, since `since` too: what users asked when a tool turned out to be the one they
-        needed. Newest first; without the calls whose request is longer than a request may be (logged in full).
+        """Each learner's latest `limit` successful calls since `since` (`_learner`), each with the latest request
+        before it in the same session of the same caller, since `since` too: what users asked when a tool turned out
+        to be the one they needed. Newest first; without the calls whose request is longer than a request may be
+        (logged in full).
 
         The sessions' latest `limit` requests are read once and each call finds the one before it by bisection: a
         long session costs its length, not its calls times its requests, and memory stays bounded."""
         agents = "at >= ? AND outcome = 'ok' AND session IS NOT NULL"
         start = self._timestamp(since)
+        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, id DESC) AS n"
         calls = self._query(
             self._sql(
-                f"SELECT at, session, tenant, principal, caller, tool FROM calls WHERE {agents}"
-                " ORDER BY at DESC, id DESC LIMIT ?"
+                "SELECT at, session, tenant, principal, caller, tool FROM (SELECT at, id, session, tenant, principal,"
+                f" caller, tool, {latest} FROM calls WHERE {agents}) latest WHERE n <= ? ORDER BY at DESC, id DESC"
             ),
             (start, limit),
         )
         asked = self._query(
             self._sql(
-                "SELECT at, id, session, tenant, principal, caller FROM retrievals WHERE request IS NOT NULL"
-                f" AND at >= ? AND session IN (SELECT session FROM calls WHERE {agents}) ORDER BY at DESC, id DESC"
-                " LIMIT ?"
+                "SELECT at, id, session, tenant, principal, caller FROM (SELECT at, id, session, tenant, principal,"
+                f" caller, {latest} FROM retrievals WHERE request IS NOT NULL AND at >= ?"
+                f" AND session IN (SELECT session FROM calls WHERE {agents})) latest WHERE n <= ?"
+                " ORDER BY at DESC, id DESC"
             ),
             (start, start, limit),
         )
@@ -442,11 +465,10 @@ class UsageTables:
         log holds. A learner is a tenant, or a caller of no tenant (search/learned.py `learner_key`): a window
         shared by all would let one tenant's flood of calls push another's history out. An admin's console trials
         are not agents' sessions."""
-        learner = "COALESCE(tenant, ''), CASE WHEN COALESCE(tenant, '') = '' THEN caller END"
         rows = self._query(
             self._sql(
                 "SELECT session, tenant, caller, tool FROM (SELECT session, tenant, caller, tool, at, id,"
-                f" ROW_NUMBER() OVER (PARTITION BY {learner} ORDER BY at DESC, id DESC) AS n FROM calls"
+                f" ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, id DESC) AS n FROM calls"
                 " WHERE at >= ? AND outcome = 'ok' AND session IS NOT NULL AND origin IS NULL) latest"
                 " WHERE n <= ? ORDER BY at, id"
             ),
@@ -455,9 +477,10 @@ class UsageTables:
         return [SessionCall(str(s), _text(tenant), _text(caller), str(tool)) for s, tenant, caller, tool in rows]
 
     def task_calls(self, since: datetime, limit: int = 50_000, max_chars: int = MAX_EXAMPLE_CHARS) -> list[TaskCall]:
-        """The latest `limit` successful calls agents made in a session since `since` after that caller's first
-        request of the session, each with that request, oldest first; without the sessions whose first request is
-        longer than `max_chars` (a document, not a task). An admin's console trials are not agents' sessions.
+        """Each learner's latest `limit` successful calls agents made in a session since `since` (`_learner`) after
+        that caller's first request of the session, each with that request, oldest first; without the sessions
+        whose first request is longer than `max_chars` (a document, not a task). An admin's console trials are not
+        agents' sessions.
 
         A session's first request is found once, not once a call, and its text read once: the calls of one session
         share one string."""
@@ -473,11 +496,13 @@ class UsageTables:
             f" (PARTITION BY r.session, {who} ORDER BY r.at, r.id) AS n FROM retrievals r"
             f" WHERE r.request IS NOT NULL AND r.session IN (SELECT c.session FROM calls c WHERE {agents})"
         )
+        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner('c')} ORDER BY c.at DESC, c.id DESC) AS latest_n"
         rows = self._query(
             self._sql(
-                f"SELECT c.session, c.tenant, c.caller, c.tool, f.first_id FROM calls c JOIN ({first}) f"
-                f" ON f.n = 1 AND f.session = c.session AND {same} AND f.first_at <= c.at"
-                f" WHERE {agents} ORDER BY c.at DESC, c.id DESC LIMIT ?"
+                "SELECT session, tenant, caller, tool, first_id FROM (SELECT c.session AS session, c.tenant AS tenant,"
+                f" c.caller AS caller, c.tool AS tool, f.first_id AS first_id, c.at AS at, c.id AS id, {latest}"
+                f" FROM calls c JOIN ({first}) f ON f.n = 1 AND f.session = c.session AND {same} AND f.first_at <= c.at"
+                f" WHERE {agents}) latest WHERE latest_n <= ? ORDER BY at DESC, id DESC"
             ),
             (self._timestamp(since), self._timestamp(since), limit),
         )
@@ -595,19 +620,26 @@ class UsageTables:
             for at, outcome, ms, origin in reversed(rows)
         ]
 
-    def missed_requests(self, since: datetime, limit: int = 5000) -> list[tuple[str, str]]:
-        """(tool, request) for every successful call and each request of its session, up to the call, whose
-        shortlist did not contain the tool: the words users use for a tool that retrieval did not connect."""
+    def missed_requests(self, since: datetime, limit: int = 5000) -> list[MissedRequest]:
+        """Every successful call with each request of its session, up to the call, whose shortlist did not contain
+        the tool: the words users use for a tool that retrieval did not connect. Each learner's latest `limit`
+        (`_learner`)."""
+        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner('c')} ORDER BY c.at DESC, c.id DESC) AS n"
         rows = self._query(
             self._sql(
-                "SELECT c.tool, r.request FROM calls c JOIN retrievals r ON r.session = c.session AND r.at <= c.at"
+                "SELECT tool, request, tenant, caller, session FROM (SELECT c.tool AS tool, r.request AS request,"
+                f" c.tenant AS tenant, c.caller AS caller, c.session AS session, c.at AS at, c.id AS id, {latest}"
+                " FROM calls c JOIN retrievals r ON r.session = c.session AND r.at <= c.at"
                 f" AND {_SAME_PRINCIPAL} WHERE c.at >= ? AND c.outcome = 'ok' AND r.request IS NOT NULL AND NOT EXISTS"
-                " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)"
-                " ORDER BY c.at DESC LIMIT ?"
+                " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)) latest"
+                " WHERE n <= ? ORDER BY at DESC, id DESC"
             ),
             (self._timestamp(since), limit),
         )
-        return [(str(tool), str(request)) for tool, request in rows]
+        return [
+            MissedRequest(str(tool), str(request), _text(tenant), _text(caller), str(session))
+            for tool, request, tenant, caller, session in rows
+        ]
 
     def requests_for_tool(
         self, tool: str, since: datetime, limit: int = 5, audience: Audience = EVERYONE

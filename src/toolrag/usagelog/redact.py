@@ -11,16 +11,22 @@ a passphrase after "is", "lautet", ":" up to the end of its clause, or one word 
 name that only ever names a secret's value, such as "password" or "api_key", the words that follow it up to a word
 of ordinary grammar or of the request around it, such as "with", "mit", "via" or "gets": one word when it looks like
 a key), and by entropy (long strings mixing letters and digits). A name followed by a word about how secrets are
-kept or sent ("password hashing", "verification code delivery") names no secret.
+kept or sent ("password hashing", "verification code delivery") names no secret. Text is read, and kept, in its
+compatibility form (NFKC) without invisible formatting characters: the full-width letters of CJK keyboards, a soft
+hyphen or a zero-width space inside a name hid it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 
 MAX_CHARS = 8000
+# Characters that show nothing (soft hyphen, zero-width spaces and joiners, direction marks and overrides, word
+# joiners, the byte order mark): typed inside a secret's name, they kept it from being read.
+_INVISIBLE = re.compile("[\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 _SECRET_PREFIXES = re.compile(
     r"(?<![\w-])(?:"
@@ -49,7 +55,7 @@ _SECRET_NAME = re.compile(
     r"|parola d'ordine|has[łl]o|wachtwoord|[şs]ifre(?:m|n|niz|miz|si)?|l[öo]senord(?:et)?|heslo"
     r")(?![\w-])"
     # No spaces around words in Chinese and Japanese (nor before Korean particles): no boundaries to look for.
-    r"|密码|口令|密钥|令牌|凭据|パスワード|暗証番号|合言葉|비밀번호|패스워드"
+    r"|密码|密碼|口令|密钥|密鑰|金鑰|令牌|凭据|憑據|憑證|通行碼|パスワード|暗証番号|合言葉|비밀번호|패스워드"
 )
 # Names that only ever name a secret's value: whatever words follow them (up to a word of ordinary grammar) are the
 # secret, separator or not ("with password correct horse battery staple", "api_key abcdefghij").
@@ -141,7 +147,7 @@ _TOKEN = re.compile(r"(?<![\w+/=-])[\w+/=-]{20,4000}")
 
 def redact(text: str) -> str:
     """The text with secrets, e-mail addresses and long numbers (cards, phones, accounts) masked."""
-    text = text[:MAX_CHARS]
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text[:MAX_CHARS]))[:MAX_CHARS]
     text = _PRIVATE_KEY.sub("<secret>", text)
     text = _URL_CREDENTIALS.sub("<secret>", text)
     text = _SECRET_PREFIXES.sub("<secret>", text)
