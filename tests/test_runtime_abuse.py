@@ -9,9 +9,11 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -19,8 +21,17 @@ from typer.testing import CliRunner
 from toolrag import Principal, Tool, ToolRegistry, tool
 from toolrag.cli import common
 from toolrag.cli.app import app
-from toolrag.runtime import Agent, ExecutionPolicy, ListSink, Message, ScriptedModel, ToolCall, ToolCallEvent
-from toolrag.runtime.gateway import ToolGateway
+from toolrag.runtime import (
+    Agent,
+    ExecutionPolicy,
+    ListSink,
+    Message,
+    ScriptedModel,
+    SecurityEvent,
+    ToolCall,
+    ToolCallEvent,
+)
+from toolrag.runtime.gateway import SYNC_TOOLS, ToolGateway
 from toolrag.runtime.messages import recorded_list
 from toolrag.runtime.native import DeferredTools
 from toolrag.runtime.propose import RECORD, propose_relations
@@ -67,38 +78,74 @@ OTHER = Principal(user="u-2")
 def registry(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[ToolRegistry]:
     RELEASE.clear()
     RAN.clear()
+    until(lambda: SYNC_TOOLS.holding("")[2] == 0)  # an earlier test's timed-out tools have given their threads back
     registry = ToolRegistry(tmp_path / "abuse.db", embedder, RETRIEVAL)
     registry.register(fetch_url, now, wipe_bucket, send_mail)
     yield registry
-    RELEASE.set()  # the tarpit's threads end
+    RELEASE.set()  # the tarpit's threads end, and give their threads back before the next test
+    until(lambda: SYNC_TOOLS.holding("")[2] == 0)
     registry.close()
 
 
-def test_sync_tools_past_their_timeout_leave_every_other_call_running(registry: ToolRegistry) -> None:
+def until(done: Callable[[], bool]) -> None:
+    """Wait for a state the threads reach on their own (readiness, never a fixed time)."""
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(registry: ToolRegistry) -> None:
     """Sync tools ran on asyncio's default pool (cpu + 4 threads, shared with the argument checks): eight calls to a
-    hanging tool, each timed out, kept their threads, and every later call of anyone waited for ever. Now sync tools
-    have threads of their own, and calls still running past their timeout are counted: a tool or a caller with too
-    many is refused at once, saying why, instead of queueing."""
+    hanging tool, each timed out, kept their threads, and every later call of anyone waited for ever. A second review
+    then filled the first fix's pool in one burst (it counted only calls past their timeout), slipped calls past the
+    count by cancelling them, and made a tool unusable for everyone. Now a call holds a thread of a pool of its own
+    until its function returns, however its caller stopped waiting; a caller holds at most `max_calls_in_flight`,
+    a tenant half the pool, and a call past either, or finding no free thread, is refused at once."""
     policy = ExecutionPolicy(timeout_seconds=0.3)
-    hung, other = Toolbox(registry, USER, policy=policy), Toolbox(registry, OTHER, policy=policy)
+
+    def box(user: str, tenant: str | None = None) -> Toolbox:
+        return Toolbox(registry, Principal(user=user, tenant=tenant), policy=policy)
+
+    def tarpit(toolbox: Toolbox, count: int) -> list[Any]:
+        return [toolbox.call("web.fetch_url", {"url": f"http://tarpit/{n}"}) for n in range(count)]
+
+    ann, bob, cy = box("ann"), box("bob"), box("cy")
+    dee, eve, fay = box("dee", "acme"), box("eve", "acme"), box("fay", "acme")
+    gus = box("gus")
+    limit = policy.max_calls_in_flight
 
     async def scenario() -> None:
-        stuck = await asyncio.gather(*(hung.call("web.fetch_url", {"url": f"http://tarpit/{n}"}) for n in range(8)))
-        assert {result.outcome for result in stuck} == {"timeout"}
-        # Another caller's call of another tool is answered (before: never; the bound only ends a failing run).
-        answered = await asyncio.wait_for(other.call("clock.now", {"zone": "UTC"}), 30)
-        assert answered.outcome == "ok" and answered.message.content == "12:00"
-        again = await asyncio.wait_for(other.call("web.fetch_url", {"url": "http://tarpit/9"}), 30)
-        assert again.outcome == "error" and "still running past their timeout" in again.message.content
-        mine = await asyncio.wait_for(hung.call("clock.now", {"zone": "UTC"}), 30)
-        assert mine.outcome == "error" and "still running past their timeout" in mine.message.content
+        burst = await asyncio.gather(*tarpit(ann, limit + 4))
+        assert Counter(result.outcome for result in burst) == {"timeout": limit, "error": 4}
+        refused = [result.message.content for result in burst if result.outcome == "error"]
+        assert all(f"{limit} of your calls to sync tools are still running" in text for text in refused)
+        mine = await ann.call("clock.now", {"zone": "UTC"})
+        assert mine.outcome == "error" and "of your calls" in mine.message.content
+        # Another caller's calls run, the hanging tool's included: a tool is no one caller's to block.
+        assert (await bob.call("clock.now", {"zone": "UTC"})).message.content == "12:00"
+        assert (await bob.call("web.fetch_url", {"url": "http://tarpit/b"})).outcome == "timeout"
+        # One tenant holds at most half the pool.
+        await asyncio.gather(*tarpit(dee, limit), *tarpit(eve, limit))
+        tenant = await fay.call("clock.now", {"zone": "UTC"})
+        assert tenant.outcome == "error" and "your tenant's calls hold half the threads" in tenant.message.content
+        # Calls whose waiting task is cancelled (a client gone) still hold their threads, and count.
+        waiting = [asyncio.create_task(call) for call in tarpit(cy, 4)]
+        await asyncio.to_thread(until, lambda: SYNC_TOOLS.holding(cy.principal.caller)[0] == 4)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert SYNC_TOOLS.holding(cy.principal.caller)[0] == 4
+        # Nobody waits for a thread when none is free.
+        held = SYNC_TOOLS.holding("")[2]
+        await asyncio.gather(*tarpit(gus, SYNC_TOOLS.threads - held))
+        full = await gus.call("clock.now", {"zone": "UTC"})
+        assert full.outcome == "error" and "every thread for sync tools is taken" in full.message.content
 
     asyncio.run(scenario())
-    RELEASE.set()  # the tarpit answers: its threads end, and the tool and the caller may call again
-    deadline = time.monotonic() + 30
-    while (result := hung.call_sync("web.fetch_url", {"url": "http://tarpit/10"})).outcome != "ok":
-        assert time.monotonic() < deadline, result.message.content
-    assert result.message.content == "page"
+    RELEASE.set()  # the tarpit answers: the threads are given back, and everyone may call again
+    until(lambda: SYNC_TOOLS.holding("")[2] == 0)
+    assert ann.call_sync("clock.now", {"zone": "UTC"}).message.content == "12:00"
 
 
 def test_call_sync_answers_at_the_timeout_not_when_the_tool_ends(registry: ToolRegistry) -> None:
@@ -118,16 +165,22 @@ def test_a_huge_tool_name_is_refused_without_reading_it() -> None:
     """Resolving a 1,000,000-character name against 2,000 tools took 11.6 s on the event loop, and the answer and
     the usage log echoed the whole name."""
     tools = [Tool(name=f"crm.tool_{n}", description="A tool.") for n in range(2000)]
+    hidden = [Tool(name="payroll.run", description="Run the payroll.")]
     events = ListSink()
-    gateway = ToolGateway(tools, [], USER, lambda name: None, events=events)
+    gateway = ToolGateway(tools, hidden, USER, lambda name: None, events=events)
     name = "crm." + "x_" * 500_000
     started = time.process_time()
     result = asyncio.run(gateway.call(ToolCall("c1", name, "{}"), set()))
     spent = time.process_time() - started
     assert result.outcome == "unknown_tool" and len(result.message.content) < 400, result.message.content[:200]
-    (event,) = [e for e in events.events if isinstance(e, ToolCallEvent)]
-    assert len(event.requested_name) < 400
     assert spent < 2.0  # CPU time of this process, 11.6 s before: far from the boundary either way
+    # The second review: the hidden tools' lookup still read the whole name, and a lone surrogate in it failed the
+    # call with the whole name in its error; a name folding to a hidden tool went whole to the security log.
+    for odd in ("payroll." + "-" * 2_000_000 + "run", "crm.tool_1\ud800" + "x" * 300, "nope\ud800"):
+        answered = asyncio.run(gateway.call(ToolCall("c2", odd, "{}"), set()))
+        assert answered.outcome == "unknown_tool" and len(answered.message.content) < 400
+    assert all(len(getattr(e, "requested_name", "")) < 400 for e in events.events)
+    assert len(events.events) == 4 and not [e for e in events.events if isinstance(e, SecurityEvent)]
 
 
 def test_a_lone_surrogate_in_a_models_call_is_answered_not_raised(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -269,6 +322,25 @@ def test_one_model_response_runs_at_most_max_calls_per_response(registry: ToolRe
     answers = [m for m in result.messages if m.role == "tool"]
     assert len(answers) == 2000 and len(RAN) == ExecutionPolicy().max_calls_per_response == 16
     assert all(m.is_error and "at most 16 calls" in m.content for m in answers[16:])
+    # The second review: the calls refused left no trace, and LangGraph's tool node ran every call.
+    events = ListSink()
+    Agent(
+        registry,
+        ScriptedModel([Message("assistant", "", flood)]),
+        USER,
+        events=events,
+        max_rounds=1,
+        on_max_rounds="stop",
+    ).run("e-mail bob the minutes")
+    assert Counter(e.outcome for e in events.events if isinstance(e, ToolCallEvent)) == {"ok": 16, "refused": 1984}
+    from langchain_core.messages import AIMessage
+
+    from toolrag.integrations.langgraph import CallTools
+
+    RAN.clear()
+    calls = [{"name": "mail.send", "args": {"to": f"v{n}@example.com"}, "id": f"c{n}"} for n in range(200)]
+    answered = CallTools(Toolbox(registry, USER))({"messages": [AIMessage("", tool_calls=calls)]})["messages"]
+    assert len(answered) == 200 and len(RAN) == 16 and answered[16].status == "error"
 
 
 def test_every_table_of_the_command_line_prints_text_not_markup() -> None:
@@ -277,3 +349,25 @@ def test_every_table_of_the_command_line_prints_text_not_markup() -> None:
     rich_table = re.compile(r"rich\.table|from rich import .*\btable\b")
     direct = [path.name for path in folder.glob("*.py") if rich_table.search(path.read_text(encoding="utf-8"))]
     assert direct == ["common.py"]
+
+
+def test_every_command_prints_what_others_wrote_as_text(
+    tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second review: only tables had been fixed. `toolrag show` printed a tool's description (what an MCP
+    server lists, read by the admin reviewing it) as markup, and `[/x]` ended it in a traceback; `explain` and
+    `report` passed a request's escape codes to the terminal (`\\x1b[2J` cleared it)."""
+    hostile = "Reads [/x] files.\x1b[2J\x1b[H\x1b[32mverified by admin [link=https://evil.example]docs[/link]"
+    store = str(tmp_path / "shown.db")
+    with ToolRegistry(store, embedder, RETRIEVAL) as registry:
+        registry.register(Tool(name="files.read", description=hostile))
+    runner = CliRunner()
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setattr(common.out, "_force_terminal", True)
+    for command in (["show", "files.read"], ["explain", "read the files \x1b[2J[/x]"]):
+        printed = runner.invoke(app, [*command, "--store", store])
+        assert printed.exit_code == 0, printed.output
+        assert "\x1b[2J" not in printed.stdout and "\\x1b[2J" in printed.stdout and "[/x]" in printed.stdout
+    assert (
+        "[link=https://evil.example]docs[/link]" in runner.invoke(app, ["show", "files.read", "--store", store]).stdout
+    )

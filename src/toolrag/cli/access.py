@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from toolrag.cli.common import fail, guarded, open_registry, out, plural, print_json
 
@@ -62,15 +61,15 @@ def _view(
 
 def _print(view: AccessOut) -> None:
     if not view.granted:
-        out.print(f"refused (403): {escape(view.refused or '')}", highlight=False)
+        out.print(f"refused (403): {view.refused or ''}", highlight=False)
         return
     facts = [view.caller or "", view.role or "", *([f"user {view.user}"] if view.user else [])]
     facts += [f"tenant {view.tenant}"] if view.tenant else []
     facts += [f"scopes {', '.join(view.scopes)}"] if view.scopes else []
-    out.print(escape(" · ".join(facts)), highlight=False)
+    out.print(" · ".join(facts), highlight=False)
     if view.tool is not None:
         state = "visible" if view.tool.visible else f"hidden: {view.tool.hidden_by}"
-        out.print(escape(f"{view.tool.name}: {state}"), highlight=False)
+        out.print(f"{view.tool.name}: {state}", highlight=False)
     out.print(f"{plural(len(view.tools), 'tool')} it may use:", highlight=False)
     for name in view.tools:
-        out.print(f"  {escape(name)}", highlight=False)
+        out.print(f"  {name}", highlight=False)

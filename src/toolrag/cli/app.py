@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.markup import escape
 
 from toolrag.cli.api import api_app
 from toolrag.cli.cache import cache_app
@@ -25,6 +24,7 @@ from toolrag.cli.common import (
     err,
     fail,
     guarded,
+    marked,
     one_line_summaries,
     open_registry,
     out,
@@ -33,6 +33,7 @@ from toolrag.cli.common import (
     print_json,
     progress_bar,
     results_table,
+    shown,
     table_or_lines,
 )
 from toolrag.cli.doctor import doctor_command
@@ -193,7 +194,7 @@ def show(
         if value is None or value == []:
             continue  # unset fields say nothing
         text = json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
-        out.print(f"[bold]{key}[/]: {text}", highlight=False)
+        out.print(marked(f"[bold]{key}[/]: {shown(text)}"), highlight=False)
 
 
 def _inferred_requires(registry: ToolRegistry, tool: Tool) -> list[str]:
@@ -359,7 +360,7 @@ def chat(
             return agent.run(turn)
         except (APIError, ChatAnswerRefusedError) as exc:  # this turn failed: say why, keep the conversation
             said = " ".join(failure_reason(exc).split())[:500]  # an endpoint's error body: one line, no markup
-            out.print(f"[red]the model at {escape(base_url)} failed: {escape(said)}[/]", highlight=False)
+            out.print(marked(f"[red]the model at {shown(base_url)} failed: {shown(said)}[/]"), highlight=False)
             return None
 
     history: list[Message] = []
@@ -381,11 +382,13 @@ def chat(
         # What the model wrote and named is text, never markup: "[/INST]" in an answer ended the chat.
         for event in sink.events:
             if isinstance(event, RoundEvent):
-                out.print(f"[dim]round {event.round}: offered {escape(', '.join(event.offered) or '(no tools)')}[/]")
+                out.print(
+                    marked(f"[dim]round {event.round}: offered {shown(', '.join(event.offered) or '(no tools)')}[/]")
+                )
             elif isinstance(event, ToolCallEvent):
                 resolved = f" -> {event.resolved_name} ({event.resolution})" if event.resolution != "exact" else ""
-                out.print(f"[dim]  called {escape(event.requested_name + resolved)}: {event.outcome}[/]")
-        out.print(f"[bold]assistant>[/] {escape(result.text)}", highlight=False)
+                out.print(marked(f"[dim]  called {shown(event.requested_name + resolved)}: {event.outcome}[/]"))
+        out.print(marked(f"[bold]assistant>[/] {shown(result.text)}"), highlight=False)
 
 
 # -- quickstart ---------------------------------------------------------------------------------------------------

@@ -47,9 +47,33 @@ class Table(rich_table.Table):
         super().add_row(*(Text(plain(cell)) if isinstance(cell, str) else cell for cell in cells), **options)
 
 
+def shown(text: str) -> str:
+    """Text to put into `marked` markup: its brackets escaped, its unseen characters written as escapes."""
+    return escape(plain(text))
+
+
+def marked(markup: str) -> Text:
+    """Text styled by rich markup written here (`[bold]...[/]`), whose inserts went through `shown`. Only this is
+    read as markup: a string printed is printed as it is."""
+    return Text.from_markup(markup)
+
+
 class _Console(Console):
     """Output that is not a terminal (a pipe, a file, CI) goes to programs and wide windows: rich's 80 columns there
-    squeezed tables and cut their key column. Without a terminal (and without COLUMNS) tables keep their width."""
+    squeezed tables and cut their key column. Without a terminal (and without COLUMNS) tables keep their width.
+
+    A string printed is text, never markup, its unseen characters written as escapes (`plain`): what a model, an MCP
+    server or a user wrote reached the admin's terminal inside f-strings (`[/x]` ended `toolrag show` in a traceback,
+    `\x1b[2J` cleared the screen). Styled output is a `Text` (`marked`)."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        texts = [
+            self.render_str(plain(item), markup=False, highlight=options.get("highlight"))
+            if isinstance(item, str)
+            else item
+            for item in objects
+        ]
+        super().print(*texts, **options)
 
     @property  # type: ignore[misc]  # read-only here: toolrag never sets a console's size
     def size(self) -> ConsoleDimensions:
@@ -153,7 +177,7 @@ def one_line_summaries(commands: typer.Typer) -> None:
 
 
 def fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err.print(marked(f"[bold red]error:[/] {shown(message)}"), highlight=False)
     raise typer.Exit(1)
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.markup import escape
 
-from toolrag.cli.common import DEFAULT_STORE, JsonOption, StoreOption, err, out, plural, print_json
+from toolrag.cli.common import DEFAULT_STORE, JsonOption, StoreOption, err, marked, out, plural, print_json, shown
 from toolrag.errors import ToolragError
 
 if TYPE_CHECKING:
@@ -92,9 +91,9 @@ def doctor_command(
 def _print_checks(checks: list[Check]) -> None:
     colours = {"ok": "green", "warn": "yellow", "fail": "red"}
     for check in checks:
-        hint = f" [dim]→ {escape(check.hint)}[/]" if check.hint else ""
-        line = f"[{colours[check.status]}]{check.status:<4}[/] {escape(check.name)}: {escape(check.detail)}{hint}"
-        out.print(line, highlight=False)
+        hint = f" [dim]→ {shown(check.hint)}[/]" if check.hint else ""
+        line = f"[{colours[check.status]}]{check.status:<4}[/] {shown(check.name)}: {shown(check.detail)}{hint}"
+        out.print(marked(line), highlight=False)
     counts = {status: sum(1 for c in checks if c.status == status) for status in colours}
     summary = f"{counts['ok']} ok, {plural(counts['warn'], 'warning')}, {counts['fail']} failed"
     out.print(f"{plural(len(checks), 'check')}: {summary}", highlight=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from toolrag.cli.common import (
@@ -17,10 +16,12 @@ from toolrag.cli.common import (
     Table,
     fail,
     guarded,
+    marked,
     open_registry,
     out,
     principal_from,
     print_json,
+    shown,
 )
 from toolrag.limits import MAX_K
 
@@ -55,16 +56,18 @@ def explain_command(
         return
     from toolrag.inject.tokens import count_text
 
-    out.print(f"[bold]{escape(explanation.request)}[/]", highlight=False)
+    out.print(marked(f"[bold]{shown(explanation.request)}[/]"), highlight=False)
     if explanation.request_note:
-        out.print(f"[dim]{escape(explanation.request_note)}[/]", highlight=False)
-    out.print(f"decision: {escape(explanation.decision)}", highlight=False)
+        out.print(marked(f"[dim]{shown(explanation.request_note)}[/]"), highlight=False)
+    out.print(f"decision: {explanation.decision}", highlight=False)
     for number, step in enumerate(explanation.steps, 1):
-        out.print(f"step {number}: {escape(step)}", highlight=False)
+        out.print(f"step {number}: {step}", highlight=False)
     for name, reason in (explanation.needed | explanation.related).items():
-        out.print(f"{escape(name)}: {escape(reason)}", highlight=False)
+        out.print(f"{name}: {reason}", highlight=False)
     if not explanation.calibrated:
-        out.print("[dim]probabilities: the request's language is none they were calibrated on: a rough guide[/]")
+        out.print(
+            marked("[dim]probabilities: the request's language is none they were calibrated on: a rough guide[/]")
+        )
     models = list(dict.fromkeys(m for tool in explanation.ranking for m in tool.model_cosines))
     table = Table("#", "tool", "p", "cosine", *(_short(m) for m in models), "lexical", "result")
     notes = []
@@ -88,15 +91,15 @@ def explain_command(
             notes.append(f"{tool.rank}. {tool.name}: " + "; ".join(why))
     out.print(table)
     for note in notes:
-        out.print(escape(note), highlight=False)
+        out.print(note, highlight=False)
     for hidden in explanation.hidden:
-        out.print(f"hidden: {escape(hidden.name)} (cosine {hidden.cosine:.2f}): {escape(hidden.hidden_by)}")
+        out.print(f"hidden: {hidden.name} (cosine {hidden.cosine:.2f}): {hidden.hidden_by}")
     out.print(
         f"prompt tokens: {count_text(explanation.injected_tokens)} injected instead of"
         f" {count_text(explanation.catalog_tokens)}"
         f" ({explanation.saved_pct}% saved)"
     )
-    out.print(f"[dim]{escape(explanation.meaning)}[/]", highlight=False)
+    out.print(marked(f"[dim]{shown(explanation.meaning)}[/]"), highlight=False)
 
 
 def _short(model_id: str) -> str:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from toolrag.cli.common import (
     DEFAULT_STORE,
@@ -19,11 +18,14 @@ from toolrag.cli.common import (
     err,
     fail,
     guarded,
+    marked,
     open_registry,
     out,
+    plain,
     plural,
     print_json,
     progress_bar,
+    shown,
 )
 from toolrag.search.learned_defaults import MIN_CALLERS
 
@@ -157,8 +159,8 @@ def pending(
             highlight=False,
         )
         for finding in row["findings"]:
-            out.print(f"finding: {escape(finding)}", highlight=False)
-        out.print(escape("\n".join(row["diff"])), highlight=False, soft_wrap=True)
+            out.print(f"finding: {finding}", highlight=False)
+        out.print("\n".join(row["diff"]), highlight=False, soft_wrap=True)
         return
     table = Table("tool", "text hash", "proposed by", "through", "at", "findings", title=f"{len(rows)} waiting")
     for row in rows:
@@ -449,7 +451,7 @@ def report_command(
         return
     totals = report.totals
     out.print(
-        f"[bold]Last {days} days[/]: {plural(totals.retrievals, 'search', 'searches')} in "
+        marked(f"[bold]Last {days} days[/]: ") + f"{plural(totals.retrievals, 'search', 'searches')} in "
         f"{plural(totals.sessions, 'session')} ({totals.no_tool} found no tool, {totals.reformulated} found tools on a"
         f" second chance, {totals.whole_catalog} got the whole catalog), "
         f"{plural(totals.calls, 'call')} ({totals.failed_calls} failed, {totals.refused_calls} more refused); "
@@ -490,7 +492,7 @@ def report_command(
 
 def _names(title: str, names: list[str]) -> None:
     if names:
-        out.print(f"[bold]{title}[/]: " + "; ".join(names[:20]), highlight=False)
+        out.print(marked(f"[bold]{shown(title)}[/]: ") + plain("; ".join(names[:20])), highlight=False)
     else:
         err.print(f"{title}: none", style="dim", highlight=False)
 
@@ -570,8 +572,11 @@ def describe_group(
     sizes = _group_sizes(registry)
     if name not in sizes:
         out.print(
-            f"[yellow]note:[/] no tool is in group {name!r} yet (a tool's group is its category, else the namespace of"
-            f" its name); the groups with tools: {', '.join(sorted(sizes)) or 'none'}",
+            marked("[yellow]note:[/] ")
+            + plain(
+                f"no tool is in group {name!r} yet (a tool's group is its category, else the namespace of its name);"
+                f" the groups with tools: {', '.join(sorted(sizes)) or 'none'}"
+            ),
             highlight=False,
         )
 
@@ -598,7 +603,10 @@ def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: b
     if as_json:
         print_json({"compared_with": stored[0].at.isoformat(), "current": current, "changes": changes})
         return
-    out.print(f"[bold]Since the report of {stored[0].at:%Y-%m-%d %H:%M} UTC[/] ({stored[0].holder}):", highlight=False)
+    out.print(
+        marked(f"[bold]Since the report of {stored[0].at:%Y-%m-%d %H:%M} UTC[/] ") + plain(f"({stored[0].holder}):"),
+        highlight=False,
+    )
     for line in changes:
         out.print(f"  {line}", highlight=False)
 
@@ -736,14 +744,14 @@ def describe_for_tenant(
     registry = open_registry(store)
     done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by="cli", origin="cli"))
     for finding in done.findings:
-        err.print(f"[yellow]poisoning check:[/] {escape(finding)}", highlight=False)
+        err.print(marked(f"[yellow]poisoning check:[/] {shown(finding)}"), highlight=False)
     if as_json:
         fields = {"name": done.tool.name, "version": done.tool.version, "findings": list(done.findings)}
         print_json(fields | {"held": done.held})
     elif done.held:
         out.print(f"{done.tool.name}: the text waits for review, the live text serves (`toolrag tools pending {name}`)")
     else:
-        out.print(f"{done.tool.name}: description for tenant {escape(tenant)}, now version {done.tool.version}")
+        out.print(f"{done.tool.name}: description for tenant {tenant}, now version {done.tool.version}")
 
 
 @tools_app.command("drop-tenant-description")

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from toolrag.cli.access import ClaimsOption, RuleArgument, ToolOption, show_access
@@ -131,9 +130,7 @@ def disable(
     if as_json:
         print_json({"server": server, "disabled": True, "changed": changed})
     else:
-        out.print(
-            f"disabled {escape(server)}" if changed else f"{escape(server)} was disabled already", highlight=False
-        )
+        out.print(f"disabled {server}" if changed else f"{server} was disabled already", highlight=False)
 
 
 @mcp_app.command()
@@ -150,7 +147,7 @@ def enable(server: ServerArgument, config: ConfigOption = "toolrag-mcp.toml", as
     if as_json:
         print_json({"server": server, "disabled": False, "changed": changed})
     else:
-        out.print(f"enabled {escape(server)}" if changed else f"{escape(server)} was not disabled", highlight=False)
+        out.print(f"enabled {server}" if changed else f"{server} was not disabled", highlight=False)
 
 
 @mcp_app.command()
@@ -221,7 +218,7 @@ def _exit_unless_synced(statuses: list[UpstreamStatus]) -> None:
     if not failed:
         return
     named = "; ".join(f"{s.name} ({s.state}" + (f": {s.operators_error})" if s.last_error else ")") for s in failed)
-    err.print(f"{len(failed)} of {len(statuses)} upstreams not synced: {escape(named)}", highlight=False)
+    err.print(f"{len(failed)} of {len(statuses)} upstreams not synced: {named}", highlight=False)
     raise typer.Exit(2)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from toolrag.catalog.files import load_catalog
-from toolrag.cli.common import closed_with_command, print_json, progress_bar, results_table
+from toolrag.cli.common import closed_with_command, marked, plain, print_json, progress_bar, results_table
 from toolrag.inject.tokens import count_text
 from toolrag.model import Principal
 from toolrag.registry import ToolRegistry
@@ -62,9 +62,12 @@ def run_quickstart(store: str, out: Console, err: Console, as_json: bool) -> Non
     if not as_json:
         rate = f"{total / embedding:.0f} texts/s, " if total and embedding > 0 else ""
         out.print(
-            f"[bold]Indexed {len(tools)} tools[/] into {store} in {seconds:.1f} s: {total} texts embedded with "
-            f"{registry.embedder.model_id} in {embedding:.1f} s ({rate}the rest is writing the registry); "
-            f"{len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged\n",
+            marked(f"[bold]Indexed {len(tools)} tools[/] ")
+            + plain(
+                f"into {store} in {seconds:.1f} s: {total} texts embedded with "
+                f"{registry.embedder.model_id} in {embedding:.1f} s ({rate}the rest is writing the registry); "
+                f"{len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged\n"
+            ),
             highlight=False,
         )
     registry.search("load the models", GUEST)  # the first request of a process loads the models: not timed

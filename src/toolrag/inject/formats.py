@@ -42,7 +42,7 @@ def provider_name(name: str) -> str:
     safe = name.replace(".", "__")
     if _PROVIDER_NAME.fullmatch(safe) and "__" not in name:
         return safe
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]  # a model's name may hold one
     return f"{safe[:55]}_{digest}"
 
 

@@ -44,7 +44,8 @@ class SelectTools:
 
 
 class CallTools:
-    """A node: every tool call of the last AI message, run through the gateway; results in call order."""
+    """A node: every tool call of the last AI message, run through the gateway (at most the policy's
+    `max_calls_per_response`; each call past it is answered with an error); results in call order."""
 
     def __init__(self, toolbox: Toolbox) -> None:
         self.toolbox = toolbox
@@ -52,8 +53,10 @@ class CallTools:
     def __call__(self, state: ToolSelectionState) -> dict[str, Any]:
         last = cast(AIMessage, state["messages"][-1])
         answers: list[ToolMessage] = []
-        for call in last.tool_calls:
-            result = self.toolbox.call_sync(call["name"], call["args"], call["id"])
+        limit = self.toolbox.policy.max_calls_per_response
+        for number, call in enumerate(last.tool_calls):
+            run = self.toolbox.call_sync if number < limit else self.toolbox.refuse_surplus
+            result = run(call["name"], call["args"], call["id"])
             status = "error" if result.message.is_error else "success"
             answers.append(ToolMessage(result.message.content, tool_call_id=call["id"] or "", status=status))
         return {"messages": answers}

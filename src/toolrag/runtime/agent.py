@@ -33,7 +33,7 @@ from toolrag.inject.told import NO_TOOL_AVAILABLE, NO_TOOL_OFFERED
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
-from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
+from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools, surplus_refusal
 from toolrag.runtime.messages import Conversation, Message, ToolCall
 from toolrag.runtime.providers.base import ProviderModel
 from toolrag.runtime.resolve import normalize_name
@@ -151,11 +151,7 @@ class Agent:
         results: list[CallResult] = await asyncio.gather(
             *(self._call(gateway, call, shown) for call in response.tool_calls[:limit])
         )
-        refusal = f"Error: not run: one response may make at most {limit} calls; make the rest in your next one"
-        results += [
-            CallResult(Message.tool_result(call.id, refusal, is_error=True), None, "refused")
-            for call in response.tool_calls[limit:]
-        ]
+        results += [gateway.refuse(call, surplus_refusal(limit)) for call in response.tool_calls[limit:]]
         messages = [r.message for r in results]
         return_direct = bool(results) and all(r.return_direct for r in results)
         called = [r.tool.name if r.tool else call.name for r, call in zip(results, response.tool_calls, strict=True)]

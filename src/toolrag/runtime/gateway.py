@@ -31,7 +31,7 @@ from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key, shown_name
-from toolrag.runtime.threads import Overdue, SyncTools
+from toolrag.runtime.threads import Busy, SyncTools
 from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure
 from toolrag.schemas.worker import CheckingProcess, CheckRefused
 
@@ -60,9 +60,9 @@ class ExecutionPolicy:
     always_raise: bool = False
     fuzzy_cutoff: float = 85.0
     check_seconds: float = 2.0  # the budget of a check in the checking process (schemas/arguments.py); past it: refused
-    # Calls of one sync tool still running past their timeout before the next is refused; a caller gets twice this
-    # (runtime/threads.py).
-    max_overdue_calls: int = 4
+    # Calls of sync tools one caller may have running at once (a timed-out one runs on until it returns); past it a
+    # call is refused at once (runtime/threads.py). As many as one response may make.
+    max_calls_in_flight: int = 16
     # Calls of one model response that are run; the rest are answered with an error (the Agent's loop). A prompt-
     # injected model writes as many calls as its output allows, and `max_rounds` bounds rounds, not calls.
     max_calls_per_response: int = 16
@@ -119,7 +119,7 @@ class Permitted:
 # Large arguments are checked in a process of their own (schemas/worker.py), one for the whole server, in turns
 # taken fairly among principals.
 _CHECKING = CheckingProcess()
-_SYNC_TOOLS = SyncTools()
+SYNC_TOOLS = SyncTools()  # the threads sync tools run on, shared by every gateway of the process
 
 
 _PERMITTED: weakref.WeakKeyDictionary[ToolRegistry, OrderedDict[tuple[object, ...], Permitted]] = (
@@ -203,7 +203,11 @@ class ToolGateway:
                 self._record(call, resolution, "propagated", started, offered, repr(exc), session)
                 raise
             outcome = "timeout" if isinstance(exc, ToolTimeout) else "error"
-            text = str(exc) if isinstance(exc, ToolTimeout) else f"tool {tool.name if tool else call.name} failed: "
+            text = (
+                str(exc)
+                if isinstance(exc, ToolTimeout)
+                else f"tool {tool.name if tool else shown_name(call.name)} failed: "
+            )
             if outcome == "error":
                 text += f"{type(exc).__name__}: {exc}"
             message = Message.tool_result(call.id, f"Error: {text}", is_error=True)
@@ -214,13 +218,22 @@ class ToolGateway:
         self._record(call, resolution, outcome, started, offered, error, session)
         return CallResult(message, tool, outcome, result)
 
+    def refuse(self, call: ToolCall, reason: str, session: str | None = None) -> CallResult:
+        """Answer (and log) a call the loop around the gateway does not run, saying why: one past
+        `ExecutionPolicy.max_calls_per_response` (`surplus_refusal`)."""
+        message = Message.tool_result(call.id, f"Error: {reason}", is_error=True)
+        self._record(call, None, "refused", time.perf_counter(), set(), message.content, session)
+        return CallResult(message, None, "refused")
+
     def _resolve(self, requested: str) -> Resolution:
         try:
             return self.resolver.resolve(requested)
         except UnresolvedName as exc:
             # A hidden tool gets exactly the answer a name no tool has gets (same outcome, same wording, the same
-            # suggestions from visible tools), so its existence cannot be probed; only the operator's log knows.
-            hidden = next((self._hidden[key] for key in _lookup_keys(requested) if key in self._hidden), None)
+            # suggestions from visible tools), so its existence cannot be probed; only the operator's log knows. A name
+            # longer than any tool's names none: it is not read further.
+            keys = _lookup_keys(requested) if requested == shown_name(requested) else []
+            hidden = next((self._hidden[key] for key in keys if key in self._hidden), None)
             if hidden is not None:
                 self.events.emit(
                     SecurityEvent(
@@ -307,10 +320,11 @@ class ToolGateway:
             if inspect.iscoroutinefunction(function):
                 return await asyncio.wait_for(function(**arguments), timeout)
             bound = functools.partial(function, **arguments)
-            return await _SYNC_TOOLS.run(
-                bound, tool.name, self.principal.caller, timeout, self.policy.max_overdue_calls
+            principal = self.principal
+            return await SYNC_TOOLS.run(
+                bound, principal.caller, principal.tenant, timeout, self.policy.max_calls_in_flight
             )
-        except Overdue as exc:
+        except Busy as exc:
             raise _Refusal("error", f"{tool.name} was not run: {exc}") from None
         except TimeoutError:
             raise ToolTimeout(f"tool {tool.name} timed out after {self.policy.timeout_seconds:g} s") from None
@@ -344,6 +358,10 @@ class ToolGateway:
                 origin=CALL_ORIGIN.get(),
             )
         )
+
+
+def surplus_refusal(limit: int) -> str:
+    return f"not run: one response may make at most {limit} calls; make the rest in your next one"
 
 
 class _Refusal(Exception):

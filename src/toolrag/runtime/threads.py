@@ -1,12 +1,15 @@
-"""Where synchronous tools run: threads of their own, never asyncio's default pool.
+"""Where synchronous tools run: threads of their own, never asyncio's default pool, and never in a queue.
 
 A thread cannot be stopped. A sync tool that outlives its timeout keeps its thread until it returns, and on asyncio's
 default pool (cpu + 4 threads, shared with the argument checks and every `to_thread` of the process) a few calls to a
 hanging tool (a tarpit URL, a dead upstream) left every later call of every caller waiting for ever, and
-`asyncio.run` (`Toolbox.call_sync`) waited for the hanging tool itself. Here sync tools run on a pool of their own,
-and the calls still running past their timeout ("overdue") are counted per tool and per caller: past
-`max_overdue_calls` of one tool, or twice that of one caller, a new call is refused at once, saying why, instead of
-queueing behind them. A call that waits for a free thread past its timeout is cancelled before it starts.
+`asyncio.run` (`Toolbox.call_sync`) waited for the hanging tool itself.
+
+Here a call holds a thread of a pool of its own from the moment it starts until its function returns, however its
+caller stopped waiting (a timeout, a cancelled task, a client gone). Calls are counted while they hold a thread: one
+caller holds at most `max_calls_in_flight`, one tenant half the pool, and a call that would pass either, or find no
+free thread, is refused at once, saying whose calls fill it. A call never waits for a thread: a queued call would run
+later than its permission was checked, and its wait would count against its timeout.
 """
 
 from __future__ import annotations
@@ -19,48 +22,59 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-THREADS = 32  # sync tool calls running at once in one process
+THREADS = 64  # sync tool calls running at once in one process
 
 
-class Overdue(Exception):
-    """A call refused because earlier calls of its tool, or of its caller, still hold threads past their timeout."""
+class Busy(Exception):
+    """A call refused because the calls of its caller, or of its tenant, or of everyone, hold the threads."""
 
 
 class SyncTools:
     def __init__(self, threads: int = THREADS) -> None:
+        self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="toolrag-tool")
         self._lock = threading.Lock()
-        self._overdue: Counter[tuple[str, str]] = Counter()
+        self._holding: Counter[tuple[str, str]] = Counter()  # ("caller" | "tenant" | "all", key): threads held
 
-    def overdue(self, tool: str, caller: str) -> tuple[int, int]:
-        """Calls of the tool, and of the caller, still running past their timeout."""
+    def holding(self, caller: str, tenant: str | None = None) -> tuple[int, int, int]:
+        """Threads held now by the caller's calls, by its tenant's, and by all."""
         with self._lock:
-            return self._overdue["tool", tool], self._overdue["caller", caller]
+            return self._holding["caller", caller], self._holding["tenant", tenant or ""], self._holding["all", ""]
 
-    async def run(self, function: Callable[[], Any], tool: str, caller: str, timeout: float, max_overdue: int) -> Any:
+    async def run(
+        self, function: Callable[[], Any], caller: str, tenant: str | None, timeout: float, max_calls: int
+    ) -> Any:
         """`function()` in a thread of the pool, awaited at most `timeout` seconds (TimeoutError past it)."""
-        of_tool, of_caller = self.overdue(tool, caller)
-        if of_tool >= max_overdue:
-            raise Overdue(f"{of_tool} earlier calls of {tool} are still running past their timeout; try again later")
-        if of_caller >= 2 * max_overdue:
-            raise Overdue(f"{of_caller} of your earlier calls are still running past their timeout; try again later")
-        context = contextvars.copy_context()  # as asyncio.to_thread does: tracing and the call's origin go along
-        future: Future[Any] = self._pool.submit(context.run, function)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-        except TimeoutError:
-            # wait_for cancelled the future: one still queued never starts; one running keeps its thread
-            if not future.cancelled() and not future.done():
-                self._hold(future, tool, caller)
-            raise
-
-    def _hold(self, future: Future[Any], tool: str, caller: str) -> None:
+        keys = [("caller", caller), ("all", "")] + ([("tenant", tenant)] if tenant else [])
         with self._lock:
-            self._overdue["tool", tool] += 1
-            self._overdue["caller", caller] += 1
+            refusal = self._refusal(caller, tenant, max_calls)
+            if refusal is None:
+                self._holding.update(keys)
+        if refusal is not None:
+            raise Busy(refusal)
+        context = contextvars.copy_context()  # as asyncio.to_thread does: tracing and the call's origin go along
+        try:
+            future: Future[Any] = self._pool.submit(context.run, function)
+        except BaseException:
+            self._release(keys)
+            raise
+        future.add_done_callback(lambda _: self._release(keys))  # when the function returns, whoever still waits
+        # At the timeout wait_for cancels the wrapped future: one not started yet never starts, one running goes on
+        # holding its thread (and its count) until it returns.
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
-        def released(_: Future[Any]) -> None:
-            with self._lock:
-                self._overdue -= Counter({("tool", tool): 1, ("caller", caller): 1})
+    def _refusal(self, caller: str, tenant: str | None, max_calls: int) -> str | None:
+        if self._holding["caller", caller] >= max_calls:
+            return f"{max_calls} of your calls to sync tools are still running; try again when one ends"
+        if tenant and self._holding["tenant", tenant] >= self.threads // 2:
+            return "your tenant's calls hold half the threads for sync tools; try again when one ends"
+        if self._holding["all", ""] >= self.threads:
+            return "every thread for sync tools is taken; try again later"
+        return None
 
-        future.add_done_callback(released)  # runs at once when the call ended in between
+    def _release(self, keys: list[tuple[str, str]]) -> None:
+        with self._lock:
+            self._holding.subtract(keys)
+            for key in keys:
+                if self._holding[key] <= 0:
+                    del self._holding[key]

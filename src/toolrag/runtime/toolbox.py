@@ -20,7 +20,7 @@ from toolrag.events import EventSink, FanoutSink, NullSink
 from toolrag.jsontext import loads
 from toolrag.model import Principal, SearchResult, Tool
 from toolrag.registry import ToolRegistry
-from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools
+from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools, surplus_refusal
 from toolrag.runtime.messages import ToolCall
 
 MAX_FOUND = 5
@@ -95,6 +95,13 @@ class Toolbox:
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         call = ToolCall(call_id or uuid.uuid4().hex, name, raw)
         return await self.gateway.call(call, self.offered, self.session)
+
+    def refuse_surplus(self, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> CallResult:
+        """Answer (and log) a call of a model response that made more than `ExecutionPolicy.max_calls_per_response`:
+        for loops that run a response's calls one by one (LangGraph's `CallTools`)."""
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        call = ToolCall(call_id or uuid.uuid4().hex, name, raw)
+        return self.gateway.refuse(call, surplus_refusal(self.policy.max_calls_per_response), self.session)
 
     def call_sync(self, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> CallResult:
         """`call` for synchronous callers, also from inside a running event loop (run in a worker thread)."""
