@@ -30,12 +30,23 @@ def deleting(name: str) -> Tool:
     return Tool(name=name, description="Delete a support ticket for good.")
 
 
-@pytest.mark.parametrize("spelling", ["tickets.deleteTicket", "tickets.Delete_Ticket", "tickets.delete-ticket"])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "tickets.deleteTicket",
+        "tickets.Delete_Ticket",
+        "tickets.delete-ticket",
+        "tickets.__delete_ticket",  # the second review: empty segments, which calls skip
+        "tickets..delete_ticket",
+        "tickets._.deleteTicket",
+    ],
+)
 def test_a_deny_rule_covers_every_spelling_a_call_resolves_to(
     spelling: str, tmp_path: Path, embedder: CountingEmbedder
 ) -> None:
     """`deny_tools = ["tickets.delete_*"]` matched names as written, while a call of `tickets.delete_ticket` resolves
     ignoring case, `-` and `_`: an upstream's `tickets.deleteTicket` stayed usable, and the denied spelling ran it."""
+    RAN.clear()
     rules = Principal(user="agent", deny_tools=frozenset({"tickets.delete_*"}))
     assert (
         not rules.may_name(spelling) and rules.hidden_by(deleting(spelling)) == "denied by deny_tools tickets.delete_*"
@@ -51,6 +62,32 @@ def test_a_deny_rule_covers_every_spelling_a_call_resolves_to(
     gateway = ToolGateway(permitted_tools(registry, rules), [], rules, run)
     called = asyncio.run(gateway.call(ToolCall("c1", "tickets.delete_ticket", "{}"), set()))
     assert called.outcome == "unknown_tool" and RAN == []
+    registry.close()
+
+
+def test_a_deny_rule_reads_bracket_expressions_and_segments_as_written(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """The second review: folding a pattern dropped `-` and `_` inside bracket expressions (`delete[-_]*` then denied
+    nothing folded) and across segments (`billing_*`, meant for `billing_prod` and `billing_test`, hid the `billing`
+    server); and a call of a denied name reached a visible tool that only adds words to it."""
+    bracketed = Principal(user="agent", deny_tools=frozenset({"tickets.delete[-_]*"}))
+    assert not bracketed.may_name("tickets.deleteTicket") and bracketed.may_name("tickets.read_ticket")
+    servers = Principal(user="agent", deny_tools=frozenset({"billing_*"}))
+    assert servers.may_name("billing.") and servers.may_name("billing.run")
+    assert not servers.may_name("billing_prod.run") and not servers.may_name("billingProd.run")
+    negated = Principal(user="agent", deny_tools=frozenset({"srv.[!a-z]*"}))
+    assert negated.may_name("srv.bread") and not negated.may_name("srv.1x")
+
+    RAN.clear()
+    exact = Principal(user="agent", deny_tools=frozenset({"tickets.delete_ticket"}))
+    registry = ToolRegistry(tmp_path / "near.db", embedder, RETRIEVAL)
+    registry.register(deleting("tickets.delete_ticket"), deleting("tickets.delete_ticket_now"))
+    run = lambda name: lambda: RAN.append(name) or "deleted"  # noqa: E731
+    gateway = ToolGateway(permitted_tools(registry, exact), [], exact, run)
+    called = asyncio.run(gateway.call(ToolCall("c1", "tickets.delete_ticket", "{}"), set()))
+    assert called.outcome == "unknown_tool" and RAN == []
+    assert asyncio.run(gateway.call(ToolCall("c2", "tickets.delete_ticket_now", "{}"), set())).outcome == "ok"
     registry.close()
 
 
@@ -160,3 +197,16 @@ def test_a_backup_of_two_tools_differing_only_in_case_restores_nothing(store_url
     assert restored.exit_code != 0 and "'public.weather' and 'PUBLIC.WEATHER' differ only in case" in restored.output
     with ToolRegistry(store_url, "default") as left:
         assert left.tools() == []
+
+
+def test_a_new_registry_file_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
+    """The second review: the SQLite registry (every tenant's tools, the usage log's requests) was created 0644 under
+    the usual umask, while its backup is 0600."""
+    with ToolRegistry(tmp_path / "private.db", "default") as registry:
+        registry.register(deleting("tickets.delete_ticket"))
+    made = sorted(path for path in tmp_path.iterdir() if path.name.startswith("private.db"))
+    assert made and {stat.S_IMODE(path.stat().st_mode) for path in made} == {0o600}
+    existing = tmp_path / "shared.db"
+    existing.touch(mode=0o640)
+    ToolRegistry(existing, "default").close()
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o640  # a file that exists keeps the mode its owner gave it

@@ -6,6 +6,8 @@ internals work on plain arrays and dataclasses.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -21,7 +23,11 @@ from toolrag.schemas.drafts import MAX_DEPTH, deeper_than, validator_class
 from toolrag.schemas.validation import UnsafeSchema, check_enums, check_safety
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
-_NOT_TOLD_APART = re.compile(r"[-_]")
+_SEGMENT_BOUNDARY = re.compile(r"\.|__")
+_NOT_TOLD_APART = re.compile(r"[^a-z0-9]+")
+# A glob's tokens: a bracket expression (fnmatch's: `]` first in it is a member), a wildcard, a double underscore, a
+# separator, any other character.
+_GLOB_TOKEN = re.compile(r"\[!?\]?[^\]]*\]|\*|\?|__|[-_]|.", re.DOTALL)
 MAX_SCHEMA_CHARS = 262_144  # of a schema as JSON: real ones stay under a tenth of it
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
@@ -481,10 +487,46 @@ def caller_key(identity: str | None, user: str | None, tenant: str | None) -> st
     return identity if identity is not None else json.dumps(["python", user, tenant])
 
 
+def name_key(name: str) -> tuple[str, ...]:
+    """A name as calls tell names apart (runtime/resolve.py): its segments (`.` and `__` separate them), each in lower
+    case without `-` and `_`, empty ones dropped. `Tickets__Delete-Ticket` and `tickets..deleteTicket` ->
+    ('tickets', 'deleteticket')."""
+    return tuple(
+        key for key in (_NOT_TOLD_APART.sub("", part.lower()) for part in _SEGMENT_BOUNDARY.split(name)) if key
+    )
+
+
 def folded_name(name: str) -> str:
-    """A name as calls tell names apart (runtime/resolve.py): `__` separates like a dot, and case, `-` and `_` do not
-    count. `Tickets__Delete-Ticket` -> `tickets.deleteticket`; glob characters are kept, so a pattern folds too."""
-    return _NOT_TOLD_APART.sub("", name.replace("__", ".").lower())
+    """`name_key` as one string: `tickets.deleteticket`."""
+    return ".".join(name_key(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def folded_glob(pattern: str) -> re.Pattern[str]:
+    """A `deny_tools` glob as it reads folded names (`folded_name`): its letters in lower case, `__` a dot, `-` and
+    `_` dropped, bracket expressions kept (one that lists `-` or `_` may match nothing). A separator dropped before
+    `*` keeps its segment going: `billing_*` reads `billingprod.run` (`billing_prod.run`), not the `billing` server's
+    `billing.run`. Dropping them joins words: `billing.pay_*` reads `billing.payment_history` too (a deny rule fails
+    closed). A call spelled as a denied name is refused whatever it resolves to (runtime/gateway.py)."""
+    tokens = _GLOB_TOKEN.findall(pattern)
+    parts = []
+    for number, token in enumerate(tokens):
+        following = tokens[number + 1] if number + 1 < len(tokens) else ""
+        if token == "*":
+            parts.append(".*")
+        elif token == "?":
+            parts.append(".?")  # one character, which may be a separator folded away
+        elif token == "__":
+            parts.append(r"\.")
+        elif token in ("-", "_"):
+            parts.append("(?=[^.])" if following == "*" else "")
+        elif len(token) > 2 and token.startswith("[") and token.endswith("]"):
+            members = fnmatch.translate(token.lower()).removesuffix(r"\Z")
+            lists_a_separator = not token.startswith("[!") and ("-" in token[1:-1] or "_" in token[1:-1])
+            parts.append(f"(?:{members})?" if lists_a_separator else members)
+        else:
+            parts.append(re.escape(token.lower()))
+    return re.compile("".join(parts), re.DOTALL)
 
 
 class Principal(BaseModel):
@@ -554,7 +596,7 @@ class Principal(BaseModel):
             (
                 pattern
                 for pattern in sorted(self.deny_tools)
-                if fnmatchcase(name, pattern) or fnmatchcase(folded, folded_name(pattern))
+                if fnmatchcase(name, pattern) or folded_glob(pattern).fullmatch(folded)
             ),
             None,
         )

@@ -226,15 +226,20 @@ class ToolGateway:
         return CallResult(message, None, "refused")
 
     def _resolve(self, requested: str) -> Resolution:
+        # A call spelled as a name the principal's rules deny is refused whatever visible tool it would resolve to
+        # (`git.git_reset` denied, and `git.git_reset_hard` visible: a near miss would reach it).
+        denied = self.principal.denying(requested) if requested == shown_name(requested) else None
         try:
+            if denied is not None:
+                raise self.resolver.unknown(requested)
             return self.resolver.resolve(requested)
         except UnresolvedName as exc:
             # A hidden tool gets exactly the answer a name no tool has gets (same outcome, same wording, the same
             # suggestions from visible tools), so its existence cannot be probed; only the operator's log knows. A name
             # longer than any tool's names none: it is not read further.
             keys = _lookup_keys(requested) if requested == shown_name(requested) else []
-            hidden = next((self._hidden[key] for key in keys if key in self._hidden), None)
-            if hidden is not None:
+            hidden = next((self._hidden[key] for key in keys if key in self._hidden), None) or (denied and requested)
+            if hidden:
                 self.events.emit(
                     SecurityEvent(
                         self.principal.user,

@@ -29,11 +29,11 @@ from rapidfuzz import fuzz, process
 
 from toolrag.errors import ToolragError
 from toolrag.inject.formats import provider_name
+from toolrag.model import name_key
 from toolrag.search.text import split_identifier
 
 Method = Literal["exact", "provider", "normalized", "fuzzy"]
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
-_SEGMENT_BOUNDARY = re.compile(r"\.|__")
 _WORDS = re.compile(r"[a-z0-9]+")
 MAX_SUGGESTIONS = 3
 # A registry name has at most 128 characters, a provider's rendering of one fewer: a longer request names no tool,
@@ -57,14 +57,10 @@ def normalize_name(name: str) -> str:
     return _SEPARATORS.sub("", name.lower())
 
 
-def segments(name: str) -> list[str]:
-    """The namespace segments of a name: `.` and `__` separate them."""
-    return [s for s in _SEGMENT_BOUNDARY.split(name) if s]
-
-
 def segment_key(name: str) -> tuple[str, ...]:
-    """`GitHub__Create-Issue` -> ('github', 'createissue'): case and separators ignored within each segment."""
-    return tuple(key for key in (normalize_name(s) for s in segments(name)) if key)
+    """`GitHub__Create-Issue` -> ('github', 'createissue'): case and separators ignored within each segment, the
+    key deny rules read names by too (`model.name_key`)."""
+    return name_key(name)
 
 
 def words(name: str) -> list[str]:
@@ -107,9 +103,15 @@ class NameResolver:
             self._by_key[key].append(name)
             self._by_namespace[key[0] if len(key) > 1 else ""].append(name)
 
+    def unknown(self, requested: str) -> UnresolvedName:
+        """The answer to a name no tool has: the closest names the principal may use."""
+        return UnresolvedName(
+            shown_name(requested), self._closest(requested) if requested == shown_name(requested) else [], False
+        )
+
     def resolve(self, requested: str) -> Resolution:
         if len(requested) > MAX_REQUESTED_CHARS:
-            raise UnresolvedName(shown_name(requested), [], ambiguous=False)
+            raise self.unknown(requested)
         rendered = self._provider.get(requested)
         if requested in self._known:
             if rendered not in (None, requested):  # `a__b` is a tool's name and how `a.b` was rendered

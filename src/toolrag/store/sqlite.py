@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -56,6 +57,7 @@ class SQLiteStore(PreviousNames):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
+            _create_private(self.path)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -257,6 +259,19 @@ class SQLiteStore(PreviousNames):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _create_private(path: Path) -> None:
+    """Create a new registry file readable by its owner alone: it holds every tenant's tools and the usage log's
+    requests. SQLite gives its WAL and shared-memory files the same mode."""
+    if str(path) == ":memory:":  # SQLite's own name for a registry that lives in memory only
+        return
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass  # an existing registry keeps the mode its owner gave it
+    except OSError as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
 
 
 def _registries_near(path: Path) -> str:

@@ -74,6 +74,11 @@ def _learner(table: str = "") -> str:
     return f"COALESCE({t}tenant, ''), CASE WHEN COALESCE({t}tenant, '') = '' THEN {t}caller END"
 
 
+# What one learning read holds at most, over all learners, as a multiple of its limit per learner: many learners (each
+# caller of no tenant is one) must not make it as large as the log.
+ALL_LEARNERS = 2
+
+
 # Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
 # psycopg 65,535), whatever the number of tools a reader may use.
 TOOLS_PER_QUERY = 500
@@ -430,17 +435,18 @@ class UsageTables:
             self._sql(
                 "SELECT at, session, tenant, principal, caller, tool FROM (SELECT at, id, session, tenant, principal,"
                 f" caller, tool, {latest} FROM calls WHERE {agents}) latest WHERE n <= ? ORDER BY at DESC, id DESC"
+                " LIMIT ?"
             ),
-            (start, limit),
+            (start, limit, ALL_LEARNERS * limit),
         )
         asked = self._query(
             self._sql(
                 "SELECT at, id, session, tenant, principal, caller FROM (SELECT at, id, session, tenant, principal,"
                 f" caller, {latest} FROM retrievals WHERE request IS NOT NULL AND at >= ?"
                 f" AND session IN (SELECT session FROM calls WHERE {agents})) latest WHERE n <= ?"
-                " ORDER BY at DESC, id DESC"
+                " ORDER BY at DESC, id DESC LIMIT ?"
             ),
-            (start, start, limit),
+            (start, start, limit, ALL_LEARNERS * limit),
         )
         requests: dict[tuple[str, ...], tuple[list[Any], list[int]]] = {}
         for at, row_id, *who in reversed(asked):
@@ -499,12 +505,14 @@ class UsageTables:
         latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner('c')} ORDER BY c.at DESC, c.id DESC) AS latest_n"
         rows = self._query(
             self._sql(
+                # CROSS JOIN: SQLite keeps `calls` the outer loop and indexes the first requests (joined as written,
+                # it scanned them and searched the calls for each: quadratic in the log, holding the store's lock).
                 "SELECT session, tenant, caller, tool, first_id FROM (SELECT c.session AS session, c.tenant AS tenant,"
                 f" c.caller AS caller, c.tool AS tool, f.first_id AS first_id, c.at AS at, c.id AS id, {latest}"
-                f" FROM calls c JOIN ({first}) f ON f.n = 1 AND f.session = c.session AND {same} AND f.first_at <= c.at"
-                f" WHERE {agents}) latest WHERE latest_n <= ? ORDER BY at DESC, id DESC"
+                f" FROM calls c CROSS JOIN ({first}) f WHERE f.n = 1 AND f.session = c.session AND {same}"
+                f" AND f.first_at <= c.at AND {agents}) latest WHERE latest_n <= ? ORDER BY at DESC, id DESC LIMIT ?"
             ),
-            (self._timestamp(since), self._timestamp(since), limit),
+            (self._timestamp(since), self._timestamp(since), limit, ALL_LEARNERS * limit),
         )
         requests = self._request_texts({int(row[4]) for row in rows}, max_chars)
         return [
@@ -622,19 +630,23 @@ class UsageTables:
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[MissedRequest]:
         """Every successful call with each request of its session, up to the call, whose shortlist did not contain
-        the tool: the words users use for a tool that retrieval did not connect. Each learner's latest `limit`
-        (`_learner`)."""
-        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner('c')} ORDER BY c.at DESC, c.id DESC) AS n"
+        the tool: the words users use for a tool that retrieval did not connect. Of each learner's latest `limit`
+        calls (`_learner`), and at most `ALL_LEARNERS` times `limit` pairs: the calls are chosen first and only theirs
+        joined, so a session of thousands of calls and requests costs what the limit reads."""
+        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, id DESC) AS n"
+        calls = (
+            f"SELECT tool, tenant, principal, caller, session, at, id FROM (SELECT tool, tenant, principal, caller,"
+            f" session, at, id, {latest} FROM calls WHERE at >= ? AND outcome = 'ok' AND session IS NOT NULL) numbered"
+            " WHERE n <= ? ORDER BY at DESC, id DESC LIMIT ?"
+        )
         rows = self._query(
             self._sql(
-                "SELECT tool, request, tenant, caller, session FROM (SELECT c.tool AS tool, r.request AS request,"
-                f" c.tenant AS tenant, c.caller AS caller, c.session AS session, c.at AS at, c.id AS id, {latest}"
-                " FROM calls c JOIN retrievals r ON r.session = c.session AND r.at <= c.at"
-                f" AND {_SAME_PRINCIPAL} WHERE c.at >= ? AND c.outcome = 'ok' AND r.request IS NOT NULL AND NOT EXISTS"
-                " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)) latest"
-                " WHERE n <= ? ORDER BY at DESC, id DESC"
+                f"SELECT c.tool, r.request, c.tenant, c.caller, c.session FROM ({calls}) c JOIN retrievals r"
+                f" ON r.session = c.session AND r.at <= c.at AND {_SAME_PRINCIPAL} WHERE r.request IS NOT NULL"
+                " AND NOT EXISTS (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)"
+                " LIMIT ?"
             ),
-            (self._timestamp(since), limit),
+            (self._timestamp(since), limit, ALL_LEARNERS * limit, ALL_LEARNERS * limit),
         )
         return [
             MissedRequest(str(tool), str(request), _text(tenant), _text(caller), str(session))

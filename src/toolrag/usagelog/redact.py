@@ -24,9 +24,26 @@ import unicodedata
 from collections import Counter
 
 MAX_CHARS = 8000
-# Characters that show nothing (soft hyphen, zero-width spaces and joiners, direction marks and overrides, word
-# joiners, the byte order mark): typed inside a secret's name, they kept it from being read.
-_INVISIBLE = re.compile("[\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+# Characters that show nothing, typed inside a secret's name to keep it from being read: every format character
+# (Unicode's Cf: soft hyphen, zero-width spaces and joiners, direction marks, tags, ...), and the invisible ones of
+# other categories: variation selectors, Mongolian free variation selectors, Hangul fillers, the grapheme joiner.
+_INVISIBLE_RANGES = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x180B, 0x180F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)  # fmt: skip
+
+
+def _shows_nothing(character: str) -> bool:
+    point = ord(character)
+    return unicodedata.category(character) == "Cf" or any(low <= point <= high for low, high in _INVISIBLE_RANGES)
+
+
+def _readable(text: str) -> str:
+    """The text in its compatibility form (NFKC: full-width letters are letters) without the characters that show
+    nothing, at most MAX_CHARS long."""
+    normal = unicodedata.normalize("NFKC", text[:MAX_CHARS])[:MAX_CHARS]  # a character may stand for 18
+    return "".join(character for character in normal if not _shows_nothing(character))
+
 
 _SECRET_PREFIXES = re.compile(
     r"(?<![\w-])(?:"
@@ -147,7 +164,7 @@ _TOKEN = re.compile(r"(?<![\w+/=-])[\w+/=-]{20,4000}")
 
 def redact(text: str) -> str:
     """The text with secrets, e-mail addresses and long numbers (cards, phones, accounts) masked."""
-    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text[:MAX_CHARS]))[:MAX_CHARS]
+    text = _readable(text)
     text = _PRIVATE_KEY.sub("<secret>", text)
     text = _URL_CREDENTIALS.sub("<secret>", text)
     text = _SECRET_PREFIXES.sub("<secret>", text)
