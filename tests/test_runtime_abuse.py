@@ -35,6 +35,7 @@ from toolrag.runtime.gateway import SYNC_TOOLS, ToolGateway
 from toolrag.runtime.messages import recorded_list
 from toolrag.runtime.native import DeferredTools
 from toolrag.runtime.propose import RECORD, propose_relations
+from toolrag.runtime.threads import TAKEN
 from toolrag.runtime.toolbox import Toolbox
 
 from .conftest import RETRIEVAL, CountingEmbedder
@@ -101,7 +102,8 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
     then filled the first fix's pool in one burst (it counted only calls past their timeout), slipped calls past the
     count by cancelling them, and made a tool unusable for everyone. Now a call holds a thread of a pool of its own
     until its function returns, however its caller stopped waiting; a caller holds at most `max_calls_in_flight`,
-    a tenant half the pool, and a call past either, or finding no free thread, is refused at once."""
+    a tenant half the pool (callers of no tenant count as one), and a call past either, or finding no free
+    thread, is refused at once."""
     policy = ExecutionPolicy(timeout_seconds=0.3)
 
     def box(user: str, tenant: str | None = None) -> Toolbox:
@@ -128,7 +130,7 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
         # One tenant holds at most half the pool.
         await asyncio.gather(*tarpit(dee, limit), *tarpit(eve, limit))
         tenant = await fay.call("clock.now", {"zone": "UTC"})
-        assert tenant.outcome == "error" and "your tenant's calls hold half the threads" in tenant.message.content
+        assert tenant.outcome == "error" and TAKEN in tenant.message.content  # whose calls: not said
         # Calls whose waiting task is cancelled (a client gone) still hold their threads, and count.
         waiting = [asyncio.create_task(call) for call in tarpit(cy, 4)]
         await asyncio.to_thread(until, lambda: SYNC_TOOLS.holding(cy.principal.caller)[0] == 4)
@@ -136,11 +138,13 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
         assert SYNC_TOOLS.holding(cy.principal.caller)[0] == 4
-        # Nobody waits for a thread when none is free.
-        held = SYNC_TOOLS.holding("")[2]
-        await asyncio.gather(*tarpit(gus, SYNC_TOOLS.threads - held))
+        # Callers of no tenant count as one (the third review: four OAuth subjects took every thread); nobody waits
+        # for a thread when none is free.
+        held = SYNC_TOOLS.holding("", None)[1]
+        await asyncio.gather(*tarpit(gus, SYNC_TOOLS.threads // 2 - held))
         full = await gus.call("clock.now", {"zone": "UTC"})
-        assert full.outcome == "error" and "every thread for sync tools is taken" in full.message.content
+        assert full.outcome == "error" and TAKEN in full.message.content
+        assert SYNC_TOOLS.holding("")[2] == SYNC_TOOLS.threads
 
     asyncio.run(scenario())
     RELEASE.set()  # the tarpit answers: the threads are given back, and everyone may call again
@@ -357,7 +361,10 @@ def test_every_command_prints_what_others_wrote_as_text(
     """The second review: only tables had been fixed. `toolrag show` printed a tool's description (what an MCP
     server lists, read by the admin reviewing it) as markup, and `[/x]` ended it in a traceback; `explain` and
     `report` passed a request's escape codes to the terminal (`\\x1b[2J` cleared it)."""
-    hostile = "Reads [/x] files.\x1b[2J\x1b[H\x1b[32mverified by admin [link=https://evil.example]docs[/link]"
+    hostile = (
+        "Reads [/x] files.\x1b[2J\x1b[H\x1b[32mverified by admin [link=https://evil.example]docs[/link]"
+        " :white_check_mark: \U000e0041"
+    )
     store = str(tmp_path / "shown.db")
     with ToolRegistry(store, embedder, RETRIEVAL) as registry:
         registry.register(Tool(name="files.read", description=hostile))
@@ -368,6 +375,5 @@ def test_every_command_prints_what_others_wrote_as_text(
         printed = runner.invoke(app, [*command, "--store", store])
         assert printed.exit_code == 0, printed.output
         assert "\x1b[2J" not in printed.stdout and "\\x1b[2J" in printed.stdout and "[/x]" in printed.stdout
-    assert (
-        "[link=https://evil.example]docs[/link]" in runner.invoke(app, ["show", "files.read", "--store", store]).stdout
-    )
+    shown = runner.invoke(app, ["show", "files.read", "--store", store]).stdout
+    assert "[link=https://evil.example]docs[/link]" in shown and ":white_check_mark: \\U000e0041" in shown

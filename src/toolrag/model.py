@@ -6,7 +6,6 @@ internals work on plain arrays and dataclasses.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import hashlib
 import json
@@ -501,32 +500,44 @@ def folded_name(name: str) -> str:
     return ".".join(name_key(name))
 
 
+MAX_OPTIONAL = 4  # parts of one deny pattern that may fold away, read both ways; past it, as `*`
+
+
 @functools.lru_cache(maxsize=4096)
-def folded_glob(pattern: str) -> re.Pattern[str]:
-    """A `deny_tools` glob as it reads folded names (`folded_name`): its letters in lower case, `__` a dot, `-` and
-    `_` dropped, bracket expressions kept (one that lists `-` or `_` may match nothing). A separator dropped before
-    `*` keeps its segment going: `billing_*` reads `billingprod.run` (`billing_prod.run`), not the `billing` server's
-    `billing.run`. Dropping them joins words: `billing.pay_*` reads `billing.payment_history` too (a deny rule fails
-    closed). A call spelled as a denied name is refused whatever it resolves to (runtime/gateway.py)."""
+def folded_globs(pattern: str) -> tuple[str, ...]:
+    """A `deny_tools` glob as it reads folded names (`folded_name`), as globs that `fnmatchcase` matches in linear
+    time: letters in lower case, `__` a dot, `-` and `_` dropped. A part that may fold away (`?`, a bracket
+    expression listing `-` or `_`) gives two readings, with and without it. A separator before `*` says something
+    follows: `billing_*` reads `billingprod.run` (`billing_prod.run`) and `billing.run` (`billing__run`), not the
+    bare `billing` a server is probed by. Dropping separators joins words: `billing.pay_*` reads
+    `billing.payment_history` too. Every reading fails closed; a call spelled as a denied name is refused whatever
+    it resolves to (runtime/gateway.py)."""
+    readings = [""]
+    optional = 0
     tokens = _GLOB_TOKEN.findall(pattern)
-    parts = []
     for number, token in enumerate(tokens):
         following = tokens[number + 1] if number + 1 < len(tokens) else ""
-        if token == "*":
-            parts.append(".*")
-        elif token == "?":
-            parts.append(".?")  # one character, which may be a separator folded away
-        elif token == "__":
-            parts.append(r"\.")
+        bracketed = len(token) > 2 and token.startswith("[") and token.endswith("]")
+        folds_away = token == "?" or (
+            bracketed and not token.startswith("[!") and ("-" in token[1:-1] or "_" in token[1:-1])
+        )
+        if folds_away:
+            optional += 1
+            if optional > MAX_OPTIONAL:
+                readings = [reading + "*" for reading in readings]
+            else:
+                readings = [*readings, *(reading + token.lower() for reading in readings)]
+            continue
+        if token == "__":
+            part = "."
         elif token in ("-", "_"):
-            parts.append("(?=[^.])" if following == "*" else "")
-        elif len(token) > 2 and token.startswith("[") and token.endswith("]"):
-            members = fnmatch.translate(token.lower()).removesuffix(r"\Z")
-            lists_a_separator = not token.startswith("[!") and ("-" in token[1:-1] or "_" in token[1:-1])
-            parts.append(f"(?:{members})?" if lists_a_separator else members)
+            part = "?" if following == "*" else ""
+        elif token == "[":
+            part = "[[]"  # a bracket that opens no expression is itself
         else:
-            parts.append(re.escape(token.lower()))
-    return re.compile("".join(parts), re.DOTALL)
+            part = token.lower()
+        readings = [reading + part for reading in readings]
+    return tuple(dict.fromkeys(readings))
 
 
 class Principal(BaseModel):
@@ -596,7 +607,7 @@ class Principal(BaseModel):
             (
                 pattern
                 for pattern in sorted(self.deny_tools)
-                if fnmatchcase(name, pattern) or folded_glob(pattern).fullmatch(folded)
+                if fnmatchcase(name, pattern) or any(fnmatchcase(folded, glob) for glob in folded_globs(pattern))
             ),
             None,
         )

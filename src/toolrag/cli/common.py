@@ -27,7 +27,9 @@ PIPED_WIDTH = 1000  # wider than any table: a table is then as wide as its conte
 # Control characters but the line break, and the invisible ones that reorder or hide text (bidirectional overrides,
 # zero-width characters): what a model, an MCP server or a user wrote must neither move the terminal's cursor,
 # recolour it (`\x1b[32mverified by admin`), nor reorder what an admin reads after it.
-_UNSEEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_UNSEEN = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
+)
 
 
 def plain(text: str) -> str:
@@ -41,7 +43,9 @@ class Table(rich_table.Table):
     `Text`."""
 
     def __init__(self, *headers: str, title: str | Text | None = None, **options: Any) -> None:
-        super().__init__(*headers, title=Text(plain(title)) if isinstance(title, str) else title, **options)
+        shown_title = Text(plain(title)) if isinstance(title, str) else title
+        columns = (rich_table.Column(header=Text(plain(header))) for header in headers)
+        super().__init__(*columns, title=shown_title, **options)
 
     def add_row(self, *cells: RenderableType | None, **options: Any) -> None:
         super().add_row(*(Text(plain(cell)) if isinstance(cell, str) else cell for cell in cells), **options)
@@ -55,7 +59,7 @@ def shown(text: str) -> str:
 def marked(markup: str) -> Text:
     """Text styled by rich markup written here (`[bold]...[/]`), whose inserts went through `shown`. Only this is
     read as markup: a string printed is printed as it is."""
-    return Text.from_markup(markup)
+    return Text.from_markup(markup, emoji=False)
 
 
 class _Console(Console):
@@ -137,8 +141,8 @@ def _click_label(label: str, low: Any = None, high: Any = None) -> str:
 
 
 _help_in_click_style()
-out = _Console(soft_wrap=True)
-err = _Console(stderr=True, soft_wrap=True)
+out = _Console(soft_wrap=True, emoji=False)  # `:lock:` in a tool's description is text, not an emoji
+err = _Console(stderr=True, soft_wrap=True, emoji=False)
 T = TypeVar("T")
 
 DEFAULT_STORE = "toolrag.db"
@@ -226,7 +230,7 @@ def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Calla
     if not enabled or total == 0:
         yield lambda n: None
         return
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn(shown(label)), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)

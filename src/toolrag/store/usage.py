@@ -75,8 +75,10 @@ def _learner(table: str = "") -> str:
 
 
 # What one learning read holds at most, over all learners, as a multiple of its limit per learner: many learners (each
-# caller of no tenant is one) must not make it as large as the log.
+# caller of no tenant is one) must not make it as large as the log. Rows are taken by their rank within their learner
+# first (`FAIRLY`): every learner's latest before anyone's second, so two flooding identities crowd no one out.
 ALL_LEARNERS = 2
+FAIRLY = "ORDER BY n, at DESC, id DESC LIMIT ?"
 
 
 # Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
@@ -433,9 +435,8 @@ class UsageTables:
         latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, id DESC) AS n"
         calls = self._query(
             self._sql(
-                "SELECT at, session, tenant, principal, caller, tool FROM (SELECT at, id, session, tenant, principal,"
-                f" caller, tool, {latest} FROM calls WHERE {agents}) latest WHERE n <= ? ORDER BY at DESC, id DESC"
-                " LIMIT ?"
+                "SELECT at, id, session, tenant, principal, caller, tool FROM (SELECT at, id, session, tenant,"
+                f" principal, caller, tool, {latest} FROM calls WHERE {agents}) latest WHERE n <= ? {FAIRLY}"
             ),
             (start, limit, ALL_LEARNERS * limit),
         )
@@ -443,18 +444,19 @@ class UsageTables:
             self._sql(
                 "SELECT at, id, session, tenant, principal, caller FROM (SELECT at, id, session, tenant, principal,"
                 f" caller, {latest} FROM retrievals WHERE request IS NOT NULL AND at >= ?"
-                f" AND session IN (SELECT session FROM calls WHERE {agents})) latest WHERE n <= ?"
-                " ORDER BY at DESC, id DESC LIMIT ?"
+                f" AND session IN (SELECT session FROM calls WHERE {agents})) latest WHERE n <= ? {FAIRLY}"
             ),
             (start, start, limit, ALL_LEARNERS * limit),
         )
+        # Newest first again (each row starts with its time and id), as the search for each call's request needs.
+        calls, asked = (sorted(rows, key=lambda row: (row[0], row[1]), reverse=True) for rows in (calls, asked))
         requests: dict[tuple[str, ...], tuple[list[Any], list[int]]] = {}
         for at, row_id, *who in reversed(asked):
             times, ids = requests.setdefault(_session_of(*who), ([], []))
             times.append(at)
             ids.append(int(row_id))
         pairs = []
-        for at, session, tenant, principal, caller, tool in calls:
+        for at, _, session, tenant, principal, caller, tool in calls:
             times, ids = requests.get(_session_of(session, tenant, principal, caller), ([], []))
             if before := bisect_right(times, at):
                 pairs.append((_text(tenant), _text(caller), str(tool), ids[before - 1]))
@@ -507,17 +509,19 @@ class UsageTables:
             self._sql(
                 # CROSS JOIN: SQLite keeps `calls` the outer loop and indexes the first requests (joined as written,
                 # it scanned them and searched the calls for each: quadratic in the log, holding the store's lock).
-                "SELECT session, tenant, caller, tool, first_id FROM (SELECT c.session AS session, c.tenant AS tenant,"
+                "SELECT session, tenant, caller, tool, first_id, at, id FROM (SELECT c.session AS session,"
+                " c.tenant AS tenant,"
                 f" c.caller AS caller, c.tool AS tool, f.first_id AS first_id, c.at AS at, c.id AS id, {latest}"
                 f" FROM calls c CROSS JOIN ({first}) f WHERE f.n = 1 AND f.session = c.session AND {same}"
-                f" AND f.first_at <= c.at AND {agents}) latest WHERE latest_n <= ? ORDER BY at DESC, id DESC LIMIT ?"
+                f" AND f.first_at <= c.at AND {agents}) latest WHERE latest_n <= ?"
+                " ORDER BY latest_n, at DESC, id DESC LIMIT ?"
             ),
             (self._timestamp(since), self._timestamp(since), limit, ALL_LEARNERS * limit),
         )
         requests = self._request_texts({int(row[4]) for row in rows}, max_chars)
         return [
             TaskCall(str(session), _text(tenant), _text(caller), str(tool), requests[int(first)])
-            for session, tenant, caller, tool, first in rows[::-1]
+            for session, tenant, caller, tool, first, *_ in sorted(rows, key=lambda row: (row[5], row[6]))
             if int(first) in requests
         ]
 
@@ -637,7 +641,7 @@ class UsageTables:
         calls = (
             f"SELECT tool, tenant, principal, caller, session, at, id FROM (SELECT tool, tenant, principal, caller,"
             f" session, at, id, {latest} FROM calls WHERE at >= ? AND outcome = 'ok' AND session IS NOT NULL) numbered"
-            " WHERE n <= ? ORDER BY at DESC, id DESC LIMIT ?"
+            f" WHERE n <= ? {FAIRLY}"
         )
         rows = self._query(
             self._sql(
