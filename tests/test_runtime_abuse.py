@@ -102,8 +102,8 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
     then filled the first fix's pool in one burst (it counted only calls past their timeout), slipped calls past the
     count by cancelling them, and made a tool unusable for everyone. Now a call holds a thread of a pool of its own
     until its function returns, however its caller stopped waiting; a caller holds at most `max_calls_in_flight`,
-    a tenant half the pool (callers of no tenant count as one), and a call past either, or finding no free
-    thread, is refused at once."""
+    a tenant three quarters of the threads (callers of no tenant count as one), and a call past either, or finding
+    none free, is refused at once."""
     policy = ExecutionPolicy(timeout_seconds=0.3)
 
     def box(user: str, tenant: str | None = None) -> Toolbox:
@@ -112,25 +112,30 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
     def tarpit(toolbox: Toolbox, count: int) -> list[Any]:
         return [toolbox.call("web.fetch_url", {"url": f"http://tarpit/{n}"}) for n in range(count)]
 
-    ann, bob, cy = box("ann"), box("bob"), box("cy")
-    dee, eve, fay = box("dee", "acme"), box("eve", "acme"), box("fay", "acme")
-    gus = box("gus")
+    ann, bob, cy, gus = box("ann"), box("bob"), box("cy"), box("gus")
+    dee, eve, hal, fay = box("dee", "acme"), box("eve", "acme"), box("hal", "acme"), box("fay", "acme")
     limit = policy.max_calls_in_flight
+
+    async def now(toolbox: Toolbox) -> Any:
+        return await toolbox.call("clock.now", {"zone": "UTC"})
+
+    async def released() -> None:
+        """The tarpit answers: every thread is given back before the next part."""
+        RELEASE.set()
+        await asyncio.to_thread(until, lambda: SYNC_TOOLS.holding("")[2] == 0)
+        RELEASE.clear()
 
     async def scenario() -> None:
         burst = await asyncio.gather(*tarpit(ann, limit + 4))
         assert Counter(result.outcome for result in burst) == {"timeout": limit, "error": 4}
         refused = [result.message.content for result in burst if result.outcome == "error"]
         assert all(f"{limit} of your calls to sync tools are still running" in text for text in refused)
-        mine = await ann.call("clock.now", {"zone": "UTC"})
+        mine = await now(ann)
         assert mine.outcome == "error" and "of your calls" in mine.message.content
         # Another caller's calls run, the hanging tool's included: a tool is no one caller's to block.
-        assert (await bob.call("clock.now", {"zone": "UTC"})).message.content == "12:00"
+        assert (await now(bob)).message.content == "12:00"
         assert (await bob.call("web.fetch_url", {"url": "http://tarpit/b"})).outcome == "timeout"
-        # One tenant holds at most half the pool.
-        await asyncio.gather(*tarpit(dee, limit), *tarpit(eve, limit))
-        tenant = await fay.call("clock.now", {"zone": "UTC"})
-        assert tenant.outcome == "error" and TAKEN in tenant.message.content  # whose calls: not said
+        await released()
         # Calls whose waiting task is cancelled (a client gone) still hold their threads, and count.
         waiting = [asyncio.create_task(call) for call in tarpit(cy, 4)]
         await asyncio.to_thread(until, lambda: SYNC_TOOLS.holding(cy.principal.caller)[0] == 4)
@@ -138,11 +143,19 @@ def test_sync_tools_past_their_timeout_hold_their_own_threads_and_no_one_elses(r
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
         assert SYNC_TOOLS.holding(cy.principal.caller)[0] == 4
+        await released()
+        # One tenant holds at most three quarters of the threads; whose calls hold them is not said.
+        await asyncio.gather(*tarpit(dee, limit), *tarpit(eve, limit), *tarpit(hal, limit))
+        tenant = await now(fay)
+        assert tenant.outcome == "error" and TAKEN in tenant.message.content
+        assert (await now(bob)).message.content == "12:00"
+        await released()
         # Callers of no tenant count as one (the third review: four OAuth subjects took every thread); nobody waits
         # for a thread when none is free.
-        held = SYNC_TOOLS.holding("", None)[1]
-        await asyncio.gather(*tarpit(gus, SYNC_TOOLS.threads // 2 - held))
-        full = await gus.call("clock.now", {"zone": "UTC"})
+        await asyncio.gather(*tarpit(ann, limit), *tarpit(bob, limit), *tarpit(cy, limit))
+        assert (await now(gus)).outcome == "error" and (await now(fay)).message.content == "12:00"
+        await asyncio.gather(*tarpit(dee, limit))
+        full = await now(fay)
         assert full.outcome == "error" and TAKEN in full.message.content
         assert SYNC_TOOLS.holding("")[2] == SYNC_TOOLS.threads
 
@@ -377,3 +390,10 @@ def test_every_command_prints_what_others_wrote_as_text(
         assert "\x1b[2J" not in printed.stdout and "\\x1b[2J" in printed.stdout and "[/x]" in printed.stdout
     shown = runner.invoke(app, ["show", "files.read", "--store", store]).stdout
     assert "[link=https://evil.example]docs[/link]" in shown and ":white_check_mark: \\U000e0041" in shown
+
+
+def test_a_progress_label_is_text_not_a_template() -> None:
+    """The fourth review: a progress bar's label (a catalog file's name) was a format template and markup: `{x}` in
+    a file name ended `toolrag import` with a KeyError."""
+    with common.progress_bar("embedding tools{x}[/x].json", 3) as advance:
+        advance(3)

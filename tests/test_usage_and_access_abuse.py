@@ -80,6 +80,9 @@ def test_a_deny_rule_reads_bracket_expressions_and_segments_as_written(
     # The third review: `__` inside a name, in any case, is a segment boundary to calls.
     for spelling in ("tickets.Delete__Ticket", "TICKETS__DELETE__TICKET", "tickets.delete.ticket"):
         assert not Principal(user="agent", deny_tools=frozenset({"tickets.delete_*"})).may_name(spelling)
+        # The fourth review: an exact name's separator may be a boundary another spelling draws.
+        assert not Principal(user="agent", deny_tools=frozenset({"tickets.delete_ticket"})).may_name(spelling)
+    assert Principal(user="agent", deny_tools=frozenset({"git.*"})).may_name("gitlab.status")
     negated = Principal(user="agent", deny_tools=frozenset({"srv.[!a-z]*"}))
     assert negated.may_name("srv.bread") and not negated.may_name("srv.1x")
 
@@ -174,15 +177,21 @@ def test_one_tenants_flood_does_not_push_anothers_usage_out_of_what_is_learned(r
         # The third review: two callers of no tenant (two learners) filled the first fix's overall bound.
         for user in ("oauth-1", "oauth-2"):
             logged_session(registry, "kb.search", f"{user} question {n}", None, user, f"{user}-{n}")
+    # The fourth review: one session of many requests filled the pairs' bound.
+    who = Principal(user="eve", tenant="evil", identity='["rule", "eve"]')
+    at = utc_now() - timedelta(minutes=6)
+    many = [
+        RetrievalRecord("h", (), f"evil {n}", "e1", "eve", tenant="evil", at=at, caller=who.caller) for n in range(30)
+    ]
+    registry.store.usage.record(many, [CallRecord("kb.search", "ok", 5.0, False, "e1", "eve", "evil", at, who.caller)])
     since = utc_now() - timedelta(days=1)
     usage = registry.store.usage
     assert "acme" in {used.tenant for used in usage.called_after(since, limit=5)}
     assert "acme" in {task.tenant for task in usage.task_calls(since, limit=5)}
     assert "acme" in {missed.tenant for missed in usage.missed_requests(since, limit=5)}
     used = usage.called_after(since, limit=5)
-    assert len(used) == 10 and {u.caller for u in used} == {
-        f'["rule", "{u}"]' for u in ("ann", "gus", "oauth-1", "oauth-2")
-    }
+    learners = {f'["rule", "{u}"]' for u in ("ann", "gus", "oauth-1", "oauth-2", "eve")}
+    assert len(used) <= 10 and {u.caller for u in used} == learners
 
 
 def test_a_backup_of_two_tools_differing_only_in_case_restores_nothing(store_url: str, tmp_path: Path) -> None:

@@ -500,16 +500,17 @@ def folded_name(name: str) -> str:
     return ".".join(name_key(name))
 
 
-MAX_OPTIONAL = 4  # parts of one deny pattern that may fold away, read both ways; past it, as `*`
+MAX_OPTIONAL = 6  # parts of one deny pattern read two ways (at most 64 readings); past it, as `*`
 
 
 @functools.lru_cache(maxsize=4096)
 def folded_globs(pattern: str) -> tuple[str, ...]:
     """A `deny_tools` glob as it reads folded names (`folded_name`), as globs that `fnmatchcase` matches in linear
-    time: letters in lower case, `__` a dot, `-` and `_` dropped. A part that may fold away (`?`, a bracket
-    expression listing `-` or `_`) gives two readings, with and without it. A separator before `*` says something
-    follows: `billing_*` reads `billingprod.run` (`billing_prod.run`) and `billing.run` (`billing__run`), not the
-    bare `billing` a server is probed by. Dropping separators joins words: `billing.pay_*` reads
+    time: letters in lower case, `__` a dot. A part read two ways gives two readings: `?` and a bracket expression
+    listing `-` or `_` (which may fold away), and a `-` or `_` (nothing, or a segment boundary: `tickets.delete_ticket`
+    reads `tickets.Delete__Ticket` too). A separator before `*` says something follows: `billing_*` reads
+    `billingprod.run` (`billing_prod.run`) and `billing.run` (`billing__run`), not the bare `billing` a server is
+    probed by. Dropping separators joins words: `billing.pay_*` reads
     `billing.payment_history` too. Every reading fails closed; a call spelled as a denied name is refused whatever
     it resolves to (runtime/gateway.py)."""
     readings = [""]
@@ -518,26 +519,35 @@ def folded_globs(pattern: str) -> tuple[str, ...]:
     for number, token in enumerate(tokens):
         following = tokens[number + 1] if number + 1 < len(tokens) else ""
         bracketed = len(token) > 2 and token.startswith("[") and token.endswith("]")
-        folds_away = token == "?" or (
-            bracketed and not token.startswith("[!") and ("-" in token[1:-1] or "_" in token[1:-1])
-        )
-        if folds_away:
+        ways: tuple[str, ...] = ()
+        if token == "?" or (bracketed and _lists_a_separator(token[1:-1])):
+            ways = ("", token.lower())  # nothing (a separator folded away), or the character
+        elif token in ("-", "_") and following != "*":
+            ways = ("", ".")  # within a segment, or at a boundary another name draws with `__` or `.`
+        if ways:
             optional += 1
             if optional > MAX_OPTIONAL:
                 readings = [reading + "*" for reading in readings]
             else:
-                readings = [*readings, *(reading + token.lower() for reading in readings)]
+                readings = [reading + way for way in ways for reading in readings]
             continue
         if token == "__":
             part = "."
         elif token in ("-", "_"):
-            part = "?" if following == "*" else ""
+            part = "?"  # before `*`: something follows
         elif token == "[":
             part = "[[]"  # a bracket that opens no expression is itself
         else:
             part = token.lower()
         readings = [reading + part for reading in readings]
     return tuple(dict.fromkeys(readings))
+
+
+def _lists_a_separator(members: str) -> bool:
+    """Whether a bracket expression's members hold `_` or `-` itself (not a range's dash, nor negated)."""
+    if members.startswith("!"):
+        return False
+    return "_" in members or members.startswith("-") or members.endswith("-")
 
 
 class Principal(BaseModel):

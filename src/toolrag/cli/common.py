@@ -230,9 +230,10 @@ def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Calla
     if not enabled or total == 0:
         yield lambda n: None
         return
-    columns = (TextColumn(shown(label)), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # The label (a file's name) is the task's description, shown as text: a column's own text is a format template.
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
-        task = progress.add_task(label, total=total)
+        task = progress.add_task(plain(label), total=total)
         yield lambda n: progress.advance(task, n)
 
 

@@ -8,10 +8,10 @@ hanging tool (a tarpit URL, a dead upstream) left every later call of every call
 Here a call holds a thread of its own (a daemon: a tool that never returns does not keep the process from exiting)
 from the moment it starts until its function returns, however its caller stopped waiting (a timeout, a cancelled
 task, a client gone). Calls are counted while they hold a thread: one caller holds at most `max_calls_in_flight`, one
-tenant half of `THREADS` (callers of no tenant count as one), and a call that would pass either, or find all taken, is
-refused at once. A call never waits for a thread: a queued call would run later than its permission was checked,
-and its wait would count against its timeout. Only a caller's own calls are named in a refusal: others' load is
-theirs.
+tenant three quarters of `THREADS` (callers of no tenant count as one tenant: a few OAuth subjects cannot take them
+all), and a call that would pass either, or find all taken, is refused at once. A call never waits for a thread: a
+queued call would run later than its permission was checked, and its wait would count against its timeout. Only a
+caller's own calls are named in a refusal: others' load is theirs.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class SyncTools:
     def _refusal(self, caller: str, tenant: str | None, max_calls: int) -> str | None:
         if self._holding["caller", caller] >= max_calls:
             return f"{max_calls} of your calls to sync tools are still running; try again when one ends"
-        if self._holding["tenant", tenant or ""] >= self.threads // 2 or self._holding["all", ""] >= self.threads:
+        if self._holding["tenant", tenant or ""] >= self.threads * 3 // 4 or self._holding["all", ""] >= self.threads:
             return TAKEN
         return None
 

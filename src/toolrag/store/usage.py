@@ -634,23 +634,31 @@ class UsageTables:
 
     def missed_requests(self, since: datetime, limit: int = 5000) -> list[MissedRequest]:
         """Every successful call with each request of its session, up to the call, whose shortlist did not contain
-        the tool: the words users use for a tool that retrieval did not connect. Of each learner's latest `limit`
-        calls (`_learner`), and at most `ALL_LEARNERS` times `limit` pairs: the calls are chosen first and only theirs
-        joined, so a session of thousands of calls and requests costs what the limit reads."""
-        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, id DESC) AS n"
-        calls = (
-            f"SELECT tool, tenant, principal, caller, session, at, id FROM (SELECT tool, tenant, principal, caller,"
-            f" session, at, id, {latest} FROM calls WHERE at >= ? AND outcome = 'ok' AND session IS NOT NULL) numbered"
-            f" WHERE n <= ? {FAIRLY}"
+        the tool: the words users use for a tool that retrieval did not connect. A tool's calls in one session are
+        read as its last (the requests before it are those before the others): a session of thousands of calls costs
+        its requests, not their product. Each learner's (`_learner`) latest `limit` sessions and tools, and latest
+        `limit` pairs; at most `ALL_LEARNERS` times `limit` in all, by rank within each learner first (one session of
+        12,000 requests filled the whole bound)."""
+        last = (
+            "SELECT tool, tenant, principal, caller, session, MAX(at) AS at FROM calls WHERE at >= ? AND outcome = 'ok'"
+            " AND session IS NOT NULL GROUP BY tool, tenant, principal, caller, session"
         )
+        latest = f"ROW_NUMBER() OVER (PARTITION BY {_learner()} ORDER BY at DESC, session, tool) AS n"
+        chosen = (
+            f"SELECT tool, tenant, principal, caller, session, at, n FROM (SELECT tool, tenant, principal, caller,"
+            f" session, at, {latest} FROM ({last}) l) numbered WHERE n <= ?"
+        )
+        pair = f"ROW_NUMBER() OVER (PARTITION BY {_learner('c')} ORDER BY c.n, r.at DESC, r.id DESC) AS pair_n"
         rows = self._query(
             self._sql(
-                f"SELECT c.tool, r.request, c.tenant, c.caller, c.session FROM ({calls}) c JOIN retrievals r"
-                f" ON r.session = c.session AND r.at <= c.at AND {_SAME_PRINCIPAL} WHERE r.request IS NOT NULL"
-                " AND NOT EXISTS (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)"
-                " LIMIT ?"
+                "SELECT tool, request, tenant, caller, session FROM (SELECT c.tool AS tool, r.request AS request,"
+                f" c.tenant AS tenant, c.caller AS caller, c.session AS session, {pair} FROM ({chosen}) c"
+                f" JOIN retrievals r ON r.session = c.session AND r.at <= c.at AND {_SAME_PRINCIPAL}"
+                " WHERE r.request IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM retrieval_results rr WHERE rr.retrieval_id = r.id AND rr.tool = c.tool)) pairs"
+                " WHERE pair_n <= ? ORDER BY pair_n LIMIT ?"
             ),
-            (self._timestamp(since), limit, ALL_LEARNERS * limit, ALL_LEARNERS * limit),
+            (self._timestamp(since), limit, limit, ALL_LEARNERS * limit),
         )
         return [
             MissedRequest(str(tool), str(request), _text(tenant), _text(caller), str(session))
