@@ -486,13 +486,26 @@ def caller_key(identity: str | None, user: str | None, tenant: str | None) -> st
     return identity if identity is not None else json.dumps(["python", user, tenant])
 
 
+def case_twin(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first two names that differ only in case, if any: a name stands for one tool whatever its case (calls,
+    requirements and the search index read it so)."""
+    taken: dict[str, str] = {}
+    for name in names:
+        if (other := taken.setdefault(name.casefold(), name)) != name:
+            return other, name
+    return None
+
+
+def normalize_name(name: str) -> str:
+    """`Github__Create-Issue` -> `githubcreateissue`."""
+    return _NOT_TOLD_APART.sub("", name.lower())
+
+
 def name_key(name: str) -> tuple[str, ...]:
     """A name as calls tell names apart (runtime/resolve.py): its segments (`.` and `__` separate them), each in lower
     case without `-` and `_`, empty ones dropped. `Tickets__Delete-Ticket` and `tickets..deleteTicket` ->
     ('tickets', 'deleteticket')."""
-    return tuple(
-        key for key in (_NOT_TOLD_APART.sub("", part.lower()) for part in _SEGMENT_BOUNDARY.split(name)) if key
-    )
+    return tuple(key for key in (normalize_name(part) for part in _SEGMENT_BOUNDARY.split(name)) if key)
 
 
 def folded_name(name: str) -> str:

@@ -34,6 +34,7 @@ from toolrag.model import (
     ExampleRequest,
     Requirement,
     Tool,
+    case_twin,
     check_description,
     check_tenant_name,
     example_key,
@@ -214,13 +215,11 @@ class ToolWriter:
         write): requirements and agents resolve names case-insensitively, so it would stand in for that tool."""
         if not new:
             return
-        taken: dict[str, str] = {}
-        for name in [*self.store.names(), *new]:
-            other = taken.setdefault(name.casefold(), name)
-            if other != name:
-                raise InvalidToolError(
-                    f"tool {name!r}: its name differs only in case from the tool {other!r}; choose another name"
-                )
+        if twins := case_twin([*self.store.names(), *new]):
+            other, name = twins
+            raise InvalidToolError(
+                f"tool {name!r}: its name differs only in case from the tool {other!r}; choose another name"
+            )
 
     def update(
         self,

@@ -30,13 +30,12 @@ from toolrag.events import EventSink, FanoutSink, NullSink, RoundEvent
 from toolrag.inject.deferred import SEARCH_TOOL
 from toolrag.inject.formats import provider_name
 from toolrag.inject.told import NO_TOOL_AVAILABLE, NO_TOOL_OFFERED
-from toolrag.model import Principal, Tool
+from toolrag.model import Principal, Tool, normalize_name
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import AsyncChatModel, ChatModel
 from toolrag.runtime.gateway import CallResult, ExecutionPolicy, ToolGateway, permitted_tools, surplus_refusal
 from toolrag.runtime.messages import Conversation, Message, ToolCall
 from toolrag.runtime.providers.base import ProviderModel
-from toolrag.runtime.resolve import normalize_name
 from toolrag.runtime.toolbox import find
 
 Mode = Literal["preselect", "discover", "native"]

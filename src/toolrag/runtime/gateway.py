@@ -30,7 +30,14 @@ from toolrag.inject.formats import provider_name
 from toolrag.jsontext import loads
 from toolrag.model import Principal, Tool
 from toolrag.runtime.messages import Message, ToolCall
-from toolrag.runtime.resolve import NameResolver, Resolution, UnresolvedName, segment_key, shown_name
+from toolrag.runtime.resolve import (
+    MAX_REQUESTED_CHARS,
+    NameResolver,
+    Resolution,
+    UnresolvedName,
+    segment_key,
+    shown_name,
+)
 from toolrag.runtime.threads import Busy, SyncTools
 from toolrag.schemas.arguments import INLINE_CHARS, ArgumentChecker, ArgumentsRefused, Measure, measure
 from toolrag.schemas.worker import CheckingProcess, CheckRefused
@@ -228,7 +235,8 @@ class ToolGateway:
     def _resolve(self, requested: str) -> Resolution:
         # A call spelled as a name the principal's rules deny is refused whatever visible tool it would resolve to
         # (`git.git_reset` denied, and `git.git_reset_hard` visible: a near miss would reach it).
-        denied = self.principal.denying(requested) if requested == shown_name(requested) else None
+        readable = len(requested) <= MAX_REQUESTED_CHARS
+        denied = self.principal.denying(requested) if readable else None
         try:
             if denied is not None:
                 raise self.resolver.unknown(requested)
@@ -237,7 +245,7 @@ class ToolGateway:
             # A hidden tool gets exactly the answer a name no tool has gets (same outcome, same wording, the same
             # suggestions from visible tools), so its existence cannot be probed; only the operator's log knows. A name
             # longer than any tool's names none: it is not read further.
-            keys = _lookup_keys(requested) if requested == shown_name(requested) else []
+            keys = _lookup_keys(requested) if readable else []
             hidden = next((self._hidden[key] for key in keys if key in self._hidden), None) or (denied and requested)
             if hidden:
                 self.events.emit(

@@ -29,11 +29,10 @@ from rapidfuzz import fuzz, process
 
 from toolrag.errors import ToolragError
 from toolrag.inject.formats import provider_name
-from toolrag.model import name_key
+from toolrag.model import name_key, normalize_name
 from toolrag.search.text import split_identifier
 
 Method = Literal["exact", "provider", "normalized", "fuzzy"]
-_SEPARATORS = re.compile(r"[^a-z0-9]+")
 _WORDS = re.compile(r"[a-z0-9]+")
 MAX_SUGGESTIONS = 3
 # A registry name has at most 128 characters, a provider's rendering of one fewer: a longer request names no tool,
@@ -50,11 +49,6 @@ _ACTION_VERB_TEXT = """
     apply submit close open start launch trigger
 """
 ACTION_VERBS = frozenset(_ACTION_VERB_TEXT.split())
-
-
-def normalize_name(name: str) -> str:
-    """`Github__Create-Issue` -> `githubcreateissue`."""
-    return _SEPARATORS.sub("", name.lower())
 
 
 def segment_key(name: str) -> tuple[str, ...]:
@@ -105,9 +99,8 @@ class NameResolver:
 
     def unknown(self, requested: str) -> UnresolvedName:
         """The answer to a name no tool has: the closest names the principal may use."""
-        return UnresolvedName(
-            shown_name(requested), self._closest(requested) if requested == shown_name(requested) else [], False
-        )
+        readable = len(requested) <= MAX_REQUESTED_CHARS
+        return UnresolvedName(shown_name(requested), self._closest(requested) if readable else [], False)
 
     def resolve(self, requested: str) -> Resolution:
         if len(requested) > MAX_REQUESTED_CHARS:

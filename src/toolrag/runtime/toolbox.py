@@ -92,16 +92,13 @@ class Toolbox:
 
     async def call(self, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> CallResult:
         """Run a call through the execution gateway (permissions, validation, timeout, usage log)."""
-        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        call = ToolCall(call_id or uuid.uuid4().hex, name, raw)
-        return await self.gateway.call(call, self.offered, self.session)
+        return await self.gateway.call(_tool_call(name, arguments, call_id), self.offered, self.session)
 
     def refuse_surplus(self, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> CallResult:
         """Answer (and log) a call of a model response that made more than `ExecutionPolicy.max_calls_per_response`:
         for loops that run a response's calls one by one (LangGraph's `CallTools`)."""
-        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        call = ToolCall(call_id or uuid.uuid4().hex, name, raw)
-        return self.gateway.refuse(call, surplus_refusal(self.policy.max_calls_per_response), self.session)
+        refusal = surplus_refusal(self.policy.max_calls_per_response)
+        return self.gateway.refuse(_tool_call(name, arguments, call_id), refusal, self.session)
 
     def call_sync(self, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> CallResult:
         """`call` for synchronous callers, also from inside a running event loop (run in a worker thread)."""
@@ -117,3 +114,8 @@ class Toolbox:
         found = [result for result in results if result.name in visible]
         self.offered.update({result.name: visible[result.name].content_hash for result in found})
         return found
+
+
+def _tool_call(name: str, arguments: Mapping[str, Any] | str, call_id: str | None) -> ToolCall:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(call_id or uuid.uuid4().hex, name, raw)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolrag.errors import ApprovalConflictError, ModelMismatchError, StoreError
-from toolrag.model import Tool, utc_now
+from toolrag.model import Tool, case_twin, utc_now
 from toolrag.store.asked import AskedBases
 from toolrag.store.base import (
     AuditEntry,
@@ -375,15 +375,12 @@ class BackupTables:
     def restore(self, dump: RegistryDump) -> None:
         """Load a dump into this store, which must hold no tools, in one transaction."""
         dialect = self._db.dialect
-        taken: dict[str, str] = {}
-        for name in (tool.name for tool in dump.tools):
-            # A name stands for one tool whatever its case (calls, requirements and the search index read it so):
-            # twins from a crafted backup, or a store older than that rule, left one of them unreachable by changes.
-            if (other := taken.setdefault(name.casefold(), name)) != name:
-                raise StoreError(
-                    f"cannot restore into {self._db.label}: the tools {other!r} and {name!r} differ only in case;"
-                    " rename one in the source first"
-                )
+        # Twins from a crafted backup, or a store older than that rule, left one of them unreachable by changes.
+        if twins := case_twin(tool.name for tool in dump.tools):
+            raise StoreError(
+                f"cannot restore into {self._db.label}: the tools {twins[0]!r} and {twins[1]!r} differ only in case;"
+                " rename one in the source first"
+            )
         with self._db.transaction() as db:
             if db.execute("SELECT count(*) FROM tool_versions").fetchone()[0]:
                 raise StoreError(f"cannot restore into {self._db.label}: it already holds tools")
