@@ -6,6 +6,12 @@ The folder is `$TOOLRAG_CACHE_DIR`, else `$XDG_CACHE_HOME/toolrag`, else `~/.cac
 what it was built from (so a changed model package never meets an old entry), written to a temporary folder and
 renamed into place (so a reader never sees half an entry). When the folder cannot be written, models load the
 slow way; nothing fails.
+
+What the cache holds decides what search serves and what runs (a snapshot's vectors, a model file handed to
+onnxruntime, a tokenizer read with `marshal`, an entry that says the weights' hash was checked), so it is read only
+as far as this user alone could have written it (`trusted`): the folder is created for its user alone, a folder of
+this user's that others can write is closed to them first, and anything owned by another user, or a link, is
+neither read nor written: models then load the slow way, as with a folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,14 +42,78 @@ def cache_root() -> Path:
     return Path(base) / "toolrag"
 
 
+class UntrustedCacheError(OSError):
+    """A cache path another user could have written: never read (an OSError, so every reader loads the slow way)."""
+
+
+def trusted(path: Path) -> Path:
+    """`path` under the cache folder, once every folder from the cache folder down to it, and `path` itself when
+    it exists, is this user's and writable by no one else (a folder or file of this user's that others can write
+    is closed to them here); UntrustedCacheError otherwise. On systems without user ids every path is trusted."""
+    root = cache_root()
+    for step in _steps(path):
+        try:
+            _own(step, follow=step == root)  # the cache folder itself may be a link its user made
+        except FileNotFoundError:
+            break  # not written yet: what comes below it will be this user's
+    return path
+
+
+def private_folder(path: Path) -> Path:
+    """`path` under the cache folder, created (with the folders above it) for this user alone, and `trusted`."""
+    for step in _steps(path):
+        step.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _own(step, follow=step == cache_root())
+    return path
+
+
+def _steps(path: Path) -> list[Path]:
+    """The cache folder, then each folder below it down to `path`."""
+    steps = [cache_root()]
+    for part in path.relative_to(steps[0]).parts:
+        steps.append(steps[-1] / part)
+    return steps
+
+
+def distrusted(path: Path, follow: bool = True) -> str | None:
+    """Why the cache would not read `path` (a link, or another user's), None when it would or `path` is not there."""
+    if not hasattr(os, "geteuid"):
+        return None
+    try:
+        return _problem(path, path.stat() if follow else path.lstat())
+    except FileNotFoundError:
+        return None
+
+
+def _problem(path: Path, status: os.stat_result) -> str | None:
+    if stat.S_ISLNK(status.st_mode):
+        return f"{path} is a link"
+    if status.st_uid != os.geteuid():
+        return f"{path} belongs to user id {status.st_uid}, not this user ({os.geteuid()})"
+    return None
+
+
+def _own(path: Path, follow: bool) -> None:
+    """Raises UntrustedCacheError for a path that is not this user's, FileNotFoundError for one not there."""
+    if not hasattr(os, "geteuid"):
+        return
+    status = path.stat() if follow else path.lstat()
+    problem = _problem(path, status)
+    if problem:
+        raise UntrustedCacheError(f"{problem}: the cache reads only what its user alone could write")
+    mode = stat.S_IMODE(status.st_mode)
+    if mode & 0o022:
+        os.chmod(path, mode & ~0o022)  # ours: closed to others before anything in it is trusted
+        log.warning("cache path %s was writable by other users (mode %o): no longer", path, mode)
+
+
 def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of entry `key`, built by `build(folder)` the first time; None when it cannot be kept."""
     folder = cache_root() / key
-    if (folder / "complete").exists():
-        return folder
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
+        if (trusted(folder) / "complete").exists():
+            return folder
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=private_folder(folder.parent)))
         try:
             build(staging)
             (staging / "complete").touch()
@@ -50,9 +121,13 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:  # another process won the race, a read-only home, a full disk: load the slow way
-        if not (folder / "complete").exists():
-            log.info("model cache %s not kept: %s", folder, exc)
-            return None
+        try:
+            if (trusted(folder) / "complete").exists():
+                return folder
+        except OSError:
+            pass
+        log.info("model cache %s not kept: %s", folder, exc)
+        return None
     return folder
 
 
@@ -65,7 +140,7 @@ def cached_vectors(model_id: str, dimension: int, kind: str, texts: Sequence[str
     digest = hashlib.sha256("\n".join([model_id, kind, *texts]).encode("utf-8", "surrogatepass")).hexdigest()
     path = cache_root() / FIXED_TEXTS / f"{digest[:40]}.npy"
     try:
-        vectors = np.load(path)
+        vectors = np.load(trusted(path), allow_pickle=False)
         if vectors.shape == (len(texts), dimension):
             os.utime(path)  # used: `toolrag cache prune` keeps it
             return vectors
@@ -73,8 +148,7 @@ def cached_vectors(model_id: str, dimension: int, kind: str, texts: Sequence[str
         pass
     vectors = np.asarray(compute(), dtype=np.float32)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as staging:
+        with tempfile.NamedTemporaryFile(dir=private_folder(path.parent), suffix=".npy", delete=False) as staging:
             np.save(staging, vectors)
         os.replace(staging.name, path)
     except OSError as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from toolrag.embed.base import Vectors
-from toolrag.embed.cache import DOCUMENT_VECTORS, cache_root
+from toolrag.embed.cache import DOCUMENT_VECTORS, cache_root, private_folder, trusted
 
 log = logging.getLogger("toolrag.embed")
 MAX_ENTRIES = 100_000  # vectors per model: about 500 MB at the default model's 1,280 dimensions
@@ -59,9 +59,10 @@ def _path(model_id: str) -> Path:
 @contextlib.contextmanager
 def _connected(path: Path, create: bool) -> Iterator[sqlite3.Connection]:
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
     elif not path.exists():
         raise FileNotFoundError(path)
+    trusted(path)
     connection = sqlite3.connect(path, timeout=1.0, isolation_level=None)
     try:
         connection.execute(_SCHEMA)

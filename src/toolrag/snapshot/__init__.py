@@ -58,7 +58,6 @@ class Snapshots:
         bank: BankRequests | None,
         save_from: int | None,
         graph_from: int | None = None,
-        root: Path | None = None,
         prepare: Callable[[SearchIndex], None] | None = None,
     ) -> None:
         """`model` gives the index's model and the embedder for it; `group_vectors` the described groups' vectors;
@@ -71,7 +70,6 @@ class Snapshots:
         self._bank = bank
         self._save_from = save_from
         self._graph_from = graph_from
-        self._root = root
         self._prepare = prepare
         self._index: SearchIndex | None = None
         self._model_id: str | None = None
@@ -261,7 +259,7 @@ class Snapshots:
         threading.Thread(target=build, name="toolrag-graph", daemon=True).start()
 
     def _folder(self) -> Path:
-        return self._root or files.snapshots_root()
+        return files.snapshots_root()
 
 
 def _registry_of(store: Store) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from toolrag.embed.base import Embedder
-from toolrag.embed.cache import cache_root
+from toolrag.embed.cache import cache_root, private_folder, trusted
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.examples import ExampleViews
@@ -72,9 +72,19 @@ def candidates(root: Path, registry: str, model_id: str, newest: int) -> list[tu
     folder = SnapshotKey(registry, model_id, 0, "").models_folder(root)
     for entry in folder.iterdir() if folder.is_dir() else ():
         generation, _, token = entry.name.partition("-")
-        if generation.isdigit() and int(generation) <= newest and (entry / "complete").exists():
+        if generation.isdigit() and int(generation) <= newest and _trusted(entry) and (entry / "complete").exists():
             found.append((int(generation), token, entry))
     return sorted(found, reverse=True)
+
+
+def _trusted(folder: Path) -> bool:
+    """Whether only this user could have written the snapshot in `folder` (embed/cache.py `trusted`)."""
+    try:
+        trusted(folder)
+    except OSError as error:
+        log.warning("snapshot not used, building from the store instead: %s", error)
+        return False
+    return True
 
 
 def save(root: Path, key: SnapshotKey, index: SearchIndex) -> Path:
@@ -83,8 +93,7 @@ def save(root: Path, key: SnapshotKey, index: SearchIndex) -> Path:
     if index.live is not None or len(index.lexical.segments) != 1 or len(index.vectors.blocks) != 1:
         raise ValueError("only a compacted snapshot is saved")
     final = key.folder(root)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=final.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=private_folder(final.parent)))
     try:
         _write(staging, key, index)
         (staging / "complete").touch()

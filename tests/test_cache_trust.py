@@ -1,0 +1,134 @@
+"""The per-machine cache is read only as far as this user alone could have written it.
+
+What the cache holds decides what search serves and what runs: a snapshot's vectors rank the tools, a document
+vector moves one tool anywhere, a model entry's `complete` skips the weights' hash check and hands onnxruntime the
+model file, and the USE tokenizer is read with `marshal`. Another user who can write the cache folder (a shared
+`TOOLRAG_CACHE_DIR`, a folder left writable by all) must not decide any of it: an entry owned by someone else is
+never read, and a cache folder of this user's that others can write is closed to them first.
+
+Tests that plant another user's entry need to hand files to another user (root; CI runs as root)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from toolrag import Principal, SearchConfig, ToolRegistry
+from toolrag.embed import cache
+from toolrag.embed.vector_cache import cached_documents
+from toolrag.search.index import SearchIndex
+
+from .test_doctor import doctor
+from .test_snapshot import WordEmbedder, _catalog
+from .test_vector_cache import Model
+
+SOMEONE_ELSE = 65534  # nobody
+as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="hands files to another user")
+
+
+@pytest.fixture(autouse=True)
+def cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _hand_over(path: Path) -> None:
+    """Give `path` and everything under it to another user."""
+    for item in [path, *path.rglob("*")]:
+        os.lchown(item, SOMEONE_ELSE, SOMEONE_ELSE)
+
+
+@as_root
+def test_document_vectors_another_user_wrote_are_never_read(cache_folder: Path) -> None:
+    cached_documents("m1", 3, ["a tool"], Model())
+    (kept,) = (cache_folder / cache.DOCUMENT_VECTORS).iterdir()
+    _hand_over(kept)
+    model = Model()
+    vectors = cached_documents("m1", 3, ["a tool"], model)
+    assert model.asked == ["a tool"]  # embedded again, not read from another user's file
+    np.testing.assert_array_equal(vectors, Model()(["a tool"]))
+
+
+@as_root
+def test_fixed_text_vectors_another_user_wrote_are_never_read(cache_folder: Path) -> None:
+    cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]])
+    (kept,) = (cache_folder / cache.FIXED_TEXTS).iterdir()
+    np.save(kept, np.array([[0.0, 1.0]], dtype=np.float32))  # what the other user wants every search to read
+    _hand_over(kept)
+    vectors = cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]])
+    np.testing.assert_array_equal(vectors, [[1.0, 0.0]])
+
+
+@as_root
+def test_a_model_entry_another_user_wrote_is_never_used(cache_folder: Path) -> None:
+    """A planted entry would skip the e5 weights' hash check (its `complete` says "checked") and hand onnxruntime
+    or `marshal` a file of the other user's choosing."""
+    planted = cache_folder / "e5-0.3.0-abc"
+    planted.mkdir(parents=True)
+    (planted / "model.onnx").write_bytes(b"the other user's model")
+    (planted / "complete").touch()
+    _hand_over(planted)
+    built: list[Path] = []
+    assert cache.cached_folder("e5-0.3.0-abc", built.append) is None
+    assert (planted / "model.onnx").read_bytes() == b"the other user's model"  # left as it is, and unused
+
+
+@as_root
+def test_a_snapshot_another_user_wrote_is_never_mapped(tmp_path: Path, cache_folder: Path) -> None:
+    def registry() -> ToolRegistry:
+        return ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=1))
+
+    first = registry()
+    first.register_many(_catalog(20))
+    first.search("warm up")  # opens the index, and saves it
+    (saved,) = {p.parent for p in cache_folder.rglob("complete")}
+    _hand_over(saved)
+    with mock.patch.object(SearchIndex, "build", wraps=SearchIndex.build) as built:
+        reopened = registry()
+        assert reopened.search("refund the invoice payment", Principal(user="a", scopes=frozenset({"billing:write"})))
+    assert built.called  # built from the store, not mapped from the other user's folder
+
+
+@as_root
+def test_a_cache_folder_owned_by_another_user_is_neither_read_nor_written(cache_folder: Path) -> None:
+    cache_folder.mkdir()
+    _hand_over(cache_folder)
+    computed: list[int] = []
+
+    def compute() -> list[list[float]]:
+        computed.append(1)
+        return [[1.0, 0.0]]
+
+    for _ in range(2):
+        cache.cached_vectors("m1", 2, "bank", ["hello"], compute)
+    assert computed == [1, 1] and list(cache_folder.iterdir()) == []
+
+
+def test_a_cache_folder_others_can_write_is_closed_to_them_before_it_is_used(cache_folder: Path) -> None:
+    cache_folder.mkdir()
+    cache_folder.chmod(0o777)
+    cached_documents("m1", 3, ["a tool"], Model())
+    assert stat.S_IMODE(cache_folder.stat().st_mode) & 0o022 == 0
+    for item in cache_folder.rglob("*"):
+        assert stat.S_IMODE(item.lstat().st_mode) & 0o022 == 0, item
+
+
+def test_a_new_cache_folder_is_its_users_alone(cache_folder: Path) -> None:
+    cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]])
+    assert stat.S_IMODE(cache_folder.stat().st_mode) == 0o700
+
+
+@as_root
+def test_doctor_says_a_cache_folder_of_another_user_is_not_used(tmp_path: Path, cache_folder: Path) -> None:
+    cache_folder.mkdir()
+    _hand_over(cache_folder)
+    code, checks = doctor("--store", str(tmp_path / "none.db"))
+    found = checks[f"model cache {cache_folder}"]
+    assert code == 0 and found["status"] == "warn"
+    assert f"not used: {cache_folder} belongs to user id {SOMEONE_ELSE}" in found["detail"]
+    assert "TOOLRAG_CACHE_DIR" in found["hint"]
