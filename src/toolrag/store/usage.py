@@ -706,6 +706,21 @@ class UsageTables:
                 per_day.setdefault(str(day), [0, 0])[slot] += int(count)
         return [(day, counts[0], counts[1]) for day, counts in sorted(per_day.items())]
 
+    def trim_caller(self, caller: str, keep: int) -> int:
+        """Delete a caller's searches beyond its latest `keep`, and its calls likewise (the size bound: retention
+        bounds age only); returns rows deleted. Read along the (caller, at) index: a cost of the caller's own rows."""
+        deleted = 0
+        with self._transaction() as db:
+            for table in ("retrievals", "calls"):
+                deleted += db.execute(
+                    self._sql(
+                        f"DELETE FROM {table} WHERE caller = ? AND at < (SELECT at FROM {table} WHERE caller = ?"
+                        " ORDER BY at DESC LIMIT 1 OFFSET ?)"
+                    ),
+                    (caller, caller, keep - 1),
+                ).rowcount
+        return deleted
+
     def prune(self, before: datetime) -> int:
         """Delete log entries older than `before` (the retention bound); returns rows deleted."""
         cutoff = self._timestamp(before)

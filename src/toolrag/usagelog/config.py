@@ -1,4 +1,4 @@
-"""How usage is logged: what is kept of request texts, for how long, how often entries are written."""
+"""How usage is logged: what is kept of request texts, for how long and how much, how often entries are written."""
 
 from __future__ import annotations
 
@@ -15,4 +15,9 @@ class MonitorConfig(BaseModel):
         description="keep request texts as they are, with e-mail addresses and numbers masked, or only a hash",
     )
     retention_days: int = Field(default=90, ge=1, description="log entries older than this are deleted")
+    max_rows_per_caller: int = Field(
+        default=100_000,
+        ge=1000,
+        description="searches kept per caller, and calls apart (its oldest deleted first): retention bounds age only",
+    )
     flush_seconds: float = Field(default=1.0, gt=0, description="how long entries wait to be written in a batch")

@@ -1,26 +1,37 @@
 """Writes retrievals and tool calls to the store's usage log, in batches, off the request path.
 
 Searches and calls only enqueue a record; a background thread writes a batch every `flush_seconds` (or when asked
-to flush), so logging adds microseconds to a search, and a failing database loses log entries, not requests.
+to flush), so logging adds microseconds to a search, and a failing database loses log entries, not requests. A
+database slower than the requests loses them too: at most MAX_WAITING records wait in memory, and the rest are
+dropped and counted (`UsageRecorder.dropped`), never queued without bound. What one caller keeps is bounded too
+(`MonitorConfig.max_rows_per_caller`): retention bounds age only, and one token's searches would fill a disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import queue
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 
 from toolrag.events import Event, ToolCallEvent
 from toolrag.model import Principal, SearchResult, caller_key, utc_now
 from toolrag.store.base import Store
 from toolrag.store.usage import CallRecord, RetrievalRecord, principal_label
 from toolrag.usagelog.config import MonitorConfig
+from toolrag.usagelog.redact import MAX_CHARS as MAX_KEPT_CHARS
 from toolrag.usagelog.redact import redact
 
 log = logging.getLogger("toolrag.monitor")
+MAX_WAITING = 10_000  # records waiting to be written, each holding at most MAX_KEPT_CHARS of a request's text
+BATCH = 500  # records written in one transaction at most
+DROPS_TOLD_EVERY = 60.0  # seconds between two warnings that records are being dropped
 
 
 class UsageRecorder:
@@ -29,7 +40,10 @@ class UsageRecorder:
     def __init__(self, store: Store, config: MonitorConfig | None = None) -> None:
         self.store = store
         self.config = config or MonitorConfig()
-        self._queue: queue.Queue[RetrievalRecord | CallRecord | threading.Event] = queue.Queue()
+        self._queue: queue.Queue[RetrievalRecord | CallRecord | threading.Event] = queue.Queue(MAX_WAITING)
+        self.dropped = 0  # records not written because MAX_WAITING others were waiting
+        self._written_since_trim: Counter[str] = Counter()  # per caller: its rows are counted only now and then
+        self._dropped_told = 0.0
         self._thread = threading.Thread(target=self._write_forever, name="toolrag-usage", daemon=True)
         self._thread.start()
         self.prune()
@@ -42,7 +56,7 @@ class UsageRecorder:
         session: str | None = None,
         step: str | None = None,
     ) -> None:
-        self._queue.put(
+        self._enqueue(
             RetrievalRecord(
                 request_hash=hashlib.sha256(request.strip().lower().encode()).hexdigest()[:32],
                 results=tuple((r.name, round(r.score, 4), round(r.signals.dense, 4)) for r in results),
@@ -73,7 +87,21 @@ class UsageRecorder:
         label = principal_label(user, tenant)
         who = caller if caller is not None else caller_key(None, user, tenant)
         record = CallRecord(tool, outcome, latency_ms, injected, session, label, tenant, caller=who, origin=origin)
-        self._queue.put(record)
+        self._enqueue(record)
+
+    def _enqueue(self, record: RetrievalRecord | CallRecord) -> None:
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1  # one writer per recorder; a lost count under a race only delays the warning
+            now = time.monotonic()
+            if now - self._dropped_told >= DROPS_TOLD_EVERY:
+                self._dropped_told = now
+                log.warning("usage log: %d records dropped, the database writes slower than they come", self.dropped)
+
+    def waiting(self) -> int:
+        """Records waiting to be written."""
+        return self._queue.qsize()
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ToolCallEvent):
@@ -90,15 +118,19 @@ class UsageRecorder:
             )
 
     def _kept_text(self, request: str) -> str | None:
+        """What the log keeps of a request: at most its first MAX_KEPT_CHARS (the edges accept 100,000, and search
+        reads 4,000), redacted or not at all as configured."""
         if self.config.requests == "hash":
             return None
-        return redact(request) if self.config.requests == "redacted" else request
+        return redact(request) if self.config.requests == "redacted" else request[:MAX_KEPT_CHARS]
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything recorded so far is written."""
         done = threading.Event()
-        self._queue.put(done)
-        done.wait(timeout)
+        started = time.monotonic()
+        with contextlib.suppress(queue.Full):  # the writer is stuck: nothing to wait for beyond the timeout
+            self._queue.put(done, timeout=timeout)
+            done.wait(max(0.0, timeout - (time.monotonic() - started)))
 
     def prune(self) -> int:
         """Apply the retention setting now (it also runs once a day while recording)."""
@@ -117,7 +149,7 @@ class UsageRecorder:
                     break
                 batch.append(item)
                 remaining = (deadline - utc_now()).total_seconds()
-                if remaining <= 0 or len(batch) >= 500:
+                if remaining <= 0 or len(batch) >= BATCH:
                     break
                 try:
                     item = self._queue.get(timeout=remaining)
@@ -136,6 +168,16 @@ class UsageRecorder:
         retrievals = [r for r in batch if isinstance(r, RetrievalRecord)]
         calls = [c for c in batch if isinstance(c, CallRecord)]
         self._safely(lambda: self.store.usage.record(retrievals, calls))
+        self._trim([record.caller for record in batch if record.caller is not None])
+
+    def _trim(self, callers: list[str]) -> None:
+        """Keep each caller within `max_rows_per_caller`, counting a caller's rows once it wrote a tenth of that
+        since the last count (so the count costs a few index entries per record)."""
+        keep = self.config.max_rows_per_caller
+        self._written_since_trim.update(callers)
+        for caller in [c for c, written in self._written_since_trim.items() if written >= keep // 10]:
+            del self._written_since_trim[caller]
+            self._safely(partial(self.store.usage.trim_caller, caller, keep))
 
     @staticmethod
     def _safely(action: Callable[[], object]) -> None:

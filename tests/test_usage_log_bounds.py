@@ -1,0 +1,107 @@
+"""The usage log holds what a caller does within bounds no caller sets: records waiting for a slow database, and the
+rows one caller keeps (docs/reliability.md "Seventh security review"). Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolrag.model import Principal, utc_now
+from toolrag.store.location import open_store
+from toolrag.store.sqlite import SQLiteStore
+from toolrag.store.usage import Audience
+from toolrag.usagelog import recorder as recording
+from toolrag.usagelog import redact
+from toolrag.usagelog.config import MonitorConfig
+from toolrag.usagelog.recorder import UsageRecorder
+
+from .conftest import in_schema
+
+
+class _StuckLog:
+    """A usage table whose writes wait until released (a database far slower than the requests)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.released = threading.Event()
+        self.written = 0
+
+    def record(self, retrievals: list[Any], calls: list[Any]) -> None:
+        self.released.wait()
+        self.written += len(retrievals) + len(calls)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_records_waiting_for_a_slow_database_are_bounded(tmp_path: Path) -> None:
+    """The queue had no bound: a database slower than the requests (or stuck) grew the process's memory by every
+    request's record, 6 kB each with their texts, until it ran out."""
+    store = SQLiteStore(tmp_path / "log.db")
+    stuck = _StuckLog(store.usage)
+    store.usage = stuck  # type: ignore[assignment]
+    recorder = UsageRecorder(store)
+    flood = recording.MAX_WAITING + 5_000
+    for number in range(flood):
+        recorder.record_retrieval(f"request {number} " + "x" * 100, Principal(user="flooder"), [])
+    assert recorder.waiting() <= recording.MAX_WAITING
+    assert recorder.dropped >= flood - recording.MAX_WAITING - recording.BATCH  # the writer holds one batch
+    stuck.released.set()
+    recorder.flush()
+    assert stuck.written + recorder.dropped == flood  # each record written or counted as dropped, none lost unseen
+
+
+def test_the_log_keeps_a_requests_first_characters_only(tmp_path: Path) -> None:
+    """The edges accept requests of 100,000 characters and the log kept each whole: a megabyte of disk (and of
+    memory while waiting) per ten searches, of which search reads 4,000 characters."""
+    store = SQLiteStore(tmp_path / "log.db")
+    recorder = UsageRecorder(store)
+    recorder.record_retrieval("refund the payment " + "x" * 99_000, Principal(user="flooder"), [])
+    recorder.flush()
+    (kept,) = [row.request for row in store.usage.recent_requests(utc_now() - timedelta(hours=1))]
+    assert kept is not None and kept.startswith("refund the payment ") and len(kept) == redact.MAX_CHARS
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
+def test_one_callers_flood_keeps_its_latest_rows_and_nobody_elses_go(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The log was bounded by age only (90 days): one token's searches, 6 kB each with their texts, filled a disk
+    within the retention. Now a caller keeps its latest `max_rows_per_caller` searches (and calls); others keep
+    theirs."""
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    where = (
+        str(tmp_path / "log.db")
+        if store_kind == "sqlite"
+        else in_schema(request.getfixturevalue("postgres_url"), schema)
+    )
+    store = open_store(where)
+    keep = 1000
+    recorder = UsageRecorder(store, MonitorConfig(max_rows_per_caller=keep, flush_seconds=0.01))
+    flooder, other = Principal(user="flooder"), Principal(user="other")
+    for number in range(20):
+        recorder.record_retrieval(f"others' request {number}", other, [])
+        recorder.record_call("weather.current", "ok", 1.0, True, user="other")
+    recorder.flush()
+    for number in range(3 * keep):
+        recorder.record_retrieval(f"flood {number}", flooder, [])
+        recorder.record_call("weather.current", "ok", 1.0, True, user="flooder")
+        if number % recording.BATCH == 0:
+            recorder.flush()
+    recorder.flush()
+
+    def kept(principal: Principal) -> tuple[int, int]:
+        days = store.usage.daily(utc_now() - timedelta(days=1), Audience.of(principal))
+        return sum(day[1] for day in days), sum(day[2] for day in days)
+
+    retrievals, calls = kept(flooder)
+    assert keep <= retrievals <= keep + keep // 10 and keep <= calls <= keep + keep // 10
+    assert kept(other) == (20, 20)
+    latest = store.usage.recent_requests(utc_now() - timedelta(hours=1), limit=1, audience=Audience.of(flooder))
+    assert latest[0].request == f"flood {3 * keep - 1}"
+    store.close()
