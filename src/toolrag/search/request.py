@@ -12,6 +12,7 @@ work is linear in the request's length.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _DATA_URI = re.compile(r"(?<![\w-])data:[\w.+-]{1,80}/[\w.+-]{1,80}(?:;[\w=.+-]{1,80}){0,5},[\w+/=%.-]{1,}")
@@ -27,11 +28,16 @@ class SearchedText:
     note: str | None  # what was left out, to say so in the answer; None when the request is read whole
 
 
+def only_text(text: str) -> str:
+    """`text` with each lone surrogate (half an emoji in JSON, which no encoder can write) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def searched_text(request: str, limit: int) -> SearchedText:
     """The view of `request` that search reads, and a note saying what it left out."""
     notes: list[str] = []
-    text, replaced = _SURROGATE.subn("\ufffd", request)
-    if replaced:
+    text = only_text(request)
+    if text != request:
         notes.append("characters that are not text were replaced")
     for pattern, what in ((_DATA_URI, "data URI"), (_BASE64, "base64 run"), (_HEX, "hex run")):
         text, dropped = pattern.subn(" ", text)
@@ -39,8 +45,19 @@ def searched_text(request: str, limit: int) -> SearchedText:
             notes.append(f"{dropped} {what}{'s' if dropped > 1 else ''} left out")
     text = _SPACES.sub(" ", text).strip()
     if len(text) > limit:
-        cut = text.rfind(" ", limit // 2, limit + 1)
-        text = text[: cut if cut > 0 else limit]
+        text = _cut(text, limit)
         notes.append(f"cut to its first {len(text):,} characters")
+    # The models read a character as its compatibility form (U+FDFA as 18 letters): a request of such characters
+    # costs what its letters cost, so it is read as its letters, cut to the limit.
+    letters = unicodedata.normalize("NFKC", text)
+    if len(letters) > limit:
+        text = _cut(letters, limit)
+        notes.append(f"cut to its first {len(text):,} characters as the models read them")
     note = f"the request ({len(request):,} characters) was searched in part: {'; '.join(notes)}" if notes else None
     return SearchedText(text, note)
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text`'s start of at most `limit` characters, at a word boundary when there is one in its second half."""
+    cut = text.rfind(" ", limit // 2, limit + 1)
+    return text[: cut if cut > 0 else limit]

@@ -22,6 +22,7 @@ from functools import partial
 
 from toolrag.events import Event, ToolCallEvent
 from toolrag.model import Principal, SearchResult, caller_key, utc_now
+from toolrag.search.request import only_text
 from toolrag.store.base import Store
 from toolrag.store.usage import CallRecord, RetrievalRecord, principal_label
 from toolrag.usagelog.config import MonitorConfig
@@ -58,7 +59,7 @@ class UsageRecorder:
     ) -> None:
         self._enqueue(
             RetrievalRecord(
-                request_hash=hashlib.sha256(request.strip().lower().encode()).hexdigest()[:32],
+                request_hash=hashlib.sha256(request.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32],
                 results=tuple((r.name, round(r.score, 4), round(r.signals.dense, 4)) for r in results),
                 request=self._kept_text(request),
                 session=session,
@@ -119,10 +120,11 @@ class UsageRecorder:
 
     def _kept_text(self, request: str) -> str | None:
         """What the log keeps of a request: at most its first MAX_KEPT_CHARS (the edges accept 100,000, and search
-        reads 4,000), redacted or not at all as configured."""
+        reads 4,000), as text, redacted or not at all as configured."""
         if self.config.requests == "hash":
             return None
-        return redact(request) if self.config.requests == "redacted" else request[:MAX_KEPT_CHARS]
+        text = only_text(request[:MAX_KEPT_CHARS])  # a lone surrogate would fail its whole batch's write
+        return redact(text) if self.config.requests == "redacted" else text
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything recorded so far is written."""
