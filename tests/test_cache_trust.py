@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -109,13 +110,75 @@ def test_a_cache_folder_owned_by_another_user_is_neither_read_nor_written(cache_
     assert computed == [1, 1] and list(cache_folder.iterdir()) == []
 
 
-def test_a_cache_folder_others_can_write_is_closed_to_them_before_it_is_used(cache_folder: Path) -> None:
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o2775])
+def test_a_cache_folder_others_can_write_is_neither_read_written_nor_changed(mode: int, cache_folder: Path) -> None:
+    """The first fix closed such a folder to others (`chmod go-w`) and read it: a `/tmp`-like folder named by
+    `TOOLRAG_CACHE_DIR`, or a team's, lost its write bits, and what others had planted in it was then read."""
     cache_folder.mkdir()
-    cache_folder.chmod(0o777)
+    cache_folder.chmod(mode)
+    if mode & 0o020:
+        os.chown(cache_folder, -1, SOMEONE_ELSE)  # a team's group, not the user's own
+    model = Model()
+    for _ in range(2):
+        cached_documents("m1", 3, ["a tool"], model)
+    assert model.asked == ["a tool", "a tool"] and list(cache_folder.iterdir()) == []
+    assert stat.S_IMODE(cache_folder.stat().st_mode) == mode
+
+
+def test_a_folder_writable_by_the_users_own_group_is_used(cache_folder: Path) -> None:
+    """Where each user has a group of their own, files are created writable by it (umask 002): that is no one else."""
+    cache_folder.mkdir()
+    cache_folder.chmod(0o2775)
+    model = Model()
+    for _ in range(2):
+        cached_documents("m1", 3, ["a tool"], model)
+    assert model.asked == ["a tool"]
+
+
+@as_root
+def test_a_file_another_user_left_in_an_entry_of_ours_makes_the_entry_unused(cache_folder: Path) -> None:
+    """Checking the folders down to an entry left its files unchecked: what another user had put there while a
+    folder was open to them (a `complete`, a link to their `model.onnx`) was read once the folder was closed."""
+    built: list[Path] = []
+    assert cache.cached_folder("e5-0.3.0-abc", built.append) is not None
+    entry = cache_folder / "e5-0.3.0-abc"
+    (entry / "model.onnx").symlink_to(Path("/etc/hostname"))
+    assert cache.cached_folder("e5-0.3.0-abc", built.append) is None
+    (entry / "model.onnx").unlink()
+    (entry / "model.onnx").write_bytes(b"another user's model")
+    _hand_over(entry / "model.onnx")
+    assert cache.cached_folder("e5-0.3.0-abc", built.append) is None
+
+
+@as_root
+def test_a_journal_another_user_left_beside_the_document_vectors_is_never_played_back(cache_folder: Path) -> None:
+    """SQLite plays a hot journal back into its database: one planted beside the document vectors gave every
+    search the other user's vectors."""
     cached_documents("m1", 3, ["a tool"], Model())
-    assert stat.S_IMODE(cache_folder.stat().st_mode) & 0o022 == 0
-    for item in cache_folder.rglob("*"):
-        assert stat.S_IMODE(item.lstat().st_mode) & 0o022 == 0, item
+    (kept,) = (cache_folder / cache.DOCUMENT_VECTORS).glob("*.sqlite")
+    journal = kept.with_name(kept.name + "-journal")
+    journal.write_bytes(b"another user's journal")
+    _hand_over(journal)
+    model = Model()
+    cached_documents("m1", 3, ["a tool"], model)
+    assert model.asked == ["a tool"] and journal.read_bytes() == b"another user's journal"
+
+
+@as_root
+def test_prune_never_follows_another_users_link_out_of_the_cache(tmp_path: Path, cache_folder: Path) -> None:
+    """`toolrag cache prune` deleted what `snapshots` linked to: another user's link, planted in a cache folder
+    open to them, pointed it at the victim's own files."""
+    victim = tmp_path / "thesis"
+    victim.mkdir()
+    (victim / "chapter1.tex").write_text("years of work")
+    old = time.time() - 90 * 86400
+    os.utime(victim / "chapter1.tex", (old, old))
+    cache_folder.mkdir(mode=0o700)
+    (cache_folder / "snapshots").symlink_to(victim)
+    os.lchown(cache_folder / "snapshots", SOMEONE_ELSE, SOMEONE_ELSE)
+    entries = cache.cache_entries(set())
+    assert cache.prune(entries, everything=True) == []
+    assert (victim / "chapter1.tex").read_text() == "years of work"
 
 
 def test_a_new_cache_folder_is_its_users_alone(cache_folder: Path) -> None:

@@ -9,14 +9,16 @@ slow way; nothing fails.
 
 What the cache holds decides what search serves and what runs (a snapshot's vectors, a model file handed to
 onnxruntime, a tokenizer read with `marshal`, an entry that says the weights' hash was checked), so it is read only
-as far as this user alone could have written it (`trusted`): the folder is created for its user alone, a folder of
-this user's that others can write is closed to them first, and anything owned by another user, or a link, is
-neither read nor written: models then load the slow way, as with a folder that cannot be written.
+as far as this user alone could have written it (`trusted`, `trusted_entry`): folders are created for their user
+alone, and anything another user owns, a link, or a folder or file other users can write (a group of the user's
+own aside), is neither read nor written, nor changed: models then load the slow way, as with a folder that cannot be
+written, and `toolrag doctor` says why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -47,15 +49,27 @@ class UntrustedCacheError(OSError):
 
 
 def trusted(path: Path) -> Path:
-    """`path` under the cache folder, once every folder from the cache folder down to it, and `path` itself when
-    it exists, is this user's and writable by no one else (a folder or file of this user's that others can write
-    is closed to them here); UntrustedCacheError otherwise. On systems without user ids every path is trusted."""
-    root = cache_root()
+    """`path` under the cache folder, once the cache folder and every folder below it down to `path`, and `path`
+    itself when it is there, is this user's, not a link (the cache folder itself may be one its user made), and
+    writable by no one else; UntrustedCacheError otherwise. Nothing is changed: a folder others can write is not
+    read, whoever owns it. On systems without user ids every path is trusted."""
     for step in _steps(path):
         try:
-            _own(step, follow=step == root)  # the cache folder itself may be a link its user made
+            _check(step, follow=step == cache_root())
         except FileNotFoundError:
             break  # not written yet: what comes below it will be this user's
+    return path
+
+
+def trusted_entry(path: Path, beside: Sequence[str] = ()) -> Path:
+    """`trusted`, and so is everything in the entry (each file and folder under it, read with their links
+    unfollowed) and the files named `path` + each of `beside` that are there (SQLite's journal and WAL beside its
+    database): an entry's files are read as they are."""
+    trusted(path)
+    inside = [Path(folder) / name for folder, folders, files in os.walk(path) for name in (*folders, *files)]
+    for item in [*inside, *(path.with_name(path.name + suffix) for suffix in beside)]:
+        with contextlib.suppress(FileNotFoundError):
+            _check(item, follow=False)
     return path
 
 
@@ -63,7 +77,7 @@ def private_folder(path: Path) -> Path:
     """`path` under the cache folder, created (with the folders above it) for this user alone, and `trusted`."""
     for step in _steps(path):
         step.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _own(step, follow=step == cache_root())
+        _check(step, follow=step == cache_root())
     return path
 
 
@@ -76,42 +90,49 @@ def _steps(path: Path) -> list[Path]:
 
 
 def distrusted(path: Path, follow: bool = True) -> str | None:
-    """Why the cache would not read `path` (a link, or another user's), None when it would or `path` is not there."""
-    if not hasattr(os, "geteuid"):
-        return None
+    """Why the cache would not read `path`, None when it would or `path` is not there."""
     try:
-        return _problem(path, path.stat() if follow else path.lstat())
+        _check(path, follow)
     except FileNotFoundError:
         return None
-
-
-def _problem(path: Path, status: os.stat_result) -> str | None:
-    if stat.S_ISLNK(status.st_mode):
-        return f"{path} is a link"
-    if status.st_uid != os.geteuid():
-        return f"{path} belongs to user id {status.st_uid}, not this user ({os.geteuid()})"
+    except UntrustedCacheError as error:
+        return str(error.args[0])
     return None
 
 
-def _own(path: Path, follow: bool) -> None:
-    """Raises UntrustedCacheError for a path that is not this user's, FileNotFoundError for one not there."""
+def _check(path: Path, follow: bool) -> None:
+    """UntrustedCacheError for a path another user could have written; FileNotFoundError for one not there."""
     if not hasattr(os, "geteuid"):
         return
     status = path.stat() if follow else path.lstat()
-    problem = _problem(path, status)
-    if problem:
-        raise UntrustedCacheError(f"{problem}: the cache reads only what its user alone could write")
-    mode = stat.S_IMODE(status.st_mode)
-    if mode & 0o022:
-        os.chmod(path, mode & ~0o022)  # ours: closed to others before anything in it is trusted
-        log.warning("cache path %s was writable by other users (mode %o): no longer", path, mode)
+    if stat.S_ISLNK(status.st_mode):
+        problem = f"{path} is a link"
+    elif status.st_uid != os.geteuid():
+        problem = f"{path} belongs to user id {status.st_uid}, not this user ({os.geteuid()})"
+    elif status.st_mode & 0o002 or (status.st_mode & 0o020 and not _own_group(status.st_gid)):
+        problem = f"{path} is writable by other users (mode {stat.S_IMODE(status.st_mode):o})"
+    else:
+        return
+    raise UntrustedCacheError(problem)
+
+
+@functools.cache
+def _own_group(gid: int) -> bool:
+    """Whether group `gid` is this user's own: its primary group, listing no other member (as the group each user
+    gets on most systems, where files are created writable by it)."""
+    try:
+        import grp
+
+        return gid == os.getegid() and not grp.getgrgid(gid).gr_mem
+    except (ImportError, KeyError):
+        return False
 
 
 def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of entry `key`, built by `build(folder)` the first time; None when it cannot be kept."""
     folder = cache_root() / key
     try:
-        if (trusted(folder) / "complete").exists():
+        if (trusted_entry(folder) / "complete").exists():
             return folder
         staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=private_folder(folder.parent)))
         try:
@@ -122,7 +143,7 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:  # another process won the race, a read-only home, a full disk: load the slow way
         try:
-            if (trusted(folder) / "complete").exists():
+            if (trusted_entry(folder) / "complete").exists():
                 return folder
         except OSError:
             pass
@@ -176,13 +197,16 @@ class CacheEntry:
 
 
 def cache_entries(current_models: set[str], now: datetime | None = None) -> list[CacheEntry]:
-    """Every entry of the cache folder; `current_models`: the model entries this installation uses."""
+    """Every entry of the cache folder; `current_models`: the model entries this installation uses. Only what this
+    user alone could have written is listed (so `prune` never follows another user's link out of the folder)."""
     root = cache_root()
     now = now or datetime.now(UTC)
     fresh = now - timedelta(days=STALE_DAYS)
     entries: list[CacheEntry] = []
     folders = (FIXED_TEXTS, DOCUMENT_VECTORS, "snapshots")
-    candidates = [p for p in (root.iterdir() if root.is_dir() else []) if p.name not in folders]
+    if not root.is_dir() or distrusted(root):
+        return []
+    candidates = [p for p in root.iterdir() if p.name not in folders and not distrusted(p, follow=False)]
     for path in candidates:
         size, used = _measured(path)
         if path.name.startswith("."):
@@ -191,7 +215,9 @@ def cache_entries(current_models: set[str], now: datetime | None = None) -> list
             entries.append(CacheEntry(path.name, "model", size, used, path.name in current_models))
     for kind in folders:
         folder = root / kind
-        for path in folder.iterdir() if folder.is_dir() else []:
+        if not folder.is_dir() or distrusted(folder, follow=False):
+            continue
+        for path in (p for p in folder.iterdir() if not distrusted(p, follow=False)):
             size, used = _measured(path)
             entries.append(CacheEntry(f"{folder.name}/{path.name}", kind, size, used, used >= fresh))
     return sorted(entries, key=lambda entry: (entry.kind, entry.name))
@@ -202,6 +228,10 @@ def prune(entries: list[CacheEntry], everything: bool = False) -> list[CacheEntr
     removed = []
     for entry in entries:
         if everything or not entry.kept:
+            try:
+                trusted(entry.path)  # as listed, and still: never delete through a link planted since
+            except OSError:
+                continue
             if entry.path.is_dir():
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:

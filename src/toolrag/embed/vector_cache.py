@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from toolrag.embed.base import Vectors
-from toolrag.embed.cache import DOCUMENT_VECTORS, cache_root, private_folder, trusted
+from toolrag.embed.cache import DOCUMENT_VECTORS, cache_root, private_folder, trusted_entry
 
 log = logging.getLogger("toolrag.embed")
 MAX_ENTRIES = 100_000  # vectors per model: about 500 MB at the default model's 1,280 dimensions
 _READ_BATCH = 500  # keys per query (SQLite's parameter limit is higher; this keeps each statement small)
+SQLITE_BESIDE = ("-journal", "-wal", "-shm")  # what SQLite reads beside a database, and plays back into it
 _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)"
 
 
@@ -62,7 +63,7 @@ def _connected(path: Path, create: bool) -> Iterator[sqlite3.Connection]:
         private_folder(path.parent)
     elif not path.exists():
         raise FileNotFoundError(path)
-    trusted(path)
+    trusted_entry(path, beside=SQLITE_BESIDE)
     connection = sqlite3.connect(path, timeout=1.0, isolation_level=None)
     try:
         connection.execute(_SCHEMA)
