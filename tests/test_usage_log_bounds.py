@@ -3,6 +3,7 @@ rows one caller keeps (docs/reliability.md "Seventh security review"). Each test
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from datetime import timedelta
@@ -12,8 +13,13 @@ from typing import Any, Literal
 import pytest
 
 from toolrag import ToolRegistry
+from toolrag.mcp import audit
+from toolrag.mcp.gateway import AuditSink
 from toolrag.model import Principal, utc_now
+from toolrag.runtime.gateway import ToolGateway, permitted_tools
+from toolrag.runtime.messages import ToolCall
 from toolrag.runtime.toolbox import find
+from toolrag.store.base import AuditEntry
 from toolrag.store.location import open_store
 from toolrag.store.sqlite import SQLiteStore
 from toolrag.store.usage import Audience
@@ -127,3 +133,56 @@ def test_half_an_emoji_in_a_logged_request_is_answered_and_logged(
     assert len(logged) == (0 if requests == "hash" else 2)
     assert all("\ufffd" in row.request for row in logged)
     registry.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_refused_calls_write_a_bounded_number_of_audit_rows(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Each call of a name a deny rule matches wrote one audit row, at once, on the caller's path: 3,000 calls,
+    3,000 rows and 870 kB, with no retention and no bound. Now one row a minute per principal and kind, and one
+    more saying how many were not written one by one."""
+    registry = ToolRegistry(tmp_path / "r.db", embedder, RETRIEVAL)
+    registry.register_many(SAMPLE_TOOLS)
+    clock = _Clock()
+    reader = Principal(user="mallory", deny_tools=frozenset({"tickets.delete_*"}))
+    gateway = ToolGateway(
+        permitted_tools(registry, reader), [], reader, lambda name: None, events=AuditSink(registry, clock)
+    )
+
+    async def refused(count: int) -> None:
+        for number in range(count):
+            await gateway.call(ToolCall(str(number), f"tickets.delete_{number:08d}" + "x" * 200, "{}"), set())
+
+    asyncio.run(refused(3000))
+    assert [e.action for e in registry.store.audit_log()] == ["refused"]
+    clock.now += audit.WINDOW_SECONDS + 1
+    asyncio.run(refused(1))
+    rows = registry.store.audit_log()
+    assert [e.action for e in rows] == ["refused", "refused", "refused"]
+    assert any("2,999 more" in e.detail and e.principal == "mallory" for e in rows)
+    registry.close()
+
+
+def test_flagged_results_write_a_bounded_number_of_audit_rows() -> None:
+    written: list[AuditEntry] = []
+    clock = _Clock()
+    bounded = audit.BoundedAudit(written.extend, clock)
+    for _ in range(500):
+        bounded([AuditEntry("result flagged", "kept: an instruction", "web.fetch", "web")])
+        bounded([AuditEntry("result flagged", "kept: an instruction", "files.read", "files")])
+    assert [(e.tool, e.detail) for e in written] == [
+        ("web.fetch", "kept: an instruction"),
+        ("files.read", "kept: an instruction"),
+    ]
+    clock.now += audit.WINDOW_SECONDS + 1
+    bounded([])  # any write after the window sweeps: what was counted is written
+    assert (
+        sorted(e.detail for e in written[2:])
+        == [f"499 more like this in the last {audit.WINDOW_SECONDS:.0f} s, not written one by one"] * 2
+    )

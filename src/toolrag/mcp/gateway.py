@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from toolrag.events import CALL_ORIGIN, Event, EventSink, FanoutSink, Outcome, S
 from toolrag.inject.formats import render
 from toolrag.inject.told import NO_TOOL_AVAILABLE
 from toolrag.limits import MAX_MESSAGE_CHARS
+from toolrag.mcp.audit import BoundedAudit
 from toolrag.mcp.config import GatewayConfig
 from toolrag.mcp.conversations import Conversations, given_conversation
 from toolrag.mcp.http import http_app
@@ -98,16 +100,16 @@ CALL_TOOL = types.Tool(
 
 
 class AuditSink:
-    """Writes refused calls (a principal asking for a tool it may not use) to the registry's audit log."""
+    """Writes refused calls (a principal asking for a tool it may not use) to the registry's audit log, within its
+    bound (`audit`, mcp/audit.py; the gateway's result checks write through it too)."""
 
-    def __init__(self, registry: ToolRegistry) -> None:
-        self.registry = registry
+    def __init__(self, registry: ToolRegistry, clock: Callable[[], float] = time.monotonic) -> None:
+        self.audit = BoundedAudit(registry.store.audit, clock)
 
     def emit(self, event: Event) -> None:
         if isinstance(event, SecurityEvent):
             server = split_name(event.tool)[0]
-            entry = AuditEntry("refused", event.reason, event.tool, server, event.user)
-            self.registry.store.audit([entry])
+            self.audit([AuditEntry("refused", event.reason, event.tool, server, event.user)])
 
 
 @dataclass
@@ -139,17 +141,17 @@ class McpGateway:
         servers = set(self.settings.enabled_servers)
         self.scheduler = Scheduler(self.registry, self.settings.schedule, mcp_servers=servers)
         self.limiter = RateLimiter(self.settings.rate_limits)
+        audit = AuditSink(self.registry)
         self.results = ResultCheck(
             settings.max_result_bytes,
             settings.scan_results,
-            self.registry.store.audit,
+            audit.audit,
             settings.max_scanned_result_chars,
         )
         self.ready = anyio.Event()  # set once every upstream is imported or has failed (or the start deadline passed)
         self.seen = UpstreamsSeen(self.registry, self.settings)  # which upstreams a caller is shown
         if not self.settings.enabled_servers:
             self.ready.set()  # nothing to wait for
-        audit = AuditSink(self.registry)
         self._events: EventSink = FanoutSink(audit, self.registry.usage) if self.registry.usage else audit
 
     @classmethod
