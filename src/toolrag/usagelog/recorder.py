@@ -94,7 +94,7 @@ class UsageRecorder:
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            self.dropped += 1  # one writer per recorder; a lost count under a race only delays the warning
+            self.dropped += 1  # not locked: callers on several threads may race, and a count lost only undercounts
             now = time.monotonic()
             if now - self._dropped_told >= DROPS_TOLD_EVERY:
                 self._dropped_told = now
