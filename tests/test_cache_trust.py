@@ -11,6 +11,7 @@ Tests that plant another user's entry need to hand files to another user (root; 
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import time
 from pathlib import Path
@@ -195,3 +196,69 @@ def test_doctor_says_a_cache_folder_of_another_user_is_not_used(tmp_path: Path, 
     assert code == 0 and found["status"] == "warn"
     assert f"not used: {cache_folder} belongs to user id {SOMEONE_ELSE}" in found["detail"]
     assert "TOOLRAG_CACHE_DIR" in found["hint"]
+
+
+@as_root
+def test_a_cache_folder_reached_through_another_users_link_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the link's target was checked: another user who made `TOOLRAG_CACHE_DIR`'s name, in a folder open to
+    all (as /tmp), a link to the victim's project had `toolrag cache prune` delete the project's files, and could
+    swap the link between a check and a read."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "notes.txt").write_text("precious")
+    (shared / "toolrag").symlink_to(project)
+    os.lchown(shared / "toolrag", SOMEONE_ELSE, SOMEONE_ELSE)
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(shared / "toolrag"))
+    assert cache.prune(cache.cache_entries(set()), everything=True) == []
+    assert (project / "notes.txt").read_text() == "precious" and (project / "src").is_dir()
+    computed: list[int] = []
+    cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: computed.append(1) or [[1.0, 0.0]])
+    assert computed == [1] and sorted(p.name for p in project.iterdir()) == ["notes.txt", "src"]
+    _, checks = doctor("--store", str(tmp_path / "none.db"))
+    assert checks[f"model cache {cache.cache_root()}"]["status"] == "warn"
+
+
+def test_a_cache_folder_in_a_folder_others_can_write_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder others can write, without the sticky bit, lets them rename the cache folder away and put theirs."""
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(open_to_all / "cache"))
+    computed: list[int] = []
+    for _ in range(2):
+        cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: computed.append(1) or [[1.0, 0.0]])
+    assert computed == [1, 1] and list(open_to_all.iterdir()) == []
+
+
+def test_the_users_own_link_to_its_cache_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user who keeps the cache on another disk behind a link of their own keeps using it."""
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "cache-link").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache-link"))
+    computed: list[int] = []
+    for _ in range(2):
+        cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: computed.append(1) or [[1.0, 0.0]])
+    assert computed == [1] and list((tmp_path / "elsewhere").iterdir())
+
+
+@as_root
+def test_a_primary_group_other_users_share_is_not_the_users_own(cache_folder: Path) -> None:
+    """A group that is another user's primary group too (`users` on some systems) lists no members, and was taken
+    for the user's own: its members could put their vectors in a folder of the user's that umask 002 made."""
+    shared_gid = next(user.pw_gid for user in pwd.getpwall() if user.pw_uid != 0 and user.pw_gid != 0)
+    cache_folder.mkdir()
+    cache_folder.chmod(0o2775)
+    os.chown(cache_folder, -1, shared_gid)
+    with mock.patch.object(os, "getegid", return_value=shared_gid):
+        cache._own_group.cache_clear()
+        try:
+            assert cache.distrusted(cache_folder) is not None
+        finally:
+            cache._own_group.cache_clear()

@@ -321,7 +321,7 @@ def cache_check() -> Check:
 
     from toolrag.cli.cache import size_text
     from toolrag.embed import current_cache_keys
-    from toolrag.embed.cache import DOCUMENT_VECTORS, FIXED_TEXTS, cache_entries, cache_root, distrusted
+    from toolrag.embed.cache import cache_entries, cache_problem, cache_root
 
     root = cache_root()
     entries = cache_entries(current_cache_keys())
@@ -330,8 +330,7 @@ def cache_check() -> Check:
     name = f"model cache {root}"
     detail = f"{size_text(total)} in {plural(len(entries), 'entry', 'entries')}"
     existing = next((folder for folder in (root, *root.parents) if folder.exists()), None)
-    kinds = (root / FIXED_TEXTS, root / DOCUMENT_VECTORS, root / "snapshots")
-    problem = distrusted(root) or next(filter(None, (distrusted(kind, follow=False) for kind in kinds)), None)
+    problem = cache_problem()
     if problem:
         unused = f"{detail}; not used: {problem} (another user could change what search serves)"
         return Check(name, "warn", unused, "set TOOLRAG_CACHE_DIR to a folder of this user's own")

@@ -37,6 +37,12 @@ DOCUMENT_VECTORS = "document-vectors"  # the folder of embed/vector_cache.py
 
 
 def cache_root() -> Path:
+    """The cache folder, as a path with no link left in it (the links on the way followed once, so a link
+    changed later is never followed again)."""
+    return _walk(_configured_root())[0]
+
+
+def _configured_root() -> Path:
     configured = os.environ.get("TOOLRAG_CACHE_DIR")
     if configured:
         return Path(configured)
@@ -49,13 +55,15 @@ class UntrustedCacheError(OSError):
 
 
 def trusted(path: Path) -> Path:
-    """`path` under the cache folder, once the cache folder and every folder below it down to `path`, and `path`
-    itself when it is there, is this user's, not a link (the cache folder itself may be one its user made), and
-    writable by no one else; UntrustedCacheError otherwise. Nothing is changed: a folder others can write is not
-    read, whoever owns it. On systems without user ids every path is trusted."""
+    """`path` under the cache folder, once nothing on the way to it could have been changed by another user: the
+    way to the cache folder is steady (`_walk`), and the cache folder and every folder below it down to `path`, and
+    `path` itself when it is there, are this user's, not links, and writable by no one else; UntrustedCacheError
+    otherwise. Nothing is changed: a folder others can write is not read, whoever owns it. On systems without user
+    ids every path is trusted."""
+    _steady_root()
     for step in _steps(path):
         try:
-            _check(step, follow=step == cache_root())
+            _check(step)
         except FileNotFoundError:
             break  # not written yet: what comes below it will be this user's
     return path
@@ -69,15 +77,16 @@ def trusted_entry(path: Path, beside: Sequence[str] = ()) -> Path:
     inside = [Path(folder) / name for folder, folders, files in os.walk(path) for name in (*folders, *files)]
     for item in [*inside, *(path.with_name(path.name + suffix) for suffix in beside)]:
         with contextlib.suppress(FileNotFoundError):
-            _check(item, follow=False)
+            _check(item)
     return path
 
 
 def private_folder(path: Path) -> Path:
     """`path` under the cache folder, created (with the folders above it) for this user alone, and `trusted`."""
+    _steady_root()
     for step in _steps(path):
         step.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _check(step, follow=step == cache_root())
+        _check(step)
     return path
 
 
@@ -89,10 +98,21 @@ def _steps(path: Path) -> list[Path]:
     return steps
 
 
-def distrusted(path: Path, follow: bool = True) -> str | None:
+def cache_problem() -> str | None:
+    """Why the cache is not used (another user could change what it holds), None when it is or is not there yet."""
+    root = cache_root()
+    for path in (root, root / FIXED_TEXTS, root / DOCUMENT_VECTORS, root / "snapshots"):
+        problem = distrusted(path)
+        if problem:
+            return problem
+    return None
+
+
+def distrusted(path: Path) -> str | None:
     """Why the cache would not read `path`, None when it would or `path` is not there."""
     try:
-        _check(path, follow)
+        _steady_root()
+        _check(path)
     except FileNotFoundError:
         return None
     except UntrustedCacheError as error:
@@ -100,30 +120,87 @@ def distrusted(path: Path, follow: bool = True) -> str | None:
     return None
 
 
-def _check(path: Path, follow: bool) -> None:
+def _steady_root() -> None:
+    problem = _walk(_configured_root())[1]
+    if problem:
+        raise UntrustedCacheError(problem)
+
+
+def _walk(path: Path) -> tuple[Path, str | None]:
+    """`path` with its links followed, as the system follows them, and why another user could change where it
+    leads (None when only this user and root could): a folder on the way that another user owns, or that others
+    can write without the sticky bit (/tmp's: there, only what this user or root owns is kept from others), or a
+    link another user owns. Where the path is not there yet, the rest is taken as written: this user creates it."""
+    folder, pending, links = Path(path.anchor or os.sep), list(path.absolute().parts[1:]), 0
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    problem: str | None = None
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            folder = folder.parent
+            continue
+        step = folder / part
+        try:
+            if me is not None and problem is None and _others_replace_in(folder.stat(), me):
+                problem = f"{folder} is another user's, or writable by others: they could replace {step}"
+            status = step.lstat()
+        except OSError:  # not there (or not a folder): what is missing, this user creates, or fails to
+            return folder.joinpath(part, *pending), problem
+        if me is not None and problem is None and status.st_uid not in (0, me):
+            problem = f"{step} belongs to user id {status.st_uid}: another user decides what it holds"
+        if stat.S_ISLNK(status.st_mode):
+            links += 1
+            if links > 40:
+                return step, f"{path}: too many links"
+            target = Path(os.readlink(step))
+            if target.is_absolute():
+                folder, pending = Path(target.anchor), [*target.parts[1:], *pending]
+            else:
+                pending = [*target.parts, *pending]
+            continue
+        folder = step
+    return folder, problem
+
+
+def _others_replace_in(folder: os.stat_result, me: int) -> bool:
+    """Whether another user could rename or replace what this folder holds (in a sticky one, as /tmp, only what
+    they own: what this user or root owns there is checked as it is reached)."""
+    return folder.st_uid not in (0, me) or (_writable_by_others(folder) and not folder.st_mode & stat.S_ISVTX)
+
+
+def _check(path: Path) -> None:
     """UntrustedCacheError for a path another user could have written; FileNotFoundError for one not there."""
     if not hasattr(os, "geteuid"):
         return
-    status = path.stat() if follow else path.lstat()
+    status = path.lstat()
     if stat.S_ISLNK(status.st_mode):
         problem = f"{path} is a link"
     elif status.st_uid != os.geteuid():
         problem = f"{path} belongs to user id {status.st_uid}, not this user ({os.geteuid()})"
-    elif status.st_mode & 0o002 or (status.st_mode & 0o020 and not _own_group(status.st_gid)):
+    elif _writable_by_others(status):
         problem = f"{path} is writable by other users (mode {stat.S_IMODE(status.st_mode):o})"
     else:
         return
     raise UntrustedCacheError(problem)
 
 
+def _writable_by_others(status: os.stat_result) -> bool:
+    return bool(status.st_mode & 0o002 or (status.st_mode & 0o020 and not _own_group(status.st_gid)))
+
+
 @functools.cache
 def _own_group(gid: int) -> bool:
-    """Whether group `gid` is this user's own: its primary group, listing no other member (as the group each user
-    gets on most systems, where files are created writable by it)."""
+    """Whether group `gid` is this user's alone: its primary group, no other member listed, and no other user's
+    primary group (as the group each user gets on most systems, where files are created writable by it)."""
     try:
         import grp
+        import pwd
 
-        return gid == os.getegid() and not grp.getgrgid(gid).gr_mem
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        others = any(user.pw_gid == gid and user.pw_uid != os.geteuid() for user in pwd.getpwall())
+        return gid == os.getegid() and set(grp.getgrgid(gid).gr_mem) <= {me} and not others
     except (ImportError, KeyError):
         return False
 
@@ -206,7 +283,7 @@ def cache_entries(current_models: set[str], now: datetime | None = None) -> list
     folders = (FIXED_TEXTS, DOCUMENT_VECTORS, "snapshots")
     if not root.is_dir() or distrusted(root):
         return []
-    candidates = [p for p in root.iterdir() if p.name not in folders and not distrusted(p, follow=False)]
+    candidates = [p for p in root.iterdir() if p.name not in folders and not distrusted(p)]
     for path in candidates:
         size, used = _measured(path)
         if path.name.startswith("."):
@@ -215,9 +292,9 @@ def cache_entries(current_models: set[str], now: datetime | None = None) -> list
             entries.append(CacheEntry(path.name, "model", size, used, path.name in current_models))
     for kind in folders:
         folder = root / kind
-        if not folder.is_dir() or distrusted(folder, follow=False):
+        if not folder.is_dir() or distrusted(folder):
             continue
-        for path in (p for p in folder.iterdir() if not distrusted(p, follow=False)):
+        for path in (p for p in folder.iterdir() if not distrusted(p)):
             size, used = _measured(path)
             entries.append(CacheEntry(f"{folder.name}/{path.name}", kind, size, used, used >= fresh))
     return sorted(entries, key=lambda entry: (entry.kind, entry.name))
