@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
+from unittest import mock
 
 import pytest
 
@@ -181,8 +183,46 @@ def test_flagged_results_write_a_bounded_number_of_audit_rows() -> None:
         ("files.read", "kept: an instruction"),
     ]
     clock.now += audit.WINDOW_SECONDS + 1
-    bounded([])  # any write after the window sweeps: what was counted is written
-    assert (
-        sorted(e.detail for e in written[2:])
-        == [f"499 more like this in the last {audit.WINDOW_SECONDS:.0f} s, not written one by one"] * 2
-    )
+    bounded([])  # any write after the window writes what was counted
+    assert sorted((e.tool, e.detail) for e in written[2:]) == [
+        (tool, "499 more like this in the last 60 s, not written one by one: kept: an instruction (499)")
+        for tool in ("files.read", "web.fetch")
+    ]
+
+
+def test_a_count_row_names_what_it_counts_and_is_written_when_the_gateway_stops() -> None:
+    """The third review: one row named the first refused tool, and "1,000 more" stood for another tool of another
+    server; a count was written only if another row came after the window; past MAX_KINDS, a new principal's
+    refusals were counted under another principal's name."""
+    written: list[AuditEntry] = []
+    clock = _Clock()
+    bounded = audit.BoundedAudit(written.extend, clock)
+    bounded([AuditEntry("refused", "may not", "public.weather_admin", "public", "mallory")])
+    for _ in range(1000):
+        bounded([AuditEntry("refused", "may not", "billing.payroll_export", "billing", "mallory")])
+    bounded.flush()
+    first, count = written
+    assert first.tool == "public.weather_admin"
+    assert count.principal == "mallory" and count.tool is None and count.server is None
+    assert count.detail.endswith("not written one by one: billing.payroll_export (1,000)")
+
+    written.clear()
+    with mock.patch.object(audit, "MAX_KINDS", 2):
+        crowded = audit.BoundedAudit(written.extend, clock)
+        for who in ("sub-1", "sub-2", "sub-3", "vic", "vic"):
+            crowded([AuditEntry("refused", "may not", "hr.payroll", "hr", who)])
+        crowded.flush()
+    assert [e.principal for e in written] == ["sub-1", "sub-2", "sub-3", None]
+    assert written[-1].detail.endswith("vic: hr.payroll (2)")
+
+
+def test_a_count_is_written_by_a_timer_when_nothing_else_comes() -> None:
+    written: list[AuditEntry] = []
+    bounded = audit.BoundedAudit(written.extend, _Clock())
+    with mock.patch.object(audit, "WINDOW_SECONDS", 0.05):
+        bounded([AuditEntry("refused", "may not", "hr.payroll", "hr", "mallory")] * 3)
+        bounded.clock.now += 1  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 30
+        while len(written) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(written) == 2 and written[1].detail.startswith("2 more like this")

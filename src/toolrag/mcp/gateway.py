@@ -141,7 +141,7 @@ class McpGateway:
         servers = set(self.settings.enabled_servers)
         self.scheduler = Scheduler(self.registry, self.settings.schedule, mcp_servers=servers)
         self.limiter = RateLimiter(self.settings.rate_limits)
-        audit = AuditSink(self.registry)
+        self.audit_sink = audit = AuditSink(self.registry)
         self.results = ResultCheck(
             settings.max_result_bytes,
             settings.scan_results,
@@ -483,6 +483,7 @@ class McpGateway:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
             group.cancel_scope.cancel()
+        self.audit_sink.audit.flush()
 
     async def serve_http(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """`sock`: already bound to host and port (toolrag.access.guard.listening_socket), else uvicorn binds."""
@@ -497,6 +498,7 @@ class McpGateway:
             group.start_soon(self.watch_visible)
             await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve([sock] if sock else None)
             group.cancel_scope.cancel()
+        self.audit_sink.audit.flush()
 
     async def sync_once(self) -> dict[str, SyncReport]:
         """Connect to every upstream, import its tools, disconnect."""

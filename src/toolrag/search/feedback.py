@@ -18,9 +18,11 @@ from datetime import timedelta
 import numpy as np
 
 from toolrag.embed.base import Embedder
+from toolrag.limits import MAX_REQUEST_CHARS
 from toolrag.model import utc_now
 from toolrag.search.index import SearchIndex
 from toolrag.search.lexical import FloatArray, IntArray
+from toolrag.search.request import searched_text
 from toolrag.store.base import Store
 from toolrag.store.usage import UsedRequest
 
@@ -50,7 +52,11 @@ class UsageMemory:
     @classmethod
     def learn(cls, used: Sequence[UsedRequest], embedder: Embedder) -> UsageMemory:
         """From the usage log's requests followed by a successful call; each distinct one is embedded once."""
-        triples = ((learner_of(u.tenant, u.caller), u.tool, " ".join(u.request.split())) for u in used)
+        # Read as search reads a request (cut to its limit in the letters the models read): the log keeps 8,000
+        # characters as written, and one of characters that stand for many cost seconds to embed.
+        triples = (
+            (learner_of(u.tenant, u.caller), u.tool, searched_text(u.request, MAX_REQUEST_CHARS).text) for u in used
+        )
         unique = [(learner, tool, request) for learner, tool, request in dict.fromkeys(triples) if request]
         if not unique:
             return cls(embedder.model_id, np.zeros((0, embedder.dimension), dtype=np.float32), [], [])
