@@ -168,6 +168,8 @@ def propose(
         " `toolrag relations list TOOL`, then `confirm` or `reject`.",
         highlight=False,
     )
+    if run.stopped:
+        out.print(f"The run stopped early: {run.stopped}", highlight=False)
 
 
 def _progress(done: int, total: int) -> None:

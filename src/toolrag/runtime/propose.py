@@ -27,6 +27,7 @@ from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
 from toolrag.runtime.chat_models import failure_reason
 from toolrag.runtime.messages import Message, recorded_list
+from toolrag.runtime.write_examples import MAX_FAILURES_IN_A_ROW
 from toolrag.store.relations import ProposedRelation
 
 log = logging.getLogger("toolrag.relations")
@@ -61,6 +62,7 @@ class ProposalRun:
     failed: int = 0  # calls that raised or answered without the record call
     prompt_tokens: int = 0
     model: str = ""
+    stopped: str | None = None  # why the run ended before the last tool: calls failing in a row
 
 
 @dataclass
@@ -74,6 +76,14 @@ class _Tally:
     prompt_tokens: int = 0
     pending: list[tuple[str, str]] = field(default_factory=list)
     proposals: list[ProposedRelation] = field(default_factory=list)
+    failing: int = 0  # calls failed in a row
+    stopped: str | None = None
+
+    def fail(self, reason: str) -> None:
+        self.failed += 1
+        self.failing += 1
+        if self.failing >= MAX_FAILURES_IN_A_ROW:
+            self.stopped = f"{MAX_FAILURES_IN_A_ROW} calls failed in a row: {reason}"
 
 
 def propose_relations(
@@ -104,7 +114,7 @@ def propose_relations(
         else:
             messages = [Message.system(SYSTEM), Message.user(_question(tool, candidates))]
             cost = sum(count_tokens(m.content) for m in messages) + record_cost
-            if tally.asked >= max_calls or tally.prompt_tokens + cost > max_tokens:
+            if tally.stopped or tally.asked >= max_calls or tally.prompt_tokens + cost > max_tokens:
                 tally.left += 1
             else:
                 tally.asked += 1
@@ -124,6 +134,7 @@ def propose_relations(
         tally.failed,
         tally.prompt_tokens,
         model_name,
+        tally.stopped,
     )
 
 
@@ -140,14 +151,15 @@ def _ask(
 ) -> None:
     try:
         answer = model.complete(messages, [record])
-    except Exception as exc:  # one tool's failed call is reported, the run goes on
+    except Exception as exc:  # one tool's failed call is reported, the run goes on (MAX_FAILURES_IN_A_ROW aside)
         log.warning("proposing requirements for %s failed: %s", tool.name, failure_reason(exc))
-        tally.failed += 1
+        tally.fail(failure_reason(exc))
         return
     entries = recorded_list(answer, RECORD, "requires", MAX_ANSWER_CHARS)
     if entries is None:
-        tally.failed += 1
+        tally.fail(f"the answer about {tool.name} recorded no list of requirements")
         return
+    tally.failing = 0
     by_name = {c.name.lower(): c for c in candidates}
     parameters = set(tool.input_schema.get("properties", {}) or {})
     declared = {r.tool.lower() for r in tool.requires}
@@ -169,6 +181,9 @@ def _ask(
         # Control and formatting characters go (an escape code recoloured the admin's terminal): printable text only.
         printable = "".join(c if c.isprintable() else " " for c in str(entry.get("reason", ""))[: 4 * MAX_REASON_CHARS])
         reason = _SPACES.sub(" ", printable).strip()[:MAX_REASON_CHARS] or "no reason given"
+        # Readers of the relation see its two tools, not necessarily the other candidates: the reason names none.
+        for named in (c.name for c in candidates if c is not other):
+            reason = re.sub(re.escape(named), "another tool", reason, flags=re.IGNORECASE)
         kept.setdefault(other.name, ProposedRelation(tool.name, other.name, parameter, reason, model_name))
     tally.pending.append((tool.name, basis))
     tally.proposals.extend(kept.values())
@@ -182,8 +197,9 @@ def _flush(registry: ToolRegistry, model_name: str, tally: _Tally) -> None:
 
 
 def _candidates(registry: ToolRegistry, by_name: dict[str, Tool], tool: Tool, neighbours: int) -> list[Tool]:
-    """The tools retrieved for what `tool` does and takes, as its first tenant sees the catalog (a requirement on
-    a tool its users cannot see is never proposed), itself left out."""
+    """The tools retrieved for what `tool` does and takes among those every tenant of it sees (a tool of no tenant
+    sees only tools of none), itself left out: what the model reads, and its reasons repeat, reaches the tool's
+    readers, and a requirement on a tool some of its users cannot see is never proposed."""
     parameters = tool.input_schema.get("properties", {}) or {}
     described = "; ".join(
         f"{name}: {spec.get('description', '')}" if isinstance(spec, dict) else name
@@ -191,8 +207,15 @@ def _candidates(registry: ToolRegistry, by_name: dict[str, Tool], tool: Tool, ne
     )
     query = f"{tool.purpose()} Needs: {described}" if described else tool.purpose()
     principal = Principal(tenant=tool.tenants[0] if tool.tenants else None, scopes=frozenset({"*"}))
-    ranked = registry.rank(query, principal, limit=neighbours + 1)
-    return [by_name[r.name] for r in ranked if r.name.lower() != tool.name.lower() and r.name in by_name][:neighbours]
+    ranked = [by_name.get(r.name) for r in registry.rank(query, principal, limit=4 * neighbours + 1)]
+    audience = set(tool.tenants)
+    return [
+        other
+        for other in ranked
+        if other is not None
+        and other.name.lower() != tool.name.lower()
+        and (not other.tenants or (audience and audience <= set(other.tenants)))
+    ][:neighbours]
 
 
 def _question(tool: Tool, candidates: Sequence[Tool]) -> str:

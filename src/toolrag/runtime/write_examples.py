@@ -33,12 +33,13 @@ from toolrag.embed.base import embed_queries
 from toolrag.embed.language import guess_language
 from toolrag.errors import ToolragError
 from toolrag.inject.tokens import count_tokens
-from toolrag.model import MAX_EXAMPLES, Tool
+from toolrag.model import MAX_EXAMPLES, Principal, Tool
 from toolrag.registry import ToolRegistry
 from toolrag.runtime.chat import ChatModel
 from toolrag.runtime.chat_models import failure_reason
 from toolrag.runtime.messages import Message, recorded_list
 from toolrag.search.dense import dense_scores
+from toolrag.search.filter import visibility_mask
 
 log = logging.getLogger("toolrag.examples")
 
@@ -254,7 +255,7 @@ def _ask(
             continue
         kept[language].append(text)
     texts = [text for language in languages for text in kept[language]]
-    own = _own_nearest(registry, tool, texts)
+    own = _own_nearest(registry, tool, texts, asked.tenant)
     tally.dropped += len(texts) - len(own)
     earlier = any(e.source == "written" and e.tenant == asked.tenant for e in tool.examples)
     if not own and not earlier:
@@ -279,9 +280,11 @@ def _in_its_script(text: str, language: str) -> bool:
     return not any(guessed in scripts for scripts in _OWN_SCRIPT.values())
 
 
-def _own_nearest(registry: ToolRegistry, tool: Tool, texts: list[str]) -> list[str]:
-    """The examples nearer to the tool's own texts than to any other tool's: one nearer another's would make the
-    tool win that other's requests."""
+def _own_nearest(registry: ToolRegistry, tool: Tool, texts: list[str], tenant: str | None) -> list[str]:
+    """The examples nearer to the tool's own texts than to any other tool `tenant`'s view is read beside (None:
+    the shared view, read by each of the tool's tenants, or by everyone: tools all of them see): one nearer
+    another's would make the tool win that other's requests, and another tenant's tools must not decide what this
+    view keeps."""
     if not texts:
         return []
     index = registry.snapshot()
@@ -289,9 +292,14 @@ def _own_nearest(registry: ToolRegistry, tool: Tool, texts: list[str]) -> list[s
     if position is None:
         return []
     embedder = index.embedder or registry.retriever.embedder
+    visible = index.live
+    readers: list[str | None] = [tenant] if tenant is not None else [*tool.tenants] or [None]
+    for reader in readers:
+        seen = visibility_mask(index, Principal(tenant=reader, scopes=frozenset({"*"})))
+        visible = seen if visible is None else (visible if seen is None else visible & seen)
     kept = []
     for text, vector in zip(texts, embed_queries(embedder, texts), strict=True):
-        cosines = dense_scores(index, np.asarray(vector, dtype=np.float32), index.live)
+        cosines = dense_scores(index, np.asarray(vector, dtype=np.float32), visible)
         own = float(cosines[position])
         cosines[position] = -np.inf
         if len(cosines) == 1 or own >= float(cosines.max()):
