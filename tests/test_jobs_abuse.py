@@ -4,15 +4,23 @@ proposals, written examples, reports and checks. Each test failed on the code be
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from toolrag import SearchConfig, Tool, ToolRegistry
+from toolrag import Principal, SearchConfig, Tool, ToolRegistry
+from toolrag.model import utc_now
+from toolrag.monitor.reading import Reading
+from toolrag.monitor.schedule import Scheduler
+from toolrag.monitor.validate import MAX_PAIRS_LISTED, validate
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.propose import RECORD as PROPOSE
 from toolrag.runtime.propose import propose_relations
 from toolrag.runtime.write_examples import MAX_FAILURES_IN_A_ROW, write_examples
 from toolrag.runtime.write_examples import RECORD as WRITE
+from toolrag.search.examples import past_tasks
+from toolrag.store.usage import REPORTS_KEPT, Audience, CallRecord, RetrievalRecord, TaskCall
 
 from .test_snapshot import WordEmbedder
 
@@ -131,3 +139,57 @@ def test_a_proposal_run_stops_when_its_model_keeps_failing(tmp_path: Path) -> No
     run = propose_relations(registry, model, "scripted")
     assert model.calls == MAX_FAILURES_IN_A_ROW and run.failed == MAX_FAILURES_IN_A_ROW
     assert run.stopped is not None and "connection refused" in run.stopped and run.left > 0
+
+
+def test_a_readers_health_report_counts_no_call_of_a_tool_it_may_not_use(tmp_path: Path) -> None:
+    """The report's rows left a tool the reader may not use out, but its totals and daily counts counted that
+    tool's calls and failures: acme's reader without `hr` read 8 calls, 2 failed, where it may see 1."""
+    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
+    registry.register_many(
+        [
+            Tool(name="weather.now", description="The weather now in a city."),
+            Tool(name="hr.payroll", description="Run the payroll for employees.", tenants=["acme"], scopes=["hr"]),
+        ]
+    )
+    hr = Principal(user="hr-bot", tenant="acme", scopes=frozenset({"hr"}))
+    reader = Principal(user="viewer", tenant="acme")
+    search = RetrievalRecord("h1", (("weather.now", 0.9, 0.8),), "weather in Paris", "s1", "viewer", tenant="acme")
+    payroll = [
+        CallRecord("hr.payroll", "ok" if n < 5 else "error", 5.0, False, "s2", "hr-bot", "acme", caller=hr.caller)
+        for n in range(7)
+    ]
+    weather = CallRecord("weather.now", "ok", 5.0, True, "s1", "viewer", "acme", caller=reader.caller)
+    registry.store.usage.record([replace(search, caller=reader.caller)], [weather, *payroll])
+    visible = frozenset(t.name for t in registry.visible_tools(reader))
+    report = Reading(Audience.of(reader), visible).report(registry, 30).as_json()
+    assert report["totals"]["calls"] == 1 and report["totals"]["failed_calls"] == 0
+    assert sum(day["calls"] for day in report["daily"]) == 1
+
+
+def test_the_consistency_check_names_a_bounded_number_of_near_duplicates(tmp_path: Path) -> None:
+    """Each near-duplicate pair was a finding, kept whole in the daily job's report, and reports were never
+    deleted: 2,000 tools of one description (one upstream's listing) took 1.6 GB and 15 s, and added 422 MB to the
+    registry a day. The most alike pairs are named, the rest counted; a job keeps its latest reports."""
+    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
+    description = "Look up the current status of an order in the shop by its order number and report it."
+    registry.register_many([Tool(name=f"shop.order_status_{n:04d}", description=description) for n in range(700)])
+    body = Scheduler(registry).consistency()
+    pairs = body["findings"]["near_duplicate"]
+    assert len(pairs) == MAX_PAIRS_LISTED + 1 and body["counts"]["near_duplicate"] == MAX_PAIRS_LISTED + 1
+    assert pairs[-1] == ""  # the count names no tool; its detail says how many more
+    more = [f for f in validate(registry) if f.kind == "near_duplicate" and not f.tools]
+    assert more and more[0].detail.startswith(f"{700 * 699 // 2 - MAX_PAIRS_LISTED:,} more pairs")
+    for day in range(REPORTS_KEPT + 5):
+        registry.store.usage.finish_job("consistency", "me", utc_now() + timedelta(days=day), {"day": day})
+    kept = registry.store.usage.job_reports("consistency", limit=1000)
+    assert len(kept) == REPORTS_KEPT and kept[0].body == {"day": REPORTS_KEPT + 4}
+
+
+def test_a_session_of_more_tools_than_a_set_proposes_no_past_task() -> None:
+    """Each call was looked up in its session's whole list of tools: 100,000 calls over 5,000 tools cost 2.7 s on the
+    admin's past-tasks page (docs/reliability.md). A session past a set's size proposes nothing, so
+    its tools stop being collected there; a set within the size is still proposed."""
+    calls = [TaskCall("s1", None, "c", f"tool.t{n % 5000}", "do everything") for n in range(100_000)]
+    calls += [TaskCall("s2", None, "c", tool, "book a trip") for tool in ("travel.search", "travel.book") * 3]
+    (task,) = past_tasks(calls, lambda tool, tenant, request: False)
+    assert task.tools == ("travel.search", "travel.book")

@@ -108,7 +108,7 @@ def build_report(
     seen = {u.tool for u in usage if u.injected or u.called}
     judged = [u for u in usage if u.tool in active and u.injected >= rules.min_injections]
     misses = {kind: store.usage.samples(kind, since, samples, audience, visible) for kind in SAMPLE_KINDS}
-    totals = store.usage.totals(since, audience)
+    totals = store.usage.totals(since, audience, visible)
     return HealthReport(
         since=since,
         until=until,
@@ -127,7 +127,7 @@ def build_report(
         surging=_surging(store, (since, until), rules, audience, usage, totals.retrievals),
         misses=misses,
         relevance_histogram=store.usage.score_histogram(since, audience=audience),
-        daily=store.usage.daily(since, audience),
+        daily=store.usage.daily(since, audience, visible),
         rules=rules,
         audience=audience,
     )

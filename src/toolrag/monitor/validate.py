@@ -21,6 +21,8 @@ from toolrag.registry import ToolRegistry
 Kind = Literal["orphan", "missing_embedding", "near_duplicate", "no_not_for", "too_short", "too_long"]
 MIN_WORDS = 5
 MAX_WORDS = 250
+MAX_PAIRS_LISTED = 200  # near-duplicate pairs named, the most alike (the rest counted)
+COMPARED_ROWS = 512  # tools compared with their namespace at once: memory of 512 x n cosines
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ def _lengths(tools: list[Tool]) -> list[Finding]:
 
 
 def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
+    """The MAX_PAIRS_LISTED most alike pairs within a namespace (or category) at `threshold` or more, and how many
+    more there are: a namespace of n tools of one description holds n^2/2 pairs (2,000 tools: 2 million, which an
+    upstream's first listing can bring), so pairs are counted in blocks of rows and only the most alike are named."""
     index = registry.snapshot()
     if index.live_count < 2:
         return []
@@ -101,22 +106,37 @@ def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
     for position, (name, category) in enumerate(zip(index.names, index.categories, strict=True)):
         if index.live is None or index.live[position]:
             groups.setdefault(category or name.split(".")[0], []).append(position)
-    found = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
+    cosines, firsts, seconds, total = np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    for members in (m for m in groups.values() if len(m) >= 2):
+        positions = np.asarray(members, dtype=np.int64)
         vectors = index.vectors.take(first_rows[members])
-        similarity = vectors @ vectors.T
-        left, right = np.nonzero(np.triu(similarity, k=1) >= threshold)
-        for i, j in zip(left.tolist(), right.tolist(), strict=True):
-            first, second = index.tools[members[i]], index.tools[members[j]]
-            pair = (first.name, second.name)
-            cosine = float(similarity[i, j])
-            found.append(
-                Finding("near_duplicate", pair, f"descriptions {cosine:.2f} alike: say in each when not to use it")
+        for start in range(0, len(members), COMPARED_ROWS):
+            similarity = vectors[start : start + COMPARED_ROWS] @ vectors.T
+            left, right = np.nonzero(np.triu(similarity, k=start + 1) >= threshold)
+            total += len(left)
+            cosines = np.concatenate([cosines, similarity[left, right]])
+            firsts = np.concatenate([firsts, positions[start + left]])
+            seconds = np.concatenate([seconds, positions[right]])
+            if len(cosines) > 2 * MAX_PAIRS_LISTED:
+                kept = np.argsort(-cosines, kind="stable")[:MAX_PAIRS_LISTED]
+                cosines, firsts, seconds = cosines[kept], firsts[kept], seconds[kept]
+    found = []
+    for at in np.argsort(-cosines, kind="stable")[:MAX_PAIRS_LISTED].tolist():
+        first, second = index.tools[int(firsts[at])], index.tools[int(seconds[at])]
+        pair = (first.name, second.name)
+        found.append(
+            Finding(
+                "near_duplicate", pair, f"descriptions {float(cosines[at]):.2f} alike: say in each when not to use it"
             )
-            if not first.not_for or not second.not_for:
-                lacking = [t.name for t in (first, second) if not t.not_for]
-                verb = "has" if len(lacking) == 1 else "have"
-                found.append(Finding("no_not_for", pair, f"{', '.join(lacking)} {verb} no 'not for' line"))
+        )
+        if not first.not_for or not second.not_for:
+            lacking = [t.name for t in (first, second) if not t.not_for]
+            verb = "has" if len(lacking) == 1 else "have"
+            found.append(Finding("no_not_for", pair, f"{', '.join(lacking)} {verb} no 'not for' line"))
+    if total > MAX_PAIRS_LISTED:
+        more = total - MAX_PAIRS_LISTED
+        detail = (
+            f"{more:,} more pairs {threshold:.2f} or more alike, not listed (the {MAX_PAIRS_LISTED} most alike are)"
+        )
+        found.append(Finding("near_duplicate", (), detail))
     return found

@@ -216,7 +216,7 @@ def past_tasks(calls: Iterable[TaskCall], promoted: Callable[[str, str | None, s
     sessions: dict[tuple[str, str | None, str | None], tuple[str, list[str]]] = {}
     for call in calls:
         _, tools = sessions.setdefault((call.session, call.tenant, call.caller), (call.request, []))
-        if call.tool not in tools:
+        if len(tools) <= MAX_SET_TOOLS and call.tool not in tools:  # one past a set is enough to tell
             tools.append(call.tool)
     found: dict[tuple[str | None, str, frozenset[str]], PastTask] = {}
     for (_, tenant, _), (request, tools) in reversed(sessions.items()):  # newest first

@@ -84,6 +84,7 @@ FAIRLY = "ORDER BY n, at DESC, id DESC LIMIT ?"
 # Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
 # psycopg 65,535), whatever the number of tools a reader may use.
 TOOLS_PER_QUERY = 500
+REPORTS_KEPT = 100  # reports kept per scheduled job, the latest
 
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
 SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
@@ -333,7 +334,11 @@ class UsageTables:
         usage.extend(ToolUsage(tool, 0, made, None, None, None, last) for tool, (made, last) in calls.items())
         return sorted(usage, key=lambda u: u.tool)
 
-    def totals(self, since: datetime, audience: Audience = EVERYONE) -> UsageTotals:
+    def totals(
+        self, since: datetime, audience: Audience = EVERYONE, tools: Collection[str] | None = None
+    ) -> UsageTotals:
+        """Searches of `audience`, and its calls: those that ran, of `tools` only (None: any tool); those refused or
+        of no tool, all (answered alike whether the tool is hidden or absent, they name no tool a reader sees)."""
         start = self._timestamp(since)
         mine, tenant = audience.condition()
         retrievals = self._query(
@@ -344,24 +349,28 @@ class UsageTables:
             ),
             (start, *tenant),
         )[0]
-        calls = self._query(
-            self._sql(
-                "SELECT SUM(CASE WHEN outcome IN ('refused', 'unknown_tool') THEN 0 ELSE 1 END),"
-                " SUM(CASE WHEN outcome IN ('ok', 'refused', 'unknown_tool') THEN 0 ELSE 1 END),"
-                " SUM(CASE WHEN outcome IN ('refused', 'unknown_tool') THEN 1 ELSE 0 END)"
-                f" FROM calls WHERE at >= ?{mine}"
-            ),
-            (start, *tenant),
+        ran, failed = 0, 0
+        for only, names in _tool_clauses(tools, "tool"):
+            counted = self._query(
+                self._sql(
+                    "SELECT COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END)"
+                    f" FROM calls WHERE at >= ?{mine} AND outcome NOT IN {_REFUSED}{only}"
+                ),
+                (start, *tenant, *names),
+            )[0]
+            ran, failed = ran + int(counted[0] or 0), failed + int(counted[1] or 0)
+        (refused,) = self._query(
+            self._sql(f"SELECT COUNT(*) FROM calls WHERE at >= ?{mine} AND outcome IN {_REFUSED}"), (start, *tenant)
         )[0]
         return UsageTotals(
             int(retrievals[0]),
             int(retrievals[1] or 0),
-            int(calls[0] or 0),
-            int(calls[1] or 0),
+            ran,
+            failed,
             int(retrievals[2]),
             int(retrievals[3] or 0),
             int(retrievals[4] or 0),
-            int(calls[2] or 0),
+            int(refused or 0),
         )
 
     def samples(
@@ -695,14 +704,20 @@ class UsageTables:
         row = self._query(self._sql(query), (self._timestamp(since), *tenant))[0]
         return [int(count or 0) for count in row]
 
-    def daily(self, since: datetime, audience: Audience = EVERYONE) -> list[tuple[str, int, int]]:
-        """(day, retrievals, calls) per UTC day."""
+    def daily(
+        self, since: datetime, audience: Audience = EVERYONE, tools: Collection[str] | None = None
+    ) -> list[tuple[str, int, int]]:
+        """(day, retrievals, calls) per UTC day: searches of `audience`, and its calls as `totals` counts them."""
         start = self._timestamp(since)
         mine, tenant = audience.condition()
         per_day: dict[str, list[int]] = {}
-        for table, slot in (("retrievals", 0), ("calls", 1)):
-            query = f"SELECT {self._day}, COUNT(*) FROM {table} WHERE at >= ?{mine} GROUP BY 1"
-            for day, count in self._query(self._sql(query), (start, *tenant)):
+        ran = [
+            ("calls", 1, f" AND outcome NOT IN {_REFUSED}{only}", names) for only, names in _tool_clauses(tools, "tool")
+        ]
+        parts = [("retrievals", 0, "", ()), *ran, ("calls", 1, f" AND outcome IN {_REFUSED}", ())]
+        for table, slot, only, names in parts:
+            query = f"SELECT {self._day}, COUNT(*) FROM {table} WHERE at >= ?{mine}{only} GROUP BY 1"
+            for day, count in self._query(self._sql(query), (start, *tenant, *names)):
                 per_day.setdefault(str(day), [0, 0])[slot] += int(count)
         return [(day, counts[0], counts[1]) for day, counts in sorted(per_day.items())]
 
@@ -781,9 +796,17 @@ class UsageTables:
             )
 
     def _insert_report(self, db: Any, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
+        """Keep a report, and only the latest REPORTS_KEPT of its job: a daily job's reports were kept for ever."""
         db.execute(
             self._sql("INSERT INTO job_reports(job, at, holder, body) VALUES (?, ?, ?, ?)"),
             (job, self._timestamp(at), holder, json.dumps(body, ensure_ascii=False, default=str)),
+        )
+        db.execute(
+            self._sql(
+                "DELETE FROM job_reports WHERE job = ? AND id NOT IN"
+                " (SELECT id FROM job_reports WHERE job = ? ORDER BY at DESC, id DESC LIMIT ?)"
+            ),
+            (job, job, REPORTS_KEPT),
         )
 
     def job_reports(self, job: str, limit: int = 10) -> list[JobReport]:
@@ -795,6 +818,9 @@ class UsageTables:
         return [
             JobReport(str(name), self._parse_time(at), str(holder), json.loads(body)) for name, at, holder, body in rows
         ]
+
+
+_REFUSED = "('refused', 'unknown_tool')"  # calls that did not run: of a tool the caller may not use, or of none
 
 
 def _tool_clauses(tools: Collection[str] | None, column: str) -> list[tuple[str, tuple[str, ...]]]:
