@@ -262,3 +262,45 @@ def test_a_primary_group_other_users_share_is_not_the_users_own(cache_folder: Pa
             assert cache.distrusted(cache_folder) is not None
         finally:
             cache._own_group.cache_clear()
+
+
+@as_root
+def test_what_appears_where_the_cache_folder_was_missing_is_never_read(cache_folder: Path) -> None:
+    """The fourth round: with a folder on the way not there yet, `trusted` let the caller open the path, and another
+    user could rename a tree of theirs into place in between (in /tmp: 928 of 20,000 loads read their vectors). A
+    folder missing on the way is now a miss; the caller computes, and writes only through `private_folder`."""
+    real = cache.trusted
+
+    def then_planted(path: Path) -> Path:
+        checked = real(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, np.array([[0.0, 1.0]], dtype=np.float32))  # renamed into place by the other user
+        _hand_over(cache_folder)
+        return checked
+
+    with mock.patch.object(cache, "trusted", then_planted):
+        vectors = cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]])
+    np.testing.assert_array_equal(vectors, [[1.0, 0.0]])
+
+
+def test_a_way_that_changes_while_it_is_read_is_a_miss_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fourth round: a link gone between two looks raised FileNotFoundError out of `cache_root`, and a path made
+    before the way changed (a relative TOOLRAG_CACHE_DIR and a change of folder) raised ValueError, into search."""
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "cache-link").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache-link"))
+    with mock.patch.object(os, "readlink", side_effect=FileNotFoundError("gone")):
+        assert cache.cache_problem() is not None
+        computed: list[int] = []
+        cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: computed.append(1) or [[1.0, 0.0]])
+        assert computed == [1]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", "relative-cache")
+    made_before = cache.cache_root() / "e5-0.3.0-abc"
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    with pytest.raises(OSError, match="no longer in the cache folder"):
+        cache.trusted(made_before)
+    assert cache.cached_folder("e5-0.3.0-abc", lambda folder: None) is not None  # made anew, where it is now

@@ -4,10 +4,13 @@ proposals, written examples, reports and checks. Each test failed on the code be
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.model import utc_now
@@ -16,7 +19,7 @@ from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.validate import MAX_PAIRS_LISTED, validate
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.propose import RECORD as PROPOSE
-from toolrag.runtime.propose import propose_relations
+from toolrag.runtime.propose import WITHHELD, propose_relations
 from toolrag.runtime.write_examples import MAX_FAILURES_IN_A_ROW, write_examples
 from toolrag.runtime.write_examples import RECORD as WRITE
 from toolrag.search.examples import past_tasks
@@ -42,10 +45,11 @@ ACME_ONLY = Tool(
 
 
 class Proposer:
-    """Proposes the finder for the shared tool, its reason naming every other candidate it was shown."""
+    """Proposes the finder for the shared tool, by default with a reason naming every other candidate it was shown."""
 
-    def __init__(self) -> None:
+    def __init__(self, reason: Callable[[list[str]], str] | None = None) -> None:
         self.shown: dict[str, list[str]] = {}
+        self.reason = reason or (lambda others: f"gives the id ({', '.join(others)} do not)")
 
     def complete(self, messages: list[Message], tools: Any) -> Message:
         asked = json.loads(messages[-1].content)
@@ -53,10 +57,8 @@ class Proposer:
         self.shown[asked["tool"]["name"]] = names
         entries = []
         if asked["tool"]["name"] == SHARED.name and FINDER.name in names:
-            others = ", ".join(name for name in names if name != FINDER.name)
-            entries.append(
-                {"tool": FINDER.name, "parameter": "customer_id", "reason": f"gives the id ({others} do not)"}
-            )
+            others = [name for name in names if name != FINDER.name]
+            entries.append({"tool": FINDER.name, "parameter": "customer_id", "reason": self.reason(others)})
         return Message("assistant", "", (ToolCall("c1", PROPOSE, json.dumps({"requires": entries})),))
 
 
@@ -72,15 +74,35 @@ def test_a_proposal_for_a_shared_tool_reads_only_tools_all_its_tenants_see(tmp_p
     assert ACME_ONLY.name not in proposal.reason
 
 
-def test_a_reason_naming_another_candidate_names_no_tool(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "crm.export_customers",
+        "export_customers",
+        "crm.export-customers",
+        "crm.exportCustomers",
+        "the crm export customers tool",
+    ],
+)
+def test_a_reason_naming_another_candidate_is_withheld(spelling: str, tmp_path: Path) -> None:
     """What a model's reason says of the other candidates is free text about tools the readers of the relation may
-    not see: their names are replaced."""
+    not see. The first fix replaced each exact name; the fourth round wrote it as calls and readers do."""
     registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
     other = Tool(name="crm.export_customers", description="Export every customer record with customer ids.")
     registry.register_many([SHARED, FINDER, other])
-    propose_relations(registry, Proposer(), "scripted")
+    propose_relations(registry, Proposer(lambda names: f"gives the id ({spelling} does not)"), "scripted")
     (proposal,) = [r for r in registry.store.relations.proposals() if r.tool == SHARED.name]
-    assert other.name not in proposal.reason and "another tool" in proposal.reason
+    assert proposal.reason == WITHHELD
+
+
+def test_a_reason_naming_only_the_relations_own_tools_is_kept(tmp_path: Path) -> None:
+    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
+    registry.register_many([SHARED, FINDER])
+    propose_relations(
+        registry, Proposer(lambda names: "find_customer_id gives the customer id it looks up"), "scripted"
+    )
+    (proposal,) = [r for r in registry.store.relations.proposals() if r.tool == SHARED.name]
+    assert proposal.reason == "find_customer_id gives the customer id it looks up"
 
 
 class Writer:
@@ -174,9 +196,9 @@ def test_the_consistency_check_names_a_bounded_number_of_near_duplicates(tmp_pat
     description = "Look up the current status of an order in the shop by its order number and report it."
     registry.register_many([Tool(name=f"shop.order_status_{n:04d}", description=description) for n in range(700)])
     body = Scheduler(registry).consistency()
-    pairs = body["findings"]["near_duplicate"]
-    assert len(pairs) == MAX_PAIRS_LISTED + 1 and body["counts"]["near_duplicate"] == MAX_PAIRS_LISTED + 1
-    assert pairs[-1] == ""  # the count names no tool; its detail says how many more
+    pairs, every = body["findings"]["near_duplicate"], 700 * 699 // 2
+    assert len(pairs) == MAX_PAIRS_LISTED + 1 and pairs[-1].startswith(f"{every - MAX_PAIRS_LISTED:,} more pairs")
+    assert body["counts"]["near_duplicate"] == every and body["counts"]["no_not_for"] == every  # the fourth round
     more = [f for f in validate(registry) if f.kind == "near_duplicate" and not f.tools]
     assert more and more[0].detail.startswith(f"{700 * 699 // 2 - MAX_PAIRS_LISTED:,} more pairs")
     for day in range(REPORTS_KEPT + 5):

@@ -58,14 +58,15 @@ def trusted(path: Path) -> Path:
     """`path` under the cache folder, once nothing on the way to it could have been changed by another user: the
     way to the cache folder is steady (`_walk`), and the cache folder and every folder below it down to `path`, and
     `path` itself when it is there, are this user's, not links, and writable by no one else; UntrustedCacheError
-    otherwise. Nothing is changed: a folder others can write is not read, whoever owns it. On systems without user
-    ids every path is trusted."""
+    otherwise, FileNotFoundError when a folder on the way is not there (a miss: what another user could put there
+    between this check and a read is never read; `private_folder` creates them). Nothing is changed: a folder
+    others can write is not read, whoever owns it. On systems without user ids every path is trusted."""
     _steady_root()
-    for step in _steps(path):
-        try:
-            _check(step)
-        except FileNotFoundError:
-            break  # not written yet: what comes below it will be this user's
+    *folders, last = _steps(path)
+    for folder in folders:
+        _check(folder)
+    with contextlib.suppress(FileNotFoundError):  # in a folder of this user's alone: only this user creates it
+        _check(last)
     return path
 
 
@@ -93,7 +94,11 @@ def private_folder(path: Path) -> Path:
 def _steps(path: Path) -> list[Path]:
     """The cache folder, then each folder below it down to `path`."""
     steps = [cache_root()]
-    for part in path.relative_to(steps[0]).parts:
+    try:
+        parts = path.relative_to(steps[0]).parts
+    except ValueError:  # the way to the cache folder changed since `path` was made: nothing of it is read
+        raise UntrustedCacheError(f"{path} is no longer in the cache folder {steps[0]}") from None
+    for part in parts:
         steps.append(steps[-1] / part)
     return steps
 
@@ -154,7 +159,10 @@ def _walk(path: Path) -> tuple[Path, str | None]:
             links += 1
             if links > 40:
                 return step, f"{path}: too many links"
-            target = Path(os.readlink(step))
+            try:
+                target = Path(os.readlink(step))
+            except OSError:  # the link went between two looks: someone changes the way
+                return step, f"{step} changed while it was read"
             if target.is_absolute():
                 folder, pending = Path(target.anchor), [*target.parts[1:], *pending]
             else:
@@ -209,7 +217,7 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of entry `key`, built by `build(folder)` the first time; None when it cannot be kept."""
     folder = cache_root() / key
     try:
-        if (trusted_entry(folder) / "complete").exists():
+        if _complete(folder):
             return folder
         staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=private_folder(folder.parent)))
         try:
@@ -219,14 +227,20 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:  # another process won the race, a read-only home, a full disk: load the slow way
-        try:
-            if (trusted_entry(folder) / "complete").exists():
+        with contextlib.suppress(OSError):
+            if _complete(folder):
                 return folder
-        except OSError:
-            pass
         log.info("model cache %s not kept: %s", folder, exc)
         return None
     return folder
+
+
+def _complete(folder: Path) -> bool:
+    """Whether entry `folder` was built and only this user could have written it (UntrustedCacheError if not)."""
+    try:
+        return (trusted_entry(folder) / "complete").exists()
+    except FileNotFoundError:
+        return False
 
 
 def cached_vectors(model_id: str, dimension: int, kind: str, texts: Sequence[str], compute: Callable[[], Any]) -> Any:

@@ -476,14 +476,16 @@ class McpGateway:
         if not local.granted:
             log.warning("no local_principal is configured: stdio clients may find and call no tool")
         server = self.mcp_server(lambda request: local)
-        async with anyio.create_task_group() as group:
-            group.start_soon(self.scheduler.run)
-            group.start_soon(self.start, group)  # clients connect at once; their searches wait for readiness
-            group.start_soon(self.watch_visible)
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-            group.cancel_scope.cancel()
-        self.audit_sink.audit.flush()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.scheduler.run)
+                group.start_soon(self.start, group)  # clients connect at once; their searches wait for readiness
+                group.start_soon(self.watch_visible)
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+                group.cancel_scope.cancel()
+        finally:
+            self.audit_sink.audit.flush()
 
     async def serve_http(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """`sock`: already bound to host and port (toolrag.access.guard.listening_socket), else uvicorn binds."""
@@ -492,13 +494,16 @@ class McpGateway:
         if self.startup is None:
             self.check()
         app, _ = http_app(self.mcp_server(caller_of_request), self.settings, host, self.health)
-        async with anyio.create_task_group() as group:
-            group.start_soon(self.scheduler.run)
-            group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
-            group.start_soon(self.watch_visible)
-            await uvicorn.Server(server_config(app, host, port, self.settings.http)).serve([sock] if sock else None)
-            group.cancel_scope.cancel()
-        self.audit_sink.audit.flush()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.scheduler.run)
+                group.start_soon(self.start, group)  # /health says `ready: false` until the first imports are done
+                group.start_soon(self.watch_visible)
+                config = server_config(app, host, port, self.settings.http)
+                await uvicorn.Server(config).serve([sock] if sock else None)
+                group.cancel_scope.cancel()
+        finally:
+            self.audit_sink.audit.flush()
 
     async def sync_once(self) -> dict[str, SyncReport]:
         """Connect to every upstream, import its tools, disconnect."""

@@ -170,9 +170,11 @@ class Scheduler:
         """Orphans, tools without embeddings (embedded now), near-duplicates: counts and the tools concerned."""
         findings = validate(self.registry, self.mcp_servers, fix=True)
         by_kind: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
         for finding in findings:
-            by_kind.setdefault(finding.kind, []).append(", ".join(finding.tools))
-        return {"counts": {kind: len(items) for kind, items in by_kind.items()}, "findings": by_kind}
+            by_kind.setdefault(finding.kind, []).append(", ".join(finding.tools) or finding.detail)
+            counts[finding.kind] = counts.get(finding.kind, 0) + finding.count
+        return {"counts": counts, "findings": by_kind}
 
     def relations(self) -> dict[str, Any]:
         """Relations learned from the usage log's latest sessions, in place of the last run's."""

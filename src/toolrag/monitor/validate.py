@@ -31,6 +31,7 @@ class Finding:
     tools: tuple[str, ...]
     detail: str
     fixed: bool = False
+    count: int = 1  # the problems it stands for: more than one for a finding that counts those not listed
 
 
 def validate(
@@ -107,6 +108,8 @@ def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
         if index.live is None or index.live[position]:
             groups.setdefault(category or name.split(".")[0], []).append(position)
     cosines, firsts, seconds, total = np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    lacking_any = np.array([not tool.not_for for tool in index.tools], dtype=bool)
+    total_lacking = 0
     for members in (m for m in groups.values() if len(m) >= 2):
         positions = np.asarray(members, dtype=np.int64)
         vectors = index.vectors.take(first_rows[members])
@@ -114,13 +117,14 @@ def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
             similarity = vectors[start : start + COMPARED_ROWS] @ vectors.T
             left, right = np.nonzero(np.triu(similarity, k=start + 1) >= threshold)
             total += len(left)
+            total_lacking += int(np.count_nonzero(lacking_any[positions[start + left]] | lacking_any[positions[right]]))
             cosines = np.concatenate([cosines, similarity[left, right]])
             firsts = np.concatenate([firsts, positions[start + left]])
             seconds = np.concatenate([seconds, positions[right]])
             if len(cosines) > 2 * MAX_PAIRS_LISTED:
                 kept = np.argsort(-cosines, kind="stable")[:MAX_PAIRS_LISTED]
                 cosines, firsts, seconds = cosines[kept], firsts[kept], seconds[kept]
-    found = []
+    found: list[Finding] = []
     for at in np.argsort(-cosines, kind="stable")[:MAX_PAIRS_LISTED].tolist():
         first, second = index.tools[int(firsts[at])], index.tools[int(seconds[at])]
         pair = (first.name, second.name)
@@ -138,5 +142,10 @@ def _near_duplicates(registry: ToolRegistry, threshold: float) -> list[Finding]:
         detail = (
             f"{more:,} more pairs {threshold:.2f} or more alike, not listed (the {MAX_PAIRS_LISTED} most alike are)"
         )
-        found.append(Finding("near_duplicate", (), detail))
+        found.append(Finding("near_duplicate", (), detail, count=more))
+        unlisted = total_lacking - sum(1 for finding in found if finding.kind == "no_not_for")
+        if unlisted:
+            found.append(
+                Finding("no_not_for", (), f"{unlisted:,} more of those pairs have no 'not for' line", count=unlisted)
+            )
     return found
