@@ -766,3 +766,20 @@ def test_a_models_proposal_is_shown_to_admins_only_and_confirmed_by_them(api: tu
     assert call(url, "POST", f"{path}/email.send/confirm", AGENT).status_code == 403
     assert call(url, "POST", f"{path}/email.send/confirm", ADMIN).json()["kind"] == "requires"
     assert [r["source"] for r in call(url, "GET", path, ADMIN).json()] == ["confirmed"]
+
+
+def test_a_models_reason_for_a_proposal_is_read_by_admins_only(api: tuple[str, ToolRegistry]) -> None:
+    """The seventh review: with proposals in use, a reader read the model's reason, free text about the other
+    candidates it was shown ("... acme.payroll_export does not"), which that reader may not see. Fixing names in it
+    missed spellings a reader still recognizes and withheld plain reasons; readers now read fixed words."""
+    from toolrag.store.relations import ProposedRelation
+
+    url, registry = api
+    reason = "gives the address (hr.payroll_export, ｈｒ．ｐａｙｒｏｌｌ, does not)"
+    proposal = ProposedRelation("weather.forecast", "email.send", None, reason, "m")
+    registry.store.relations.record_proposals([("weather.forecast", "basis")], [proposal], [])
+    registry.config = registry.config.model_copy(update={"accept_proposed_relations": True})
+    path = "/tools/weather.forecast/relations"
+    (shown,) = call(url, "GET", path, ACME_READER).json()
+    assert shown["source"] == "proposed" and shown["detail"] == "proposed by m, unused until confirmed"
+    assert call(url, "GET", path, ADMIN).json()[0]["detail"].endswith(reason)

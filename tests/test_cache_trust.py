@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import struct
 import time
 from pathlib import Path
 from unittest import mock
@@ -24,6 +25,7 @@ from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import cache
 from toolrag.embed.vector_cache import cached_documents
 from toolrag.search.index import SearchIndex
+from toolrag.snapshot import files as snapshot_files
 
 from .test_doctor import doctor
 from .test_snapshot import WordEmbedder, _catalog
@@ -304,3 +306,49 @@ def test_a_way_that_changes_while_it_is_read_is_a_miss_not_an_error(
     with pytest.raises(OSError, match="no longer in the cache folder"):
         cache.trusted(made_before)
     assert cache.cached_folder("e5-0.3.0-abc", lambda folder: None) is not None  # made anew, where it is now
+
+
+def _acl(permissions: int) -> bytes:
+    """A POSIX access ACL, as `setfacl -m u:nobody:rwX` writes it: owner, the named user, group, mask, others."""
+    undefined = 0xFFFFFFFF
+    entries = [(1, 7, undefined), (2, permissions, SOMEONE_ELSE), (4, 0, undefined), (0x10, permissions, undefined)]
+    entries.append((0x20, 0, undefined))
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, who) for tag, perm, who in entries)
+
+
+def test_a_cache_another_user_may_write_through_an_acl_is_never_read(cache_folder: Path) -> None:
+    """The fifth round: with an access control list, the group bits are its mask; a folder of the user's own group
+    with `user:nobody:rwx` passed as "umask 002", and nobody's vectors were read."""
+    cached_documents("m1", 3, ["a tool"], Model())
+    try:
+        for folder, _, files in os.walk(cache_folder):
+            os.setxattr(folder, "system.posix_acl_access", _acl(7))
+            for name in files:
+                os.setxattr(Path(folder) / name, "system.posix_acl_access", _acl(6))
+    except OSError as error:
+        pytest.skip(f"this file system keeps no access control lists: {error}")
+    model = Model()
+    cached_documents("m1", 3, ["a tool"], model)
+    assert model.asked == ["a tool"] and cache.cache_problem() is not None
+
+
+def test_no_home_folder_means_no_cache_not_a_failed_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fifth round: without HOME and with a user id the system does not name (a container's), `Path.home()`
+    raised RuntimeError out of every search; an empty `.npy` (a crash before its data was synced) raised
+    EOFError; a snapshots folder this user cannot list raised PermissionError."""
+    for name in ("TOOLRAG_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    with mock.patch.object(Path, "home", side_effect=RuntimeError("Could not determine home directory.")):
+        registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=1))
+        registry.register_many(_catalog(12))
+        assert registry.search("refund the invoice payment", Principal(scopes=frozenset({"billing:write"})))
+        assert cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]]).shape == (1, 2)
+        assert cache.cache_problem() == "no home folder to keep the cache in: set TOOLRAG_CACHE_DIR"
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]])
+    (kept,) = (tmp_path / "cache" / cache.FIXED_TEXTS).iterdir()
+    kept.write_bytes(b"")
+    assert cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: [[1.0, 0.0]]).shape == (1, 2)
+    with mock.patch.object(snapshot_files, "candidates", side_effect=PermissionError("snapshots: denied")):
+        reopened = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=1))
+        assert reopened.search("refund the invoice payment", Principal(scopes=frozenset({"billing:write"})))

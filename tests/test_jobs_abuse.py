@@ -10,8 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from toolrag import Principal, SearchConfig, Tool, ToolRegistry
 from toolrag.model import utc_now
 from toolrag.monitor.reading import Reading
@@ -19,7 +17,7 @@ from toolrag.monitor.schedule import Scheduler
 from toolrag.monitor.validate import MAX_PAIRS_LISTED, validate
 from toolrag.runtime.messages import Message, ToolCall
 from toolrag.runtime.propose import RECORD as PROPOSE
-from toolrag.runtime.propose import WITHHELD, propose_relations
+from toolrag.runtime.propose import propose_relations
 from toolrag.runtime.write_examples import MAX_FAILURES_IN_A_ROW, write_examples
 from toolrag.runtime.write_examples import RECORD as WRITE
 from toolrag.search.examples import past_tasks
@@ -72,37 +70,6 @@ def test_a_proposal_for_a_shared_tool_reads_only_tools_all_its_tenants_see(tmp_p
     assert ACME_ONLY.name not in model.shown[SHARED.name] and FINDER.name in model.shown[SHARED.name]
     (proposal,) = [r for r in registry.store.relations.proposals() if r.tool == SHARED.name]
     assert ACME_ONLY.name not in proposal.reason
-
-
-@pytest.mark.parametrize(
-    "spelling",
-    [
-        "crm.export_customers",
-        "export_customers",
-        "crm.export-customers",
-        "crm.exportCustomers",
-        "the crm export customers tool",
-    ],
-)
-def test_a_reason_naming_another_candidate_is_withheld(spelling: str, tmp_path: Path) -> None:
-    """What a model's reason says of the other candidates is free text about tools the readers of the relation may
-    not see. The first fix replaced each exact name; the fourth round wrote it as calls and readers do."""
-    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
-    other = Tool(name="crm.export_customers", description="Export every customer record with customer ids.")
-    registry.register_many([SHARED, FINDER, other])
-    propose_relations(registry, Proposer(lambda names: f"gives the id ({spelling} does not)"), "scripted")
-    (proposal,) = [r for r in registry.store.relations.proposals() if r.tool == SHARED.name]
-    assert proposal.reason == WITHHELD
-
-
-def test_a_reason_naming_only_the_relations_own_tools_is_kept(tmp_path: Path) -> None:
-    registry = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(inject_all_below_tokens=0))
-    registry.register_many([SHARED, FINDER])
-    propose_relations(
-        registry, Proposer(lambda names: "find_customer_id gives the customer id it looks up"), "scripted"
-    )
-    (proposal,) = [r for r in registry.store.relations.proposals() if r.tool == SHARED.name]
-    assert proposal.reason == "find_customer_id gives the customer id it looks up"
 
 
 class Writer:

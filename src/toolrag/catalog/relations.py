@@ -90,6 +90,7 @@ class RelationDesk:
         deciders: bool = True,
         inferred: bool = True,
         proposed: bool = True,
+        reasons: bool = True,
     ) -> list[ToolRelation]:
         """Every relation of tool `name` to a tool `sees` accepts, by source: declared, confirmed, inferred (as a
         registry of the tools `sees` accepts would infer them; `inferred` False: none, and nothing is inferred),
@@ -97,8 +98,9 @@ class RelationDesk:
         are no longer in the catalog, are left out, never named. `rejected_learned` False: without rejected learned
         relations, which some tenant's sessions taught (a reader of another tenant would learn that). `deciders`
         False: a verdict says "an admin", not who gave it (an admin's name is free text, and agents read relations
-        too: issue 48, R4-8). `proposed` False: without a chat model's proposals (their reasons are a model's words,
-        shown to readers only while search uses them)."""
+        too: issue 48, R4-8). `proposed` False: without a chat model's proposals (shown to readers only while search
+        uses them). `reasons` False: a proposal without its model's reason (free text about the candidates it was
+        shown, which a reader of the relation need not see: admins read it)."""
         tool = self._get(name)
         catalog = {t.name.lower(): t for t in self._tools()}
 
@@ -149,7 +151,7 @@ class RelationDesk:
                         source="proposed",
                         strength=0.0,
                         parameter=p.parameter,
-                        detail=f"proposed by {p.model}, unused until confirmed: {p.reason}",
+                        detail=f"proposed by {p.model}, unused until confirmed" + (f": {p.reason}" if reasons else ""),
                     )
                 )
         for r in self._store.relations.learned():

@@ -22,20 +22,27 @@ def _entries() -> list[CacheEntry]:
     return cache_entries(current_cache_keys())
 
 
+def _folder() -> str:
+    from toolrag.embed.cache import cache_root
+
+    try:
+        return str(cache_root())
+    except OSError as error:
+        return f"no cache folder ({error})"
+
+
 @cache_app.command("list")
 def list_entries(as_json: JsonOption = False) -> None:
     """Every entry with its size and last use, and whether `prune` keeps it."""
-    from toolrag.embed.cache import cache_root
-
     entries = _entries()
     if as_json:
         rows = [
             {"name": e.name, "kind": e.kind, "bytes": e.bytes, "last_used": e.last_used.isoformat(), "kept": e.kept}
             for e in entries
         ]
-        print_json({"folder": str(cache_root()), "bytes": sum(e.bytes for e in entries), "entries": rows})
+        print_json({"folder": _folder(), "bytes": sum(e.bytes for e in entries), "entries": rows})
         return
-    table = Table("entry", "kind", "size", "last used", "prune", title=str(cache_root()))
+    table = Table("entry", "kind", "size", "last used", "prune", title=_folder())
     for entry in entries:
         table.add_row(
             entry.name,

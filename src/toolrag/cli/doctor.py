@@ -323,7 +323,10 @@ def cache_check() -> Check:
     from toolrag.embed import current_cache_keys
     from toolrag.embed.cache import cache_entries, cache_problem, cache_root
 
-    root = cache_root()
+    try:
+        root = cache_root()
+    except OSError as error:  # no folder to keep it in
+        return Check("model cache", "warn", f"none: {error}", "set TOOLRAG_CACHE_DIR to a folder of this user's own")
     entries = cache_entries(current_cache_keys())
     total = sum(entry.bytes for entry in entries)
     removable = sum(entry.bytes for entry in entries if not entry.kept)

@@ -38,7 +38,7 @@ DOCUMENT_VECTORS = "document-vectors"  # the folder of embed/vector_cache.py
 
 def cache_root() -> Path:
     """The cache folder, as a path with no link left in it (the links on the way followed once, so a link
-    changed later is never followed again)."""
+    changed later is never followed again); UntrustedCacheError (an OSError) when there is none to use."""
     return _walk(_configured_root())[0]
 
 
@@ -46,7 +46,10 @@ def _configured_root() -> Path:
     configured = os.environ.get("TOOLRAG_CACHE_DIR")
     if configured:
         return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:  # no HOME, and a user id the system does not name (a container's): no cache
+        raise UntrustedCacheError("no home folder to keep the cache in: set TOOLRAG_CACHE_DIR") from None
     return Path(base) / "toolrag"
 
 
@@ -104,8 +107,12 @@ def _steps(path: Path) -> list[Path]:
 
 
 def cache_problem() -> str | None:
-    """Why the cache is not used (another user could change what it holds), None when it is or is not there yet."""
-    root = cache_root()
+    """Why the cache is not used (another user could change what it holds, or there is no folder for it), None when
+    it is or is not there yet."""
+    try:
+        root = cache_root()
+    except OSError as error:
+        return str(error)
     for path in (root, root / FIXED_TEXTS, root / DOCUMENT_VECTORS, root / "snapshots"):
         problem = distrusted(path)
         if problem:
@@ -148,7 +155,7 @@ def _walk(path: Path) -> tuple[Path, str | None]:
             continue
         step = folder / part
         try:
-            if me is not None and problem is None and _others_replace_in(folder.stat(), me):
+            if me is not None and problem is None and _others_replace_in(folder, folder.stat(), me):
                 problem = f"{folder} is another user's, or writable by others: they could replace {step}"
             status = step.lstat()
         except OSError:  # not there (or not a folder): what is missing, this user creates, or fails to
@@ -172,10 +179,10 @@ def _walk(path: Path) -> tuple[Path, str | None]:
     return folder, problem
 
 
-def _others_replace_in(folder: os.stat_result, me: int) -> bool:
+def _others_replace_in(folder: Path, status: os.stat_result, me: int) -> bool:
     """Whether another user could rename or replace what this folder holds (in a sticky one, as /tmp, only what
     they own: what this user or root owns there is checked as it is reached)."""
-    return folder.st_uid not in (0, me) or (_writable_by_others(folder) and not folder.st_mode & stat.S_ISVTX)
+    return status.st_uid not in (0, me) or (_writable_by_others(folder, status) and not status.st_mode & stat.S_ISVTX)
 
 
 def _check(path: Path) -> None:
@@ -187,15 +194,26 @@ def _check(path: Path) -> None:
         problem = f"{path} is a link"
     elif status.st_uid != os.geteuid():
         problem = f"{path} belongs to user id {status.st_uid}, not this user ({os.geteuid()})"
-    elif _writable_by_others(status):
+    elif _writable_by_others(path, status):
         problem = f"{path} is writable by other users (mode {stat.S_IMODE(status.st_mode):o})"
     else:
         return
     raise UntrustedCacheError(problem)
 
 
-def _writable_by_others(status: os.stat_result) -> bool:
-    return bool(status.st_mode & 0o002 or (status.st_mode & 0o020 and not _own_group(status.st_gid)))
+def _writable_by_others(path: Path, status: os.stat_result) -> bool:
+    """Whether anyone but this user can write `path`: others, or a group that is not the user's own; with an access
+    control list the group bits are its mask, which may let named users write: it is counted as others."""
+    if status.st_mode & 0o002:
+        return True
+    return bool(status.st_mode & 0o020) and (_has_acl(path) or not _own_group(status.st_gid))
+
+
+def _has_acl(path: Path) -> bool:
+    try:
+        return "system.posix_acl_access" in os.listxattr(path, follow_symlinks=False)
+    except (OSError, AttributeError):  # no extended attributes here (or on this system): no list
+        return False
 
 
 @functools.cache
@@ -215,7 +233,11 @@ def _own_group(gid: int) -> bool:
 
 def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of entry `key`, built by `build(folder)` the first time; None when it cannot be kept."""
-    folder = cache_root() / key
+    try:
+        folder = cache_root() / key
+    except OSError as exc:
+        log.info("model cache not kept: %s", exc)
+        return None
     try:
         if _complete(folder):
             return folder
@@ -250,21 +272,23 @@ def cached_vectors(model_id: str, dimension: int, kind: str, texts: Sequence[str
     import numpy as np
 
     digest = hashlib.sha256("\n".join([model_id, kind, *texts]).encode("utf-8", "surrogatepass")).hexdigest()
-    path = cache_root() / FIXED_TEXTS / f"{digest[:40]}.npy"
+    name = f"{digest[:40]}.npy"
     try:
+        path = cache_root() / FIXED_TEXTS / name
         vectors = np.load(trusted(path), allow_pickle=False)
         if vectors.shape == (len(texts), dimension):
             os.utime(path)  # used: `toolrag cache prune` keeps it
             return vectors
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):  # EOFError: an empty file, left by a crash before its data was synced
         pass
     vectors = np.asarray(compute(), dtype=np.float32)
     try:
-        with tempfile.NamedTemporaryFile(dir=private_folder(path.parent), suffix=".npy", delete=False) as staging:
+        folder = private_folder(cache_root() / FIXED_TEXTS)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".npy", delete=False) as staging:
             np.save(staging, vectors)
-        os.replace(staging.name, path)
+        os.replace(staging.name, folder / name)
     except OSError as exc:
-        log.info("fixed-text vectors not kept in %s: %s", path.parent, exc)
+        log.info("fixed-text vectors not kept: %s", exc)
     return vectors
 
 
@@ -290,11 +314,14 @@ class CacheEntry:
 def cache_entries(current_models: set[str], now: datetime | None = None) -> list[CacheEntry]:
     """Every entry of the cache folder; `current_models`: the model entries this installation uses. Only what this
     user alone could have written is listed (so `prune` never follows another user's link out of the folder)."""
-    root = cache_root()
     now = now or datetime.now(UTC)
     fresh = now - timedelta(days=STALE_DAYS)
     entries: list[CacheEntry] = []
     folders = (FIXED_TEXTS, DOCUMENT_VECTORS, "snapshots")
+    try:
+        root = cache_root()
+    except OSError:
+        return []
     if not root.is_dir() or distrusted(root):
         return []
     candidates = [p for p in root.iterdir() if p.name not in folders and not distrusted(p)]

@@ -37,13 +37,18 @@ def cached_documents(
     if not texts:
         return np.zeros((0, dimension), dtype=np.float32)
     keys = [_key(text) for text in texts]
-    path = _path(model_id)
-    known = _read(path, dimension, set(keys))
+    try:
+        path: Path | None = _path(model_id)
+    except OSError as exc:  # no cache folder to use: every text is embedded
+        log.info("document vectors not kept: %s", exc)
+        path = None
+    known = _read(path, dimension, set(keys)) if path is not None else {}
     missing = list(dict.fromkeys(text for text, key in zip(texts, keys, strict=True) if key not in known))
     if missing:
         computed = np.asarray(compute(missing), dtype=np.float32).reshape(len(missing), dimension)
         fresh = {_key(text): vector for text, vector in zip(missing, computed, strict=True)}
-        _write(path, fresh)
+        if path is not None:
+            _write(path, fresh)
         known.update(fresh)
     return np.vstack([known[key] for key in keys]).astype(np.float32, copy=False)
 

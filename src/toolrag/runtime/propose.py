@@ -8,7 +8,8 @@ until an admin confirms them (`toolrag relations confirm`) or the registry accep
 basis changed (the tool, its candidates, the model and the prompt, hashed), within `max_calls` model calls and
 `max_tokens` prompt tokens, saying how far it is. What the model answers is untrusted: a name that is not one of
 the tool's candidates, a parameter the tool does not take, a pair an admin rejected, or an answer past its size is
-dropped; a reason is cut to one line of 200 characters, and withheld when it names another candidate.
+dropped; a reason is cut to one line of 200 characters, and shown to admins only (it may speak of the other
+candidates, which a reader of the relation need not see).
 """
 
 from __future__ import annotations
@@ -40,9 +41,6 @@ MAX_REASON_CHARS = 200
 _BATCH = 20  # tools written per transaction: an interrupted run keeps what it was told
 _PARAMETER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")  # as model.Requirement's
 _SPACES = re.compile(r"\s+")
-_FOLDED = re.compile(r"[\W_]+")  # what a name is read without: case aside, separators and spaces
-MIN_NAME_CHARS = 4  # a shorter name (folded) is a word any reason may hold
-WITHHELD = "the model's reason named another of the tools it was shown, which this relation's readers may not see"
 
 SYSTEM = (
     "You map dependencies between software tools for an agent that calls them. A tool requires another when the "
@@ -184,21 +182,10 @@ def _ask(
         # Control and formatting characters go (an escape code recoloured the admin's terminal): printable text only.
         printable = "".join(c if c.isprintable() else " " for c in str(entry.get("reason", ""))[: 4 * MAX_REASON_CHARS])
         reason = _SPACES.sub(" ", printable).strip()[:MAX_REASON_CHARS] or "no reason given"
-        if _names_any(reason, [c for c in candidates if c is not other]):
-            reason = WITHHELD
         kept.setdefault(other.name, ProposedRelation(tool.name, other.name, parameter, reason, model_name))
     tally.pending.append((tool.name, basis))
     tally.proposals.extend(kept.values())
     tally.proposed += len(kept)
-
-
-def _names_any(reason: str, tools: Sequence[Tool]) -> bool:
-    """Whether `reason` names one of `tools` in any spelling a reader would recognize: its name or its last part,
-    ignoring case, separators and spaces ("crm.export-customers", "exportCustomers", "the crm export customers
-    tool"). Readers of a relation see its two tools, not necessarily the other candidates."""
-    folded = _FOLDED.sub("", reason.casefold())
-    spellings = {_FOLDED.sub("", form.casefold()) for tool in tools for form in (tool.name, tool.name.split(".")[-1])}
-    return any(len(spelling) >= MIN_NAME_CHARS and spelling in folded for spelling in spellings)
 
 
 def _flush(registry: ToolRegistry, model_name: str, tally: _Tally) -> None:

@@ -54,7 +54,7 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
     relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, inferred ones only
     while search uses them (inferring costs the whole catalog's schemas: a reader must not set it off when nothing
     else would), and learned and proposed ones only while search uses them (not under review, until an admin
-    confirms them)."""
+    confirms them), a proposal without its model's reason."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
     learning = not registry.reviews.required
     return registry.relations.of(
@@ -65,6 +65,7 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
         deciders=who.is_admin,
         inferred=who.is_admin or registry.config.infer_requirements,
         proposed=who.is_admin or (learning and registry.config.accept_proposed_relations),
+        reasons=who.is_admin,
     )
 
 

@@ -135,8 +135,13 @@ class Snapshots:
     def _load(self, model: IndexModel, embedder: Embedder, generation: int) -> SearchIndex | None:
         if self._save_from is None:
             return None
-        root, registry = self._folder(), _registry_of(self.store)
-        for saved, token, folder in files.candidates(root, registry, model.model_id, generation):
+        registry = _registry_of(self.store)
+        try:
+            saved_ones = files.candidates(self._folder(), registry, model.model_id, generation)
+        except OSError as error:  # no cache folder, or one this user cannot read: build from the store
+            log.warning("snapshot not used, building from the store instead: %s", error)
+            return None
+        for saved, token, folder in saved_ones:
             if self.store.generation_token(saved) != token:
                 continue  # a state this registry never had (a copy of its file that diverged), or too old to tell
             try:

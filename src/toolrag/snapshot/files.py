@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from toolrag.embed.base import Embedder
-from toolrag.embed.cache import cache_root, private_folder, trusted_entry
+from toolrag.embed.cache import cache_root, private_folder, trusted, trusted_entry
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.examples import ExampleViews
@@ -70,6 +70,10 @@ def candidates(root: Path, registry: str, model_id: str, newest: int) -> list[tu
     first."""
     found = []
     folder = SnapshotKey(registry, model_id, 0, "").models_folder(root)
+    try:
+        trusted(folder)  # before it is listed: a folder of another user's is neither listed nor read
+    except FileNotFoundError:
+        return []
     for entry in folder.iterdir() if folder.is_dir() else ():
         generation, _, token = entry.name.partition("-")
         if generation.isdigit() and int(generation) <= newest and _trusted(entry) and (entry / "complete").exists():
