@@ -10,12 +10,15 @@ Tests that plant another user's entry need to hand files to another user (root; 
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pwd
 import stat
 import struct
 import time
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -352,3 +355,52 @@ def test_no_home_folder_means_no_cache_not_a_failed_search(tmp_path: Path, monke
     with mock.patch.object(snapshot_files, "candidates", side_effect=PermissionError("snapshots: denied")):
         reopened = ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=1))
         assert reopened.search("refund the invoice payment", Principal(scopes=frozenset({"billing:write"})))
+
+
+@pytest.mark.parametrize("damage", ["empty matrix", "facts a list", "words a list"])
+def test_a_damaged_snapshot_is_built_again_whatever_the_damage(
+    damage: str, tmp_path: Path, cache_folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sixth round: an empty `.npy` (a crash after the rename, nothing synced) raised EOFError out of every
+    search, and facts of another shape AttributeError; the folder stayed, so every later process failed alike."""
+
+    def registry() -> ToolRegistry:
+        return ToolRegistry(tmp_path / "r.db", WordEmbedder(), SearchConfig(cache_entries=0, save_snapshots_from=1))
+
+    first = registry()
+    first.register_many(_catalog(20))
+    first.search("warm up")
+    (saved,) = {p.parent for p in cache_folder.rglob("complete")}
+    facts = json.loads((saved / "snapshot.json").read_text(encoding="utf-8"))
+    if damage == "empty matrix":
+        (saved / "matrix.npy").write_bytes(b"")
+    elif damage == "facts a list":
+        (saved / "snapshot.json").write_text("[]", encoding="utf-8")
+    else:
+        (saved / "snapshot.json").write_text(json.dumps({**facts, "words": []}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="toolrag.snapshot"):
+        assert registry().search("refund the invoice payment", Principal(scopes=frozenset({"billing:write"})))
+    assert "snapshot not used" in caplog.text
+
+
+@as_root
+def test_a_folder_made_above_the_cache_folder_is_checked_before_an_entry_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sixth round: on a first run, `private_folder` made the missing folders above the cache folder without
+    checking them, and `cached_folder` returned the entry without a look after building it: another user who made
+    the top one first (in /tmp) could swap the entry in before its model was loaded."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("TOOLRAG_CACHE_DIR", str(shared / "x" / "deep" / "cache"))
+    real_mkdir = Path.mkdir
+
+    def first_made_by_another(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self == shared / "x" / "deep" / "cache" and not (shared / "x").exists():
+            real_mkdir(shared / "x", mode=0o777)
+            os.chown(shared / "x", SOMEONE_ELSE, SOMEONE_ELSE)
+        real_mkdir(self, *args, **kwargs)
+
+    with mock.patch.object(Path, "mkdir", first_made_by_another):
+        assert cache.cached_folder("e5-0.3.0-abc", lambda folder: None) is None

@@ -91,6 +91,7 @@ def private_folder(path: Path) -> Path:
     for step in _steps(path):
         step.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check(step)
+    _steady_root()  # again: folders made above the cache folder, which another user may have made first
     return path
 
 
@@ -248,6 +249,8 @@ def cached_folder(key: str, build: Callable[[Path], None]) -> Path | None:
             os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        if not _complete(folder):  # what is read is what was checked, as for an entry found built
+            raise UntrustedCacheError(f"{folder} is not the entry just built")
     except OSError as exc:  # another process won the race, a read-only home, a full disk: load the slow way
         with contextlib.suppress(OSError):
             if _complete(folder):

@@ -16,6 +16,7 @@ index's model changes.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -148,6 +149,7 @@ class Snapshots:
                 index = files.load(folder, files.SnapshotKey(registry, model.model_id, saved, token), embedder)
             except files.SnapshotFileError as error:
                 log.warning("snapshot not used, building from the store instead: %s", error)
+                shutil.rmtree(folder, ignore_errors=True)  # this user's (checked): the next save replaces it
                 continue
             groups = index.groups
             if groups is not None:

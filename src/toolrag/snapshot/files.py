@@ -181,7 +181,8 @@ def load(folder: Path, key: SnapshotKey, embedder: Embedder) -> SearchIndex:
         if found != expected:
             raise SnapshotFileError(f"{folder} holds {found}, not {expected}")
         return _read(folder, facts, embedder)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, AttributeError) as error:
+        # Damage of any shape (an empty file left by a crash, facts of another shape): built from the store instead.
         raise SnapshotFileError(f"{folder}: {error}") from error
 
 
