@@ -21,7 +21,8 @@ from toolrag.runtime.propose import propose_relations
 from toolrag.runtime.write_examples import MAX_FAILURES_IN_A_ROW, write_examples
 from toolrag.runtime.write_examples import RECORD as WRITE
 from toolrag.search.examples import past_tasks
-from toolrag.store.usage import REPORTS_KEPT, Audience, CallRecord, RetrievalRecord, TaskCall
+from toolrag.store.jobs import REPORTS_KEPT
+from toolrag.store.usage import Audience, CallRecord, RetrievalRecord, TaskCall
 
 from .test_snapshot import WordEmbedder
 
@@ -169,8 +170,8 @@ def test_the_consistency_check_names_a_bounded_number_of_near_duplicates(tmp_pat
     more = [f for f in validate(registry) if f.kind == "near_duplicate" and not f.tools]
     assert more and more[0].detail.startswith(f"{700 * 699 // 2 - MAX_PAIRS_LISTED:,} more pairs")
     for day in range(REPORTS_KEPT + 5):
-        registry.store.usage.finish_job("consistency", "me", utc_now() + timedelta(days=day), {"day": day})
-    kept = registry.store.usage.job_reports("consistency", limit=1000)
+        registry.store.jobs.finish_job("consistency", "me", utc_now() + timedelta(days=day), {"day": day})
+    kept = registry.store.jobs.job_reports("consistency", limit=1000)
     assert len(kept) == REPORTS_KEPT and kept[0].body == {"day": REPORTS_KEPT + 4}
 
 

@@ -34,7 +34,7 @@ from toolrag.server.config import ApiConfig, load_api_config
 from toolrag.server.metrics import ApiMetrics
 from toolrag.server.serve import build_api
 from toolrag.store.base import IndexModel
-from toolrag.store.usage import JobReport, UsageTables
+from toolrag.store.jobs import JobReport, JobTables
 
 if TYPE_CHECKING:
     from toolrag.monitor.schedule import ScheduleHealth
@@ -219,7 +219,7 @@ def test_scheduled_jobs_run_once_on_one_of_two_instances_sharing_postgres(
         assert sorted(run.job for run in tick_both()) == ["consistency", "relations"]  # daily, not weekly
     assert len(posted) == 5 and any(text.startswith("toolrag weekly report (7 days)") for text in posted)
     assert "1 missing_embedding" in next(t for t in posted if "consistency" in t)
-    checks = second.store.usage.job_reports("consistency")
+    checks = second.store.jobs.job_reports("consistency")
     assert len(checks) == 2 and checks[-1].body["counts"]["missing_embedding"] == 1  # the first run repaired it
     assert "missing_embedding" not in checks[0].body["counts"]
     assert second.tools_without_embeddings() == []
@@ -303,8 +303,8 @@ def test_issue31_a_failing_tick_is_logged_retried_with_back_off_and_recovers(
     """A StoreError in claim_job ended the scheduler's loop: the HTTP gateway exited, the API's jobs stopped."""
     registry = ToolRegistry(tmp_path / "full.db")
     registry.register_many(SAMPLE_TOOLS)
-    usage = registry.store.usage
-    monkeypatch.setattr(usage, "claim_job", Outage(usage.claim_job, failures=3))
+    jobs = registry.store.jobs
+    monkeypatch.setattr(jobs, "claim_job", Outage(jobs.claim_job, failures=3))
     settings = ScheduleConfig(check_every_seconds=10, retry_max_seconds=50)
     with caplog.at_level(logging.INFO, logger="toolrag.schedule"):
         waited = run_scheduler(Scheduler(registry, settings, clock=WallClock()), sleeps=5)
@@ -313,7 +313,7 @@ def test_issue31_a_failing_tick_is_logged_retried_with_back_off_and_recovers(
     assert not failing.ok and failing.failures == 3 and failing.error == "StoreError: database or disk is full"
     assert failing.failing_since == WallClock().now and failing.retry_in_seconds == 50
     assert waited[3][1].ok and waited[3][1].failures == 0  # recovered
-    assert sorted(r.job for r in (*usage.job_reports("consistency"), *usage.job_reports("report"))) == [
+    assert sorted(r.job for r in (*jobs.job_reports("consistency"), *jobs.job_reports("report"))) == [
         "consistency",
         "report",
     ]
@@ -327,16 +327,16 @@ def test_issue31_a_report_the_store_refused_is_written_at_the_next_tick(
 ) -> None:
     registry = ToolRegistry(tmp_path / "full.db")
     registry.register_many(SAMPLE_TOOLS)
-    usage = registry.store.usage
-    monkeypatch.setattr(usage, "finish_job", Outage(usage.finish_job, failures=1))
+    jobs = registry.store.jobs
+    monkeypatch.setattr(jobs, "finish_job", Outage(jobs.finish_job, failures=1))
     clock = WallClock()
     scheduler = Scheduler(registry, ScheduleConfig(report="off", relations="off"), clock=clock)
     with pytest.raises(StoreError):
         scheduler.tick()  # the consistency check ran; its report could not be kept
-    assert usage.job_reports("consistency") == []
+    assert jobs.job_reports("consistency") == []
     clock.now += timedelta(minutes=1)
     assert scheduler.tick() == []  # not run again: its lease is still this instance's
-    assert [report.at for report in usage.job_reports("consistency")] == [WallClock().now]
+    assert [report.at for report in jobs.job_reports("consistency")] == [WallClock().now]
     clock.now += timedelta(days=1)
     assert [run.job for run in scheduler.tick()] == ["consistency"]  # released: due again a day later
 
@@ -357,9 +357,9 @@ def test_issue31_the_api_shows_failing_ticks_in_health_and_keeps_its_scheduler(
 ) -> None:
     store = str(tmp_path / "api.db")
     ToolRegistry(store).register_many(SAMPLE_TOOLS)
-    outage = Outage(UsageTables.claim_job)
+    outage = Outage(JobTables.claim_job)
     outage.down.set()
-    monkeypatch.setattr(UsageTables, "claim_job", lambda self, *args: outage(self, *args))
+    monkeypatch.setattr(JobTables, "claim_job", lambda self, *args: outage(self, *args))
     settings = config(store, "repair")
     settings.schedule = ScheduleConfig(check_every_seconds=0.01, retry_max_seconds=0.05)
     with serving(build_api(settings)) as url:
@@ -370,15 +370,15 @@ def test_issue31_the_api_shows_failing_ticks_in_health_and_keeps_its_scheduler(
         assert not agent["ok"] and agent["error"] is None  # what the store said: admins only
         outage.down.clear()
         wait_for_health(url, ADMIN, lambda answer: answer["schedule"]["ok"])
-        assert ToolRegistry(store).store.usage.job_reports("consistency")  # the jobs ran once the store was back
+        assert ToolRegistry(store).store.jobs.job_reports("consistency")  # the jobs ran once the store was back
 
 
 def test_issue31_the_gateway_shows_its_scheduler_in_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The HTTP gateway exited (status 1) at the first tick the store refused."""
     gateway = McpGateway.from_config(GatewayConfig(store=str(tmp_path / "gw.db")))
     gateway.registry.register_many(SAMPLE_TOOLS)
-    usage = gateway.registry.store.usage
-    monkeypatch.setattr(usage, "claim_job", Outage(usage.claim_job, failures=1))
+    jobs = gateway.registry.store.jobs
+    monkeypatch.setattr(jobs, "claim_job", Outage(jobs.claim_job, failures=1))
     run_scheduler(gateway.scheduler, sleeps=1)
     admin = Caller("ops", "admin", Principal(user="ops"), key="rule:ops")
     shown = gateway.health(admin)["schedule"]
@@ -424,7 +424,7 @@ def test_the_dashboard_shows_the_weekly_trend_to_operators(tmp_path: Path) -> No
     for week, (searches, dead) in enumerate([(120, ["email.send"]), (150, [])]):
         body = {"days": 7, "searches": searches, "no_tool_rate": 0.05, "calls": 40, "dead": dead, "unused": []}
         at = datetime(2026, 11, 2, tzinfo=UTC) + timedelta(weeks=week)
-        registry.store.usage.finish_job("report", "a", at, {**body, "low_relevance": [], "failed_calls": 0})
+        registry.store.jobs.finish_job("report", "a", at, {**body, "low_relevance": [], "failed_calls": 0})
     settings = config(str(tmp_path / "trend.db"), "repair")
     with serving(build_api(settings)) as url:
         page = httpx.get(f"{url}/console/dashboard", headers={"Authorization": f"Bearer {ADMIN}"}).text

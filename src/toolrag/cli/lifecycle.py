@@ -595,7 +595,7 @@ def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: b
 
     if which.lower() != "last":
         fail(f"--compare takes LAST (the latest stored report), not {which!r}")
-    stored = registry.store.usage.job_reports(REPORT, 1)
+    stored = registry.store.jobs.job_reports(REPORT, 1)
     if not stored:
         fail("no stored report to compare with: the servers' scheduled weekly report ([schedule] report) writes them")
     current = Scheduler(registry, ScheduleConfig(report_days=days)).report()

@@ -32,7 +32,7 @@ from toolrag.monitor.config import ScheduleConfig, parse_interval
 from toolrag.monitor.report import build_report
 from toolrag.monitor.validate import validate
 from toolrag.registry import ToolRegistry
-from toolrag.store.usage import JobReport
+from toolrag.store.jobs import JobReport
 
 log = logging.getLogger("toolrag.schedule")
 CONSISTENCY, REPORT, RELATIONS = "consistency", "report", "relations"
@@ -142,7 +142,7 @@ class Scheduler:
         for job in self.jobs:
             now = self.clock()
             lease = now + timedelta(seconds=self.config.lease_seconds)
-            if not self.registry.store.usage.claim_job(job.name, self.holder, now, lease, now - job.every):
+            if not self.registry.store.jobs.claim_job(job.name, self.holder, now, lease, now - job.every):
                 continue
             try:
                 body = job.run()
@@ -161,7 +161,7 @@ class Scheduler:
         its job still leased to this instance, so it is not run twice."""
         while self._unsaved:
             run = self._unsaved[0]
-            self.registry.store.usage.finish_job(run.job, self.holder, run.at, run.body)
+            self.registry.store.jobs.finish_job(run.job, self.holder, run.at, run.body)
             self._unsaved.pop(0)
 
     # -- the jobs ------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class ApiMetrics:
             """The job's latest report, read once per scrape (its gauges ask for it once per label)."""
             now = time.monotonic()
             if job not in read or now - read[job][0] > 1.0:
-                reports = registry.store.usage.job_reports(job, 1)
+                reports = registry.store.jobs.job_reports(job, 1)
                 read[job] = (now, reports[0].body if reports else {})
             return read[job][1]
 

@@ -135,9 +135,9 @@ class ExampleWriting:
         settings = self._configured()
         order.checked()  # answered to the caller, before the thread
         model = chat_model(settings.provider, settings.model, settings.base_url, settings.api_key_env, RECORD)
-        usage, now = self._registry.store.usage, datetime.now(UTC)
+        jobs, now = self._registry.store.jobs, datetime.now(UTC)
         with self._lock:
-            if not usage.claim_job(JOB, self._holder, now, now + LEASE, now + timedelta(seconds=1)):
+            if not jobs.claim_job(JOB, self._holder, now, now + LEASE, now + timedelta(seconds=1)):
                 running = self._job if self._job is not None and self._job.state == "running" else None
                 who = (
                     f"a run started by {running.started_by} ({running.done} of {running.total or '?'} tools)"
@@ -147,7 +147,7 @@ class ExampleWriting:
                 raise WritingBusyError(f"{who} is writing examples; wait for it to end, or cancel it")
             job = WritingJob(order, settings.name, started_by, now, instance=self._holder)
             self._job = job
-        usage.report_job(JOB, self._holder, now, job.report())  # every instance sees it started
+        jobs.report_job(JOB, self._holder, now, job.report())  # every instance sees it started
         try:
             thread = threading.Thread(
                 target=self._run, args=(model, order, origin, started_by), name="toolrag-write-examples", daemon=True
@@ -175,12 +175,12 @@ class ExampleWriting:
         with self._lock:
             if self._job is not None and self._job.state == "running":
                 return self._job
-        usage = self._registry.store.usage
-        reports = usage.job_reports(JOB, 1)
+        jobs = self._registry.store.jobs
+        reports = jobs.job_reports(JOB, 1)
         if not reports:
             raise WritingNotStartedError("no run has written examples for this registry yet")
         job = WritingJob.from_report(reports[0].body)
-        if job.state == "running" and not usage.job_leased(JOB, datetime.now(UTC)):
+        if job.state == "running" and not jobs.job_leased(JOB, datetime.now(UTC)):
             return replace(job, error="the instance running it stopped before it ended")
         return job
 
@@ -197,7 +197,7 @@ class ExampleWriting:
             with self._lock:
                 if self._job is not None:
                     self._job = replace(self._job, done=done, total=total)
-            self._registry.store.usage.extend_job(JOB, self._holder, datetime.now(UTC) + LEASE)
+            self._registry.store.jobs.extend_job(JOB, self._holder, datetime.now(UTC) + LEASE)
 
         def cancelled() -> bool:
             with self._lock:
@@ -231,7 +231,7 @@ class ExampleWriting:
             self._job = change(self._job)
             ended = self._job
         try:
-            self._registry.store.usage.finish_job(JOB, self._holder, datetime.now(UTC), ended.report())
+            self._registry.store.jobs.finish_job(JOB, self._holder, datetime.now(UTC), ended.report())
         except ToolragError as exc:  # the store is gone: the lease runs out by itself
             log.warning("the end of the run writing examples was not recorded: %s", exc)
 

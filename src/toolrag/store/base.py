@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from toolrag.errors import EditConflictError, StoreError
 from toolrag.model import Tool, utc_now
+from toolrag.store.jobs import JobTables
 from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ class Store(ToolStore, PreviousNames, Protocol):
     written once for both databases (store/tables.py, store/usage.py)."""
 
     usage: UsageTables  # the usage log: retrievals and calls, and the reports over them
+    jobs: JobTables  # scheduled jobs' leases and reports
     trail: AuditTrail  # the audit log
     pinning: PinTables  # approved content of MCP tools, and quarantined changes
     groups: GroupTables  # what each group of tools is for

@@ -183,8 +183,8 @@ class PostgresStore(PreviousNames):
         database = Database(POSTGRES, self._query, self._transaction, self._bump_generation, repr(self))
         vectors = VectorAccess(self._consistent_read, self._write_model, _insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
-        self.relations, self.switches, self.reviews, self.asked = tables[6:]
+        self.usage, self.jobs, self.trail, self.pinning, self.groups, self.versions = tables[:6]
+        self.backup, self.relations, self.switches, self.reviews, self.asked = tables[6:]
 
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> PostgresStore:

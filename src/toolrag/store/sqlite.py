@@ -69,8 +69,8 @@ class SQLiteStore(PreviousNames):
         database = Database(SQLITE, self._query, self._transaction, self._bump_generation, str(self.path))
         vectors = VectorAccess(self._consistent_read, self._write_model, self._insert_vectors, _as_array)
         tables = tables_over(database, vectors)
-        self.usage, self.trail, self.pinning, self.groups, self.versions, self.backup = tables[:6]
-        self.relations, self.switches, self.reviews, self.asked = tables[6:]
+        self.usage, self.jobs, self.trail, self.pinning, self.groups, self.versions = tables[:6]
+        self.backup, self.relations, self.switches, self.reviews, self.asked = tables[6:]
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

@@ -27,6 +27,7 @@ from toolrag.store.base import (
     model_mismatch_message,
 )
 from toolrag.store.dialect import Dialect
+from toolrag.store.jobs import JobTables
 from toolrag.store.relations import RelationTables
 from toolrag.store.reviews import ReviewTables
 from toolrag.store.switches import UpstreamSwitches
@@ -405,6 +406,7 @@ def tables_over(
     database: Database, vectors: VectorAccess
 ) -> tuple[
     UsageTables,
+    JobTables,
     AuditTrail,
     PinTables,
     GroupTables,
@@ -415,8 +417,8 @@ def tables_over(
     ReviewTables,
     AskedBases,
 ]:
-    """A store's sub-objects, over its database: `store.usage`, `.trail`, `.pinning`, `.groups`, `.versions`,
-    `.backup`, `.relations`, `.switches`, `.reviews` and `.asked`, in that order."""
+    """A store's sub-objects, over its database: `store.usage`, `.jobs`, `.trail`, `.pinning`, `.groups`,
+    `.versions`, `.backup`, `.relations`, `.switches`, `.reviews` and `.asked`, in that order."""
     trail = AuditTrail(database)
     asked = AskedBases(database)
     pins, relations, switches, reviews = (
@@ -427,6 +429,7 @@ def tables_over(
     )
     return (
         UsageTables(database.query, database.transaction, database.dialect),
+        JobTables(database.query, database.transaction, database.dialect),
         trail,
         pins,
         GroupTables(database),

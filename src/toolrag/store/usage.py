@@ -6,7 +6,6 @@ psycopg); each store supplies how to run a query and a transaction through `Usag
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
@@ -84,7 +83,6 @@ FAIRLY = "ORDER BY n, at DESC, id DESC LIMIT ?"
 # Tools (or rows) one query names (`AND tool IN (...)`): far below either database's parameter limit (SQLite 32,766,
 # psycopg 65,535), whatever the number of tools a reader may use.
 TOOLS_PER_QUERY = 500
-REPORTS_KEPT = 100  # reports kept per scheduled job, the latest
 
 SampleKind = Literal["no_tool", "reformulated", "unshortlisted_call", "repeated_search"]
 SAMPLE_KINDS: tuple[SampleKind, ...] = ("no_tool", "reformulated", "unshortlisted_call", "repeated_search")
@@ -223,16 +221,6 @@ class UsageTotals:
     reformulated: int = 0  # searches whose tools only a second-chance step (search/reformulate.py) found
     whole_catalog: int = 0  # searches answered with the principal's whole catalog (the `all` strategy)
     refused_calls: int = 0  # calls refused before they ran (permissions, a limit, a tool that does not exist)
-
-
-@dataclass(frozen=True)
-class JobReport:
-    """What one run of a scheduled job found (monitor/schedule.py)."""
-
-    job: str
-    at: datetime
-    holder: str  # the instance that ran it
-    body: dict[str, Any]
 
 
 Rows = list[tuple[Any, ...]]
@@ -743,81 +731,6 @@ class UsageTables:
             retrievals = db.execute(self._sql("DELETE FROM retrievals WHERE at < ?"), (cutoff,)).rowcount
             calls = db.execute(self._sql("DELETE FROM calls WHERE at < ?"), (cutoff,)).rowcount
         return int(retrievals) + int(calls)
-
-    # -- scheduled jobs (monitor/schedule.py): one instance claims a due job, runs it, and keeps its report --------
-
-    def claim_job(self, job: str, holder: str, now: datetime, lease_until: datetime, last_run_before: datetime) -> bool:
-        """Claim `job` for `holder` until `lease_until` if nobody holds it and it last ran before `last_run_before`
-        (or never). One transaction: of several instances claiming at once, one gets it."""
-        with self._transaction() as db:
-            db.execute(
-                self._sql(
-                    "INSERT INTO job_leases(job, holder, expires_at) VALUES (?, '', ?) ON CONFLICT(job) DO NOTHING"
-                ),
-                (job, self._timestamp(now)),
-            )
-            claimed = db.execute(
-                self._sql(
-                    "UPDATE job_leases SET holder = ?, expires_at = ? WHERE job = ? AND expires_at <= ?"
-                    " AND (last_run IS NULL OR last_run < ?) RETURNING job"
-                ),
-                (holder, self._timestamp(lease_until), job, self._timestamp(now), self._timestamp(last_run_before)),
-            ).fetchone()
-        return claimed is not None
-
-    def extend_job(self, job: str, holder: str, lease_until: datetime) -> bool:
-        """Hold `job` until `lease_until` (a long run renewing its claim); False when `holder` no longer holds it."""
-        with self._transaction() as db:
-            extended = db.execute(
-                self._sql("UPDATE job_leases SET expires_at = ? WHERE job = ? AND holder = ? RETURNING job"),
-                (self._timestamp(lease_until), job, holder),
-            ).fetchone()
-        return extended is not None
-
-    def job_leased(self, job: str, now: datetime) -> bool:
-        """Whether an instance holds `job` now (its lease not run out)."""
-        rows = self._query(
-            self._sql("SELECT 1 FROM job_leases WHERE job = ? AND expires_at > ?"), (job, self._timestamp(now))
-        )
-        return bool(rows)
-
-    def report_job(self, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
-        """Keep a report of a run still going (a long run's start), the job still held."""
-        with self._transaction() as db:
-            self._insert_report(db, job, holder, at, body)
-
-    def finish_job(self, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
-        """Keep the report of a run and release the job, marking when it ran."""
-        with self._transaction() as db:
-            self._insert_report(db, job, holder, at, body)
-            db.execute(
-                self._sql("UPDATE job_leases SET last_run = ?, expires_at = ? WHERE job = ? AND holder = ?"),
-                (self._timestamp(at), self._timestamp(at), job, holder),
-            )
-
-    def _insert_report(self, db: Any, job: str, holder: str, at: datetime, body: dict[str, Any]) -> None:
-        """Keep a report, and only the latest REPORTS_KEPT of its job: a daily job's reports were kept for ever."""
-        db.execute(
-            self._sql("INSERT INTO job_reports(job, at, holder, body) VALUES (?, ?, ?, ?)"),
-            (job, self._timestamp(at), holder, json.dumps(body, ensure_ascii=False, default=str)),
-        )
-        db.execute(
-            self._sql(
-                "DELETE FROM job_reports WHERE job = ? AND id NOT IN"
-                " (SELECT id FROM job_reports WHERE job = ? ORDER BY at DESC, id DESC LIMIT ?)"
-            ),
-            (job, job, REPORTS_KEPT),
-        )
-
-    def job_reports(self, job: str, limit: int = 10) -> list[JobReport]:
-        """The latest reports of a job, newest first."""
-        rows = self._query(
-            self._sql("SELECT job, at, holder, body FROM job_reports WHERE job = ? ORDER BY at DESC, id DESC LIMIT ?"),
-            (job, limit),
-        )
-        return [
-            JobReport(str(name), self._parse_time(at), str(holder), json.loads(body)) for name, at, holder, body in rows
-        ]
 
 
 _REFUSED = "('refused', 'unknown_tool')"  # calls that did not run: of a tool the caller may not use, or of none

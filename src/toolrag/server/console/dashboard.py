@@ -12,7 +12,8 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from toolrag.monitor.report import HealthReport
-from toolrag.store.usage import JobReport, ToolUsage
+from toolrag.store.jobs import JobReport
+from toolrag.store.usage import ToolUsage
 
 # The request samples the page lists, by kind: (section id, title).
 SAMPLE_SECTIONS = (

@@ -93,5 +93,5 @@ def dashboard(
     usage = registry.store.usage
     candidates = {u.tool for u in [*report.dead, *report.low_relevance]}
     offered = {name: usage.requests_for_tool(name, since, audience=reading.audience) for name in candidates}
-    weekly = usage.job_reports("report", 12) if who.is_admin else []  # every tenant's figures
+    weekly = registry.store.jobs.job_reports("report", 12) if who.is_admin else []  # every tenant's figures
     return console.page(request, "dashboard.html", days=days, **dashboard_context(report, offered, weekly))
