@@ -4,17 +4,14 @@ report; a job keeps its latest REPORTS_KEPT reports. SQL written once for both d
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolrag.store.dialect import Dialect
+if TYPE_CHECKING:  # tables.py builds these tables
+    from toolrag.store.tables import Database
 
 REPORTS_KEPT = 100  # reports kept per scheduled job, the latest
-
-Rows = list[tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -28,19 +25,15 @@ class JobReport:
 
 
 class JobTables:
-    """Job SQL over one store's connection (as `UsageTables`: `query` reads, `transaction` writes together)."""
+    """Job SQL over one store's database (store/tables.py `Database`)."""
 
-    def __init__(
-        self,
-        query: Callable[[str, Sequence[object]], Rows],
-        transaction: Callable[[], AbstractContextManager[Any]],
-        dialect: Dialect,
-    ) -> None:
-        self._query = query
-        self._transaction = transaction
-        self._timestamp = dialect.timestamp
-        self._parse_time = dialect.parse_time
-        self._sql = dialect.sql
+    def __init__(self, database: Database) -> None:
+        self._query, self._transaction = database.query, database.transaction
+        self._timestamp, self._parse_time, self._sql = (
+            database.dialect.timestamp,
+            database.dialect.parse_time,
+            database.dialect.sql,
+        )
 
     def claim_job(self, job: str, holder: str, now: datetime, lease_until: datetime, last_run_before: datetime) -> bool:
         """Claim `job` for `holder` until `lease_until` if nobody holds it and it last ran before `last_run_before`

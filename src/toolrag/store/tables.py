@@ -429,7 +429,7 @@ def tables_over(
     )
     return (
         UsageTables(database.query, database.transaction, database.dialect),
-        JobTables(database.query, database.transaction, database.dialect),
+        JobTables(database),
         trail,
         pins,
         GroupTables(database),
