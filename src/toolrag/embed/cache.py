@@ -64,8 +64,7 @@ def trusted(path: Path) -> Path:
     otherwise, FileNotFoundError when a folder on the way is not there (a miss: what another user could put there
     between this check and a read is never read; `private_folder` creates them). Nothing is changed: a folder
     others can write is not read, whoever owns it. On systems without user ids every path is trusted."""
-    _steady_root()
-    *folders, last = _steps(path)
+    *folders, last = _steps(path, _steady_root())
     for folder in folders:
         _check(folder)
     with contextlib.suppress(FileNotFoundError):  # in a folder of this user's alone: only this user creates it
@@ -87,17 +86,16 @@ def trusted_entry(path: Path, beside: Sequence[str] = ()) -> Path:
 
 def private_folder(path: Path) -> Path:
     """`path` under the cache folder, created (with the folders above it) for this user alone, and `trusted`."""
-    _steady_root()
-    for step in _steps(path):
+    for step in _steps(path, _steady_root()):
         step.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check(step)
     _steady_root()  # again: folders made above the cache folder, which another user may have made first
     return path
 
 
-def _steps(path: Path) -> list[Path]:
-    """The cache folder, then each folder below it down to `path`."""
-    steps = [cache_root()]
+def _steps(path: Path, root: Path) -> list[Path]:
+    """The cache folder `root`, then each folder below it down to `path`."""
+    steps = [root]
     try:
         parts = path.relative_to(steps[0]).parts
     except ValueError:  # the way to the cache folder changed since `path` was made: nothing of it is read
@@ -133,10 +131,12 @@ def distrusted(path: Path) -> str | None:
     return None
 
 
-def _steady_root() -> None:
-    problem = _walk(_configured_root())[1]
+def _steady_root() -> Path:
+    """`cache_root()`, once the way to it is steady (one walk for both); UntrustedCacheError otherwise."""
+    root, problem = _walk(_configured_root())
     if problem:
         raise UntrustedCacheError(problem)
+    return root
 
 
 def _walk(path: Path) -> tuple[Path, str | None]:
