@@ -26,6 +26,7 @@ import pytest
 
 from toolrag import Principal, SearchConfig, ToolRegistry
 from toolrag.embed import cache
+from toolrag.embed import cache_folder as rules
 from toolrag.embed.vector_cache import cached_documents
 from toolrag.search.index import SearchIndex
 from toolrag.snapshot import files as snapshot_files
@@ -225,7 +226,7 @@ def test_a_cache_folder_reached_through_another_users_link_is_never_used(
     cache.cached_vectors("m1", 2, "bank", ["hello"], lambda: computed.append(1) or [[1.0, 0.0]])
     assert computed == [1] and sorted(p.name for p in project.iterdir()) == ["notes.txt", "src"]
     _, checks = doctor("--store", str(tmp_path / "none.db"))
-    assert checks[f"model cache {cache.cache_root()}"]["status"] == "warn"
+    assert checks[f"model cache {rules.cache_root()}"]["status"] == "warn"
 
 
 def test_a_cache_folder_in_a_folder_others_can_write_is_never_used(
@@ -262,11 +263,11 @@ def test_a_primary_group_other_users_share_is_not_the_users_own(cache_folder: Pa
     cache_folder.chmod(0o2775)
     os.chown(cache_folder, -1, shared_gid)
     with mock.patch.object(os, "getegid", return_value=shared_gid):
-        cache._own_group.cache_clear()
+        rules._own_group.cache_clear()
         try:
-            assert cache.distrusted(cache_folder) is not None
+            assert rules.distrusted(cache_folder) is not None
         finally:
-            cache._own_group.cache_clear()
+            rules._own_group.cache_clear()
 
 
 @as_root
@@ -303,11 +304,11 @@ def test_a_way_that_changes_while_it_is_read_is_a_miss_not_an_error(
         assert computed == [1]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TOOLRAG_CACHE_DIR", "relative-cache")
-    made_before = cache.cache_root() / "e5-0.3.0-abc"
+    made_before = rules.cache_root() / "e5-0.3.0-abc"
     (tmp_path / "other").mkdir()
     monkeypatch.chdir(tmp_path / "other")
     with pytest.raises(OSError, match="no longer in the cache folder"):
-        cache.trusted(made_before)
+        rules.trusted(made_before)
     assert cache.cached_folder("e5-0.3.0-abc", lambda folder: None) is not None  # made anew, where it is now
 
 

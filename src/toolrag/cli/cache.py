@@ -23,7 +23,7 @@ def _entries() -> list[CacheEntry]:
 
 
 def _folder() -> str:
-    from toolrag.embed.cache import cache_root
+    from toolrag.embed.cache_folder import cache_root
 
     try:
         return str(cache_root())

@@ -321,7 +321,8 @@ def cache_check() -> Check:
 
     from toolrag.cli.cache import size_text
     from toolrag.embed import current_cache_keys
-    from toolrag.embed.cache import cache_entries, cache_problem, cache_root
+    from toolrag.embed.cache import cache_entries, cache_problem
+    from toolrag.embed.cache_folder import cache_root
 
     try:
         root = cache_root()

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from toolrag.embed.base import Vectors
-from toolrag.embed.cache import DOCUMENT_VECTORS, cache_root, private_folder, trusted_entry
+from toolrag.embed.cache import DOCUMENT_VECTORS
+from toolrag.embed.cache_folder import cache_root, private_folder, trusted_entry
 
 log = logging.getLogger("toolrag.embed")
 MAX_ENTRIES = 100_000  # vectors per model: about 500 MB at the default model's 1,280 dimensions

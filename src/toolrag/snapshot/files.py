@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from toolrag.embed.base import Embedder
-from toolrag.embed.cache import cache_root, private_folder, trusted, trusted_entry
+from toolrag.embed.cache_folder import cache_root, private_folder, trusted, trusted_entry
 from toolrag.errors import ToolragError
 from toolrag.model import Tool
 from toolrag.search.examples import ExampleViews
@@ -82,7 +82,7 @@ def candidates(root: Path, registry: str, model_id: str, newest: int) -> list[tu
 
 
 def _trusted(folder: Path) -> bool:
-    """Whether only this user could have written the snapshot in `folder` (embed/cache.py `trusted_entry`)."""
+    """Whether only this user could have written the snapshot in `folder` (embed/cache_folder.py `trusted_entry`)."""
     try:
         trusted_entry(folder)
     except OSError as error:
