@@ -122,6 +122,18 @@ def _answers(registry: ToolRegistry) -> list[object]:
     return found
 
 
+def _assert_alike(got: list[object], expected: list[object]) -> None:
+    """The same tools in the same order, their scores within 0.001: a registry that followed its changes sums a
+    tool's evidence in another order than one built afresh, so the last digit may differ (0.3034 against 0.3033)."""
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected, strict=True):
+        if mine and isinstance(mine, list) and isinstance(mine[0], tuple) and isinstance(mine[0][1], float):
+            assert [name for name, _ in mine] == [name for name, _ in theirs], (mine, theirs)  # type: ignore[union-attr]
+            assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-3)  # type: ignore[union-attr]
+        else:
+            assert mine == theirs
+
+
 @pytest.fixture
 def small_segments() -> Iterator[None]:
     """Compaction after a few changes, and short lists of the small-talk bank's nearest tools, so the examples go
@@ -156,7 +168,7 @@ def test_a_snapshot_followed_change_by_change_answers_as_one_built_afresh(
         else:
             following.describe_groups({str(argument): f"{argument} work of every kind"})
         fresh = ToolRegistry(path, WordEmbedder(), config)
-        assert _answers(following) == _answers(fresh)
+        _assert_alike(_answers(following), _answers(fresh))
         assert following.snapshot().live_count == fresh.snapshot().live_count
         fresh.close()
     following.close()
