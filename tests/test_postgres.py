@@ -381,11 +381,12 @@ def test_a_search_never_waits_for_another_writer_s_lock(
     (a vector index build after a bulk import holds it for minutes) it searches without keeping them."""
     from toolrag.search import calibrate
 
-    url = in_schema(postgres_url, f"busy_{uuid.uuid4().hex[:8]}")
+    schema = f"busy_{uuid.uuid4().hex[:8]}"
+    url = in_schema(postgres_url, schema)
     ToolRegistry(url, embedder).register_many(SAMPLE_TOOLS)
     monkeypatch.setattr(calibrate, "_BANK", {})  # as in a new process: the bank is not in memory
-    with psycopg.connect(postgres_url, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (postgres._WRITE_LOCK,))
+    with psycopg.connect(postgres_url) as holder, holder.transaction():
+        holder.execute(sql.SQL("LOCK TABLE {}.meta IN SHARE ROW EXCLUSIVE MODE").format(sql.Identifier(schema)))
         found: list[str] = []
         searching = threading.Thread(
             target=lambda: found.extend(

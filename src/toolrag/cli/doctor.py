@@ -146,8 +146,10 @@ def _embedding_check(name: str, embed: Callable[[], Any]) -> Check:
 def store_check(location: str) -> Check:
     """Whether the registry at `location` exists, answers, and has the schema this toolrag writes. Read-only: a
     registry that does not exist is not created, an older schema is not migrated."""
-    from toolrag.store.inspect import inspect_postgres, inspect_sqlite
+    from toolrag.store.inspect import conninfo_pairs, conninfo_url, inspect_postgres, inspect_sqlite
 
+    pairs = conninfo_pairs(location)
+    location = conninfo_url(pairs) if pairs is not None else location  # libpq's key=value, as open_store reads it
     name = f"registry {_shown(location)}"
     try:
         if location.startswith(("postgresql://", "postgres://")):

@@ -3,7 +3,7 @@
 Users paste documents, logs and images into requests ("what does this image mean?" and 18,000 characters of base64).
 Refusing such a request leaves the agent with an error instead of tools; reading all of it costs time in proportion
 to its length and buries the words that matter. So search reads a view: data URIs and long base64 or hex runs are
-left out, text that is not text (a lone surrogate) becomes U+FFFD, and the rest is cut at a word boundary to
+left out, text that is not text (a lone surrogate, a NUL) becomes U+FFFD, and the rest is cut at a word boundary to
 `limit` characters, more than the embedding models read. The size cap against abuse is the edges' (the HTTP body,
 the MCP message: `limits.MAX_MESSAGE_CHARS`). Every pattern here starts only at the beginning of a run, so the
 work is linear in the request's length.
@@ -15,22 +15,18 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from toolrag.jsontext import only_text
+
 _DATA_URI = re.compile(r"(?<![\w-])data:[\w.+-]{1,80}/[\w.+-]{1,80}(?:;[\w=.+-]{1,80}){0,5},[\w+/=%.-]{1,}")
 _BASE64 = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{120,}={0,2}(?![\w+/=])")
 _HEX = re.compile(r"(?<![0-9A-Fa-fx])(?:0x)?[0-9A-Fa-f]{96,}(?![0-9A-Fa-f])")
 _SPACES = re.compile(r"\s+")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one: no encoder can write it, no model can read it
 
 
 @dataclass(frozen=True)
 class SearchedText:
     text: str  # what retrieval reads
     note: str | None  # what was left out, to say so in the answer; None when the request is read whole
-
-
-def only_text(text: str) -> str:
-    """`text` with each lone surrogate (half an emoji in JSON, which no encoder can write) as U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def searched_text(request: str, limit: int) -> SearchedText:

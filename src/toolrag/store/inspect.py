@@ -9,7 +9,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from toolrag.errors import StoreError
 
@@ -69,7 +69,7 @@ def inspect_postgres(url: str) -> FoundRegistry | None:
         with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
             return _read_postgres_registry(conn, schema)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot read the registry at {redacted_url(plain)}: {failure_reason(exc)}") from None
+        raise StoreError(f"cannot read the registry at {redacted_url(plain)}: {failure_reason(exc, plain)}") from None
 
 
 def _read_postgres_registry(conn: Any, schema: str) -> FoundRegistry | None:
@@ -89,21 +89,89 @@ def _read_postgres_registry(conn: Any, schema: str) -> FoundRegistry | None:
     return FoundRegistry("postgres", int(version or 0), int(tools), int(active), model[0] if model else None)
 
 
-def failure_reason(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def failure_reason(exc: BaseException, url: str | None = None) -> str:
+    """The first line of an error, without any secret of `url`: libpq repeats the part of a connection string it
+    could not read, and that part may be a password (a generated one with a `%` in it)."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for secret in sorted(_secrets(url), key=len, reverse=True) if url else ():
+        reason = reason.replace(secret, "<hidden>")
+    return reason
 
 
-# A value is quoted (libpq's key='a value', with \\' and \\\\ escapes) or runs to the next space or `&`.
-_SECRET_PARAMETERS = re.compile(
-    r"(?i)\b(password|sslpassword|sslkey|passfile|token)\s*=\s*('(?:[^'\\]|\\.)*'?|[^&\s]*)"
+# Parameters a message may show; every other one's value is hidden (a password, or a mistyped `passwrd=`).
+_SHOWN_PARAMETERS = frozenset(
+    {
+        *TOOLRAG_PARAMETERS,
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "sslmode",
+        "connect_timeout",
+        "application_name",
+        "target_session_attrs",
+        "load_balance_hosts",
+    }
 )
+# libpq's key=value form: a value is quoted (with \' and \\ escapes), runs to the next space, or is empty.
+_CONNINFO_PAIR = re.compile(r"\s*(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|[^'\s]\S*|(?=\s|$))")
+_CONNINFO_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "password", "service", "sslmode"})
 
 
 def redacted_url(url: str) -> str:
-    """The connection string without any password, for messages: the one in the user part of a URL, and any
-    `password=` (or similar) given as a URL parameter or as a key=value pair."""
-    parts = urlsplit(url) if "://" in url else None
-    if parts is not None and parts.password is not None:
-        host = parts.netloc.rsplit("@", 1)[1]
-        url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
-    return _SECRET_PARAMETERS.sub(lambda match: f"{match.group(1)}=<hidden>", url)
+    """The connection string without any password: the one in the user part of a URL, and the value of every
+    parameter (a URL's, or libpq's key=value) that is not one of `_SHOWN_PARAMETERS`."""
+    pairs = conninfo_pairs(url)
+    if pairs is not None:
+        return " ".join(f"{key}={_shown(key, value)}" for key, value in pairs)
+    parts = urlsplit(url)
+    account, _, host = parts.netloc.rpartition("@")
+    user = account.split(":", 1)[0] + "@" if account or "@" in parts.netloc else ""
+    query = "&".join(f"{key}={_shown(key, value)}" for key, value in _query_pairs(parts.query))
+    return urlunsplit(parts._replace(netloc=f"{user}{host}", query=query))
+
+
+def _shown(key: str, value: str) -> str:
+    return value if key in _SHOWN_PARAMETERS else "<hidden>"
+
+
+def _query_pairs(query: str) -> list[tuple[str, str]]:
+    """A URL's query as written (not decoded: a message shows what the user wrote)."""
+    return [(key, value) for key, _, value in (item.partition("=") for item in query.split("&") if item)]
+
+
+def _secrets(url: str) -> set[str]:
+    """Each secret `url` holds, as written and decoded: what a message must not repeat."""
+    pairs = conninfo_pairs(url)
+    if pairs is None:
+        parts = urlsplit(url)
+        pairs = _query_pairs(parts.query)
+        account = parts.netloc.rpartition("@")[0]
+        if ":" in account:
+            pairs.append(("password", account.split(":", 1)[1]))
+    hidden = {value.strip("'") for key, value in pairs if key not in _SHOWN_PARAMETERS and value.strip("'")}
+    return hidden | {unquote(value) for value in hidden}
+
+
+def conninfo_pairs(location: str) -> list[tuple[str, str]] | None:
+    """libpq's key=value connection string as its pairs (values as written); None when `location` is not one (a
+    URL, a file path)."""
+    if "://" in location or "=" not in location:
+        return None
+    pairs: list[tuple[str, str]] = []
+    at, end = 0, len(location.rstrip())
+    while at < end:
+        match = _CONNINFO_PAIR.match(location, at)
+        if match is None:
+            return None
+        pairs.append((match.group(1), match.group(2)))
+        at = match.end()
+    return pairs if any(key in _CONNINFO_KEYS for key, _ in pairs) else None
+
+
+def conninfo_url(pairs: list[tuple[str, str]]) -> str:
+    """A key=value connection string as the URL the rest of the store reads (libpq takes every parameter in a URL's
+    query, and toolrag's own, `schema` and `vector_index`, are read from there)."""
+    plain = [(key, re.sub(r"\\(.)", r"\1", value[1:-1]) if value.startswith("'") else value) for key, value in pairs]
+    return "postgresql://?" + urlencode(plain, safe="/")

@@ -6,14 +6,18 @@ from pathlib import Path
 
 from toolrag.errors import StoreLocationError
 from toolrag.store.base import Store
+from toolrag.store.inspect import conninfo_pairs, conninfo_url
 from toolrag.store.sqlite import SQLiteStore
 
 
 def open_store(location: str | Path, create: bool = True) -> Store:
-    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files,
-    `postgresql://...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a registry that
-    does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
+    """A store from a path or URL: `tools.db` and `sqlite:///tools.db` open SQLite files, `postgresql://...` and
+    libpq's `host=... dbname=...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a
+    registry that does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
     text = str(location)
+    pairs = conninfo_pairs(text)
+    if pairs is not None:  # libpq's `host=... dbname=...`, as an environment variable may hold it
+        text = conninfo_url(pairs)
     if text.startswith("sqlite:///"):
         return SQLiteStore(text.removeprefix("sqlite:///"), create)
     if text.startswith(("postgresql://", "postgres://")):

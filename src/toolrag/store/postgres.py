@@ -1,8 +1,14 @@
 """A registry in PostgreSQL with pgvector, shared by every process that points at it.
 
-Tables live in their own schema (`toolrag` by default). Writers serialize on a transaction-level advisory lock, so
-the generation counter orders every change and no update is lost; readers notice other processes' writes by the
-counter. Migrations run under a session-level advisory lock, so instances starting together do not race.
+Tables live in their own schema (`toolrag` by default). Writers serialize on a lock of the schema's `meta` table,
+so the generation counter orders every change and no update is lost; readers notice other processes' writes by the
+counter. Creating or migrating a schema runs under a session-level advisory lock of that schema, so instances
+starting together do not race; a schema already at the current version is opened without it.
+
+Any role that may connect to the database (PUBLIC may, by default) can send a notification on any channel and take
+any advisory lock, whatever it may read: so a notification is only a hint to read the generation again, a write
+waits on a lock only the registry's own roles can take, and the advisory lock is waited for at most
+MIGRATION_WAIT_SECONDS.
 
 A per-model HNSW index on the vectors is opt-in (`vector_index=hnsw` in the URL): no search reads it (the in-memory
 snapshot, and past `SearchConfig.ann_min_tools` search/ann.py's graph, answer every search), while growing it slows
@@ -62,9 +68,9 @@ try:
 except ImportError as exc:  # tests/test_cli.py runs a command with psycopg hidden
     raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
-_MIGRATION_LOCK = 0x746F6F6C_72616701  # "toolrag" + 1: held while the schema is created or migrated
-_WRITE_LOCK = 0x746F6F6C_72616702  # held by every write transaction
+_MIGRATION_LOCK = 0x746F6F6D  # with a digest of the schema: held while the schema is created or migrated
 _INDEX_BUILD_LOCK = 0x746F6F6C  # with a digest of the schema: held by the one connection building its vector index
+MIGRATION_WAIT_SECONDS = 60.0  # an opener gives up (StoreError) when another holds the schema's migration this long
 BULK_ROWS = 1000  # tools + vectors in one write from which COPY and one later index build beat row-by-row inserts
 _NEAREST_EF_SEARCH = 200
 
@@ -88,7 +94,7 @@ class PostgresConnection:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}"
+                f"cannot connect to PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc, self.url)}"
             ) from exc
         try:
             self._prepare(conn)
@@ -99,13 +105,28 @@ class PostgresConnection:
         return conn
 
     def _prepare(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        if self._is_current(conn):  # the usual opening: nothing to create, so no lock another role could hold
+            conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+            register_vector(conn)
+            return
+        lock = _schema_lock(_MIGRATION_LOCK, self.schema)
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{MIGRATION_WAIT_SECONDS * 1000:.0f}ms")))
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreError(
+                f"schema {self.schema!r} at {redacted_url(self.url)} is being created or migrated by another connection"
+                f" for over {MIGRATION_WAIT_SECONDS:.0f} s"
+            ) from exc
+        finally:
+            conn.execute("RESET lock_timeout")
         try:
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
                 raise StoreError(
-                    f"PostgreSQL at {redacted_url(self.url)} has no usable pgvector extension ({failure_reason(exc)}): "
+                    f"PostgreSQL at {redacted_url(self.url)} has no usable pgvector extension"
+                    f" ({failure_reason(exc, self.url)}): "
                     "install pgvector, or have an administrator run CREATE EXTENSION vector"
                 ) from exc
             if not self.create:
@@ -115,7 +136,19 @@ class PostgresConnection:
             register_vector(conn)
             self._migrate(conn)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+
+    def _is_current(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the schema holds a registry at the current version, with pgvector installed."""
+        versions = sql.SQL("SELECT max(version) FROM {}.schema_version").format(sql.Identifier(self.schema))
+        holds = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'schema_version'"
+        if conn.execute(holds, (self.schema,)).fetchone() is None:
+            return False
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+            return False
+        row = conn.execute(versions).fetchone()
+        current = int(row[0]) if row and row[0] is not None else 0
+        return not pending_migrations("postgres", current, f"schema {self.schema!r} has version")
 
     def separate(self) -> psycopg.Connection[Any]:
         """A connection of its own for index builds, which must not hold the store's connection for minutes."""
@@ -155,9 +188,10 @@ class PostgresConnection:
             except psycopg.OperationalError as exc:
                 conn.close()
                 self._conn = None
-                raise StoreError(f"PostgreSQL at {redacted_url(self.url)} failed: {failure_reason(exc)}") from exc
+                reason = failure_reason(exc, self.url)
+                raise StoreError(f"PostgreSQL at {redacted_url(self.url)} failed: {reason}") from exc
             except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc)}") from exc
+                raise StoreError(f"PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc, self.url)}") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -217,7 +251,8 @@ class PostgresStore(PreviousNames):
                     conn.execute(
                         sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{wait_seconds * 1000:.0f}ms"))
                     )
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                # A table lock, not an advisory one: only roles that may write the registry can take it.
+                conn.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
                 yield conn
             bumped = self._bumped
         if bumped is not None:  # committed: this process reads its own write at once, before the notification
@@ -434,9 +469,9 @@ def _index_is_valid(conn: psycopg.Connection[Any], schema: str, model: IndexMode
     return row is not None and bool(row[0])
 
 
-def _index_build_lock(schema: str) -> tuple[int, int]:
-    """The advisory lock (two keys) of a schema's index build: builds of other schemas' registries are not ours."""
-    return _INDEX_BUILD_LOCK, int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
+def _schema_lock(kind: int, schema: str) -> tuple[int, int]:
+    """An advisory lock (two keys) of one schema's registry: other schemas' registries do not wait on it."""
+    return kind, int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
 class IndexBuilder:
@@ -463,7 +498,7 @@ class IndexBuilder:
         self.connect = connect
         self.wanted = wanted
         self.schema = schema
-        self.lock = _index_build_lock(schema)
+        self.lock = _schema_lock(_INDEX_BUILD_LOCK, schema)
         self.quiet_seconds = quiet_seconds
         self._wanted: IndexModel | None = None
         self._last_write = 0.0
@@ -604,10 +639,13 @@ class GenerationListener:
                         self.value = int(row[0]) if row is not None else None
                     # psycopg (3.3 on) keeps what arrives between two notifies() loops for the next one.
                     while not self._stopped.is_set() and self._connect() is not None:
-                        for notice in conn.notifies(timeout=1.0):  # returns after a second: checks `stopped`
-                            if notice.payload.isdigit():
-                                self._advance(int(notice.payload))
-            except psycopg.Error as error:
+                        # A second at most, to check `stopped`. Any role may notify on any channel: the payload is
+                        # never read, only the generation the database holds.
+                        if list(conn.notifies(timeout=1.0, stop_after=1)):
+                            row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                            if row is not None:
+                                self._advance(int(row[0]))
+            except Exception as error:  # any: a listener that died would leave its last generation standing
                 (log.debug if self._failing else log.warning)(
                     "not listening for generation changes (%s): reading them from the database", error
                 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolrag.errors import ApprovalConflictError, ModelMismatchError, StoreError
+from toolrag.jsontext import only_text
 from toolrag.model import Tool, case_twin, utc_now
 from toolrag.store.asked import AskedBases
 from toolrag.store.base import (
@@ -136,12 +137,13 @@ class AuditTrail:
     def write(self, db: Any, entries: Sequence[AuditEntry]) -> None:
         """Append `entries` in the caller's transaction (`db`)."""
         dialect = self._db.dialect
-        for entry in entries:
+        for entry in entries:  # names and principals come from callers and tokens: a NUL fails PostgreSQL's write
+            texts = (entry.action, entry.tool, entry.server, entry.principal, entry.detail)
             db.execute(
                 dialect.sql(
                     "INSERT INTO audit_log(at, action, tool, server, principal, detail) VALUES (?, ?, ?, ?, ?, ?)"
                 ),
-                (dialect.timestamp(entry.at), entry.action, entry.tool, entry.server, entry.principal, entry.detail),
+                (dialect.timestamp(entry.at), *(None if text is None else only_text(text) for text in texts)),
             )
 
     def read_all(self, db: Any) -> list[AuditEntry]:

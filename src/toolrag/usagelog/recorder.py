@@ -17,12 +17,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import fields, replace
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from toolrag.events import Event, ToolCallEvent
+from toolrag.jsontext import only_text
 from toolrag.model import Principal, SearchResult, caller_key, utc_now
-from toolrag.search.request import only_text
 from toolrag.store.base import Store
 from toolrag.store.usage import CallRecord, RetrievalRecord, principal_label
 from toolrag.usagelog.config import MonitorConfig
@@ -92,7 +94,7 @@ class UsageRecorder:
 
     def _enqueue(self, record: RetrievalRecord | CallRecord) -> None:
         try:
-            self._queue.put_nowait(record)
+            self._queue.put_nowait(_storable(record))
         except queue.Full:
             self.dropped += 1  # not locked: callers on several threads may race, and a count lost only undercounts
             now = time.monotonic()
@@ -123,7 +125,7 @@ class UsageRecorder:
         reads 4,000), as text, redacted or not at all as configured."""
         if self.config.requests == "hash":
             return None
-        text = only_text(request[:MAX_KEPT_CHARS])  # a lone surrogate would fail its whole batch's write
+        text = only_text(request[:MAX_KEPT_CHARS])  # before redaction reads it; `_storable` makes it text again
         return redact(text) if self.config.requests == "redacted" else text
 
     def flush(self, timeout: float = 10.0) -> None:
@@ -187,3 +189,13 @@ class UsageRecorder:
             action()
         except Exception as exc:  # the log must never break searches or calls
             log.warning("usage log write failed: %s", exc)
+
+
+def _storable(record: RetrievalRecord | CallRecord) -> RetrievalRecord | CallRecord:
+    """`record` with every text made storable (`only_text`): a lone surrogate or a NUL in one record, from a request, a
+    session id, a model's tool name or a token's claims, would fail its whole batch's write, every caller's records
+    with it."""
+    texts: dict[str, Any] = {
+        f.name: only_text(value) for f in fields(record) if isinstance(value := getattr(record, f.name), str)
+    }
+    return replace(record, **texts)

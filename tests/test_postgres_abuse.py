@@ -1,0 +1,199 @@
+"""What another role of the same PostgreSQL can do to a registry it has no rights on (the eighth security review).
+
+PostgreSQL lets every role connect to a new database (PUBLIC holds CONNECT), and any role that connects may send a
+notification on any channel and take any advisory lock, whatever it may read. The registry's own channel and locks
+must therefore decide nothing by themselves: a notification is a hint to read the generation again, and writers
+serialize on a lock only the registry's own roles can take."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_store
+from toolrag.model import utc_now
+from toolrag.store import postgres
+from toolrag.store.base import AuditEntry
+from toolrag.store.inspect import failure_reason, redacted_url
+from toolrag.usagelog.config import MonitorConfig
+
+from .conftest import in_schema
+from .test_doctor import doctor, registry_check
+from .test_snapshot import WordEmbedder
+
+CONFIG = SearchConfig(inject_all_below_tokens=0, cache_entries=0, save_snapshots_from=None)
+STRANGER = Principal(user="mallory", tenant="evil")
+WIRE = {"name": "wire_money", "description": "wire money transfer to a bank account"}
+WEATHER = {"name": "get_weather", "description": "weather forecast for a city"}
+
+
+@pytest.fixture
+def url(postgres_url: str) -> str:
+    return in_schema(postgres_url, f"abuse_{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture
+def stranger_url(postgres_url: str) -> Iterator[str]:
+    """A role that may log in and nothing more: no right on any registry's schema."""
+    role = f"stranger_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    parts = urlsplit(postgres_url)
+    yield urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _eventually(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _found(registry: ToolRegistry, principal: Principal) -> list[str]:
+    return [found.name for found in registry.rank(WIRE["description"], principal, 5)]
+
+
+@pytest.mark.parametrize("payload", ["\u00b2", "99999999999", "-1", "1e9"])
+def test_a_strangers_notification_never_freezes_what_another_process_serves(
+    url: str, stranger_url: str, payload: str
+) -> None:
+    """The listener took the generation from the payload: `'²'` (a digit to `isdigit`, not to `int`) killed its
+    thread, and a large number moved the generation past the database's; either way a tool restricted later in
+    another process stayed ranked (and callable) for a tenant that lost it, until a restart."""
+    writer = ToolRegistry(url, WordEmbedder(), CONFIG)
+    server = ToolRegistry(url, WordEmbedder(), CONFIG)
+    writer.register(WIRE, WEATHER)
+    assert "wire_money" in _found(server, STRANGER)
+    listener = server.store._generations  # type: ignore[attr-defined]
+    assert _eventually(lambda: listener.value is not None)  # listening
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(stranger_url, autocommit=True) as stranger:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            stranger.execute(sql.SQL("SELECT count(*) FROM {}.tools").format(sql.Identifier(schema)))
+        channel = sql.Identifier(postgres._channel_of(schema))
+        stranger.execute(sql.SQL("NOTIFY {}, {}").format(channel, sql.Literal(payload)))
+    writer.register({**WEATHER, "description": "weather forecast for a town"})  # announced after the forgery
+    written = writer.store._read_generation()  # type: ignore[attr-defined]
+    assert _eventually(lambda: listener.value == written)
+    _found(server, STRANGER)
+    writer.register({**WIRE, "tenants": ["acme"]})
+    assert _eventually(lambda: "wire_money" not in _found(server, STRANGER))
+    assert "wire_money" not in [tool.name for tool in server.visible_tools(STRANGER)]
+    writer.close()
+    server.close()
+
+
+def test_a_strangers_advisory_locks_hold_no_write_and_no_opening(url: str, stranger_url: str) -> None:
+    """Writers and openers took advisory locks of fixed keys, database-wide: any role that may connect held them and
+    every write, every opening of a registry, and the reads queued behind a waiting write, waited for ever."""
+    registry = ToolRegistry(url, WordEmbedder(), CONFIG)
+    registry.register(WEATHER)
+    done: list[str] = []
+
+    def write_and_open() -> None:
+        registry.register(WIRE)
+        done.append("wrote")
+        ToolRegistry(url, WordEmbedder(), CONFIG).close()
+        done.append("opened")
+
+    with psycopg.connect(stranger_url, autocommit=True) as stranger:
+        for key in (0x746F6F6C_72616701, 0x746F6F6C_72616702):  # the fixed keys of the code before
+            stranger.execute("SELECT pg_advisory_lock(%s)", (key,))
+        worker = threading.Thread(target=write_and_open, daemon=True)
+        worker.start()
+        worker.join(60)
+        held = worker.is_alive()
+    worker.join(60)  # the stranger is gone: let a thread the old code held end before the registry closes
+    assert not held and done == ["wrote", "opened"]
+    registry.close()
+
+
+def test_a_nul_in_a_request_costs_no_one_their_usage_records(url: str) -> None:
+    """PostgreSQL text holds no NUL: one search of `"send invoice\\0"` failed the whole batch of the usage log, every
+    tenant's records with it, while SQLite kept them."""
+    registry = ToolRegistry(url, WordEmbedder(), CONFIG, monitor=MonitorConfig())
+    registry.register(WIRE, WEATHER)
+    acme = Principal(user="ana", tenant="acme")
+    registry.search("weather forecast for a city", acme)
+    registry.search("send invoice\x00", STRANGER)
+    registry.search("wire money transfer", Principal(user="bo", tenant="evil\x00"))
+    assert registry.usage is not None
+    registry.usage.flush()
+    kept = registry.store.usage.recent_requests(utc_now() - timedelta(hours=1))
+    assert len(kept) == 3
+    assert "send invoice\ufffd" in {row.request for row in kept}
+    registry.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "secret"),
+    [
+        ("postgresql://bob:S3cretPW%zz@/db?host={tmp}", "S3cretPW"),
+        ("postgresql://bob@/db?host={tmp}&passwrd=Gen9xKsecret", "Gen9xKsecret"),
+        ("postgresql://bob@/db?host={tmp}&password=Hunter%zz2", "Hunter"),
+    ],
+)
+def test_a_malformed_connection_string_is_named_without_its_password(
+    tmp_path: Path, location: str, secret: str
+) -> None:
+    """libpq echoes the token it could not read, and that token was a password (`%` in a generated one), or a
+    mistyped `passwrd=` kept its value in the URL shown."""
+    with pytest.raises(StoreError) as caught:
+        open_store(location.format(tmp=tmp_path))
+    assert secret not in str(caught.value)
+
+
+def test_a_reason_never_repeats_a_secret_of_its_url() -> None:
+    url = "postgresql://bob:p%40ss%zz@/db?host=/x&sslpassword=k3y"
+    error = ValueError('invalid percent-encoded token: "p%40ss%zz", sslpassword "k3y", p@ss%zz')
+    said = failure_reason(error, url)
+    assert "p%40ss" not in said and "k3y" not in said and "p@ss" not in said
+    assert "k3y" not in redacted_url(url) and "p%40ss" not in redacted_url(url)
+
+
+@pytest.mark.parametrize(
+    "location", ["host=/nonexistent user=bob password=S3cretPW dbname=tools", "dbname = tools host=/x"]
+)
+def test_a_key_value_connection_string_is_postgresql_not_a_file_named_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str
+) -> None:
+    """libpq's `key=value` form was opened as a SQLite file of that name, password included, and each process got
+    a registry of its own."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL") as caught:
+        open_store(location)
+    assert "S3cretPW" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_nul_in_an_audited_name_is_written_not_raised(url: str) -> None:
+    """An audit row names a caller's principal and the tool it asked for (a token's subject, a model's call): a NUL in
+    either failed the write on PostgreSQL, and with it the change the row was written beside."""
+    store = open_store(url)
+    store.trail.append([AuditEntry("refused", "denied by rule", tool="tickets.delete_\x00", principal="oauth:\x00sub")])
+    assert store._query("SELECT tool, principal FROM audit_log") == [  # type: ignore[attr-defined]
+        ("tickets.delete_\ufffd", "oauth:\ufffdsub")
+    ]
+    store.close()
+
+
+def test_doctor_reads_a_key_value_connection_string_as_postgresql_without_its_password(tmp_path: Path) -> None:
+    """Doctor looked for a SQLite file named after the whole string, and showed it, password and all."""
+    _, checks = doctor("--store", f"host={tmp_path} user=bob password=S3cretPW dbname=tools")
+    check = registry_check(checks)
+    assert check["status"] == "fail" and "cannot read the registry" in check["detail"]
+    assert "S3cretPW" not in json.dumps(checks)
