@@ -17,6 +17,7 @@ from toolrag.errors import ToolNotFoundError
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import pending_review
 from toolrag.model import Tool, utc_now
+from toolrag.monitor.reading import Reading
 from toolrag.registry import ToolRegistry
 from toolrag.search.groups import group_of
 from toolrag.server.console.common import Console, Who, chosen_principal
@@ -34,7 +35,8 @@ def overview(request: Request, console: Console, who: Who) -> HTMLResponse:
     registry = console.registry
     since = utc_now() - timedelta(days=30)
     tools = registry.tools(include_inactive=True) if who.is_admin else registry.visible_tools(who.principal)
-    totals = registry.store.usage.totals(since, who.audience())
+    reading = Reading.of(registry, who)  # a reader's calls of tools it may use, as the dashboard counts them
+    totals = registry.store.usage.totals(since, reading.audience, reading.usable)
     pending = [p for p in registry.store.pins() if p.quarantined] if who.is_admin else []
     return console.page(request, "overview.html", tools=tools, totals=totals, pending=pending)
 
@@ -113,7 +115,7 @@ def tool_page(
         request,
         "tool.html",
         tool=tool,
-        schema=json.dumps(tool.input_schema, indent=2, ensure_ascii=False),
+        schema=_json(tool.input_schema),
         history=history,
         pin=pin,
         candidates=candidates[:20],
@@ -131,8 +133,19 @@ def pending_page(request: Request, console: Console, who: Who, name: str) -> Res
     review = pending_review(console.registry, name) if who.is_admin else None
     if review is None:
         return console.error(request, 404, f"no quarantined tool named {name!r}")
-    schema = json.dumps(review.tool.input_schema, indent=2, ensure_ascii=False)
-    return console.page(request, "pending.html", review=review, schema=schema, diff=review.diff())
+    return console.page(
+        request,
+        "pending.html",
+        review=review,
+        diff=review.diff(),
+        schema=_json(review.tool.input_schema),
+        output_schema=_json(review.tool.output_schema),  # what a model reads of its results
+        annotations=_json(review.tool.annotations),  # `readOnlyHint` and the like: clients act on them unasked
+    )
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, indent=2, ensure_ascii=False)
 
 
 @router.get("/tools/{name}/diff")
