@@ -8,12 +8,14 @@ serialize on a lock only the registry's own roles can take."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -25,6 +27,7 @@ from toolrag.model import utc_now
 from toolrag.store import postgres
 from toolrag.store.base import AuditEntry
 from toolrag.store.inspect import failure_reason, redacted_url
+from toolrag.store.relations import ProposedRelation
 from toolrag.usagelog.config import MonitorConfig
 
 from .conftest import in_schema
@@ -145,6 +148,11 @@ def test_a_nul_in_a_request_costs_no_one_their_usage_records(url: str) -> None:
         ("postgresql://bob:S3cretPW%zz@/db?host={tmp}", "S3cretPW"),
         ("postgresql://bob@/db?host={tmp}&passwrd=Gen9xKsecret", "Gen9xKsecret"),
         ("postgresql://bob@/db?host={tmp}&password=Hunter%zz2", "Hunter"),
+        # The second round: `urlsplit` ends the user part at `/`, `?` or `#`, where libpq reads on to the `@`.
+        ("postgresql://bob:Ab3#kL9xQ@/db?host={tmp}", "kL9xQ"),
+        ("postgresql://bob:Ab3?kL9xQ@/db?host={tmp}", "kL9xQ"),
+        ("postgresql://bob:Ab3/kL9+zQ==@127.0.0.1:1/tools", "kL9+zQ"),
+        ("postgresql://bob:Ab3/kL9+zQ==@127.0.0.1:1/tools", "Ab3"),
     ],
 )
 def test_a_malformed_connection_string_is_named_without_its_password(
@@ -166,7 +174,15 @@ def test_a_reason_never_repeats_a_secret_of_its_url() -> None:
 
 
 @pytest.mark.parametrize(
-    "location", ["host=/nonexistent user=bob password=S3cretPW dbname=tools", "dbname = tools host=/x"]
+    "location",
+    [
+        "host=/nonexistent user=bob password=S3cretPW dbname=tools",
+        "dbname = tools host=/x",
+        # The second round: libpq's escapes, a space in an unquoted value and a newline in a quoted one.
+        "host=/nonexistent dbname=tools user=app password=Ab3\\ S3cretPW",
+        "host=/nonexistent dbname=tools password='Ab3\\\nS3cretPW'",
+        "host=/nonexistent dbname=tools password='S3cretPW",  # a quote never closed: unreadable, refused
+    ],
 )
 def test_a_key_value_connection_string_is_postgresql_not_a_file_named_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str
@@ -174,10 +190,36 @@ def test_a_key_value_connection_string_is_postgresql_not_a_file_named_after_it(
     """libpq's `key=value` form was opened as a SQLite file of that name, password included, and each process got
     a registry of its own."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(StoreError, match="cannot connect to PostgreSQL") as caught:
+    with pytest.raises(StoreError, match=r"PostgreSQL|connection string") as caught:
         open_store(location)
-    assert "S3cretPW" not in str(caught.value)
+    assert "S3cretPW" not in str(caught.value) and "S3cretPW" not in redacted_url(location)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_notification_the_server_cannot_queue_fails_no_write(
+    url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The second round: the notification queue is the server's, shared with every role. A stranger who holds it
+    full (a LISTEN in an open transaction, then large payloads) failed every write, whose notification was sent
+    inside its transaction. It is sent after the commit, at best, and listeners read the generation every second."""
+    writer = ToolRegistry(url, WordEmbedder(), CONFIG)
+    server = ToolRegistry(url, WordEmbedder(), CONFIG)
+    writer.register(WIRE, WEATHER)
+    assert "wire_money" in _found(server, STRANGER)
+    real = psycopg.Connection.execute
+
+    def queue_full(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        if "pg_notify" in str(query):
+            raise psycopg.errors.ProgramLimitExceeded("too many notifications in the NOTIFY queue")
+        return real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", queue_full)
+    with caplog.at_level(logging.WARNING, "toolrag.store"):
+        writer.register({**WIRE, "tenants": ["acme"]})
+    assert "within a second" in caplog.text
+    assert _eventually(lambda: "wire_money" not in _found(server, STRANGER))
+    writer.close()
+    server.close()
 
 
 def test_a_nul_in_an_audited_name_is_written_not_raised(url: str) -> None:
@@ -197,3 +239,25 @@ def test_doctor_reads_a_key_value_connection_string_as_postgresql_without_its_pa
     check = registry_check(checks)
     assert check["status"] == "fail" and "cannot read the registry" in check["detail"]
     assert "S3cretPW" not in json.dumps(checks)
+
+
+def test_a_url_with_no_host_part_keeps_its_slashes(postgres_url: str) -> None:
+    """The second round, by the way: taking `schema=` out of `postgresql:///agents?host=/run/postgresql` (a local
+    socket's usual URL) gave `postgresql:/agents?...`, which libpq does not read as a URL."""
+    parts = urlsplit(postgres_url)
+    user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0]
+    url = f"postgresql://{parts.path}?{parts.query}&user={user}&schema=no_host_{uuid.uuid4().hex[:8]}"
+    store = open_store(url)
+    assert store.tools() == []
+    store.close()
+
+
+def test_a_proposal_for_a_parameter_named_with_a_nul_is_written(url: str) -> None:
+    """The second round, unverified there: a schema may name a property with a NUL, and a model proposing a relation
+    for it failed the whole run's write on PostgreSQL."""
+    store = open_store(url)
+    proposal = ProposedRelation("files.send", "files.read", "pa\x00th", "reads the path\x00", "a-model")
+    store.relations.record_proposals([("files.send", "basis")], [proposal], [])
+    rows = store._query("SELECT parameter, reason FROM proposed_relations")  # type: ignore[attr-defined]
+    assert rows == [("pa\ufffdth", "reads the path\ufffd")]
+    store.close()

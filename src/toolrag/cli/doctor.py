@@ -148,7 +148,10 @@ def store_check(location: str) -> Check:
     registry that does not exist is not created, an older schema is not migrated."""
     from toolrag.store.inspect import conninfo_pairs, conninfo_url, inspect_postgres, inspect_sqlite
 
-    pairs = conninfo_pairs(location)
+    try:
+        pairs = conninfo_pairs(location)
+    except ToolragError as unreadable:  # never repeated: it may hold a password
+        return Check("registry", "fail", str(unreadable), "check --store (or $TOOLRAG_STORE)")
     location = conninfo_url(pairs) if pairs is not None else location  # libpq's key=value, as open_store reads it
     name = f"registry {_shown(location)}"
     try:

@@ -255,8 +255,20 @@ class PostgresStore(PreviousNames):
                 conn.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
                 yield conn
             bumped = self._bumped
+            if bumped is not None:
+                self._announce(conn)
         if bumped is not None:  # committed: this process reads its own write at once, before the notification
             self._generations.saw(bumped)
+
+    def _announce(self, conn: psycopg.Connection[Any]) -> None:
+        """Tell other processes the generation moved, after the commit and at best: the notification queue is the
+        server's, shared with every role (a stranger who fills it would fail every write sent inside one), and a
+        listener reads the generation every second anyway."""
+        try:
+            conn.execute("SELECT pg_notify(%s, '')", (self._generations.channel,))
+        except psycopg.Error as error:  # the write is committed: never reported as failed (a broken connection
+            # is closed, and the next call opens another)
+            log.warning("other processes learn of this write within a second, not at once: %s", error)
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -361,8 +373,7 @@ class PostgresStore(PreviousNames):
             (generation,),
         )
         db.execute("DELETE FROM generation_log WHERE generation <= %s", (generation - GENERATIONS_LOGGED,))
-        db.execute("SELECT pg_notify(%s, %s)", (self._generations.channel, str(generation)))  # sent on commit
-        self._bumped = generation
+        self._bumped = generation  # announced once committed (`_announce`)
         return generation
 
     # -- reads --------------------------------------------------------------------------------------------------
@@ -590,9 +601,9 @@ def _channel_of(schema: str) -> str:
 
 
 class GenerationListener:
-    """The registry's generation as PostgreSQL announces it: every commit that moves it sends a notification, which
-    a connection of its own listens for, so a search learns of other processes' writes without a round trip. While
-    that connection is down (`value` None), the store reads the generation from the database as before."""
+    """The registry's generation as its own connection reads it: on each notification a commit sends, and every
+    second, so a search learns of other processes' writes without a round trip. While that connection is down
+    (`value` None), the store reads the generation from the database as before."""
 
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]], channel: str) -> None:
         self.channel = channel
@@ -639,12 +650,13 @@ class GenerationListener:
                         self.value = int(row[0]) if row is not None else None
                     # psycopg (3.3 on) keeps what arrives between two notifies() loops for the next one.
                     while not self._stopped.is_set() and self._connect() is not None:
-                        # A second at most, to check `stopped`. Any role may notify on any channel: the payload is
-                        # never read, only the generation the database holds.
-                        if list(conn.notifies(timeout=1.0, stop_after=1)):
-                            row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-                            if row is not None:
-                                self._advance(int(row[0]))
+                        # A notification, or a second: either way the generation is read from the database. Any
+                        # role may notify on any channel (the payload is never read), and a notification may never
+                        # come (the server's queue full): a write reaches every process within a second.
+                        list(conn.notifies(timeout=1.0, stop_after=1))
+                        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                        if row is not None:
+                            self._advance(int(row[0]))
             except Exception as error:  # any: a listener that died would leave its last generation standing
                 (log.debug if self._failing else log.warning)(
                     "not listening for generation changes (%s): reading them from the database", error

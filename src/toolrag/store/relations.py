@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolrag.jsontext import only_text
 from toolrag.model import utc_now
 from toolrag.store.asked import AskedBases
 from toolrag.store.base import AuditEntry
@@ -144,7 +145,7 @@ class RelationTables:
                 verdict.other,
                 verdict.kind,
                 verdict.verdict,
-                verdict.parameter,
+                _storable(verdict.parameter),
                 verdict.decided_by,
                 dialect.timestamp(verdict.decided_at),
             ),
@@ -192,5 +193,18 @@ class RelationTables:
                     "INSERT INTO proposed_relations(tool, other, parameter, reason, model, proposed_at)"
                     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tool, other) DO NOTHING"
                 ),
-                (p.tool, p.other, p.parameter, p.reason, p.model, dialect.timestamp(p.proposed_at)),
+                (
+                    p.tool,
+                    p.other,
+                    _storable(p.parameter),
+                    only_text(p.reason),
+                    p.model,
+                    dialect.timestamp(p.proposed_at),
+                ),
             )
+
+
+def _storable(parameter: str | None) -> str | None:
+    """A parameter's name as a column holds it: a schema may name a property with a NUL, which PostgreSQL's text
+    refuses (a model proposing it failed its whole run's write)."""
+    return None if parameter is None else only_text(parameter)
