@@ -256,19 +256,9 @@ class PostgresStore(PreviousNames):
                 yield conn
             bumped = self._bumped
             if bumped is not None:
-                self._announce(conn)
+                _announce(conn, self._generations.channel)
         if bumped is not None:  # committed: this process reads its own write at once, before the notification
             self._generations.saw(bumped)
-
-    def _announce(self, conn: psycopg.Connection[Any]) -> None:
-        """Tell other processes the generation moved, after the commit and at best: the notification queue is the
-        server's, shared with every role (a stranger who fills it would fail every write sent inside one), and a
-        listener reads the generation every second anyway."""
-        try:
-            conn.execute("SELECT pg_notify(%s, '')", (self._generations.channel,))
-        except psycopg.Error as error:  # the write is committed: never reported as failed (a broken connection
-            # is closed, and the next call opens another)
-            log.warning("other processes learn of this write within a second, not at once: %s", error)
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -598,6 +588,17 @@ class IndexBuilder:
 def _channel_of(schema: str) -> str:
     """The notification channel of a schema's registry: a digest, so two long schema names never share one."""
     return f"toolrag_generation_{hashlib.sha256(schema.encode()).hexdigest()[:24]}"
+
+
+def _announce(conn: psycopg.Connection[Any], channel: str) -> None:
+    """Tell other processes the generation moved, after the commit and at best: the notification queue is the
+    server's, shared with every role (a stranger who fills it would fail every write sent inside one), and a
+    listener reads the generation every second anyway."""
+    try:
+        conn.execute("SELECT pg_notify(%s, '')", (channel,))
+    except psycopg.Error as error:  # the write is committed: never reported as failed (a broken connection
+        # is closed, and the next call opens another)
+        log.warning("other processes learn of this write within a second, not at once: %s", error)
 
 
 class GenerationListener:
