@@ -26,7 +26,7 @@ from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_stor
 from toolrag.model import utc_now
 from toolrag.store import postgres
 from toolrag.store.base import AuditEntry
-from toolrag.store.inspect import failure_reason, redacted_url
+from toolrag.store.conninfo import failure_reason, is_connection_string, redacted_url
 from toolrag.store.relations import ProposedRelation
 from toolrag.usagelog.config import MonitorConfig
 
@@ -261,3 +261,55 @@ def test_a_proposal_for_a_parameter_named_with_a_nul_is_written(url: str) -> Non
     rows = store._query("SELECT parameter, reason FROM proposed_relations")  # type: ignore[attr-defined]
     assert rows == [("pa\ufffdth", "reads the path\ufffd")]
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "secrets"),
+    [
+        # The third round: libpq's user part ends at the first `@` before any `/`, not the last `@` anywhere.
+        ("postgresql://db.invalid/app?user=app&password=Zq7@pLm2&connect_timeout=1", ["Zq7@pLm2", "pLm2"]),
+        ("postgresql://app:Zq7pLm2%zz@db.invalid/app?application_name=me@laptop", ["Zq7pLm2"]),
+        # a `[` Python's URL parser refuses, which libpq reads as a host
+        ("postgresql://app:Zq7pLm2x@[::1/app", ["Zq7pLm2x"]),
+        ("postgresql://app:Zq7pLm2x@[db-primary.invalid]/app?connect_timeout=1", ["Zq7pLm2x"]),
+        # a `/` in the password ends libpq's user part early: libpq reads its pieces as host and port
+        ("postgresql://app:Zq7p%zz/Lm2x@db.invalid/app", ["Zq7p", "Lm2x"]),
+        # Python's white space is Unicode, libpq's is ASCII: a no-break space is part of the password
+        ("host=db.invalid user=app password=Ab\u00a0application_name=TAILofPW connect_timeout=1", ["TAILofPW"]),
+    ],
+)
+def test_no_form_of_connection_string_shows_its_password(tmp_path: Path, location: str, secrets: list[str]) -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store(location)
+    said = f"{caught.value} {redacted_url(location)}"
+    _, checks = doctor("--store", location)
+    assert "\n" not in str(caught.value)
+    for secret in secrets:
+        assert secret not in said and secret not in json.dumps(checks), secret
+
+
+def test_toolrags_parameters_are_taken_out_and_every_other_byte_kept(postgres_url: str) -> None:
+    """The third round: a URL's query was decoded and encoded again (a space came back as `+`, which libpq does not
+    decode: `options=-c%20statement_timeout%3D5000` reached the server as `-c+statement_timeout=5000`), and an `@`
+    in a parameter's value lost `schema=`."""
+    schema = f"kept_{uuid.uuid4().hex[:8]}"
+    url = f"{postgres_url}&options=-c%20statement_timeout%3D5000&application_name=me@laptop&{in_schema('', schema)[1:]}"
+    store = open_store(url)
+    assert store._query("SHOW statement_timeout") == [("5s",)]  # type: ignore[attr-defined]
+    assert store._query("SELECT current_schema()") == [(schema,)]  # type: ignore[attr-defined]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "is_postgres"),
+    [
+        ("region=eu/user=alice/tools.db", False),  # libpq knows no `region`: a file
+        ("tools=v2,user=bob.db", False),
+        ("./user=x.db", False),
+        ("dbname=app", True),  # libpq reads one key too
+        ("service=prod", True),
+        ("password=abc\\ host=/x", True),
+    ],
+)
+def test_a_file_and_a_key_value_string_are_told_apart_as_libpq_tells_them(location: str, is_postgres: bool) -> None:
+    assert is_connection_string(location) is is_postgres

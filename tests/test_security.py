@@ -292,7 +292,7 @@ def test_the_searched_view_drops_blobs_and_replaces_what_is_not_text() -> None:
     ],
 )
 def test_issue25_finding17_no_part_of_a_postgres_password_is_shown(given: str) -> None:
-    from toolrag.store.postgres import redacted_url
+    from toolrag.store.conninfo import redacted_url
 
     shown = redacted_url(given)
     assert "Sek" not in shown and "ret9" not in shown and "<hidden>" in shown

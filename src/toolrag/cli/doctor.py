@@ -146,16 +146,12 @@ def _embedding_check(name: str, embed: Callable[[], Any]) -> Check:
 def store_check(location: str) -> Check:
     """Whether the registry at `location` exists, answers, and has the schema this toolrag writes. Read-only: a
     registry that does not exist is not created, an older schema is not migrated."""
-    from toolrag.store.inspect import conninfo_pairs, conninfo_url, inspect_postgres, inspect_sqlite
+    from toolrag.store.conninfo import is_connection_string
+    from toolrag.store.inspect import inspect_postgres, inspect_sqlite
 
-    try:
-        pairs = conninfo_pairs(location)
-    except ToolragError as unreadable:  # never repeated: it may hold a password
-        return Check("registry", "fail", str(unreadable), "check --store (or $TOOLRAG_STORE)")
-    location = conninfo_url(pairs) if pairs is not None else location  # libpq's key=value, as open_store reads it
     name = f"registry {_shown(location)}"
     try:
-        if location.startswith(("postgresql://", "postgres://")):
+        if is_connection_string(location):  # a URL, or libpq's key=value form, as open_store reads it
             found = inspect_postgres(location)
         elif "://" in location and not location.startswith("sqlite:///"):
             return Check(name, "fail", "unsupported store URL", "use a file path, sqlite:///PATH or postgresql://...")
@@ -195,11 +191,9 @@ def _registry_verdict(name: str, found: FoundRegistry) -> Check:
 
 
 def _shown(location: str) -> str:
-    if location.startswith(("postgresql://", "postgres://")):
-        from toolrag.store.inspect import redacted_url
+    from toolrag.store.conninfo import is_connection_string, redacted_url
 
-        return redacted_url(location)
-    return location
+    return redacted_url(location) if is_connection_string(location) else location
 
 
 # -- optional extras ----------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from toolrag.errors import StoreLocationError
 from toolrag.store.base import Store
-from toolrag.store.inspect import conninfo_pairs, conninfo_url
+from toolrag.store.conninfo import is_connection_string
 from toolrag.store.sqlite import SQLiteStore
 
 
@@ -15,15 +15,12 @@ def open_store(location: str | Path, create: bool = True) -> Store:
     libpq's `host=... dbname=...` a PostgreSQL database (the `toolrag[postgres]` extra). `create=False` refuses a
     registry that does not exist yet (StoreError naming the registries it can see) instead of creating an empty one."""
     text = str(location)
-    pairs = conninfo_pairs(text)
-    if pairs is not None:  # libpq's `host=... dbname=...`, as an environment variable may hold it
-        text = conninfo_url(pairs)
-    if text.startswith("sqlite:///"):
-        return SQLiteStore(text.removeprefix("sqlite:///"), create)
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_connection_string(text):
         from toolrag.store.postgres import PostgresStore
 
         return PostgresStore.from_url(text, create)
+    if text.startswith("sqlite:///"):
+        return SQLiteStore(text.removeprefix("sqlite:///"), create)
     if "://" in text:
         raise StoreLocationError(text)
     return SQLiteStore(text, create)

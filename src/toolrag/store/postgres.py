@@ -46,8 +46,8 @@ from toolrag.store.base import (
     pending_migrations,
     sql_statements,
 )
+from toolrag.store.conninfo import failure_reason, parsed, redacted_url, split_parameters
 from toolrag.store.dialect import POSTGRES
-from toolrag.store.inspect import failure_reason, redacted_url, split_parameters
 from toolrag.store.tables import (
     REPLACE_CURRENT,
     Database,
@@ -90,6 +90,7 @@ class PostgresConnection:
     def open(self) -> psycopg.Connection[Any]:
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        parsed(self.url)  # one libpq cannot read is refused before its errors repeat it
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:

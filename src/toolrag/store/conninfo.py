@@ -1,0 +1,182 @@
+"""A PostgreSQL connection string: a URL (`postgresql://...`) or libpq's key=value form (`host=db dbname=agents`).
+
+libpq reads it, so libpq's own parser (`psycopg.conninfo.conninfo_to_dict`) decides what it is and whether it can be
+read; toolrag only takes its own parameters out (`schema`, `vector_index`, which libpq does not know), leaving every
+other byte as written, and shows it without secrets. A string libpq cannot read is refused before any connection:
+libpq's errors repeat the part they could not read, which may be a password (a generated one with a `%` in it).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from toolrag.errors import StoreError
+
+TOOLRAG_PARAMETERS = ("schema", "vector_index")
+UNREADABLE = "<a connection string that cannot be read>"
+HIDDEN = "<hidden>"
+# Parameters a message may show; every other one's value is hidden (a password, or a mistyped `passwrd=`).
+_SHOWN = frozenset(
+    {
+        *TOOLRAG_PARAMETERS,
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "sslmode",
+        "connect_timeout",
+        "application_name",
+        "target_session_attrs",
+        "load_balance_hosts",
+    }
+)
+_URL_SCHEMES = ("postgresql://", "postgres://")
+# libpq's key=value form, as its parser reads it: ASCII white space between pairs; a value quoted (`\` escaping any
+# character) or running to the next white space (`\` escaping one, a space too, or ending the string).
+_SPACE = "[ \t\n\r\f\v]"
+_QUOTED = r"'(?:[^'\\]|\\.)*'"
+_BARE = r"(?:[^ \t\n\r\f\v'\\]|\\(?:.|$))(?:[^ \t\n\r\f\v\\]|\\(?:.|$))*"
+_PAIR = re.compile(rf"{_SPACE}*(\w+){_SPACE}*={_SPACE}*({_QUOTED}|{_BARE}|)", re.ASCII | re.DOTALL)
+_LIBPQ_KEYS = ("host", "hostaddr", "port", "dbname", "user", "password", "service", "sslmode", "passfile")
+_LOOKS_LIKE_KEY_VALUE = re.compile(rf"{_SPACE}*(?:{'|'.join(_LIBPQ_KEYS)}){_SPACE}*=", re.ASCII)
+
+
+def is_connection_string(location: str) -> bool:
+    """Whether `location` names a PostgreSQL database rather than a SQLite file: a postgresql:// URL, or a key=value
+    string libpq reads (`user=x.db` is one: write such a file as `./user=x.db`). Without psycopg, a string that
+    starts like one is taken for one (opening it then asks for the `postgres` extra, never makes a file of it)."""
+    if location.startswith(_URL_SCHEMES):
+        return True
+    if "://" in location or "=" not in location:
+        return False
+    try:
+        return bool(parsed(split_parameters(location)[0]))
+    except ImportError:
+        return bool(_LOOKS_LIKE_KEY_VALUE.match(location))
+    except StoreError:
+        return bool(_LOOKS_LIKE_KEY_VALUE.match(location))  # one libpq cannot read: refused, never a file
+
+
+def parsed(plain: str) -> dict[str, str]:
+    """What libpq reads of a connection string without toolrag's parameters; StoreError (never repeating it) when
+    libpq cannot read it. ImportError without psycopg."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return {key: str(value) for key, value in conninfo_to_dict(plain).items()}
+    except ProgrammingError as exc:  # its message repeats the string
+        reason = re.sub(r":?\s*\"[^\"]*\"", "", str(exc).splitlines()[0]).strip() or "not libpq's form"
+        raise StoreError(f"{UNREADABLE} ({reason}): nothing was opened") from None
+
+
+def split_parameters(location: str) -> tuple[str, dict[str, str]]:
+    """The connection string without toolrag's own parameters, every other byte as written, and their values (the
+    last one given of each)."""
+    if location.startswith(_URL_SCHEMES) or "://" in location:
+        prefix, account, rest = _url_parts(location)
+        base, mark, query = rest.partition("?")
+        items = [item for item in query.split("&") if item] if mark else []
+        found = {unquote(key): unquote(value) for key, _, value in (i.partition("=") for i in items)}
+        kept = [item for item in items if unquote(item.partition("=")[0]) not in TOOLRAG_PARAMETERS]
+        user = f"{account}@" if account is not None else ""
+        return f"{prefix}{user}{base}{'?' + '&'.join(kept) if kept else ''}", {
+            key: value for key, value in found.items() if key in TOOLRAG_PARAMETERS
+        }
+    pairs = _key_value_pairs(location)
+    if pairs is None or not any(match.group(1) in TOOLRAG_PARAMETERS for match in pairs):
+        return location, {}
+    kept_text = " ".join(m.group(0).strip(" \t\n\r\f\v") for m in pairs if m.group(1) not in TOOLRAG_PARAMETERS)
+    found = {m.group(1): _value(m.group(2)) for m in pairs if m.group(1) in TOOLRAG_PARAMETERS}
+    return kept_text, found
+
+
+def redacted_url(location: str) -> str:
+    """The connection string as a message may show it: its user but no password, and the values of known harmless
+    parameters only; a string libpq cannot read is not shown at all."""
+    plain, found = split_parameters(location)
+    try:
+        parsed(plain)
+    except ImportError:
+        pass  # no connection is made without psycopg: show it as written, secrets hidden
+    except StoreError:
+        return UNREADABLE
+    extra = [f"{key}={value}" for key, value in found.items()]
+    if "://" not in plain:
+        pairs = _key_value_pairs(plain) or []
+        shown = [f"{m.group(1)}={_shown(m.group(1), m.group(2))}" for m in pairs]
+        return " ".join(shown + extra)
+    prefix, account, rest = _url_parts(plain)
+    base, _, query = rest.partition("?")
+    user = account.split(":", 1)[0] + "@" if account is not None else ""
+    if "@" in base:  # a password holding a `/` ends libpq's user part early: what is before the `@` may hold it
+        base = f"{HIDDEN}@{base.rpartition('@')[2]}"
+    parameters = (item.partition("=") for item in query.split("&") if item)
+    items = [f"{key}={_shown(unquote(key), value)}" for key, _, value in parameters]
+    return f"{prefix}{user}{base}{'?' if items or extra else ''}{'&'.join(items + extra)}"
+
+
+def failure_reason(exc: BaseException, location: str | None = None) -> str:
+    """The first line of an error, without any secret of `location`."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for secret in sorted(_secrets(location), key=len, reverse=True) if location else ():
+        reason = reason.replace(secret, HIDDEN)
+    return reason
+
+
+def _secrets(location: str) -> set[str]:
+    """Each secret `location` holds, as written, decoded, and as libpq reads it: what a message must not repeat."""
+    plain, _ = split_parameters(location)
+    written: set[str] = set()
+    if "://" in plain:
+        _, account, rest = _url_parts(plain)
+        base, _, query = rest.partition("?")
+        if account is not None and ":" in account:
+            written.add(account.split(":", 1)[1])
+        if "@" in base:
+            written.update(piece for piece in re.split("[:/@]", base.rpartition("@")[0]) if piece)
+        items = (item.partition("=") for item in query.split("&") if item)
+        written.update(value for key, _, value in items if unquote(key) not in _SHOWN and value)
+    else:
+        pairs = _key_value_pairs(plain) or []
+        written.update(m.group(2) for m in pairs if m.group(1) not in _SHOWN and m.group(2))
+    try:
+        read = {value for key, value in parsed(plain).items() if key not in _SHOWN and value}
+    except (ImportError, StoreError):
+        read = set()
+    return written | {unquote(value) for value in written} | {_value(value) for value in written} | read
+
+
+def _url_parts(url: str) -> tuple[str, str | None, str]:
+    """A URL's `scheme://`, its user part (None when it has none) and the rest, as libpq splits them: the user
+    part runs to the first `@`, if no `/` comes before it (a password may hold `?`, `#` or `:`)."""
+    scheme, _, after = url.partition("://")
+    end = next((index for index, char in enumerate(after) if char in "@/"), len(after))
+    if end < len(after) and after[end] == "@":
+        return f"{scheme}://", after[:end], after[end + 1 :]
+    return f"{scheme}://", None, after
+
+
+def _key_value_pairs(text: str) -> list[re.Match[str]] | None:
+    """libpq's key=value form as its pairs, each match's text as written; None when it is not that form."""
+    pairs: list[re.Match[str]] = []
+    at, end = 0, len(text.rstrip(" \t\n\r\f\v"))
+    while at < end:
+        match = _PAIR.match(text, at)
+        if match is None:
+            return None
+        pairs.append(match)
+        at = match.end()
+    return pairs
+
+
+def _value(written: str) -> str:
+    """A key=value string's value as libpq reads it: unquoted, its escapes undone."""
+    inner = written[1:-1] if written.startswith("'") and written.endswith("'") and len(written) > 1 else written
+    return re.sub(r"\\(.)", r"\1", inner, flags=re.DOTALL)
+
+
+def _shown(key: str, value: str) -> str:
+    return value if key in _SHOWN else HIDDEN
