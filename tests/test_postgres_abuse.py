@@ -26,7 +26,7 @@ from toolrag import Principal, SearchConfig, StoreError, ToolRegistry, open_stor
 from toolrag.model import utc_now
 from toolrag.store import postgres
 from toolrag.store.base import AuditEntry
-from toolrag.store.conninfo import failure_reason, is_connection_string, redacted_url
+from toolrag.store.conninfo import failure_reason, is_connection_string, parsed, redacted_url, split_parameters
 from toolrag.store.relations import ProposedRelation
 from toolrag.usagelog.config import MonitorConfig
 
@@ -313,3 +313,55 @@ def test_toolrags_parameters_are_taken_out_and_every_other_byte_kept(postgres_ur
 )
 def test_a_file_and_a_key_value_string_are_told_apart_as_libpq_tells_them(location: str, is_postgres: bool) -> None:
     assert is_connection_string(location) is is_postgres
+
+
+@pytest.mark.parametrize(
+    ("location", "secret"),
+    [
+        # The fourth round: libpq tells a URL by its start alone, so a key=value value may hold `://`.
+        ("host=db.invalid user=app password=Zq7://pLm2 dbname=app connect_timeout=1", "pLm2"),
+        # schemes libpq does not read, which may still hold a password
+        ("POSTGRESQL://app:Hunter2pw@db.invalid/app", "Hunter2pw"),
+        ("postgresql+psycopg://app:Hunter2pw@db.invalid/app", "Hunter2pw"),
+        # a harmless parameter left empty takes the next pair for its value, as libpq reads it
+        ("host=db.invalid user= password=Hunter2pw dbname=app connect_timeout=1", "Hunter2pw"),
+        ("host=db.invalid schema= password=Hunter2pw dbname=app", "Hunter2pw"),
+        ("host=db.invalid vector_index= password=Hunter2pw dbname=app", "Hunter2pw"),
+        # a stray quote: libpq's message repeats the string from it on
+        ('postgresql://app:Hunt"er2pw%zz@db.invalid/app', "er2pw"),
+        ('host=db.invalid password=Hun ter"2pw', "2pw"),
+        # a password in `options`, which the server repeats when it refuses the setting
+        ("host=db.invalid options='-c statement_timeout=Hunter2pw' connect_timeout=1", "Hunter2pw"),
+        # a password with `/`, then `?` and a parameter toolrag knows, before the `@`
+        ("postgresql://app:pw/Hunter2?schema=x@db.invalid/app", "Hunter2"),
+        # text no encoder writes (a path or string from a non-UTF-8 environment)
+        ("host=db.invalid password=Hunter2pw\udce9", "Hunter2pw"),
+    ],
+)
+def test_no_spelling_of_a_location_shows_its_password(location: str, secret: str) -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store(location)
+    _, checks = doctor("--store", location)
+    said = f"{caught.value} {redacted_url(location)} {json.dumps(checks)}"
+    assert "\n" not in str(caught.value) and secret not in said
+
+
+def test_an_escaped_space_ending_a_value_is_kept_when_schema_is_taken_out() -> None:
+    """The fourth round: `password=abc\\  schema=x dbname=d` lost the escaped space, so libpq read the password as
+    `abc dbname=d` and no database."""
+    plain, found = split_parameters("host=h password=abc\\  schema=x dbname=d")
+    assert parsed(plain) == {"host": "h", "password": "abc ", "dbname": "d"} and found == {"schema": "x"}
+
+
+def test_uppercase_keys_are_refused_not_made_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="cannot be read"):
+        open_store("HOST=db dbname=app password=Hunter2pw")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_server_repeating_a_piece_of_a_hidden_value_is_not_repeated() -> None:
+    """The fourth round: a password put in `options` came back in the server's refusal of the setting."""
+    location = "host=db options='-c statement_timeout=Hunter2pw'"
+    refused = Exception('FATAL: invalid value for parameter "statement_timeout": "Hunter2pw"')
+    assert "Hunter2pw" not in failure_reason(refused, location)

@@ -144,7 +144,7 @@ def test_dump_and_restore_copy_everything_exactly(store_url: str, tmp_path: Path
 
 
 def test_a_store_url_of_unknown_kind_is_refused() -> None:
-    with pytest.raises(ValueError, match="unsupported store URL 'mysql://x'"):
+    with pytest.raises(ValueError, match=r"unsupported store URL mysql://\.\.\.:"):
         open_store("mysql://x")
 
 

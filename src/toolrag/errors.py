@@ -94,7 +94,8 @@ class StoreLocationError(StoreError, ValueError):
     """`open_store` was given a URL of no store it knows (`location`). A ValueError too, as it was before."""
 
     def __init__(self, location: str) -> None:
-        super().__init__(f"unsupported store URL {location!r}: use a file path, sqlite:///PATH or postgresql://...")
+        scheme = location.partition("://")[0]  # never the rest: a URL of another spelling may hold a password
+        super().__init__(f"unsupported store URL {scheme}://...: use a file path, sqlite:///PATH or postgresql://...")
         self.location = location
 
 

@@ -191,9 +191,9 @@ def _registry_verdict(name: str, found: FoundRegistry) -> Check:
 
 
 def _shown(location: str) -> str:
-    from toolrag.store.conninfo import is_connection_string, redacted_url
+    from toolrag.store.conninfo import shown_location
 
-    return redacted_url(location) if is_connection_string(location) else location
+    return shown_location(location)
 
 
 # -- optional extras ----------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ _SHOWN = frozenset(
     }
 )
 _URL_SCHEMES = ("postgresql://", "postgres://")
+_LOOKS_LIKE_OTHER_URL = re.compile(r"[\w+.-]*://")  # a scheme of no store (`POSTGRESQL://`, `https://`)
 # libpq's key=value form, as its parser reads it: ASCII white space between pairs; a value quoted (`\` escaping any
 # character) or running to the next white space (`\` escaping one, a space too, or ending the string).
 _SPACE = "[ \t\n\r\f\v]"
@@ -40,23 +41,37 @@ _QUOTED = r"'(?:[^'\\]|\\.)*'"
 _BARE = r"(?:[^ \t\n\r\f\v'\\]|\\(?:.|$))(?:[^ \t\n\r\f\v\\]|\\(?:.|$))*"
 _PAIR = re.compile(rf"{_SPACE}*(\w+){_SPACE}*={_SPACE}*({_QUOTED}|{_BARE}|)", re.ASCII | re.DOTALL)
 _LIBPQ_KEYS = ("host", "hostaddr", "port", "dbname", "user", "password", "service", "sslmode", "passfile")
-_LOOKS_LIKE_KEY_VALUE = re.compile(rf"{_SPACE}*(?:{'|'.join(_LIBPQ_KEYS)}){_SPACE}*=", re.ASCII)
+_LOOKS_LIKE_KEY_VALUE = re.compile(rf"{_SPACE}*(?:{'|'.join(_LIBPQ_KEYS)}){_SPACE}*=", re.ASCII | re.IGNORECASE)
 
 
 def is_connection_string(location: str) -> bool:
     """Whether `location` names a PostgreSQL database rather than a SQLite file: a postgresql:// URL, or a key=value
     string libpq reads (`user=x.db` is one: write such a file as `./user=x.db`). Without psycopg, a string that
     starts like one is taken for one (opening it then asks for the `postgres` extra, never makes a file of it)."""
-    if location.startswith(_URL_SCHEMES):
+    if _is_url(location):
         return True
-    if "://" in location or "=" not in location:
+    if "=" not in location or _LOOKS_LIKE_OTHER_URL.match(location):
         return False
     try:
         return bool(parsed(split_parameters(location)[0]))
-    except ImportError:
+    except (ImportError, StoreError):  # no psycopg, or one libpq cannot read: refused, never made a file
         return bool(_LOOKS_LIKE_KEY_VALUE.match(location))
-    except StoreError:
-        return bool(_LOOKS_LIKE_KEY_VALUE.match(location))  # one libpq cannot read: refused, never a file
+
+
+def shown_location(location: str) -> str:
+    """A store location as a message may show it: a connection string redacted, a URL of another kind by its scheme
+    alone (`POSTGRESQL://` and `postgresql+psycopg://` are no URLs libpq reads, and may hold a password), a path as
+    it is."""
+    if is_connection_string(location):
+        return redacted_url(location)
+    if "://" in location:
+        return location.partition("://")[0] + "://..."
+    return location
+
+
+def _is_url(location: str) -> bool:
+    """A URL as libpq tells one: by its start alone (a key=value value may hold `://`)."""
+    return location.startswith(_URL_SCHEMES)
 
 
 def parsed(plain: str) -> dict[str, str]:
@@ -67,52 +82,61 @@ def parsed(plain: str) -> dict[str, str]:
 
     try:
         return {key: str(value) for key, value in conninfo_to_dict(plain).items()}
-    except ProgrammingError as exc:  # its message repeats the string
-        reason = re.sub(r":?\s*\"[^\"]*\"", "", str(exc).splitlines()[0]).strip() or "not libpq's form"
-        raise StoreError(f"{UNREADABLE} ({reason}): nothing was opened") from None
+    except (ProgrammingError, UnicodeError) as exc:  # its message repeats the string from its first quote on
+        reason = str(exc).splitlines()[0].split('"', 1)[0].rstrip(" :") if isinstance(exc, ProgrammingError) else ""
+        raise StoreError(f"{UNREADABLE} ({reason or 'not text libpq reads'}): nothing was opened") from None
 
 
 def split_parameters(location: str) -> tuple[str, dict[str, str]]:
     """The connection string without toolrag's own parameters, every other byte as written, and their values (the
     last one given of each)."""
-    if location.startswith(_URL_SCHEMES) or "://" in location:
+    if _is_url(location):
         prefix, account, rest = _url_parts(location)
         base, mark, query = rest.partition("?")
         items = [item for item in query.split("&") if item] if mark else []
         found = {unquote(key): unquote(value) for key, _, value in (i.partition("=") for i in items)}
         kept = [item for item in items if unquote(item.partition("=")[0]) not in TOOLRAG_PARAMETERS]
         user = f"{account}@" if account is not None else ""
-        return f"{prefix}{user}{base}{'?' + '&'.join(kept) if kept else ''}", {
-            key: value for key, value in found.items() if key in TOOLRAG_PARAMETERS
-        }
+        ours = {key: value for key, value in found.items() if key in TOOLRAG_PARAMETERS}
+        return f"{prefix}{user}{base}{'?' + '&'.join(kept) if kept else ''}", _names(ours)
     pairs = _key_value_pairs(location)
     if pairs is None or not any(match.group(1) in TOOLRAG_PARAMETERS for match in pairs):
         return location, {}
-    kept_text = " ".join(m.group(0).strip(" \t\n\r\f\v") for m in pairs if m.group(1) not in TOOLRAG_PARAMETERS)
+    # A match never ends in white space it does not hold (an escaped space): only what precedes a pair is dropped.
+    kept_text = " ".join(m.group(0).lstrip(" \t\n\r\f\v") for m in pairs if m.group(1) not in TOOLRAG_PARAMETERS)
     found = {m.group(1): _value(m.group(2)) for m in pairs if m.group(1) in TOOLRAG_PARAMETERS}
-    return kept_text, found
+    return kept_text, _names(found)
+
+
+def _names(found: dict[str, str]) -> dict[str, str]:
+    """toolrag's parameters, each a name: one holding `=` took the next pair for its value (libpq reads `schema=
+    password=...` so when a template left it empty), and is refused without being repeated."""
+    for key, value in found.items():
+        if not re.fullmatch(r"[\w.$-]+", value):
+            raise StoreError(f"{key}= in the connection string holds no name (a value left empty?): nothing was opened")
+    return found
 
 
 def redacted_url(location: str) -> str:
     """The connection string as a message may show it: its user but no password, and the values of known harmless
     parameters only; a string libpq cannot read is not shown at all."""
-    plain, found = split_parameters(location)
     try:
+        plain, found = split_parameters(location)
         parsed(plain)
     except ImportError:
         pass  # no connection is made without psycopg: show it as written, secrets hidden
     except StoreError:
         return UNREADABLE
     extra = [f"{key}={value}" for key, value in found.items()]
-    if "://" not in plain:
+    if not _is_url(plain):
         pairs = _key_value_pairs(plain) or []
         shown = [f"{m.group(1)}={_shown(m.group(1), m.group(2))}" for m in pairs]
         return " ".join(shown + extra)
     prefix, account, rest = _url_parts(plain)
     base, _, query = rest.partition("?")
     user = account.split(":", 1)[0] + "@" if account is not None else ""
-    if "@" in base:  # a password holding a `/` ends libpq's user part early: what is before the `@` may hold it
-        base = f"{HIDDEN}@{base.rpartition('@')[2]}"
+    if account is None and _misread(base):  # a password holding a `/` ends libpq's user part early
+        base = HIDDEN + (f"@{base.rpartition('@')[2]}" if "@" in base else "")
     parameters = (item.partition("=") for item in query.split("&") if item)
     items = [f"{key}={_shown(unquote(key), value)}" for key, _, value in parameters]
     return f"{prefix}{user}{base}{'?' if items or extra else ''}{'&'.join(items + extra)}"
@@ -128,25 +152,51 @@ def failure_reason(exc: BaseException, location: str | None = None) -> str:
 
 def _secrets(location: str) -> set[str]:
     """Each secret `location` holds, as written, decoded, and as libpq reads it: what a message must not repeat."""
-    plain, _ = split_parameters(location)
+    try:
+        plain, _ = split_parameters(location)
+    except StoreError:
+        plain = location
     written: set[str] = set()
-    if "://" in plain:
+    if _is_url(plain):
         _, account, rest = _url_parts(plain)
-        base, _, query = rest.partition("?")
+        query = rest.partition("?")[2]
         if account is not None and ":" in account:
             written.add(account.split(":", 1)[1])
-        if "@" in base:
-            written.update(piece for piece in re.split("[:/@]", base.rpartition("@")[0]) if piece)
+        base = rest.partition("?")[0]
+        if account is None and _misread(base):
+            written.update(piece for piece in re.split("[:/@,]", base.rpartition("@")[0] or base) if piece)
         items = (item.partition("=") for item in query.split("&") if item)
-        written.update(value for key, _, value in items if unquote(key) not in _SHOWN and value)
+        written.update(value for key, _, value in items if _secret(unquote(key), value))
     else:
         pairs = _key_value_pairs(plain) or []
-        written.update(m.group(2) for m in pairs if m.group(1) not in _SHOWN and m.group(2))
+        written.update(m.group(2) for m in pairs if _secret(m.group(1), m.group(2)))
     try:
-        read = {value for key, value in parsed(plain).items() if key not in _SHOWN and value}
+        read = {value for key, value in parsed(plain).items() if _secret(key, value)}
     except (ImportError, StoreError):
         read = set()
-    return written | {unquote(value) for value in written} | {_value(value) for value in written} | read
+    whole = written | {unquote(value) for value in written} | {_value(value) for value in written} | read
+    # A server repeats a piece of a value it refuses (`options='-c statement_timeout=...'`): each piece is hidden too.
+    pieces = {piece for value in whole for piece in re.split(r"[\s=,]+", value) if len(piece) >= 4}
+    return whole | pieces
+
+
+def _misread(base: str) -> bool:
+    """Whether a URL's hosts and database may hold pieces of a password: libpq ends the user part at a `/` the
+    password holds, and reads its pieces as a host, a port and a database (`app:pw/rest@host/db`): an `@` there, or
+    a port that is no number."""
+    if "@" in base:
+        return True
+    for host in base.partition("/")[0].split(","):
+        port = host.partition("]")[2] if host.startswith("[") else host.partition(":")[1] + host.partition(":")[2]
+        if port.removeprefix(":") and not port.removeprefix(":").isdigit():
+            return True
+    return False
+
+
+def _secret(key: str, value: str) -> bool:
+    """Whether a value must not be shown: any but a known harmless parameter's, and one holding `=` (a harmless
+    parameter left empty takes the next pair for its value: `user= password=...`)."""
+    return bool(value) and (key not in _SHOWN or "=" in value)
 
 
 def _url_parts(url: str) -> tuple[str, str | None, str]:
@@ -179,4 +229,4 @@ def _value(written: str) -> str:
 
 
 def _shown(key: str, value: str) -> str:
-    return value if key in _SHOWN else HIDDEN
+    return HIDDEN if _secret(key, value) else value

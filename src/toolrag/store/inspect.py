@@ -56,7 +56,7 @@ def inspect_postgres(url: str) -> FoundRegistry | None:
     try:
         with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
             return _read_postgres_registry(conn, schema)
-    except psycopg.Error as exc:
+    except (psycopg.Error, UnicodeError) as exc:  # UnicodeError: a host name no IDNA encodes
         raise StoreError(f"cannot read the registry at {redacted_url(plain)}: {failure_reason(exc, plain)}") from None
 
 

@@ -93,7 +93,7 @@ class PostgresConnection:
         parsed(self.url)  # one libpq cannot read is refused before its errors repeat it
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:  # UnicodeError: a host name no IDNA encodes
             raise StoreError(
                 f"cannot connect to PostgreSQL at {redacted_url(self.url)}: {failure_reason(exc, self.url)}"
             ) from exc
