@@ -16,6 +16,7 @@ from toolrag.errors import StoreError
 TOOLRAG_PARAMETERS = ("schema", "vector_index")
 UNREADABLE = "<a connection string that cannot be read>"
 HIDDEN = "<hidden>"
+MAX_REASON_CHARS = 1000  # of an error's first line: each secret is looked for in it (a location may hold thousands)
 # Parameters a message may show; every other one's value is hidden (a password, or a mistyped `passwrd=`).
 _SHOWN = frozenset(
     {
@@ -81,10 +82,15 @@ def parsed(plain: str) -> dict[str, str]:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        return {key: str(value) for key, value in conninfo_to_dict(plain).items()}
+        read = {key: str(value) for key, value in conninfo_to_dict(plain).items()}
     except (ProgrammingError, UnicodeError) as exc:  # its message repeats the string from its first quote on
         reason = str(exc).splitlines()[0].split('"', 1)[0].rstrip(" :") if isinstance(exc, ProgrammingError) else ""
         raise StoreError(f"{UNREADABLE} ({reason or 'not text libpq reads'}): nothing was opened") from None
+    if _is_url(plain) and _misread(_url_parts(plain)[2].partition("?")[0]):
+        raise StoreError(
+            f"{UNREADABLE} (an `@`, `/` or `:` in its password? write them %40, %2F and %3A): nothing was opened"
+        )
+    return read
 
 
 def split_parameters(location: str) -> tuple[str, dict[str, str]]:
@@ -135,8 +141,8 @@ def redacted_url(location: str) -> str:
     prefix, account, rest = _url_parts(plain)
     base, _, query = rest.partition("?")
     user = account.split(":", 1)[0] + "@" if account is not None else ""
-    if account is None and _misread(base):  # a password holding a `/` ends libpq's user part early
-        base = HIDDEN + (f"@{base.rpartition('@')[2]}" if "@" in base else "")
+    if _misread(base):  # only without psycopg, which refuses it (`parsed`)
+        return f"{prefix}{HIDDEN}"
     parameters = (item.partition("=") for item in query.split("&") if item)
     items = [f"{key}={_shown(unquote(key), value)}" for key, _, value in parameters]
     return f"{prefix}{user}{base}{'?' if items or extra else ''}{'&'.join(items + extra)}"
@@ -144,7 +150,7 @@ def redacted_url(location: str) -> str:
 
 def failure_reason(exc: BaseException, location: str | None = None) -> str:
     """The first line of an error, without any secret of `location`."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = str(exc).strip().splitlines()[0][:MAX_REASON_CHARS] if str(exc).strip() else type(exc).__name__
     for secret in sorted(_secrets(location), key=len, reverse=True) if location else ():
         reason = reason.replace(secret, HIDDEN)
     return reason
@@ -163,7 +169,7 @@ def _secrets(location: str) -> set[str]:
         if account is not None and ":" in account:
             written.add(account.split(":", 1)[1])
         base = rest.partition("?")[0]
-        if account is None and _misread(base):
+        if _misread(base):
             written.update(piece for piece in re.split("[:/@,]", base.rpartition("@")[0] or base) if piece)
         items = (item.partition("=") for item in query.split("&") if item)
         written.update(value for key, _, value in items if _secret(unquote(key), value))
@@ -177,13 +183,15 @@ def _secrets(location: str) -> set[str]:
     whole = written | {unquote(value) for value in written} | {_value(value) for value in written} | read
     # A server repeats a piece of a value it refuses (`options='-c statement_timeout=...'`): each piece is hidden too.
     pieces = {piece for value in whole for piece in re.split(r"[\s=,]+", value) if len(piece) >= 4}
-    return whole | pieces
+    # Not an empty value (replacing it would put a mark between every letter), nor one of a letter or two, which
+    # would mark every such letter of a message and shows little.
+    return {secret for secret in whole | pieces if len(secret) >= 3}
 
 
 def _misread(base: str) -> bool:
-    """Whether a URL's hosts and database may hold pieces of a password: libpq ends the user part at a `/` the
-    password holds, and reads its pieces as a host, a port and a database (`app:pw/rest@host/db`): an `@` there, or
-    a port that is no number."""
+    """Whether a URL's hosts and database may hold pieces of a password: libpq ends the user part at the password's
+    first `@`, or at a `/` before it, and reads what follows as hosts, a port and a database (`app:p@ss@host/db`,
+    `app:pw/rest@host/db`): an `@` there, or a port that is no number."""
     if "@" in base:
         return True
     for host in base.partition("/")[0].split(","):
