@@ -414,3 +414,32 @@ def test_a_reason_is_read_as_far_as_its_bound() -> None:
     of 110,000 characters: 2.2 s)."""
     location = "host=h password=" + "=".join(f"p{i:04}" for i in range(16_000))
     assert len(failure_reason(Exception("x" * 110_000), location)) <= MAX_REASON_CHARS
+
+
+@pytest.mark.parametrize(
+    ("location", "secret"),
+    [
+        # The sixth round: a `/` then `?` in a password leaves no user part, and its tail reached the query.
+        ("postgresql://app:1234/x?application_name=Zq9@db.invalid/db&connect_timeout=1", "Zq9"),
+        ("postgresql://app:5432/Pw7?host=127.0.0.1&application_name=Zq9@db.example/app", "Zq9"),
+        # a port of digits no ASCII reader takes for one
+        ("postgresql://app:S3cretPW@db.invalid:\u00b2/db", "S3cretPW"),
+    ],
+)
+def test_a_password_libpq_would_read_into_the_query_is_refused_unshown(location: str, secret: str) -> None:
+    with pytest.raises(StoreError, match="%40") as caught:
+        open_store(location)
+    _, checks = doctor("--store", location)
+    assert secret not in f"{caught.value} {redacted_url(location)} {json.dumps(checks)}"
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["host=db.invalid connect_timeout=1\x00 sslmode=verify-full", "postgresql://h/d\x00b?sslmode=verify-full"],
+)
+def test_a_nul_in_a_connection_string_is_refused(location: str) -> None:
+    """The sixth round: libpq reads a C string, so it connected without what followed a NUL (`sslmode=verify-full`),
+    while messages showed it."""
+    with pytest.raises(StoreError, match="a NUL"):
+        open_store(location)
+    assert "verify-full" not in redacted_url(location)

@@ -81,12 +81,14 @@ def parsed(plain: str) -> dict[str, str]:
     from psycopg import ProgrammingError
     from psycopg.conninfo import conninfo_to_dict
 
+    if "\x00" in plain:  # libpq reads a C string: what follows a NUL would be shown, and not read
+        raise StoreError(f"{UNREADABLE} (a NUL in it): nothing was opened")
     try:
         read = {key: str(value) for key, value in conninfo_to_dict(plain).items()}
     except (ProgrammingError, UnicodeError) as exc:  # its message repeats the string from its first quote on
         reason = str(exc).splitlines()[0].split('"', 1)[0].rstrip(" :") if isinstance(exc, ProgrammingError) else ""
         raise StoreError(f"{UNREADABLE} ({reason or 'not text libpq reads'}): nothing was opened") from None
-    if _is_url(plain) and _misread(_url_parts(plain)[2].partition("?")[0]):
+    if _is_url(plain) and _misread(*_url_parts(plain)[1:]):
         raise StoreError(
             f"{UNREADABLE} (an `@`, `/` or `:` in its password? write them %40, %2F and %3A): nothing was opened"
         )
@@ -141,7 +143,7 @@ def redacted_url(location: str) -> str:
     prefix, account, rest = _url_parts(plain)
     base, _, query = rest.partition("?")
     user = account.split(":", 1)[0] + "@" if account is not None else ""
-    if _misread(base):  # only without psycopg, which refuses it (`parsed`)
+    if _misread(account, rest):  # only without psycopg, which refuses it (`parsed`)
         return f"{prefix}{HIDDEN}"
     parameters = (item.partition("=") for item in query.split("&") if item)
     items = [f"{key}={_shown(unquote(key), value)}" for key, _, value in parameters]
@@ -168,9 +170,10 @@ def _secrets(location: str) -> set[str]:
         query = rest.partition("?")[2]
         if account is not None and ":" in account:
             written.add(account.split(":", 1)[1])
-        base = rest.partition("?")[0]
-        if _misread(base):
-            written.update(piece for piece in re.split("[:/@,]", base.rpartition("@")[0] or base) if piece)
+        if _misread(account, rest):
+            base = rest.partition("?")[0]
+            misread = rest.rpartition("@")[0] if "@" in rest else base
+            written.update(piece for piece in re.split("[:/@,?&=]", misread) if piece)
         items = (item.partition("=") for item in query.split("&") if item)
         written.update(value for key, _, value in items if _secret(unquote(key), value))
     else:
@@ -188,15 +191,17 @@ def _secrets(location: str) -> set[str]:
     return {secret for secret in whole | pieces if len(secret) >= 3}
 
 
-def _misread(base: str) -> bool:
+def _misread(account: str | None, rest: str) -> bool:
     """Whether a URL's hosts and database may hold pieces of a password: libpq ends the user part at the password's
     first `@`, or at a `/` before it, and reads what follows as hosts, a port and a database (`app:p@ss@host/db`,
-    `app:pw/rest@host/db`): an `@` there, or a port that is no number."""
-    if "@" in base:
+    `app:pw/rest@host/db`): an `@` there, an `@` anywhere after a `/` that left no user part (`app:1/x?a=b@host`:
+    `?user=me@corp` is written `me%40corp`), or a port that is no number."""
+    base = rest.partition("?")[0]
+    if "@" in base or (account is None and "@" in rest):
         return True
     for host in base.partition("/")[0].split(","):
-        port = host.partition("]")[2] if host.startswith("[") else host.partition(":")[1] + host.partition(":")[2]
-        if port.removeprefix(":") and not port.removeprefix(":").isdigit():
+        port = (host.partition("]")[2] if host.startswith("[") else host.partition(":")[1] + host.partition(":")[2])[1:]
+        if port and not (port.isascii() and port.isdigit()):
             return True
     return False
 
