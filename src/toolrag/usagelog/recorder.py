@@ -94,7 +94,7 @@ class UsageRecorder:
 
     def _enqueue(self, record: RetrievalRecord | CallRecord) -> None:
         try:
-            self._queue.put_nowait(_storable(record))
+            self._queue.put_nowait(record)
         except queue.Full:
             self.dropped += 1  # not locked: callers on several threads may race, and a count lost only undercounts
             now = time.monotonic()
@@ -169,6 +169,7 @@ class UsageRecorder:
     def _write(self, batch: list[RetrievalRecord | CallRecord]) -> None:
         if not batch:
             return
+        batch = [_storable(record) for record in batch]  # here, on the writer's thread: off the search's path
         retrievals = [r for r in batch if isinstance(r, RetrievalRecord)]
         calls = [c for c in batch if isinstance(c, CallRecord)]
         self._safely(lambda: self.store.usage.record(retrievals, calls))
