@@ -218,7 +218,8 @@ class SetCompleter:
         inferred as in a registry of the tools the principal may use."""
         index, usable = request.index, request.usable
         book = self.relations(index)
-        infer_requirements = self.settings.config.infer_requirements
+        # Under review a new tool must not become a prerequisite by saying it returns an id: an admin confirms it.
+        infer_requirements = self.settings.config.infer_requirements and not book.reviewed
         proposals = self.settings.config.accept_proposed_relations and bool(book.proposed)
         if not infer_requirements and not book.confirms_requirements and not proposals:
             return lambda position: requirements(index, position)

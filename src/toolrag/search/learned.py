@@ -152,6 +152,8 @@ class RelationBook:
     confirmed: dict[tuple[str, RelationKind], tuple[RelationVerdict, ...]] = field(default_factory=dict)
     # A chat model's proposed requirements by tool, without rejected pairs: used only where the registry accepts them.
     proposed: dict[str, tuple[ProposedRelation, ...]] = field(default_factory=dict)
+    # The registry asks for review: only what an admin confirmed is used (not what usage, a model or schemas suggest).
+    reviewed: bool = False
 
     @classmethod
     def of(
@@ -159,6 +161,7 @@ class RelationBook:
         learned: Iterable[LearnedRelation],
         verdicts: Iterable[RelationVerdict],
         proposed: Iterable[ProposedRelation] = (),
+        reviewed: bool = False,
     ) -> RelationBook:
         by_tool: dict[tuple[str, str], list[LearnedRelation]] = {}
         for relation in learned:
@@ -177,6 +180,7 @@ class RelationBook:
             decided,
             {key: tuple(found) for key, found in confirmed.items()},
             {key: tuple(found) for key, found in proposals.items()},
+            reviewed,
         )
 
     @property
@@ -225,9 +229,9 @@ def usage_reason(relation: LearnedRelation) -> str:
 
 def stored_relations(store: Store) -> RelationBook:
     """The relations search reads: learned and proposed ones only while no review is asked for (under review, a
-    relation learned from usage or proposed by a model reaches search only once an admin confirms it, as a
-    `confirmed` verdict: issue 48)."""
+    relation learned from usage, proposed by a model or inferred from schemas reaches search only once an admin
+    confirms it, as a `confirmed` verdict: issue 48, and the ninth security review for inferred ones)."""
     reviewed = store.reviews.required()
     learned = () if reviewed else store.relations.learned()
     proposed = () if reviewed else store.relations.proposals()
-    return RelationBook.of(learned, store.relations.verdicts(), proposed)
+    return RelationBook.of(learned, store.relations.verdicts(), proposed, reviewed)

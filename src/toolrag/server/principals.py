@@ -51,10 +51,10 @@ def visible_tool(who: Caller, registry: ToolRegistry, name: str) -> Tool:
 def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[ToolRelation]:
     """A tool's relations as the caller may read them: only to tools it sees, and, unless it is an admin, only
     what its own tenant's (or, with no tenant, its own) sessions taught of the learned ones, no rejected learned
-    relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, inferred ones only
-    while search uses them (inferring costs the whole catalog's schemas: a reader must not set it off when nothing
-    else would), and learned and proposed ones only while search uses them (not under review, until an admin
-    confirms them), a proposal without its model's reason."""
+    relation (whichever tenant's sessions taught it), a verdict's "an admin" for who gave it, and inferred, learned
+    and proposed ones only while search uses them (not under review, until an admin confirms them; inferring costs
+    the whole catalog's schemas: a reader must not set it off when nothing else would), a proposal without its
+    model's reason."""
     mine = learner_key(who.principal.tenant, who.principal.caller)
     learning = not registry.reviews.required
     return registry.relations.of(
@@ -63,7 +63,7 @@ def relations_shown(who: Caller, registry: ToolRegistry, name: str) -> list[Tool
         lambda learner: who.is_admin or (learning and learner == mine),
         rejected_learned=who.is_admin,
         deciders=who.is_admin,
-        inferred=who.is_admin or registry.config.infer_requirements,
+        inferred=who.is_admin or (learning and registry.config.infer_requirements),
         proposed=who.is_admin or (learning and registry.config.accept_proposed_relations),
         reasons=who.is_admin,
     )
