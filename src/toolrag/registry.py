@@ -22,7 +22,7 @@ from toolrag.catalog.decisions import ReviewDesk
 from toolrag.catalog.edits import Edited, ToolWriter, as_tool
 from toolrag.catalog.relations import RelationDesk
 from toolrag.catalog.review import Origin, Proposal
-from toolrag.catalog.views import ExampleDesk, TenantDescriptions
+from toolrag.catalog.views import ExampleDesk, TenantDescriptions, describe_groups
 from toolrag.embed.base import Embedder, ProgressCallback
 from toolrag.inject import budget as token_budget
 from toolrag.inject.budget import Selection as Selection  # toolrag.registry.Selection, as before
@@ -30,7 +30,6 @@ from toolrag.model import Principal, SearchResult, Tool
 from toolrag.search import filter as visibility
 from toolrag.search.config import SearchConfig
 from toolrag.search.feedback import UsageMemory
-from toolrag.search.groups import checked_descriptions
 from toolrag.search.index import SearchIndex
 from toolrag.search.learned import stored_relations
 from toolrag.search.pipeline import Retriever
@@ -319,9 +318,9 @@ class ToolRegistry:
         self.retriever.use_memory(memory)
         return memory.size
 
-    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        """Say what groups of tools (MCP servers, categories) are for; None forgets one (search/groups.py)."""
-        self.store.describe_groups(checked_descriptions(descriptions))
+    def describe_groups(self, descriptions: Mapping[str, str | None], by: Who = None) -> None:
+        """Say what groups of tools (MCP servers, categories) are for; None forgets one (catalog/views.py)."""
+        describe_groups(self.store, descriptions, by)
 
     def group_descriptions(self) -> dict[str, str]:
         return self.store.group_descriptions()

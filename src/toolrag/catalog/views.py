@@ -1,21 +1,26 @@
 """The views of a tool beyond its source's text, as edits of it: example requests and past tasks
-(`ToolRegistry.examples`) and tenants' own descriptions (`ToolRegistry.descriptions`).
+(`ToolRegistry.examples`) and tenants' own descriptions (`ToolRegistry.descriptions`); and what a group of tools is
+for (`ToolRegistry.describe_groups`).
 
 An example request is one more view of its tool in retrieval (search/examples.py); a past task is one request given
 to every tool its task needed; a tenant's description is what that tenant's principals read of the tool and one
 more view their searches use. Each changes what a model reads or which tools a request reaches, so each is held for
-review like the source's text while the registry asks for it (catalog/review.py).
+review like the source's text while the registry asks for it (catalog/review.py). A group's description is not
+held: it is scanned as a tool's text is, and audited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from toolrag.catalog.edits import Edited, ToolWriter
 from toolrag.catalog.review import Origin, Proposal
+from toolrag.errors import ConfigError
 from toolrag.model import ExampleRequest, Tool
 from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
+from toolrag.search.groups import checked_descriptions
+from toolrag.store.base import Store
 
 Source = Literal["operator", "usage"]
 
@@ -141,3 +146,16 @@ class TenantDescriptions:
         """The principals of `tenant` get the source's description again."""
         proposal = Proposal(origin, edited_by)
         return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
+
+
+def describe_groups(store: Store, descriptions: Mapping[str, str | None], by: str | None) -> None:
+    """Write what groups of tools are for (None forgets one), audited with `by` (None: the user running this
+    process). A model reads a group's description as what its tools are for (deferred loading's namespaces), and
+    it moves the ranking: text aimed at the model is refused as it is found in a tool's (the MCP importer leaves
+    such a server's own description out), and nothing is written."""
+    from toolrag.catalog.poisoning import scan  # the scanner's model loads only when a group is described
+
+    for name, text in checked_descriptions(descriptions).items():
+        if findings := scan(text) if text else []:
+            raise ConfigError(f"group {name!r}: its description is written to the model ({'; '.join(findings)})")
+    store.describe_groups(descriptions, by or Proposal("python", None).proposer())

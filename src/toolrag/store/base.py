@@ -210,8 +210,8 @@ class PreviousNames(Protocol):
     def group_descriptions(self) -> dict[str, str]:
         return self.groups.descriptions()
 
-    def describe_groups(self, descriptions: Mapping[str, str | None]) -> None:
-        self.groups.describe(descriptions)
+    def describe_groups(self, descriptions: Mapping[str, str | None], by: str | None = None) -> None:
+        self.groups.describe(descriptions, by)
 
     def pins(self, server: str | None = None) -> list[Pin]:
         return self.pinning.read(server)

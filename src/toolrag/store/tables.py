@@ -264,14 +264,16 @@ class PinTables:
 class GroupTables:
     """What each described group of tools (an MCP server, a category) is for."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, trail: AuditTrail) -> None:
         self._db = database
+        self._trail = trail
 
     def descriptions(self) -> dict[str, str]:
         return {str(name): str(text) for name, text in self._db.query("SELECT name, description FROM tool_groups", ())}
 
-    def describe(self, descriptions: Mapping[str, str | None]) -> None:
-        """Set (or, with None, remove) group descriptions; moves the generation when anything changed."""
+    def describe(self, descriptions: Mapping[str, str | None], by: str | None = None) -> None:
+        """Set (or, with None, remove) group descriptions; moves the generation when anything changed, and audits
+        each change with `by` (a model reads a group's description as what its tools are for)."""
         dialect = self._db.dialect
         with self._db.transaction() as db:
             current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
@@ -289,6 +291,11 @@ class GroupTables:
                 )
             for name in forgotten:
                 db.execute(dialect.sql("DELETE FROM tool_groups WHERE name = ?"), (name,))
+            audit = [
+                AuditEntry("group described", f"{name}: {text[:300]}", None, None, by) for name, text in written.items()
+            ]
+            audit += [AuditEntry("group description removed", name, None, None, by) for name in forgotten]
+            self._trail.write(db, audit)
             self._db.bump_generation(db)
 
 
@@ -434,7 +441,7 @@ def tables_over(
         JobTables(database),
         trail,
         pins,
-        GroupTables(database),
+        GroupTables(database, trail),
         VersionTables(database),
         BackupTables(database, vectors, OperatorRecords(pins, switches, relations, reviews, trail)),
         relations,
