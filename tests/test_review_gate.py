@@ -163,7 +163,7 @@ def test_a_new_tool_a_live_tool_requires_waits_inactive(reviewed: ToolRegistry) 
     after = served(reviewed)
     assert after[0] == before[0]
     change = reviewed.reviews.change("geo.localize")
-    assert change.new_tool and f'+  "description": "{EVIL_TEXT}",' in change.diff()
+    assert change.activation and f'+  "description": "{EVIL_TEXT}",' in change.diff()
     reviewed.reviews.approve("geo.localize", approver="boss")
     assert reviewed.get("geo.localize").active
     names = [r.name for r in reviewed.search("will it rain in Kyiv tomorrow?")]

@@ -449,9 +449,9 @@ def test_a_hostile_backup_restores_nothing(reviewed: ToolRegistry, store_url: st
     assert runner.invoke(app, ["export", str(backup), "--store", store_url]).exit_code == 0
     good = json.loads(backup.read_text())
     learned = {"learner": "tenant:acme", "tool": "a", "related": "b", "strength": "abc", "support": 5, "sessions": 9}
-    widened = {"tenants": [], "scopes": []}
+    forged = {"overrides": ["description"], "source": "mcp:evil"}
     tampered = {
-        "holds other fields than text: scopes, tenants": lambda d: d["text_reviews"][0]["pending"].update(widened),
+        "holds other fields than text: overrides, source": lambda d: d["text_reviews"][0]["pending"].update(forged),
         "does not match its hash": lambda d: d["text_reviews"][0]["pending"].update(description="Other text."),
         "strength": lambda d: d.update(learned=[learned | {"learned_at": "2026-11-30T09:15:00+00:00"}]),
         "text_review must be true or false": lambda d: d.update(text_review="false"),

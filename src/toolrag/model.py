@@ -42,11 +42,15 @@ SOURCE_FIELDS = frozenset({"description", "input_schema", "output_schema", "anno
 # What a model reads of a tool, or is given or told to call because of it, which the registry's text review holds
 # (catalog/review.py): its source's text; what operators write that is shown with it (the not-for line of every
 # capability card, each tenant's description); the tools it brings along and tells the model to call first
-# (`requires`); and what retrieval matches it by (aliases, example requests and past tasks, the category its group
-# and routes read), which decides which tools reach the model as much as a description does.
+# (`requires`); what retrieval matches it by (aliases, example requests and past tasks, the category its group
+# and routes read), which decides which tools reach the model as much as a description does; and `return_direct`
+# (its raw output becomes the user's answer, which the model never reads).
 REVIEWED_FIELDS = frozenset(
-    {*SOURCE_FIELDS, "not_for", "tenant_descriptions", "requires", "aliases", "examples", "category"}
+    {*SOURCE_FIELDS, "not_for", "tenant_descriptions", "requires", "aliases", "examples", "category", "return_direct"}
 )
+# Whom a tool reaches (catalog/review.py): a write that narrows them goes live at once, one that widens them (a
+# tenant added, a scope dropped) waits for review like a text change; so does reactivating a tool.
+ACCESS_FIELDS = ("scopes", "tenants")
 # What a new tool brings beyond its own text, which waits for review like an existing tool's (issue 48): views that
 # let it win requests another tool's text answers.
 NEW_TOOL_VIEWS = frozenset({"aliases", "examples"})
@@ -54,7 +58,8 @@ NEW_TOOL_VIEWS = frozenset({"aliases", "examples"})
 # and the source's own values to return to. Written by anyone else, a "return to the source's value" would put any
 # text live unreviewed.
 SYNC_FIELDS = frozenset({"overrides", "source_values"})
-# Among a held change's proposed values (catalog/review.py): a new tool, written inactive, becomes active when approved.
+# Among a held change's proposed values (catalog/review.py): a tool written inactive (new, or reactivated) becomes
+# active when approved.
 ACTIVATION = "active"
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from toolrag.catalog.review import Gate, Proposal, TextChange, required_by, text_of
+from toolrag.catalog.review import Gate, Proposal, TextChange, required_by, text_of, widening
 from toolrag.embed.base import ProgressCallback, embed_in_batches
 from toolrag.errors import (
     EditConflictError,
@@ -177,6 +177,7 @@ class ToolWriter:
             gate = self._gate(proposal)
             if gate is None:
                 return self.register(tools, progress, audit, expected, embedded)
+            gate.writing(tools)
             admitted = [gate.admit(current.get(t.name), t) for t in tools]
             versions = {t.name: _version(current.get(t.name)) for t in tools} | dict(expected or {})
             return self.register(admitted, progress, [*audit, *gate.audit], versions, embedded, gate)
@@ -307,6 +308,7 @@ class ToolWriter:
             if proposal is None:
                 _check_synced(written, current, self._gate(Proposal("python", None)))
             if gate is not None:
+                gate.writing(written)
                 written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
             audit = [] if gate is None else gate.audit
@@ -480,7 +482,8 @@ class ToolWriter:
         the caller saw) when given, else on the version read here: EditConflictError, nothing written, when the
         tool is at another version (someone changed it after the caller chose what to roll back to). While the
         registry asks for review (`proposal`: who writes), a version that was never active (a new tool's, held)
-        or whose text was rejected is held like any change, the tool left as it is."""
+        or whose text was rejected, or one that brings back a requirement (the tool it names may have come since,
+        unreviewed) or widens whom the tool reaches, is held like any change, the tool left as it is."""
         versions = self.history(name)
         earlier = next((t for t in versions if t.version == version), None)
         if earlier is None:
@@ -493,7 +496,8 @@ class ToolWriter:
         expected = current.version if expected_version is None else expected_version
         detail = f"rolled back to version {version}"
         gate = self._gate(proposal)
-        if gate is not None and (not earlier.active or gate.rejects(current, _edited(current, changes, None)[0])):
+        returned, _ = _edited(current, changes, None)
+        if gate is not None and (not earlier.active or _reaches_further(current, returned, gate)):
             return self._held_or_written(current, changes, edited_by, expected, {}, detail, gate)
         return self._write_edit(current, changes, edited_by, expected, {}, detail)
 
@@ -542,6 +546,18 @@ def check_sync_fields(given: Tool, current: Tool | None) -> None:
         theirs = getattr(current, key) if current is not None else field.get_default(call_default_factory=True)
         if getattr(given, key) != theirs:
             raise InvalidToolError(f"tool {given.name!r}: {key} is {_SYNC_ONLY}")
+
+
+def _reaches_further(current: Tool, returned: Tool, gate: Gate) -> bool:
+    """Whether a rollback to `returned` (a version that was live) must still pass review: its text was rejected,
+    it requires a tool `current` does not, it widens whom the tool reaches, or it reactivates the tool."""
+    required = {requirement.tool.lower() for requirement in current.requires}
+    return (
+        gate.rejects(current, returned)
+        or any(requirement.tool.lower() not in required for requirement in returned.requires)
+        or any(widening(current, returned))
+        or (returned.active and not current.active)
+    )
 
 
 def _was_live(returned: Tool, fields: Sequence[str], history: Sequence[Tool]) -> bool:
@@ -656,12 +672,15 @@ def _edited(current: Tool, changes: Mapping[str, Any], proposal: Gate | None) ->
 
 def given_over(given: Tool, current: Tool | None) -> Tool:
     """`given`'s fields set by its writer over `current` (checked again as a whole: an example must still serve one
-    of the tool's tenants)."""
+    of the tool's tenants). A synced tool it deactivates stays so whatever later syncs list, as with `set_active`."""
     check_sync_fields(given, current)
     if current is None:
         return given
     kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)
-    return Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
+    merged = Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
+    if current.source.startswith(SYNCED_SOURCE_PREFIX) and current.active and not merged.active:
+        merged.overrides = operator_overrides(merged, ["active"])
+    return merged
 
 
 def _reviewed(decision: Decision | Gate) -> dict[str, str | None] | None:

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import difflib
 import getpass
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolrag.model import ACTIVATION, NEW_TOOL_VIEWS, REVIEWED_FIELDS, Tool, reviewed_text_hash
+from pydantic import ValidationError
+
+from toolrag.model import ACCESS_FIELDS, ACTIVATION, NEW_TOOL_VIEWS, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
@@ -68,6 +71,23 @@ def required_by(tools: Sequence[Tool]) -> dict[str, list[str]]:
     return needed
 
 
+def widening(current: Tool, proposed: Tool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What `proposed` widens of whom `current` reaches (`ACCESS_FIELDS`): the proposed values that wait for review,
+    and the values written meanwhile. A dropped scope widens (every scope is needed): meanwhile every scope either
+    asks for. A tenant added, or no tenant left (every tenant's), widens: meanwhile the tenants both name, or the
+    live ones when they share none (a tool moved to other tenants reaches no new one before approval)."""
+    held: dict[str, Any] = {}
+    meanwhile: dict[str, Any] = {}
+    if any(scope not in proposed.scopes for scope in current.scopes):
+        held["scopes"] = list(proposed.scopes)
+        meanwhile["scopes"] = [*current.scopes, *(scope for scope in proposed.scopes if scope not in current.scopes)]
+    if current.tenants and (not proposed.tenants or any(t not in current.tenants for t in proposed.tenants)):
+        held["tenants"] = list(proposed.tenants)
+        both = [tenant for tenant in current.tenants if tenant in proposed.tenants]
+        meanwhile["tenants"] = both or list(current.tenants)
+    return held, meanwhile
+
+
 @dataclass
 class Gate:
     """What one write holds back: the rows and audit entries it writes with the tools (`Store.upsert`).
@@ -83,39 +103,56 @@ class Gate:
     held: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     _requirers: Mapping[str, Sequence[str]] | None = field(default=None, init=False, repr=False)
+    _writing: tuple[Tool, ...] = field(default=(), init=False, repr=False)
 
     def admit(self, current: Tool | None, proposed: Tool) -> Tool:
-        """The tool to write now: `proposed` itself when none of its reviewed fields changed; else `proposed` with
-        the live values of the fields that changed (their proposed values held, or left out as rejected). A tool
-        that another tool requires and that was never active (new, or held new before) is written inactive, its
-        activation held; a new tool's aliases and example requests wait like an existing tool's."""
+        """The tool to write now: `proposed` itself when none of its reviewed fields changed and it reaches nobody
+        new; else `proposed` with the live values of the fields that changed (their proposed values held, or left
+        out as rejected), and of whom it reaches the narrower of both (`widening`). A tool reactivated, or new and
+        required by another tool, is written inactive, its activation held; a new tool's aliases and example
+        requests wait like an existing tool's."""
         if current is None:
             return self._admit_new(proposed)
         known = self.reviews.get(current.name)
-        needing = self._needing(current.name) if proposed.active and not current.active else []
-        # A new tool held inactive stays so, whatever a later write says of `active`, until an admin approves it.
-        waiting = _waits_for_activation(known) and not current.active
-        activation = waiting or (bool(needing) and not self.ever_active(current.name))
+        # A tool held inactive stays so, whatever a later write says of `active`, until an admin approves it.
+        activation = not current.active and (proposed.active or _waits_for_activation(known))
         if activation:
             proposed = proposed.model_copy(update={"active": False})
         live, wanted = text_of(current), text_of(proposed)
         changed = {key: value for key, value in wanted.items() if value != live[key]}
-        if known is not None and known.waiting:
+        widened, meanwhile = widening(current, proposed)
+        earlier = dict(known.pending or {}) if known is not None and known.waiting else {}
+        if earlier:
             # A held change builds on the one waiting before it: a field this write leaves as it is live keeps its
             # waiting value (two example requests added in a row both wait; a description waits beside aliases).
-            changed = {**(known.pending or {}), **changed}
-            changed.pop(ACTIVATION, None)
-            changed = {key: value for key, value in changed.items() if key in live and value != live[key]}
-        if not changed and not activation:
-            return proposed
-        kept = proposed.model_copy(update={key: getattr(current, key) for key in changed})
-        what = ", ".join(sorted(changed))
-        if activation:
-            activated = f"a new tool that {', '.join(needing or ['another tool'])} require(s), written inactive"
-            held = f"{activated}; {what} changed" if what else activated
+            # Whom the tool reaches keeps its waiting value only where this write leaves it: approving must not
+            # undo a narrowing made since.
+            left = {key for key in ACCESS_FIELDS if getattr(proposed, key) == getattr(current, key)}
+            widened = {**{key: earlier[key] for key in left if key in earlier}, **widened}
+            changed = {**{key: value for key, value in earlier.items() if key in live}, **changed}
+            changed = {key: value for key, value in changed.items() if value != live[key]}
+        pending = {**changed, **widened, **({ACTIVATION: True} if activation else {})}
+        if not pending:
+            return self._withdraw(current.name, known, proposed) if earlier else proposed
+        kept = proposed.model_copy(update={**{key: getattr(current, key) for key in changed}, **meanwhile})
+        if not _valid(kept):
+            # A narrowed tenant list that a held example or tenant's description still names waits with them.
+            moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
+            pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
+            kept = kept.model_copy(update={key: getattr(current, key) for key in ACCESS_FIELDS})
+        what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
+        if not activation:
+            return self._hold(current.name, pending, proposed, kept, known, f"{what} changed")
+        needing = ", ".join(self._needing(current.name))
+        if self.ever_active(current.name):
+            # Only what changes: approving a reactivation must not put back a text a sync replaced since.
+            activated = "a tool reactivated, written inactive"
+        else:
             # A new tool's activation is reviewed on its whole text, as when it was added (and rejected as a whole).
-            return self._hold(current.name, {**live, **changed, ACTIVATION: True}, proposed, kept, known, held)
-        return self._hold(current.name, changed, proposed, kept, known, f"{what} changed")
+            pending = {**live, **pending}
+            activated = f"a new tool{f' that {needing} require(s)' if needing else ''}, written inactive"
+        held = f"{activated}; {what} changed" if what else activated
+        return self._hold(current.name, pending, proposed, kept, known, held)
 
     def rejects(self, current: Tool, proposed: Tool) -> bool:
         """Whether what `proposed` changes of `current`'s reviewed fields is the change an admin rejected."""
@@ -126,16 +163,27 @@ class Gate:
         changed = {key: value for key, value in wanted.items() if value != live[key]}
         return bool(changed) and reviewed_text_hash(changed) == known.rejected_hash
 
+    def writing(self, tools: Sequence[Tool]) -> None:
+        """The tools of this write, whose requirements count as the registry's: a new tool that another new tool
+        of the same write requires is held as one a live tool requires."""
+        self._writing = tuple(tools)
+
     def brings_in(self, name: str) -> bool:
         """Whether another tool requires `name` or `always_include` names it (a new tool of that name is held)."""
         return bool(self._needing(name))
 
     def _needing(self, name: str) -> list[str]:
-        """The tools that require `name`, but itself: every tool's requirements, an inactive tool's too (it can be
-        reactivated without review, as it was live)."""
+        """The tools that require `name`, but itself: every tool's requirements, an inactive tool's too (approving
+        its reactivation must not bring in a tool nobody reviewed)."""
+        return sorted(other for other in self._requirers_read().get(name.lower(), ()) if other != name)
+
+    def _requirers_read(self) -> Mapping[str, Sequence[str]]:
         if self._requirers is None:
-            self._requirers = self.requirers()
-        return sorted(other for other in self._requirers.get(name.lower(), ()) if other != name)
+            needed = {name: list(requirers) for name, requirers in self.requirers().items()}
+            for name, requirers in required_by(self._writing).items():
+                needed.setdefault(name, []).extend(requirers)
+            self._requirers = needed
+        return self._requirers
 
     def _admit_new(self, proposed: Tool) -> Tool:
         needing = self._needing(proposed.name) if proposed.active else []
@@ -172,6 +220,25 @@ class Gate:
         self.audit.append(AuditEntry("text held", detail, name, None, by))
         return kept
 
+    def _withdraw(self, name: str, known: TextReview | None, proposed: Tool) -> Tool:
+        """Drop the change waiting for `name`: what it held is live now, or was narrowed since (its rejection, if
+        any, is kept)."""
+        rejected = None if known is None else known.rejected_hash
+        self.rows.append(TextReview(name, rejected_hash=rejected))
+        self.reviews[name] = self.rows[-1]
+        detail = "the change waiting for review was dropped: a later write made it live or narrowed it"
+        self.audit.append(AuditEntry("text withdrawn", detail, name, None, self.proposal.proposer()))
+        return proposed
+
+
+def _valid(tool: Tool) -> bool:
+    """Whether `tool` keeps the rules a tool is parsed by (`model_copy` checks none)."""
+    try:
+        Tool.model_validate(tool.model_dump())
+    except ValidationError:
+        return False
+    return True
+
 
 def _waits_for_activation(review: TextReview | None) -> bool:
     return review is not None and review.waiting and bool((review.pending or {}).get(ACTIVATION))
@@ -200,23 +267,34 @@ class TextChange:
         return Tool.parse({**self.live.model_dump(mode="json"), **(self.review.pending or {})})
 
     @property
-    def new_tool(self) -> bool:
-        """Whether approving it activates a new tool (held because a live tool requires it)."""
+    def activation(self) -> bool:
+        """Whether approving it makes an inactive tool active (new, or reactivated): all of it reaches models."""
         return _waits_for_activation(self.review) and not self.live.active
 
     def diff(self) -> list[str]:
-        if self.new_tool:  # nothing of it was ever live: all of it is new
-            lines = difflib.unified_diff([], _shown(self.proposed), "(new tool)", "proposed", lineterm="")
-            return list(lines)[:MAX_DIFF_LINES]
-        return text_diff(self.live, self.proposed, "live", "proposed")
+        # An activation: nothing of it serves now, so all of it is new to models.
+        return text_diff(None if self.activation else self.live, self.proposed, "live", "proposed")
 
 
-def text_diff(before: Tool, after: Tool, old: str, new: str) -> list[str]:
-    """A unified diff of what a model reads of two versions of a tool (at most MAX_DIFF_LINES lines)."""
-    lines = difflib.unified_diff(_shown(before), _shown(after), old, new, lineterm="")
-    return list(lines)[:MAX_DIFF_LINES]
+def text_diff(before: Tool | None, after: Tool, old: str, new: str) -> list[str]:
+    """A unified diff of two versions of a tool (None: an inactive one; all of `after` is new to models): whom it
+    reaches first and whole, then what a model reads of it (at most MAX_DIFF_LINES lines)."""
+    if before is None:
+        old = "(inactive)"
+    reach = difflib.unified_diff(_reach(before), _reach(after), f"{old}: reaches", f"{new}: reaches", lineterm="")
+    text = difflib.unified_diff(_shown(before), _shown(after), old, new, lineterm="")
+    return [*reach, *itertools.islice(text, MAX_DIFF_LINES)]
 
 
-def _shown(tool: Tool) -> list[str]:
+def _reach(tool: Tool | None) -> list[str]:
+    """Whom the tool reaches, one line per field."""
+    if tool is None:
+        return []
+    return [f"{key}: {json.dumps(getattr(tool, key), ensure_ascii=False)}" for key in (*ACCESS_FIELDS, "active")]
+
+
+def _shown(tool: Tool | None) -> list[str]:
     """What a model would read of the tool, one line per line, in a stable order."""
+    if tool is None:
+        return []
     return json.dumps(text_of(tool), indent=2, sort_keys=True, ensure_ascii=False).splitlines()

@@ -290,9 +290,10 @@ def deactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_js
 
 @tools_app.command()
 def reactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
-    """Bring a deactivated tool back."""
+    """Bring a deactivated tool back (under text review, once an admin approves it)."""
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.set_active(name, True, edited_by="cli")), as_json, "reactivated")
+    tool = guarded(lambda: registry.set_active(name, True, edited_by="cli"))
+    _print_tool(tool, as_json, "reactivated" if tool.active else "stays inactive: its reactivation waits for review")
 
 
 @tools_app.command()

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolrag.errors import CatalogError, InvalidToolError
-from toolrag.model import ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import ACCESS_FIELDS, ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
@@ -171,11 +171,11 @@ def _checked_proposal(proposal: ProposedRelation) -> ProposedRelation:
 
 
 def _checked_review(review: TextReview) -> TextReview:
-    """A held change as approving it would apply it: only reviewed fields (and a held new tool's activation), known
-    by the hash of exactly them."""
+    """A held change as approving it would apply it: only reviewed fields (and whom the tool reaches, and a held
+    activation), known by the hash of exactly them."""
     if review.pending is None:
         return review
-    foreign = sorted(set(review.pending) - REVIEWED_FIELDS - {ACTIVATION})
+    foreign = sorted(set(review.pending) - REVIEWED_FIELDS - {*ACCESS_FIELDS, ACTIVATION})
     if foreign:
         raise ValueError(f"the text change of {review.tool!r} holds other fields than text: {', '.join(foreign)}")
     if reviewed_text_hash(review.pending) != review.pending_hash:
