@@ -249,6 +249,11 @@ def test_a_console_edit_says_its_text_waits(tmp_path: Path, embedder: CountingEm
         assert tool.description == "Send an email to someone." and tool.aliases == []  # aliases wait with it
         change = registry.reviews.change("mail.send")
         assert change.review.origin == "console" and change.proposed.aliases == ["write to"]
+        registry.set_active("mail.send", False, edited_by="ops")
+        form = {"active": "true", "csrf": csrf}
+        reactivated = httpx.post(f"{url}/console/tools/mail.send/active", data=form, cookies=cookies)
+        assert reactivated.status_code == 200 and 'id="held"' in reactivated.text  # a reactivation waits too
+        assert not registry.get("mail.send").active
 
 
 MAIL_LIVE = "Send an email to someone."

@@ -156,8 +156,13 @@ def set_active(
     if not active and not confirmed:
         question, consequence = f"Deactivate {name}?", "search stops offering it and calls of it fail"
         return confirm(console, request, question, consequence, {"active": "false"}, _tool_page(name))
-    switch = lambda: console.registry.set_active(name, active, edited_by=who.name)  # noqa: E731
-    return _edited(console, request, who, name, switch, "", "")
+    held: list[bool] = []
+
+    def switch() -> None:
+        switched = console.registry.set_active(name, active, edited_by=who.name)
+        held.append(active and not switched.active)  # under text review a reactivation waits for an admin
+
+    return _edited(console, request, who, name, switch, "", "", held=held)
 
 
 @router.post("/tools/{name}/rollback")
