@@ -28,6 +28,7 @@ from toolrag.errors import (
 from toolrag.limits import MAX_SET_TOOLS
 from toolrag.model import (
     DEACTIVATED_BY_OPERATOR,
+    REVIEWED_FIELDS,
     SOURCE_FIELDS,
     SYNC_FIELDS,
     SYNCED_SOURCE_PREFIX,
@@ -173,13 +174,14 @@ class ToolWriter:
             current = self.store.get_many(t.name for t in tools)
             for tool in tools:
                 check_sync_fields(tool, current.get(tool.name))
-            self._check_new_names([t.name for t in tools if t.name not in current])
+            written = [kept_off(tool, current.get(tool.name)) for tool in tools]
+            self._check_new_names([t.name for t in written if t.name not in current])
             gate = self._gate(proposal)
             if gate is None:
-                return self.register(tools, progress, audit, expected, embedded)
-            gate.writing(tools)
-            admitted = [gate.admit(current.get(t.name), t) for t in tools]
-            versions = {t.name: _version(current.get(t.name)) for t in tools} | dict(expected or {})
+                return self.register(written, progress, audit, expected, embedded)
+            gate.writing(written)
+            admitted = [gate.admit(current.get(t.name), t) for t in written]
+            versions = {t.name: _version(current.get(t.name)) for t in written} | dict(expected or {})
             return self.register(admitted, progress, [*audit, *gate.audit], versions, embedded, gate)
 
         return retry_on_conflict(write, 1 if expected else EDIT_ATTEMPTS)
@@ -499,7 +501,9 @@ class ToolWriter:
         returned, _ = _edited(current, changes, None)
         if gate is not None and (not earlier.active or _reaches_further(current, returned, gate)):
             return self._held_or_written(current, changes, edited_by, expected, {}, detail, gate)
-        return self._write_edit(current, changes, edited_by, expected, {}, detail)
+        if gate is not None:  # its text was live: only what waits is fitted to it (a narrowing taken out)
+            gate.live_before = REVIEWED_FIELDS
+        return self._write_edit(current, changes, edited_by, expected, {}, detail, proposal=gate)
 
     def _held_or_written(
         self,
@@ -677,10 +681,15 @@ def given_over(given: Tool, current: Tool | None) -> Tool:
     if current is None:
         return given
     kept = current.model_dump(exclude={"version", "created_at", "updated_at"} | given.model_fields_set)
-    merged = Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)})
-    if current.source.startswith(SYNCED_SOURCE_PREFIX) and current.active and not merged.active:
-        merged.overrides = operator_overrides(merged, ["active"])
-    return merged
+    return kept_off(Tool.parse({**kept, **given.model_dump(include=given.model_fields_set)}), current)
+
+
+def kept_off(tool: Tool, current: Tool | None) -> Tool:
+    """`tool` as written over `current`: a synced tool an operator's write deactivates stays so whatever later syncs
+    list (the override `set_active` records)."""
+    if current is not None and current.source.startswith(SYNCED_SOURCE_PREFIX) and current.active and not tool.active:
+        return tool.model_copy(update={"overrides": operator_overrides(tool, ["active"])})
+    return tool
 
 
 def _reviewed(decision: Decision | Gate) -> dict[str, str | None] | None:

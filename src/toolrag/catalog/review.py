@@ -26,11 +26,12 @@ import getpass
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from toolrag.errors import InvalidToolError
 from toolrag.model import ACCESS_FIELDS, ACTIVATION, NEW_TOOL_VIEWS, REVIEWED_FIELDS, Tool, reviewed_text_hash
 from toolrag.store.base import AuditEntry, TextReview
 
@@ -98,6 +99,8 @@ class Gate:
     reviews: dict[str, TextReview]
     requirers: Callable[[], Mapping[str, Sequence[str]]] = dict
     ever_active: Callable[[str], bool] = lambda _: False
+    # Reviewed fields whose proposed values were live before (a rollback's, a return to a source's value): not held.
+    live_before: frozenset[str] = frozenset()
     rows: list[TextReview] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
@@ -119,7 +122,7 @@ class Gate:
         if activation:
             proposed = proposed.model_copy(update={"active": False})
         live, wanted = text_of(current), text_of(proposed)
-        changed = {key: value for key, value in wanted.items() if value != live[key]}
+        changed = {k: v for k, v in wanted.items() if v != live[k] and k not in self.live_before}
         widened, meanwhile = widening(current, proposed)
         earlier = dict(known.pending or {}) if known is not None and known.waiting else {}
         if earlier:
@@ -127,19 +130,21 @@ class Gate:
             # waiting value (two example requests added in a row both wait; a description waits beside aliases).
             # Whom the tool reaches keeps its waiting value only where this write leaves it: approving must not
             # undo a narrowing made since.
-            left = {key for key in ACCESS_FIELDS if getattr(proposed, key) == getattr(current, key)}
+            left = {key for key in ACCESS_FIELDS if set(getattr(proposed, key)) == set(getattr(current, key))}
             widened = {**{key: earlier[key] for key in left if key in earlier}, **widened}
             changed = {**{key: value for key, value in earlier.items() if key in live}, **changed}
             changed = {key: value for key, value in changed.items() if value != live[key]}
         pending = {**changed, **widened, **({ACTIVATION: True} if activation else {})}
         if not pending:
             return self._withdraw(current.name, known, proposed) if earlier else proposed
-        kept = proposed.model_copy(update={**{key: getattr(current, key) for key in changed}, **meanwhile})
+        held_back = {key: getattr(current, key) for key in changed if key not in self.live_before}
+        kept = proposed.model_copy(update={**held_back, **meanwhile})
         if not _valid(kept):
             # A narrowed tenant list that a held example or tenant's description still names waits with them.
             moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
             pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
             kept = kept.model_copy(update={key: getattr(current, key) for key in ACCESS_FIELDS})
+        pending = _serving_its_tenants(current.name, kept, pending)
         what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
         if not activation:
             return self._hold(current.name, pending, proposed, kept, known, f"{what} changed")
@@ -207,6 +212,13 @@ class Gate:
         if known is not None and known.rejected_hash == digest:
             self.rejected.append(name)
             return kept
+        if known is not None and known.waiting and digest != known.pending_hash and _within(pending, known.pending):
+            # This write only took something out of what waits (a narrowing): the rest waits as its proposer left it.
+            self.rows.append(replace(known, pending_hash=digest, pending=pending))
+            self.reviews[name] = self.rows[-1]
+            detail = f"{', '.join(sorted(set(known.pending or {}) - set(pending)))} no longer waits: narrowed since"
+            self.audit.append(AuditEntry("text narrowed", detail, name, None, self.proposal.proposer()))
+            return kept
         self.held.append(name)
         if known is not None and known.pending_hash == digest:
             return kept  # waits already as it is: its proposer and findings are kept
@@ -229,6 +241,36 @@ class Gate:
         detail = "the change waiting for review was dropped: a later write made it live or narrowed it"
         self.audit.append(AuditEntry("text withdrawn", detail, name, None, self.proposal.proposer()))
         return proposed
+
+
+def _within(pending: Mapping[str, Any], earlier: Mapping[str, Any] | None) -> bool:
+    """Whether every value of `pending` is one `earlier` already held."""
+    return all(key in (earlier or {}) and (earlier or {})[key] == value for key, value in pending.items())
+
+
+def _serving_its_tenants(name: str, kept: Tool, pending: dict[str, Any]) -> dict[str, Any]:
+    """What waits, such that approving it makes a tool: example requests and descriptions of tenants the approved
+    tool would not serve (a narrowing made since they were proposed) no longer wait."""
+    approved = {**kept.model_dump(mode="json"), **pending}
+    if _valid_json(approved):
+        return pending
+    tenants = set(approved["tenants"])
+    fitted = dict(pending)
+    if tenants and "examples" in fitted:
+        fitted["examples"] = [e for e in fitted["examples"] if e.get("tenant") in (None, *tenants)]
+    if tenants and "tenant_descriptions" in fitted:
+        fitted["tenant_descriptions"] = {t: d for t, d in fitted["tenant_descriptions"].items() if t in tenants}
+    if not _valid_json({**approved, **fitted}):
+        raise InvalidToolError(f"tool {name!r}: this change and the one waiting for review cannot make a tool together")
+    return fitted
+
+
+def _valid_json(tool: Mapping[str, Any]) -> bool:
+    try:
+        Tool.parse(dict(tool))
+    except (ValidationError, InvalidToolError):
+        return False
+    return True
 
 
 def _valid(tool: Tool) -> bool:
