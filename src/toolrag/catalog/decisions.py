@@ -68,7 +68,7 @@ class ReviewDesk:
                 {name: reviewed},
                 [AuditEntry("text approved", detail, name, None, approver)],
             )
-            return self._writer.write_decision(change.live, dict(review.pending or {}), approver, decision)
+            return self._writer.write_decision(change.live, change.applied, approver, decision)
 
         return retry_on_conflict(write)
 

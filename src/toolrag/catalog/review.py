@@ -144,7 +144,9 @@ class Gate:
             moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
             pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
             kept = kept.model_copy(update={key: getattr(current, key) for key in ACCESS_FIELDS})
-        pending = _serving_its_tenants(current.name, kept, pending)
+        pending = fitted_to_tenants(kept.model_dump(mode="json"), pending)
+        if not _valid_json({**kept.model_dump(mode="json"), **pending}):
+            raise InvalidToolError(f"tool {current.name!r}: this change and the one waiting make no tool together")
         what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
         if not activation:
             return self._hold(current.name, pending, proposed, kept, known, f"{what} changed")
@@ -212,17 +214,22 @@ class Gate:
         if known is not None and known.rejected_hash == digest:
             self.rejected.append(name)
             return kept
-        if known is not None and known.waiting and digest != known.pending_hash and _within(pending, known.pending):
-            # This write only took something out of what waits (a narrowing): the rest waits as its proposer left it.
+        base = kept.model_dump(mode="json")
+        earlier = (known.pending or {}) if known is not None and known.waiting else {}
+        if known is not None and earlier and digest != known.pending_hash and _only_taken_out(base, pending, earlier):
+            # This write only took something out of what waits (made live, or narrowed): the rest waits as its
+            # proposer left it.
             self.rows.append(replace(known, pending_hash=digest, pending=pending))
             self.reviews[name] = self.rows[-1]
-            detail = f"{', '.join(sorted(set(known.pending or {}) - set(pending)))} no longer waits: narrowed since"
+            gone = sorted(key for key in earlier if pending.get(key) != earlier[key])
+            detail = f"{', '.join(gone)}: no longer waits as proposed (made live or narrowed since)"
             self.audit.append(AuditEntry("text narrowed", detail, name, None, self.proposal.proposer()))
             return kept
         self.held.append(name)
         if known is not None and known.pending_hash == digest:
             return kept  # waits already as it is: its proposer and findings are kept
-        findings, by = _findings(proposed), self.proposal.proposer()
+        # The findings are of what approving would make live, not only of what this write brings.
+        findings, by = _findings(Tool.parse({**base, **pending})), self.proposal.proposer()
         rejected = None if known is None else known.rejected_hash
         row = TextReview(name, digest, pending, findings, by, self.proposal.origin, rejected_hash=rejected)
         self.rows.append(row)
@@ -243,26 +250,29 @@ class Gate:
         return proposed
 
 
-def _within(pending: Mapping[str, Any], earlier: Mapping[str, Any] | None) -> bool:
-    """Whether every value of `pending` is one `earlier` already held."""
-    return all(key in (earlier or {}) and (earlier or {})[key] == value for key, value in pending.items())
-
-
-def _serving_its_tenants(name: str, kept: Tool, pending: dict[str, Any]) -> dict[str, Any]:
-    """What waits, such that approving it makes a tool: example requests and descriptions of tenants the approved
-    tool would not serve (a narrowing made since they were proposed) no longer wait."""
-    approved = {**kept.model_dump(mode="json"), **pending}
-    if _valid_json(approved):
-        return pending
-    tenants = set(approved["tenants"])
+def fitted_to_tenants(base: Mapping[str, Any], pending: Mapping[str, Any]) -> dict[str, Any]:
+    """`pending` (what waits for a tool, `base` as JSON) such that approving it makes a tool: the example requests
+    and descriptions of tenants the approved tool would not serve (a narrowing made since, under review or not) are
+    taken out with it."""
+    approved = {**base, **pending}
+    tenants = set(approved.get("tenants") or ())
     fitted = dict(pending)
-    if tenants and "examples" in fitted:
-        fitted["examples"] = [e for e in fitted["examples"] if e.get("tenant") in (None, *tenants)]
-    if tenants and "tenant_descriptions" in fitted:
-        fitted["tenant_descriptions"] = {t: d for t, d in fitted["tenant_descriptions"].items() if t in tenants}
-    if not _valid_json({**approved, **fitted}):
-        raise InvalidToolError(f"tool {name!r}: this change and the one waiting for review cannot make a tool together")
+    if not tenants:  # every tenant's: every view serves
+        return fitted
+    examples = approved.get("examples") or []
+    serving = [example for example in examples if example.get("tenant") in (None, *tenants)]
+    if serving != examples:
+        fitted["examples"] = serving
+    described = approved.get("tenant_descriptions") or {}
+    if (kept := {tenant: text for tenant, text in described.items() if tenant in tenants}) != described:
+        fitted["tenant_descriptions"] = kept
     return fitted
+
+
+def _only_taken_out(base: Mapping[str, Any], pending: Mapping[str, Any], earlier: Mapping[str, Any]) -> bool:
+    """Whether `pending` is what waited (`earlier`) with some of it taken out, and the views of tenants it no longer
+    serves with them, and nothing else: no value of the writer's own."""
+    return set(pending) <= set(earlier) and pending == fitted_to_tenants(base, {k: earlier[k] for k in pending})
 
 
 def _valid_json(tool: Mapping[str, Any]) -> bool:
@@ -304,9 +314,15 @@ class TextChange:
     live: Tool
 
     @property
+    def applied(self) -> dict[str, Any]:
+        """What approving it writes: what waits, without the views of tenants the live tool has been narrowed away
+        from since (a write made while review was off fits nothing)."""
+        return fitted_to_tenants(self.live.model_dump(mode="json"), self.review.pending or {})
+
+    @property
     def proposed(self) -> Tool:
         """The live tool with the proposed text: what approving it makes live."""
-        return Tool.parse({**self.live.model_dump(mode="json"), **(self.review.pending or {})})
+        return Tool.parse({**self.live.model_dump(mode="json"), **self.applied})
 
     @property
     def activation(self) -> bool:
