@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -66,6 +66,25 @@ ACTIVATION = "active"
 def reviewed_text_hash(text: dict[str, Any]) -> str:
     """The hash a held text change is known by: of its `REVIEWED_FIELDS` values as JSON."""
     return hashlib.sha256(json.dumps(text, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def fitted_to_tenants(base: Mapping[str, Any], pending: Mapping[str, Any]) -> dict[str, Any]:
+    """`pending` (what waits for a tool, `base` as JSON) such that approving it makes a tool: the example requests
+    and descriptions of tenants the approved tool would not serve (a narrowing made since, under review or not) are
+    taken out with it."""
+    approved = {**base, **pending}
+    tenants = set(approved.get("tenants") or ())
+    fitted = dict(pending)
+    if not tenants:  # every tenant's: every view serves
+        return fitted
+    examples = approved.get("examples") or []
+    serving = [example for example in examples if example.get("tenant") in (None, *tenants)]
+    if serving != examples:
+        fitted["examples"] = serving
+    described = approved.get("tenant_descriptions") or {}
+    if (kept := {tenant: text for tenant, text in described.items() if tenant in tenants}) != described:
+        fitted["tenant_descriptions"] = kept
+    return fitted
 
 
 # In `Tool.overrides`: an operator deactivated the tool, and no sync reactivates it (the operator does).

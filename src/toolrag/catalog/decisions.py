@@ -60,6 +60,13 @@ class ReviewDesk:
             review = change.review
             reviewed = review.pending_hash if text_hash is None else text_hash
             _check_hash(name, reviewed, review)
+            if change.applied != (review.pending or {}):
+                # What the diff shows was fitted to tenants narrowed since without review: what the hash names is
+                # not what an admin saw (and the tenants may widen again before approval).
+                raise ApprovalConflictError(
+                    f"the change of {name!r} waiting names tenants the tool no longer serves (a write made without"
+                    " review narrowed it): reject it, and propose again what should still change; nothing was decided"
+                )
             by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
             despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
             detail = f"text change{by} through {review.origin} approved{despite}"
@@ -68,7 +75,7 @@ class ReviewDesk:
                 {name: reviewed},
                 [AuditEntry("text approved", detail, name, None, approver)],
             )
-            return self._writer.write_decision(change.live, change.applied, approver, decision)
+            return self._writer.write_decision(change.live, dict(review.pending or {}), approver, decision)
 
         return retry_on_conflict(write)
 

@@ -32,7 +32,15 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from toolrag.errors import InvalidToolError
-from toolrag.model import ACCESS_FIELDS, ACTIVATION, NEW_TOOL_VIEWS, REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import (
+    ACCESS_FIELDS,
+    ACTIVATION,
+    NEW_TOOL_VIEWS,
+    REVIEWED_FIELDS,
+    Tool,
+    fitted_to_tenants,
+    reviewed_text_hash,
+)
 from toolrag.store.base import AuditEntry, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
@@ -144,8 +152,13 @@ class Gate:
             moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
             pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
             kept = kept.model_copy(update={key: getattr(current, key) for key in ACCESS_FIELDS})
-        pending = fitted_to_tenants(kept.model_dump(mode="json"), pending)
-        if not _valid_json({**kept.model_dump(mode="json"), **pending}):
+        base = kept.model_dump(mode="json")
+        # Fitted, a view may be left as the live tool has it: it no longer waits.
+        fitted = fitted_to_tenants(base, pending).items()
+        pending = {key: value for key, value in fitted if key not in base or key not in live or value != base[key]}
+        if not pending:
+            return self._withdraw(current.name, known, kept) if earlier else kept
+        if not _valid_json({**base, **pending}):
             raise InvalidToolError(f"tool {current.name!r}: this change and the one waiting make no tool together")
         what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
         if not activation:
@@ -250,25 +263,6 @@ class Gate:
         return proposed
 
 
-def fitted_to_tenants(base: Mapping[str, Any], pending: Mapping[str, Any]) -> dict[str, Any]:
-    """`pending` (what waits for a tool, `base` as JSON) such that approving it makes a tool: the example requests
-    and descriptions of tenants the approved tool would not serve (a narrowing made since, under review or not) are
-    taken out with it."""
-    approved = {**base, **pending}
-    tenants = set(approved.get("tenants") or ())
-    fitted = dict(pending)
-    if not tenants:  # every tenant's: every view serves
-        return fitted
-    examples = approved.get("examples") or []
-    serving = [example for example in examples if example.get("tenant") in (None, *tenants)]
-    if serving != examples:
-        fitted["examples"] = serving
-    described = approved.get("tenant_descriptions") or {}
-    if (kept := {tenant: text for tenant, text in described.items() if tenant in tenants}) != described:
-        fitted["tenant_descriptions"] = kept
-    return fitted
-
-
 def _only_taken_out(base: Mapping[str, Any], pending: Mapping[str, Any], earlier: Mapping[str, Any]) -> bool:
     """Whether `pending` is what waited (`earlier`) with some of it taken out, and the views of tenants it no longer
     serves with them, and nothing else: no value of the writer's own."""
@@ -318,6 +312,12 @@ class TextChange:
         """What approving it writes: what waits, without the views of tenants the live tool has been narrowed away
         from since (a write made while review was off fits nothing)."""
         return fitted_to_tenants(self.live.model_dump(mode="json"), self.review.pending or {})
+
+    @property
+    def shown_hash(self) -> str:
+        """The hash an admin decides by: of what the diff shows (`applied`). It is the waiting change's own while
+        the two are the same, and only then can the change be approved."""
+        return reviewed_text_hash(self.applied)
 
     @property
     def proposed(self) -> Tool:

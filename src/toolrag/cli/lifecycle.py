@@ -179,7 +179,7 @@ def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
     review = change.review
     row: dict[str, Any] = {
         "tool": review.tool,
-        "text_hash": str(review.pending_hash),
+        "text_hash": change.shown_hash,
         "proposed_by": review.proposed_by,
         "origin": review.origin,
         "proposed_at": review.proposed_at.isoformat(timespec="seconds"),
@@ -198,8 +198,8 @@ def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | No
     more); else `given` as it is, which the decision compares (another text waiting now: a conflict)."""
     if given is None or len(given) < HASH_PREFIX:
         return given
-    waiting = guarded(lambda: registry.reviews.change(name)).review.pending_hash
-    return waiting if waiting is not None and waiting.startswith(given) else given
+    waiting = guarded(lambda: registry.reviews.change(name)).shown_hash
+    return waiting if waiting.startswith(given) else given
 
 
 TextHashOption = Annotated[

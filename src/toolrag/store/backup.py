@@ -14,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolrag.errors import CatalogError, InvalidToolError
-from toolrag.model import ACCESS_FIELDS, ACTIVATION, REVIEWED_FIELDS, Tool, reviewed_text_hash
+from toolrag.model import ACCESS_FIELDS, ACTIVATION, REVIEWED_FIELDS, Tool, fitted_to_tenants, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
@@ -98,14 +99,15 @@ def read_backup(path: str | Path) -> RegistryDump:
     try:
         model = document["model"]
         index_model = None if model is None else IndexModel(str(model["id"]), int(model["dimension"]))
+        tools = [Tool.parse(t) for t in document["tools"]]  # a backup file is checked like any input
         return RegistryDump(
             model=index_model,
-            tools=[Tool.parse(t) for t in document["tools"]],  # a backup file is checked like any input
+            tools=tools,
             versions=[Tool.parse(t) for t in document["versions"]],
             groups={str(name): str(text) for name, text in document.get("groups", {}).items()},
             vectors={key: _vector(key, value, index_model) for key, value in document["vectors"].items()},
             pins=_records(Pin, document.get("pins", [])),
-            text_reviews=[_checked_review(review) for review in _records(TextReview, document.get("text_reviews", []))],
+            text_reviews=_checked_reviews(tools, _records(TextReview, document.get("text_reviews", []))),
             text_review=_flag(document.get("text_review", False)),
             switches=_records(DisabledServer, document.get("switches", [])),
             verdicts=_records(RelationVerdict, document.get("verdicts", [])),
@@ -168,6 +170,18 @@ def _checked_proposal(proposal: ProposedRelation) -> ProposedRelation:
     if proposal.parameter is not None and not _IDENTIFIER.match(proposal.parameter):
         raise ValueError(f"proposal {proposal.tool} -> {proposal.other}: parameter is not an identifier")
     return replace(proposal, reason=" ".join(proposal.reason.split())[:200])
+
+
+def _checked_reviews(tools: Sequence[Tool], reviews: Sequence[TextReview]) -> list[TextReview]:
+    """The held changes, each as `_checked_review` has it, and approvable: with its tool, it makes a tool (the list
+    of what waits reads every change's tool with it)."""
+    by_name = {tool.name: tool.model_dump(mode="json") for tool in tools}
+    checked = [_checked_review(review) for review in reviews]
+    for review in checked:
+        if review.pending is not None and review.tool in by_name:
+            live = by_name[review.tool]
+            Tool.parse({**live, **fitted_to_tenants(live, review.pending)})
+    return checked
 
 
 def _checked_review(review: TextReview) -> TextReview:

@@ -274,7 +274,7 @@ def _change_out(change: TextChange) -> TextChangeOut:
     review = change.review
     return TextChangeOut(
         tool=review.tool,
-        text_hash=str(review.pending_hash),
+        text_hash=change.shown_hash,
         proposed_by=review.proposed_by,
         origin=str(review.origin),
         proposed_at=review.proposed_at,
