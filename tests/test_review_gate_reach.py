@@ -389,10 +389,26 @@ def test_a_narrowing_made_while_review_was_off_leaves_what_waits_readable(review
     change = reviewed.reviews.change(INVOICE.name)
     assert change.proposed.tenant_descriptions == {} and change.diff() == []  # nothing of it serves a tenant now
     with pytest.raises(ApprovalConflictError, match="no longer serves"):
-        reviewed.reviews.approve(INVOICE.name, approver="boss")
+        reviewed.reviews.approve(INVOICE.name, change.shown_hash, approver="boss")
     reviewed.set_active(INVOICE.name, False, edited_by="ops")  # an emergency deactivation is not blocked
-    assert waiting(reviewed) == []  # under review, a write fits what waits: nothing of it was left
     assert reviewed.get(INVOICE.name).tenant_descriptions == {}
+
+
+def test_a_change_that_no_longer_fits_is_rejected_by_the_hash_its_diff_shows(
+    reviewed: ToolRegistry, tmp_path: Path
+) -> None:
+    reviewed.reviews.require(False, by="ops")
+    reviewed.update(INVOICE.name, tenants=["acme", "globex"])
+    reviewed.reviews.require(True, by="ops")
+    reviewed.descriptions.set(INVOICE.name, "globex", "Globex's invoices.", edited_by="mallory")
+    reviewed.reviews.require(False, by="ops")
+    reviewed.update(INVOICE.name, tenants=["acme"])
+    reviewed.reviews.require(True, by="ops")
+    shown = reviewed.reviews.change(INVOICE.name).shown_hash
+    said = CliRunner().invoke(app, ["tools", "pending", "--store", str(tmp_path / "tools.db"), "--json"])
+    assert json.loads(said.stdout)[0]["text_hash"] == shown  # what an admin reads, and decides by
+    reviewed.reviews.reject(INVOICE.name, shown, rejecter="boss")
+    assert waiting(reviewed) == []
 
 
 def test_an_approval_applies_nothing_its_diff_did_not_show(reviewed: ToolRegistry) -> None:

@@ -58,8 +58,6 @@ class ReviewDesk:
         def write() -> Tool:
             change = self.change(name)
             review = change.review
-            reviewed = review.pending_hash if text_hash is None else text_hash
-            _check_hash(name, reviewed, review)
             if change.applied != (review.pending or {}):
                 # What the diff shows was fitted to tenants narrowed since without review: what the hash names is
                 # not what an admin saw (and the tenants may widen again before approval).
@@ -67,6 +65,8 @@ class ReviewDesk:
                     f"the change of {name!r} waiting names tenants the tool no longer serves (a write made without"
                     " review narrowed it): reject it, and propose again what should still change; nothing was decided"
                 )
+            reviewed = review.pending_hash if text_hash is None else text_hash
+            _check_hash(name, reviewed, review)
             by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
             despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
             detail = f"text change{by} through {review.origin} approved{despite}"
@@ -81,9 +81,12 @@ class ReviewDesk:
 
     def reject(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
         """Drop the waiting change of `name` (the live tool stays) and remember it: proposing the same again leaves
-        it out, until `lift`. Returns the rejected change's hash; compare-and-set as approving."""
-        review = self.change(name).review
-        reviewed = review.pending_hash if text_hash is None else text_hash
+        it out, until `lift`. Returns the rejected change's hash; compare-and-set as approving, by the hash shown
+        (of what the diff shows) or the stored change's: one that no longer fits the tool's tenants, which cannot be
+        approved, is rejected by the hash its diff shows."""
+        change = self.change(name)
+        review = change.review
+        reviewed = review.pending_hash if text_hash in (None, change.shown_hash) else text_hash
         _check_hash(name, reviewed, review)
         findings = "; ".join(review.findings)
         detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
