@@ -441,6 +441,20 @@ def test_a_backup_whose_waiting_change_makes_no_tool_is_refused(reviewed: ToolRe
     backup.write_text(json.dumps(document))
     with pytest.raises(CatalogError, match=r"is damaged: .*requires itself"):
         read_backup(backup)
+    document["text_reviews"][0]["tool"] = "evil.tool"  # the sixth round: a change for a tool the file lacks
+    backup.write_text(json.dumps(document))
+    with pytest.raises(CatalogError, match="waits for a tool the backup does not hold"):
+        read_backup(backup)
+
+
+def test_a_write_that_replaces_what_another_proposed_says_so(reviewed: ToolRegistry) -> None:
+    reviewed.reviews.require(False, by="ops")
+    reviewed.update(INVOICE.name, tenants=["acme", "globex"])
+    reviewed.reviews.require(True, by="ops")
+    reviewed.descriptions.set(INVOICE.name, "globex", "Globex's invoices.", edited_by="alice")
+    reviewed.update_reviewed(INVOICE.name, edited_by="bob", tenants=["acme", "initech"])  # a move: waits
+    held = next(e for e in reviewed.store.audit_log(5, INVOICE.name) if e.action == "text held")
+    assert held.principal == "bob" and "replaces what alice proposed of tenant_descriptions" in held.detail
 
 
 def test_a_rollback_past_a_tenant_dropped_since_is_not_refused(reviewed: ToolRegistry) -> None:

@@ -248,6 +248,10 @@ class Gate:
         self.rows.append(row)
         self.reviews[name] = row
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
+        # What waited before and no longer does as it was proposed is named with its proposer.
+        if replaced := sorted(key for key in earlier if pending.get(key) != earlier[key]):
+            who = known.proposed_by if known is not None and known.proposed_by else "someone unknown"
+            flagged += f"; replaces what {who} proposed of {', '.join(replaced)}"
         detail = f"{changed} through {self.proposal.origin}: waits for review{flagged}"
         self.audit.append(AuditEntry("text held", detail, name, None, by))
         return kept

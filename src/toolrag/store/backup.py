@@ -178,9 +178,12 @@ def _checked_reviews(tools: Sequence[Tool], reviews: Sequence[TextReview]) -> li
     by_name = {tool.name: tool.model_dump(mode="json") for tool in tools}
     checked = [_checked_review(review) for review in reviews]
     for review in checked:
-        if review.pending is not None and review.tool in by_name:
-            live = by_name[review.tool]
-            Tool.parse({**live, **fitted_to_tenants(live, review.pending)})
+        if review.pending is None:
+            continue
+        if review.tool not in by_name:  # it would wait for a tool added later, as the file's author wrote it
+            raise ValueError(f"the text change of {review.tool!r} waits for a tool the backup does not hold")
+        live = by_name[review.tool]
+        Tool.parse({**live, **fitted_to_tenants(live, review.pending)})
     return checked
 
 
