@@ -498,11 +498,11 @@ class ToolWriter:
         expected = current.version if expected_version is None else expected_version
         detail = f"rolled back to version {version}"
         gate = self._gate(proposal)
-        returned, _ = _edited(current, changes, None)
-        if gate is not None and (not earlier.active or _reaches_further(current, returned, gate)):
-            return self._held_or_written(current, changes, edited_by, expected, {}, detail, gate)
-        if gate is not None:  # its text was live: only what waits is fitted to it (a narrowing taken out)
-            gate.live_before = REVIEWED_FIELDS
+        if gate is not None:
+            returned, _ = _edited(current, changes, None)
+            if not earlier.active or _reaches_further(current, returned, gate):
+                return self._held_or_written(current, changes, edited_by, expected, {}, detail, gate)
+            gate.live_before = REVIEWED_FIELDS  # its text was live: what waits is only fitted to it
         return self._write_edit(current, changes, edited_by, expected, {}, detail, proposal=gate)
 
     def _held_or_written(

@@ -6,17 +6,22 @@ While the registry's `text_review` setting is on (`ToolRegistry.reviews.require`
 process honours it), an import, API, console, CLI or Python write that changes what a model reads of an existing
 tool, or what it is given or told to call because of it (`REVIEWED_FIELDS`: description, input schema, output
 schema, annotations, the not-for line, each tenant's description, `requires`, aliases, example requests and past
-tasks), does not put it live: the tool is written with its live values of those fields and the write's other
-fields (scopes, tenants, category, ... go live at once), and the proposed values are recorded, with who proposed
-them, how, when and what the poisoning checks find in them, until an admin approves them (a new version) or rejects
-them (remembered by hash: proposing the same again leaves it out until the rejection is lifted).
+tasks, the category, `return_direct`), or widens whom it reaches (a scope dropped, a tenant added or every
+tenant's, a reactivation: `widening`), does not put it live: the tool is written with its live values of those
+fields, the narrower of both for whom it reaches, and the write's other fields (a narrowing goes live at once), and
+the proposed values are recorded, with who proposed them, how, when and what the poisoning checks find in what
+approving would make live, until an admin approves them (a new version) or rejects them (remembered by hash:
+proposing the same again leaves it out until the rejection is lifted). What waits is kept able to make a tool: a
+narrowing takes out the views of the tenants it drops (`model.fitted_to_tenants`), and the hash an admin decides by
+is of what the diff shows.
 
 A new tool's text is written live, its aliases and example requests held; a new tool another tool would bring into
-a set (its name is in a tool's `requires`, or in `always_include`) is written inactive and its activation waits
-like a text change. A new name that differs only in case from an existing tool's is refused (catalog/edits.py).
-A held change records only the fields it changes, so approving it later leaves the others as they are then. MCP
-syncs are pinned on their own (mcp/importer.py); a rollback, and returning an MCP override to its server's value,
-are held unless that text was live (an active version had it) and was not rejected (catalog/edits.py).
+a set (its name is in a tool's `requires`, the same write's included, or in `always_include`) is written inactive
+and its activation waits like a text change. A new name that differs only in case from an existing tool's is
+refused (catalog/edits.py). A held change records only the fields it changes, so approving it later leaves the
+others as they are then. MCP syncs are pinned on their own (mcp/importer.py); a rollback, and returning an MCP
+override to its server's value, are held unless that text was live (an active version had it) and was not rejected,
+and a rollback that brings back a requirement, widens or reactivates is held too (catalog/edits.py).
 """
 
 from __future__ import annotations
@@ -147,7 +152,7 @@ class Gate:
             return self._withdraw(current.name, known, proposed) if earlier else proposed
         held_back = {key: getattr(current, key) for key in changed if key not in self.live_before}
         kept = proposed.model_copy(update={**held_back, **meanwhile})
-        if not _valid(kept):
+        if not _valid_json(kept.model_dump(mode="json")):  # `model_copy` checks none of a tool's rules
             # A narrowed tenant list that a held example or tenant's description still names waits with them.
             moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
             pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
@@ -274,18 +279,10 @@ def _only_taken_out(base: Mapping[str, Any], pending: Mapping[str, Any], earlier
 
 
 def _valid_json(tool: Mapping[str, Any]) -> bool:
+    """Whether `tool` (as JSON) keeps the rules a tool is parsed by."""
     try:
         Tool.parse(dict(tool))
     except (ValidationError, InvalidToolError):
-        return False
-    return True
-
-
-def _valid(tool: Tool) -> bool:
-    """Whether `tool` keeps the rules a tool is parsed by (`model_copy` checks none)."""
-    try:
-        Tool.model_validate(tool.model_dump())
-    except ValidationError:
         return False
     return True
 
