@@ -17,7 +17,8 @@ narrowed did not take the narrowed field out of what waits; a narrowing made its
 still waiting; `register_many` deactivating a synced tool was undone by the next sync, as the catalog's was. And
 a fourth round: a narrowing that trimmed what waited, or any later write, replaced the findings of a poisoned text
 still waiting with those of the write alone (none); a narrowing made while review was off left a change that broke
-the list of what waits and deactivation; a rollback to a version with a dropped tenant's example was refused.
+the list of what waits and deactivation; a rollback to a version with a dropped tenant's example was refused. The
+fifth to seventh rounds: below, each test says.
 
 Real SQLite stores and the real embedding models."""
 
@@ -218,16 +219,20 @@ def test_a_group_description_written_to_the_model_is_refused_and_each_change_aud
 def test_a_narrowing_beside_a_held_example_of_the_tenant_it_drops_breaks_nothing(
     reviewed: ToolRegistry, tenants: list[str]
 ) -> None:
-    """The narrowing waits with the example's removal: the tool written meanwhile must still be a tool."""
+    """The second round: the example's removal waited while the narrowing went live, and the tool written broke its
+    own rules. Now (the seventh round) the narrowing goes live with the dropped tenant's example; a move's widening
+    part waits."""
     reviewed.reviews.require(False, by="ops")
     reviewed.update(INVOICE.name, tenants=["acme", "globex"], examples=[{"text": "my bill", "tenant": "acme"}])
     reviewed.reviews.require(True, by="ops")
-    assert reviewed.update_reviewed(INVOICE.name, edited_by="ops", tenants=tenants, examples=[]).held
-    assert reviewed.get(INVOICE.name).tenants == ["acme", "globex"] and len(reviewed.tools()) == 4
+    edited = reviewed.update_reviewed(INVOICE.name, edited_by="ops", tenants=tenants, examples=[])
+    tool = reviewed.get(INVOICE.name)
+    assert (tool.tenants, tool.examples, len(reviewed.tools())) == (["globex"], [], 4)
     assert reviewed.search("show my invoice", GLOBEX)[0].name == INVOICE.name
-    reviewed.reviews.approve(INVOICE.name, approver="boss")
-    approved = reviewed.get(INVOICE.name)
-    assert approved.tenants == tenants and approved.examples == []
+    assert edited.held == (tenants != ["globex"])
+    if edited.held:
+        reviewed.reviews.approve(INVOICE.name, approver="boss")
+    assert reviewed.get(INVOICE.name).tenants == tenants
 
 
 def test_a_long_schema_change_does_not_hide_the_widening_beside_it(reviewed: ToolRegistry) -> None:
@@ -466,10 +471,45 @@ def test_a_rollback_past_a_tenant_dropped_since_is_not_refused(reviewed: ToolReg
         examples=[{"text": "globex bill", "tenant": "globex"}],
     )
     first = reviewed.get(INVOICE.name).version
-    reviewed.update(INVOICE.name, examples=[])
     reviewed.reviews.require(True, by="ops")
-    # The narrowing waits with the description's removal (a tool must not name a tenant it does not serve).
-    assert reviewed.update_reviewed(INVOICE.name, edited_by="ops", tenants=["acme"], tenant_descriptions={}).held
-    reviewed.rollback(INVOICE.name, first, edited_by="ops")  # its example of globex was live
+    # The narrowing goes live with the views of the tenant it drops (the seventh round).
+    assert not reviewed.update_reviewed(
+        INVOICE.name, edited_by="ops", tenants=["acme"], tenant_descriptions={}, examples=[]
+    ).held
+    assert reviewed.rollback(INVOICE.name, first, edited_by="ops").tenants == ["acme"]  # it widens: it waits
     approved = reviewed.reviews.change(INVOICE.name).proposed
-    assert approved.tenants == ["acme"] and approved.examples == [] and approved.tenant_descriptions == {}
+    assert approved.tenants == ["acme", "globex"] and [e.text for e in approved.examples] == ["globex bill"]
+
+
+def test_removing_a_tenant_goes_live_with_its_views(reviewed: ToolRegistry) -> None:
+    """The seventh round: the views of the tenant a narrowing drops had to go with it, their removal was held, and
+    the tenant kept the tool until an admin approved."""
+    reviewed.reviews.require(False, by="ops")
+    reviewed.update(
+        INVOICE.name,
+        tenants=["acme", "globex"],
+        tenant_descriptions={"globex": "Globex's bills."},
+        examples=[{"text": "globex bill", "tenant": "globex"}, {"text": "acme bill", "tenant": "acme"}],
+    )
+    reviewed.reviews.require(True, by="ops")
+    kept = [{"text": "acme bill", "tenant": "acme"}]
+    edited = reviewed.update_reviewed(
+        INVOICE.name, edited_by="ops", tenants=["acme"], examples=kept, tenant_descriptions={}
+    )
+    tool = reviewed.get(INVOICE.name)
+    assert not edited.held and waiting(reviewed) == []
+    assert (tool.tenants, [e.text for e in tool.examples], tool.tenant_descriptions) == (["acme"], ["acme bill"], {})
+
+
+def test_an_api_reactivation_that_waits_answers_202_and_is_recorded_as_the_apis(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    from toolrag.server.app import create_app
+
+    from .test_api import ADMIN, api_config, call, serving
+
+    with _reviewed(tmp_path, embedder) as registry, serving(create_app(registry, api_config())) as url:
+        assert call(url, "POST", f"/tools/{EXPORT.name}/deactivate", ADMIN).status_code == 200
+        answer = call(url, "POST", f"/tools/{EXPORT.name}/reactivate", ADMIN)
+        assert answer.status_code == 202 and answer.json()["active"] is False
+        assert registry.reviews.change(EXPORT.name).review.origin == "api"

@@ -184,9 +184,9 @@ class ToolRegistry:
         """Fields an operator replaced back at their source's value (`ToolWriter.drop_overrides`)."""
         return self._writer.drop_overrides(name, fields, edited_by, Proposal(origin, edited_by))
 
-    def set_active(self, name: str, active: bool, edited_by: Who = None) -> Tool:
-        """Deactivate (or reactivate) a tool; a new tool held for review stays inactive until approved."""
-        return self._writer.edit(name, lambda _: {"active": active}, edited_by, Proposal("python", edited_by))
+    def set_active(self, name: str, active: bool, edited_by: Who = None, origin: Origin = PYTHON) -> Tool:
+        """Deactivate (or reactivate) a tool; under text review a reactivation waits for an admin's approval."""
+        return self._writer.edit(name, lambda _: {"active": active}, edited_by, Proposal(origin, edited_by))
 
     def history(self, name: str) -> list[Tool]:
         return self._writer.history(name)

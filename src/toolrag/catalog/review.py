@@ -134,9 +134,11 @@ class Gate:
         activation = not current.active and (proposed.active or _waits_for_activation(known))
         if activation:
             proposed = proposed.model_copy(update={"active": False})
-        live, wanted = text_of(current), text_of(proposed)
-        changed = {k: v for k, v in wanted.items() if v != live[k] and k not in self.live_before}
         widened, meanwhile = widening(current, proposed)
+        # A narrowing goes live with the views of the tenants it drops: they serve nobody now, no change to review.
+        serving = _narrowed(current, meanwhile.get("tenants", proposed.tenants))
+        live, wanted = text_of(serving), text_of(proposed)
+        changed = {k: v for k, v in wanted.items() if v != live[k] and k not in self.live_before}
         earlier = dict(known.pending or {}) if known is not None and known.waiting else {}
         if earlier:
             # A held change builds on the one waiting before it: a field this write leaves as it is live keeps its
@@ -150,20 +152,15 @@ class Gate:
         pending = {**changed, **widened, **({ACTIVATION: True} if activation else {})}
         if not pending:
             return self._withdraw(current.name, known, proposed) if earlier else proposed
-        held_back = {key: getattr(current, key) for key in changed if key not in self.live_before}
+        held_back = {key: getattr(serving, key) for key in changed if key not in self.live_before}
         kept = proposed.model_copy(update={**held_back, **meanwhile})
-        if not _valid_json(kept.model_dump(mode="json")):  # `model_copy` checks none of a tool's rules
-            # A narrowed tenant list that a held example or tenant's description still names waits with them.
-            moved = [key for key in ACCESS_FIELDS if getattr(proposed, key) != getattr(current, key)]
-            pending = {**{key: getattr(proposed, key) for key in moved}, **pending}
-            kept = kept.model_copy(update={key: getattr(current, key) for key in ACCESS_FIELDS})
         base = kept.model_dump(mode="json")
         # Fitted, a view may be left as the live tool has it: it no longer waits.
         fitted = fitted_to_tenants(base, pending).items()
         pending = {key: value for key, value in fitted if key not in base or key not in live or value != base[key]}
         if not pending:
             return self._withdraw(current.name, known, kept) if earlier else kept
-        if not _valid_json({**base, **pending}):
+        if not (_valid_json(base) and _valid_json({**base, **pending})):  # `model_copy` checks none of the rules
             raise InvalidToolError(f"tool {current.name!r}: this change and the one waiting make no tool together")
         what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
         if not activation:
@@ -270,6 +267,15 @@ class Gate:
         detail = "the change waiting for review was dropped: a later write made it live or narrowed it"
         self.audit.append(AuditEntry("text withdrawn", detail, name, None, self.proposal.proposer()))
         return proposed
+
+
+def _narrowed(tool: Tool, tenants: Sequence[str]) -> Tool:
+    """`tool` without the example requests and descriptions of the tenants not in `tenants` (none: every tenant)."""
+    views = fitted_to_tenants(tool.model_dump(mode="json"), {"tenants": list(tenants)})
+    del views["tenants"]
+    if not views:
+        return tool
+    return Tool.parse({**tool.model_dump(mode="json", exclude={"version", "created_at", "updated_at"}), **views})
 
 
 def _only_taken_out(base: Mapping[str, Any], pending: Mapping[str, Any], earlier: Mapping[str, Any]) -> bool:

@@ -285,14 +285,15 @@ def drop_override(
 def deactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""
     registry = open_registry(store)
-    _print_tool(guarded(lambda: registry.set_active(name, False, edited_by="cli")), as_json, "deactivated")
+    tool = guarded(lambda: registry.set_active(name, False, edited_by="cli", origin="cli"))
+    _print_tool(tool, as_json, "deactivated")
 
 
 @tools_app.command()
 def reactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Bring a deactivated tool back (under text review, once an admin approves it)."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.set_active(name, True, edited_by="cli"))
+    tool = guarded(lambda: registry.set_active(name, True, edited_by="cli", origin="cli"))
     _print_tool(tool, as_json, "reactivated" if tool.active else "stays inactive: its reactivation waits for review")
 
 

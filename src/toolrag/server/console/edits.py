@@ -159,7 +159,7 @@ def set_active(
     held: list[bool] = []
 
     def switch() -> None:
-        switched = console.registry.set_active(name, active, edited_by=who.name)
+        switched = console.registry.set_active(name, active, edited_by=who.name, origin="console")
         held.append(active and not switched.active)  # under text review a reactivation waits for an admin
 
     return _edited(console, request, who, name, switch, "", "", held=held)

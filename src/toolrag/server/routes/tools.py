@@ -163,12 +163,19 @@ def lift_text_rejection(name: str, who: Admin, api: Api) -> None:
 
 @router.post("/tools/{name}/deactivate", response_model=Tool)
 def deactivate(name: str, who: Admin, api: Api) -> Tool:
-    return api.registry.set_active(name, False, edited_by=who.name)
+    return api.registry.set_active(name, False, edited_by=who.name, origin="api")
 
 
-@router.post("/tools/{name}/reactivate", response_model=Tool)
-def reactivate(name: str, who: Admin, api: Api) -> Tool:
-    return api.registry.set_active(name, True, edited_by=who.name)
+@router.post(
+    "/tools/{name}/reactivate",
+    response_model=Tool,
+    responses={202: {"model": Tool, "description": "the tool, still inactive: its reactivation waits for review"}},
+)
+def reactivate(name: str, who: Admin, api: Api, response: Response) -> Tool:
+    tool = api.registry.set_active(name, True, edited_by=who.name, origin="api")
+    if not tool.active:
+        response.status_code = 202
+    return tool
 
 
 @router.post("/tools/{name}/overrides/remove", response_model=Tool)
