@@ -27,6 +27,7 @@ and a rollback that brings back a requirement, widens or reactivates is held too
 from __future__ import annotations
 
 import difflib
+import functools
 import getpass
 import itertools
 import json
@@ -53,6 +54,14 @@ Origin = Literal["import", "api", "console", "cli", "python"]
 MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is still readable in the tool itself
 
 
+def login_name() -> str | None:
+    """The user running this process, None when it has no name (a container's arbitrary uid has no password entry)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
+
+
 @dataclass(frozen=True)
 class Proposal:
     """Who writes (None: the user running this process, looked up only when a change is held), and through which
@@ -62,12 +71,7 @@ class Proposal:
     by: str | None
 
     def proposer(self) -> str | None:
-        if self.by is not None:
-            return self.by
-        try:
-            return getpass.getuser()
-        except (OSError, KeyError):  # no login name and no password entry (a container's arbitrary uid)
-            return None
+        return self.by if self.by is not None else login_name()
 
 
 def text_of(tool: Tool) -> dict[str, Any]:
@@ -164,7 +168,7 @@ class Gate:
             raise InvalidToolError(f"tool {current.name!r}: this change and the one waiting make no tool together")
         what = ", ".join(sorted(key for key in pending if key != ACTIVATION))
         if not activation:
-            return self._hold(current.name, pending, proposed, kept, known, f"{what} changed")
+            return self._hold(current.name, pending, kept, known, f"{what} changed")
         needing = ", ".join(self._needing(current.name))
         if self.ever_active(current.name):
             # Only what changes: approving a reactivation must not put back a text a sync replaced since.
@@ -174,7 +178,7 @@ class Gate:
             pending = {**live, **pending}
             activated = f"a new tool{f' that {needing} require(s)' if needing else ''}, written inactive"
         held = f"{activated}; {what} changed" if what else activated
-        return self._hold(current.name, pending, proposed, kept, known, held)
+        return self._hold(current.name, pending, kept, known, held)
 
     def rejects(self, current: Tool, proposed: Tool) -> bool:
         """Whether what `proposed` changes of `current`'s reviewed fields is the change an admin rejected."""
@@ -214,30 +218,28 @@ class Gate:
             inactive = proposed.model_copy(update={"active": False})
             pending = {**text_of(proposed), ACTIVATION: True}
             changed = f"a new tool that {', '.join(needing)} require(s), written inactive"
-            return self._hold(proposed.name, pending, proposed, inactive, known, changed)
+            return self._hold(proposed.name, pending, inactive, known, changed)
         views = {key: value for key, value in text_of(proposed).items() if key in NEW_TOOL_VIEWS and value}
         if not views:
             return proposed
         bare = proposed.model_copy(update={key: [] for key in views})
         held = f"{', '.join(sorted(views))} of a new tool"
-        return self._hold(proposed.name, views, proposed, bare, known, held)
+        return self._hold(proposed.name, views, bare, known, held)
 
-    def _hold(
-        self, name: str, pending: dict[str, Any], proposed: Tool, kept: Tool, known: TextReview | None, changed: str
-    ) -> Tool:
+    def _hold(self, name: str, pending: dict[str, Any], kept: Tool, known: TextReview | None, changed: str) -> Tool:
         digest = reviewed_text_hash(pending)
         if known is not None and known.rejected_hash == digest:
             self.rejected.append(name)
             return kept
         base = kept.model_dump(mode="json")
         earlier = (known.pending or {}) if known is not None and known.waiting else {}
+        replaced = sorted(key for key in earlier if pending.get(key) != earlier[key])  # what no longer waits as it was
         if known is not None and earlier and digest != known.pending_hash and _only_taken_out(base, pending, earlier):
             # This write only took something out of what waits (made live, or narrowed): the rest waits as its
             # proposer left it.
             self.rows.append(replace(known, pending_hash=digest, pending=pending))
             self.reviews[name] = self.rows[-1]
-            gone = sorted(key for key in earlier if pending.get(key) != earlier[key])
-            detail = f"{', '.join(gone)}: no longer waits as proposed (made live or narrowed since)"
+            detail = f"{', '.join(replaced)}: no longer waits as proposed (made live or narrowed since)"
             self.audit.append(AuditEntry("text narrowed", detail, name, None, self.proposal.proposer()))
             return kept
         self.held.append(name)
@@ -250,8 +252,7 @@ class Gate:
         self.rows.append(row)
         self.reviews[name] = row
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
-        # What waited before and no longer does as it was proposed is named with its proposer.
-        if replaced := sorted(key for key in earlier if pending.get(key) != earlier[key]):
+        if replaced:  # named with its proposer
             who = known.proposed_by if known is not None and known.proposed_by else "someone unknown"
             flagged += f"; replaces what {who} proposed of {', '.join(replaced)}"
         detail = f"{changed} through {self.proposal.origin}: waits for review{flagged}"
@@ -314,7 +315,7 @@ class TextChange:
     review: TextReview
     live: Tool
 
-    @property
+    @functools.cached_property
     def applied(self) -> dict[str, Any]:
         """What approving it writes: what waits, without the views of tenants the live tool has been narrowed away
         from since (a write made while review was off fits nothing)."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from toolrag.catalog.edits import Edited, ToolWriter
-from toolrag.catalog.review import Origin, Proposal
+from toolrag.catalog.review import Origin, Proposal, login_name
 from toolrag.errors import ConfigError
 from toolrag.model import ExampleRequest, Tool
 from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
@@ -158,4 +158,4 @@ def describe_groups(store: Store, descriptions: Mapping[str, str | None], by: st
     for name, text in checked_descriptions(descriptions).items():
         if findings := scan(text) if text else []:
             raise ConfigError(f"group {name!r}: its description is written to the model ({'; '.join(findings)})")
-    store.describe_groups(descriptions, by or Proposal("python", None).proposer())
+    store.describe_groups(descriptions, by or login_name())
