@@ -490,9 +490,13 @@ def test_an_api_reactivation_that_waits_answers_202_and_is_recorded_as_the_apis(
 ) -> None:
     from toolrag.server.app import create_app
 
-    from .test_api import ADMIN, api_config, call, serving
+    from .test_api import ACME_READER, ADMIN, GLOBEX_AGENT, api_config, call, serving
 
     with _reviewed(tmp_path, embedder) as registry, serving(create_app(registry, api_config())) as url:
+        for token, status in ((ACME_READER, 403), (GLOBEX_AGENT, 403), ("no-rule-matches-this", 401), (None, 401)):
+            for action in ("deactivate", "reactivate"):  # only an admin switches a tool, whoever's tenant
+                assert call(url, "POST", f"/tools/{EXPORT.name}/{action}", token).status_code == status
+        assert registry.get(EXPORT.name).active and waiting(registry) == []
         assert call(url, "POST", f"/tools/{EXPORT.name}/deactivate", ADMIN).status_code == 200
         answer = call(url, "POST", f"/tools/{EXPORT.name}/reactivate", ADMIN)
         assert answer.status_code == 202 and answer.json()["active"] is False
