@@ -219,7 +219,8 @@ def test_a_group_description_written_to_the_model_is_refused_and_each_change_aud
     )
     with pytest.raises(ConfigError, match="group 'bank': its description is written to the model"):
         reviewed.describe_groups({"bank": poisoned}, by="mallory")
-    assert reviewed.group_descriptions() == {}
+    assert reviewed.group_descriptions() == {} and reviewed.reviews.waiting_groups() == []
+    reviewed.reviews.require(False, by="ops")  # with it on, a description waits (tests/test_group_review.py)
     reviewed.describe_groups({"bank": "Balances and transfers of the user's bank accounts."}, by="ops")
     reviewed.describe_groups({"bank": None}, by="ops")
     trail = [(e.action, e.detail, e.principal) for e in reviewed.store.audit_log(3)]

@@ -38,6 +38,7 @@ from toolrag.snapshot import Snapshots
 from toolrag.snapshot.embedding import IndexEmbeddings
 from toolrag.snapshot.fixed import stored_fixed_vectors
 from toolrag.store.base import AuditEntry, Store, UpsertReport
+from toolrag.store.groups import GroupWrite
 from toolrag.store.location import open_store as open_store  # toolrag.registry.open_store, as before
 from toolrag.store.switches import DisabledServer
 from toolrag.usagelog.config import MonitorConfig
@@ -318,9 +319,9 @@ class ToolRegistry:
         self.retriever.use_memory(memory)
         return memory.size
 
-    def describe_groups(self, descriptions: Mapping[str, str | None], by: Who = None) -> None:
+    def describe_groups(self, texts: Mapping[str, str | None], by: Who = None, origin: Origin = PYTHON) -> GroupWrite:
         """Say what groups of tools (MCP servers, categories) are for; None forgets one (catalog/views.py)."""
-        describe_groups(self.store, descriptions, by)
+        return describe_groups(self.store, texts, by, origin)
 
     def group_descriptions(self) -> dict[str, str]:
         return self.store.group_descriptions()

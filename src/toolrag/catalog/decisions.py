@@ -7,13 +7,14 @@ compare-and-set on the change the admin reviewed), rejecting (remembered by hash
 from __future__ import annotations
 
 import getpass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
 from toolrag.catalog.review import TextChange
 from toolrag.errors import ApprovalConflictError, ToolNotFoundError
 from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, TextReview
+from toolrag.store.groups import AUDITED_CHARACTERS, GroupReview, description_hash
 
 
 class ReviewDesk:
@@ -105,6 +106,69 @@ class ReviewDesk:
         by = lifter or getpass.getuser()
         lifted = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, by)
         self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {})
+
+    def waiting_groups(self) -> list[GroupChange]:
+        """Every group description waiting for review, by group name, with the live one."""
+        live = self._store.groups.descriptions()
+        return [GroupChange(review, live.get(review.name)) for review in self._store.groups.reviews() if review.pending]
+
+    def approve_group(self, name: str, text_hash: str | None = None, approver: str | None = None) -> None:
+        """Make the description waiting for group `name` live, compare-and-set on `text_hash` (the one the approver
+        read; None: the one read here) as `approve` is."""
+        change = self._group_change(name)
+        detail = f"{name}: {change.proposed[:AUDITED_CHARACTERS]} (proposed by {change.review.proposed_by or 'someone'}"
+        audit = AuditEntry(
+            "group description approved",
+            f"{detail} through {change.review.origin})",
+            None,
+            None,
+            approver or getpass.getuser(),
+        )
+        self._store.groups.decide(name, text_hash or change.text_hash, True, audit)
+
+    def reject_group(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
+        """Drop the description waiting for group `name` and remember it: proposing it again (a sync proposes its
+        configured one each time) leaves it out, until `lift_group`. Returns its hash."""
+        change = self._group_change(name)
+        audit = AuditEntry(
+            "group description rejected",
+            f"{name}: {change.proposed[:AUDITED_CHARACTERS]}",
+            None,
+            None,
+            rejecter or getpass.getuser(),
+        )
+        reviewed = text_hash or change.text_hash
+        self._store.groups.decide(name, reviewed, False, audit)
+        return reviewed
+
+    def lift_group(self, name: str, lifter: str | None = None) -> None:
+        """Forget the description rejected for group `name`: proposing it again holds it for review again."""
+        audit = AuditEntry("group description rejection lifted", name, None, None, lifter or getpass.getuser())
+        self._store.groups.lift(name, audit)
+
+    def _group_change(self, name: str) -> GroupChange:
+        change = next((c for c in self.waiting_groups() if c.review.name == name), None)
+        if change is None:
+            raise ToolNotFoundError(f"no description of group {name!r} waits for review", name=name)
+        return change
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    """A group's description waiting for review, beside the live one (None: the group has none, and a model reads
+    a summary of its tools)."""
+
+    review: GroupReview
+    live: str | None
+
+    @property
+    def proposed(self) -> str:
+        return self.review.pending or ""
+
+    @property
+    def text_hash(self) -> str:
+        """What an admin's decision names: the hash of the description shown."""
+        return description_hash(self.proposed)
 
 
 def _check_hash(name: str, reviewed: str | None, review: TextReview) -> None:

@@ -5,8 +5,8 @@ for (`ToolRegistry.describe_groups`).
 An example request is one more view of its tool in retrieval (search/examples.py); a past task is one request given
 to every tool its task needed; a tenant's description is what that tenant's principals read of the tool and one
 more view their searches use. Each changes what a model reads or which tools a request reaches, so each is held for
-review like the source's text while the registry asks for it (catalog/review.py). A group's description is not
-held: it is scanned as a tool's text is, and audited.
+review like the source's text while the registry asks for it (catalog/review.py). So is a group's description,
+once scanned as a tool's text is (store/groups.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from toolrag.model import ExampleRequest, Tool
 from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
 from toolrag.search.groups import checked_descriptions
 from toolrag.store.base import Store
+from toolrag.store.groups import GroupWrite
 
 Source = Literal["operator", "usage"]
 
@@ -148,14 +149,17 @@ class TenantDescriptions:
         return self._writer.drop_tenant_description(name, tenant, expected_version, edited_by, proposal)
 
 
-def describe_groups(store: Store, descriptions: Mapping[str, str | None], by: str | None) -> None:
+def describe_groups(
+    store: Store, descriptions: Mapping[str, str | None], by: str | None, origin: Origin = "python"
+) -> GroupWrite:
     """Write what groups of tools are for (None forgets one), audited with `by` (None: the user running this
     process). A model reads a group's description as what its tools are for (deferred loading's namespaces), and
     it moves the ranking: text aimed at the model is refused as it is found in a tool's (the MCP importer leaves
-    such a server's own description out), and nothing is written."""
+    such a server's own description out), and nothing is written; while the registry asks for review, a new
+    description waits for an admin (`ToolRegistry.reviews.approve_group`)."""
     from toolrag.catalog.poisoning import scan  # the scanner's model loads only when a group is described
 
     for name, text in checked_descriptions(descriptions).items():
         if findings := scan(text) if text else []:
             raise ConfigError(f"group {name!r}: its description is written to the model ({'; '.join(findings)})")
-    store.describe_groups(descriptions, by or login_name())
+    return store.groups.describe(descriptions, by or login_name(), origin)

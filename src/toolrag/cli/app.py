@@ -40,9 +40,9 @@ from toolrag.cli.doctor import doctor_command
 from toolrag.cli.evaluate import eval_command
 from toolrag.cli.examples import write_examples_command  # noqa: F401  (a command of `toolrag tools`)
 from toolrag.cli.explain import explain_command
+from toolrag.cli.groups import groups_app
 from toolrag.cli.lifecycle import (
     export_registry,
-    groups_app,
     migrate,
     print_held,
     report_command,

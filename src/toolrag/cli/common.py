@@ -191,6 +191,20 @@ LogFormatOption = Annotated[
 ]
 
 
+# The start of a hash `tools pending` and `groups pending` show and a decision accepts: 64 bits, beyond grinding a
+# text to match.
+HASH_PREFIX = 16
+
+
+def full_hash(given: str | None, waiting: Callable[[], str]) -> str | None:
+    """The `waiting` text's hash when `given` is its start as a listing shows it (HASH_PREFIX characters or more);
+    else `given` as it is, which the decision compares (another text waiting now: a conflict)."""
+    if given is None or len(given) < HASH_PREFIX:
+        return given
+    whole = waiting()
+    return whole if whole and whole.startswith(given) else given
+
+
 def guarded(action: Callable[[], T]) -> T:
     """Run a command body, turning toolrag's errors into one line on stderr and exit code 1."""
     try:

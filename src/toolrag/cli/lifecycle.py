@@ -11,12 +11,14 @@ import typer
 
 from toolrag.cli.common import (
     DEFAULT_STORE,
+    HASH_PREFIX,
     JsonOption,
     StoreOption,
     Table,
     ToolNameArgument,
     err,
     fail,
+    full_hash,
     guarded,
     marked,
     open_registry,
@@ -189,17 +191,9 @@ def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
     return row | {"diff": change.diff()} if with_diff else row
 
 
-# The start of a text hash `tools pending` shows and a decision accepts: 64 bits, beyond grinding a text to match.
-HASH_PREFIX = 16
-
-
 def _full_hash(registry: ToolRegistry, name: str, given: str | None) -> str | None:
-    """The waiting text's hash when `given` is its start as `tools pending` shows it (HASH_PREFIX characters or
-    more); else `given` as it is, which the decision compares (another text waiting now: a conflict)."""
-    if given is None or len(given) < HASH_PREFIX:
-        return given
-    waiting = guarded(lambda: registry.reviews.change(name)).shown_hash
-    return waiting if waiting.startswith(given) else given
+    """The waiting text's hash when `given` is its start as `tools pending` shows it."""
+    return full_hash(given, lambda: guarded(lambda: registry.reviews.change(name)).shown_hash)
 
 
 TextHashOption = Annotated[
@@ -529,66 +523,6 @@ def suggest_aliases_command(
     out.print(table)
     if applied:
         out.print(f"applied to {', '.join(applied)}")
-
-
-groups_app = typer.Typer(
-    help="Say what groups of tools (categories, MCP servers) are for: search ranks groups as a whole too.",
-    no_args_is_help=True,
-)
-
-
-@groups_app.command("list")
-def list_groups(store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
-    """Every group of the registry with its tool count and description."""
-    registry = open_registry(store)
-    described = registry.group_descriptions()
-    # Described groups no tool is in yet are listed too (with 0): a mistyped name can be found and removed.
-    sizes = _group_sizes(registry)
-    counts = {**sizes, **{name: 0 for name in described if name not in sizes}}
-    if as_json:
-        print_json({name: {"tools": counts[name], "description": described.get(name)} for name in counts})
-        return
-    table = Table("group", "tools", "description")
-    for name, count in counts.items():
-        table.add_row(name, str(count), described.get(name, ""))
-    out.print(table)
-
-
-@groups_app.command("describe")
-def describe_group(
-    name: Annotated[
-        str, typer.Argument(help="The group: a category or an MCP server, as `toolrag groups list` shows.")
-    ],
-    description: Annotated[str | None, typer.Argument(help="What the group is for; leave out with --remove.")] = None,
-    remove: Annotated[bool, typer.Option("--remove", help="Forget the group's description.")] = False,
-    store: StoreOption = DEFAULT_STORE,
-) -> None:
-    """Set or remove a group's description (embedded once; unchanged text is not embedded again)."""
-    if (description is None) == (not remove):
-        fail("give a description, or --remove (not both)")
-    registry = open_registry(store)
-    guarded(lambda: registry.describe_groups({name: None if remove else description}))
-    out.print(f"group {name}: " + ("description removed" if remove else "described"))
-    if remove:
-        return
-    sizes = _group_sizes(registry)
-    if name not in sizes:
-        out.print(
-            marked("[yellow]note:[/] ")
-            + plain(
-                f"no tool is in group {name!r} yet (a tool's group is its category, else the namespace of its name);"
-                f" the groups with tools: {', '.join(sorted(sizes)) or 'none'}"
-            ),
-            highlight=False,
-        )
-
-
-def _group_sizes(registry: ToolRegistry) -> dict[str, int]:
-    """Each group with tools, and how many it has."""
-    groups = guarded(registry.snapshot).groups
-    if groups is None:
-        return {}
-    return {name: int((groups.of_tool == i).sum()) for i, name in enumerate(groups.names)}
 
 
 def _compare_with_last(registry: ToolRegistry, days: int, which: str, as_json: bool) -> None:

@@ -121,7 +121,8 @@ class ToolImporter:
             detail = f"server description not used: {'; '.join(findings)}"
             self.registry.store.audit([AuditEntry("refused", detail, None, server)])
             text = ""
-        self.registry.describe_groups({server: text or None})
+        # While the registry reviews what models read, a changed description waits for an admin like a tool's text.
+        self.registry.describe_groups({server: text or None}, origin="import")
 
     def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool], reviewed: bool) -> SyncReport:
         plan = _Plan(SyncReport(server), scan_seconds=self.settings.scan_seconds_per_sync)

@@ -26,15 +26,19 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from toolrag.errors import CatalogError, InvalidToolError
 from toolrag.model import ACCESS_FIELDS, ACTIVATION, REVIEWED_FIELDS, Tool, fitted_to_tenants, reviewed_text_hash
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
+from toolrag.store.groups import GroupReview
 from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
-VERSION = 3  # 3: catalog text reviews and their setting (an older toolrag refuses it rather than drop them)
+# 3: catalog text reviews and their setting; 4: group descriptions waiting for review, and rejected (an older
+# toolrag refuses a newer file rather than drop them)
+VERSION = 4
 # The records of what operators decided, as a backup holds them: fields of the right type, no others.
 STRICT_FIELDS = ConfigDict(extra="forbid")
 Record = TypeVar("Record")
-READABLE = (1, 2, 3)
+READABLE = (1, 2, 3, 4)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")  # a requirement's parameter (model.Requirement)
 
 
@@ -51,6 +55,7 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "pins": [_pin_document(pin) for pin in dump.pins],
         "text_reviews": [_plain(review) | {"findings": list(review.findings)} for review in dump.text_reviews],
         "text_review": dump.text_review,
+        "group_reviews": [_plain(review) for review in dump.group_reviews],
         "switches": [_plain(switch) for switch in dump.switches],
         "verdicts": [_plain(verdict) for verdict in dump.verdicts],
         "learned": [_plain(relation) for relation in dump.learned],
@@ -109,6 +114,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             pins=_records(Pin, document.get("pins", [])),
             text_reviews=_checked_reviews(tools, _records(TextReview, document.get("text_reviews", []))),
             text_review=_flag(document.get("text_review", False)),
+            group_reviews=[_checked_group_review(r) for r in _records(GroupReview, document.get("group_reviews", []))],
             switches=_records(DisabledServer, document.get("switches", [])),
             verdicts=_records(RelationVerdict, document.get("verdicts", [])),
             learned=_records(LearnedRelation, document.get("learned", [])),
@@ -141,7 +147,8 @@ def as_restored(dump: RegistryDump, source: str | Path, by: str | None, at: date
     approved = sum(pin.approved_hash is not None for pin in dump.pins)
     detail = (
         f"registry restored from {Path(source).name}: {len(dump.tools)} tools, {approved} approved MCP pins,"
-        f" {len(dump.text_reviews)} text reviews, {len(dump.verdicts)} relation verdicts and {len(dump.audit)} audit"
+        f" {len(dump.text_reviews)} text reviews, {len(dump.group_reviews)} group reviews,"
+        f" {len(dump.verdicts)} relation verdicts and {len(dump.audit)} audit"
         " rows as the file states them (not verified)"
     )
     audit = [replace(entry, detail=f"{entry.detail} {mark}") for entry in dump.audit]
@@ -197,6 +204,15 @@ def _checked_review(review: TextReview) -> TextReview:
         raise ValueError(f"the text change of {review.tool!r} holds other fields than text: {', '.join(foreign)}")
     if reviewed_text_hash(review.pending) != review.pending_hash:
         raise ValueError(f"the text change of {review.tool!r} does not match its hash")
+    return review
+
+
+def _checked_group_review(review: GroupReview) -> GroupReview:
+    """A waiting group description as a write would have held it: not blank, and its rejection a SHA-256."""
+    if not review.name or (review.pending is not None and not review.pending.strip()):
+        raise ValueError(f"the group review {review.name!r} holds a blank name or description")
+    if review.rejected_hash is not None and not _SHA256.match(review.rejected_hash):
+        raise ValueError(f"the group review {review.name!r} names a rejection that is not a SHA-256")
     return review
 
 

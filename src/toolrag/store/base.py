@@ -19,10 +19,11 @@ from toolrag.store.usage import UsageTables
 
 if TYPE_CHECKING:
     from toolrag.store.asked import AskedBases
+    from toolrag.store.groups import GroupReview, GroupTables
     from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationTables, RelationVerdict
     from toolrag.store.reviews import ReviewTables
     from toolrag.store.switches import DisabledServer, UpstreamSwitches
-    from toolrag.store.tables import AuditTrail, BackupTables, GroupTables, PinTables, VersionTables
+    from toolrag.store.tables import AuditTrail, BackupTables, PinTables, VersionTables
 
 Vector = npt.NDArray[np.float32]
 
@@ -69,6 +70,7 @@ class RegistryDump:
     pins: list[Pin] = field(default_factory=list)
     text_reviews: list[TextReview] = field(default_factory=list)  # catalog text changes waiting, texts rejected
     text_review: bool = False  # whether text changes wait for review (the registry's setting)
+    group_reviews: list[GroupReview] = field(default_factory=list)  # group descriptions waiting, and rejected
     switches: list[DisabledServer] = field(default_factory=list)
     verdicts: list[RelationVerdict] = field(default_factory=list)
     learned: list[LearnedRelation] = field(default_factory=list)
@@ -343,10 +345,3 @@ def model_mismatch_message(recorded: IndexModel, requested: IndexModel) -> str:
         f"{requested.model_id} ({requested.dimension}): search with the model it was built with, or rebuild the "
         f"index for the new model with `toolrag index rebuild --embedder NAME` (or `ToolRegistry.rebuild()`)"
     )
-
-
-def group_changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) -> tuple[dict[str, str], list[str]]:
-    """The descriptions to write and the groups to forget, so that a store holding `current` holds `wanted`."""
-    written = {name: text for name, text in wanted.items() if text is not None and current.get(name) != text}
-    forgotten = [name for name, text in wanted.items() if text is None and name in current]
-    return written, forgotten

@@ -24,10 +24,10 @@ from toolrag.store.base import (
     Pin,
     RegistryDump,
     Vector,
-    group_changes,
     model_mismatch_message,
 )
 from toolrag.store.dialect import Dialect
+from toolrag.store.groups import GroupTables
 from toolrag.store.jobs import JobTables
 from toolrag.store.relations import RelationTables
 from toolrag.store.reviews import ReviewTables
@@ -261,44 +261,6 @@ class PinTables:
         )
 
 
-class GroupTables:
-    """What each described group of tools (an MCP server, a category) is for."""
-
-    def __init__(self, database: Database, trail: AuditTrail) -> None:
-        self._db = database
-        self._trail = trail
-
-    def descriptions(self) -> dict[str, str]:
-        return {str(name): str(text) for name, text in self._db.query("SELECT name, description FROM tool_groups", ())}
-
-    def describe(self, descriptions: Mapping[str, str | None], by: str | None = None) -> None:
-        """Set (or, with None, remove) group descriptions; moves the generation when anything changed, and audits
-        each change with `by` (a model reads a group's description as what its tools are for)."""
-        dialect = self._db.dialect
-        with self._db.transaction() as db:
-            current = dict(db.execute("SELECT name, description FROM tool_groups").fetchall())
-            written, forgotten = group_changes(current, descriptions)
-            if not written and not forgotten:
-                return
-            now = dialect.timestamp(utc_now())
-            for name, text in written.items():
-                db.execute(
-                    dialect.sql(
-                        "INSERT INTO tool_groups(name, description, updated_at) VALUES (?, ?, ?) ON CONFLICT(name)"
-                        " DO UPDATE SET description = excluded.description, updated_at = excluded.updated_at"
-                    ),
-                    (name, text, now),
-                )
-            for name in forgotten:
-                db.execute(dialect.sql("DELETE FROM tool_groups WHERE name = ?"), (name,))
-            audit = [
-                AuditEntry("group described", f"{name}: {text[:300]}", None, None, by) for name, text in written.items()
-            ]
-            audit += [AuditEntry("group description removed", name, None, None, by) for name in forgotten]
-            self._trail.write(db, audit)
-            self._db.bump_generation(db)
-
-
 @dataclass(frozen=True)
 class VectorAccess:
     """What a dump and a restore need of the index model and its vectors, which each database keeps its own way:
@@ -319,6 +281,7 @@ class OperatorRecords:
     switches: UpstreamSwitches
     relations: RelationTables
     reviews: ReviewTables
+    groups: GroupTables
     trail: AuditTrail
 
     def read(self, db: Any) -> dict[str, Any]:
@@ -327,6 +290,7 @@ class OperatorRecords:
             "pins": self.pins.read(db=db),
             "text_reviews": self.reviews.read(db=db),
             "text_review": self.reviews.required(db),
+            "group_reviews": self.groups.reviews(db),
             "switches": self.switches.disabled(db),
             "verdicts": self.relations.verdicts(db),
             "learned": self.relations.learned(db),
@@ -339,6 +303,7 @@ class OperatorRecords:
         self.reviews.write(db, dump.text_reviews)
         # A store that asks for review keeps asking: a backup file does not switch it off.
         self.reviews.write_setting(db, dump.text_review or self.reviews.required(db))
+        self.groups.write_reviews(db, dump.group_reviews)
         for switch in dump.switches:
             self.switches.write(db, switch)
         for verdict in dump.verdicts:
@@ -436,14 +401,15 @@ def tables_over(
         UpstreamSwitches(database, trail),
         ReviewTables(database, trail),
     )
+    groups = GroupTables(database, trail, reviews)
     return (
         UsageTables(database.query, database.transaction, database.dialect),
         JobTables(database),
         trail,
         pins,
-        GroupTables(database, trail),
+        groups,
         VersionTables(database),
-        BackupTables(database, vectors, OperatorRecords(pins, switches, relations, reviews, trail)),
+        BackupTables(database, vectors, OperatorRecords(pins, switches, relations, reviews, groups, trail)),
         relations,
         switches,
         reviews,
