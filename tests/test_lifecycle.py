@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import threading
 import time
@@ -345,7 +346,7 @@ def test_issue31_the_cli_refuses_an_edit_made_from_a_version_that_moved_on(tmp_p
     assert runner.invoke(app, ["import", str(catalog), "--store", store]).exit_code == 0
     assert runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--aliases", "rain"]).exit_code == 0
     stale = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--not-for", "x", "--if-version", "1"])
-    assert stale.exit_code == 1 and "at version 2, not 1 as read: changed by cli at 20" in stale.stderr
+    assert stale.exit_code == 1 and f"at version 2, not 1 as read: changed by {getpass.getuser()} at 20" in stale.stderr
     current = runner.invoke(app, ["tools", "update", "a.tool", "--store", store, "--not-for", "x", "--if-version", "2"])
     assert current.exit_code == 0 and "now version 3" in current.stdout
 

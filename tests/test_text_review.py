@@ -197,7 +197,8 @@ def test_readers_and_agents_cannot_see_or_decide_text_changes(api: tuple[str, To
         ]:
             assert call(url, method, path, token, json=payload).status_code == 403, (token, path)
     assert registry.get("weather.forecast").description == LIVE and registry.reviews.required
-    assert call(url, "PUT", "/text-review", ADMIN, json={"required": False}).json() == {"required": False}
+    off = {"required": False, "two_person": False}
+    assert call(url, "PUT", "/text-review", ADMIN, json={"required": False}).json() == off
 
 
 def test_the_cli_says_what_waits_and_decides_it(tmp_path: Path, embedder: CountingEmbedder) -> None:

@@ -115,6 +115,25 @@ def check_description(text: str, what: str = "description") -> str:
     return text
 
 
+MAX_GROUP_NAME_CHARS = 128  # as a tool's name: a group is a category or a name's namespace
+MAX_GROUP_DESCRIPTION_CHARS = 2000  # a paragraph: what a group is for, read by a model and embedded once
+
+
+def group_description_problem(name: object, text: object) -> str | None:
+    """What is wrong with a group's description to write (None: removing it), if anything."""
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_GROUP_NAME_CHARS:
+        return f"a group's name is 1-{MAX_GROUP_NAME_CHARS} characters, not {str(name)[:40]!r}"
+    if any(ord(character) < 32 for character in name):
+        return f"the group name {name[:40]!r} holds control characters"
+    if text is None:
+        return None
+    if not isinstance(text, str) or not text.strip():
+        return f"group {name!r}: the description is blank (use None to remove it)"
+    if len(text) > MAX_GROUP_DESCRIPTION_CHARS:
+        return f"group {name!r}: the description is {len(text):,} characters (at most {MAX_GROUP_DESCRIPTION_CHARS:,})"
+    return None
+
+
 def check_tenant_name(tenant: str) -> str:
     """A tenant's name as a key of `Tool.tenant_descriptions`: stripped, 1-200 characters (as principals' are)."""
     if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > 200:

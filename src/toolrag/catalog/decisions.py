@@ -6,15 +6,14 @@ compare-and-set on the change the admin reviewed), rejecting (remembered by hash
 
 from __future__ import annotations
 
-import getpass
 from dataclasses import dataclass, replace
 
 from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
-from toolrag.catalog.review import TextChange
-from toolrag.errors import ApprovalConflictError, ToolNotFoundError
+from toolrag.catalog.review import TextChange, login_name
+from toolrag.errors import ApprovalConflictError, ConfigError, ToolNotFoundError
 from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, TextReview
-from toolrag.store.groups import AUDITED_CHARACTERS, GroupReview, description_hash
+from toolrag.store.groups import GroupReview, changed_since, description_hash
 
 
 class ReviewDesk:
@@ -29,12 +28,19 @@ class ReviewDesk:
         """Whether changes of what models read and are told to call wait for an admin (every process's setting)."""
         return self._store.reviews.required()
 
-    def require(self, on: bool = True, by: str | None = None) -> None:
+    @property
+    def two_person(self) -> bool:
+        """Whether a change's proposer may not approve it: a second admin does."""
+        return self._store.reviews.two_person()
+
+    def require(self, on: bool = True, by: str | None = None, two_person: bool = False) -> None:
         """Turn review on (or off), audited with `by`: while on, a write that changes what a model reads of a tool
         or is told to call leaves the live tool serving and waits for `approve`. What waits keeps waiting when it is
-        turned off."""
-        detail = f"text changes need review: {'on' if on else 'off'}"
-        self._store.reviews.require(on, AuditEntry("setting", detail, None, None, by or getpass.getuser()))
+        turned off. `two_person`: whoever proposed a change cannot approve it (over HTTP and in the console the
+        names are the tokens'; in the CLI and Python, the user running it)."""
+        state = ("on, approved by another admin than the proposer" if two_person else "on") if on else "off"
+        audit = AuditEntry("setting", f"text changes need review: {state}", None, None, by or login_name())
+        self._store.reviews.require(on, audit, two_person)
 
     def waiting(self) -> list[TextChange]:
         """Every change waiting for review, by tool name, with its live tool: who proposed what, how, when, the
@@ -54,11 +60,12 @@ class ReviewDesk:
         """Make the waiting change of `name` live as a new version, audited with `approver`. `text_hash`: the
         change the approver reviewed (None: the one read here), compared in the write's transaction:
         ApprovalConflictError, nothing written, when another change waits now."""
-        approver = approver or getpass.getuser()
+        approver = approver or login_name()
 
         def write() -> Tool:
             change = self.change(name)
             review = change.review
+            self._check_approver(f"the text change of {name!r}", review.proposed_by, approver)
             if change.applied != (review.pending or {}):
                 # What the diff shows was fitted to tenants narrowed since without review: what the hash names is
                 # not what an admin saw (and the tenants may widen again before approval).
@@ -93,7 +100,7 @@ class ReviewDesk:
         detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
         self._store.reviews.save(
             [TextReview(name, rejected_hash=review.pending_hash)],
-            [AuditEntry("text rejected", detail, name, None, rejecter or getpass.getuser())],
+            [AuditEntry("text rejected", detail, name, None, rejecter or login_name())],
             {name: reviewed},
         )
         return str(review.pending_hash)
@@ -103,7 +110,7 @@ class ReviewDesk:
         row = next((r for r in self._store.reviews.read([name]) if r.rejected_hash is not None), None)
         if row is None:
             raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
-        by = lifter or getpass.getuser()
+        by = lifter or login_name()
         lifted = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, by)
         self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {})
 
@@ -114,37 +121,45 @@ class ReviewDesk:
 
     def approve_group(self, name: str, text_hash: str | None = None, approver: str | None = None) -> None:
         """Make the description waiting for group `name` live, compare-and-set on `text_hash` (the one the approver
-        read; None: the one read here) as `approve` is."""
+        read; None: the one read here) as `approve` is. Text the poisoning checks find aimed at the model is refused
+        (it can come only from a backup file: a write refuses it)."""
+        from toolrag.catalog.poisoning import scan  # the scanner's model loads only when a description is decided
+
         change = self._group_change(name)
-        detail = f"{name}: {change.proposed[:AUDITED_CHARACTERS]} (proposed by {change.review.proposed_by or 'someone'}"
-        audit = AuditEntry(
-            "group description approved",
-            f"{detail} through {change.review.origin})",
-            None,
-            None,
-            approver or getpass.getuser(),
-        )
-        self._store.groups.decide(name, text_hash or change.text_hash, True, audit)
+        reviewed = change.text_hash if text_hash is None else text_hash
+        if reviewed != change.text_hash:  # so the text scanned below is the one the transaction finds by this hash
+            raise changed_since(name, reviewed, change.text_hash)
+        if findings := scan(change.proposed):
+            raise ConfigError(
+                f"the description waiting for group {name!r} is written to the model ({'; '.join(findings)}):"
+                " reject it; nothing was decided"
+            )
+        approver = approver or login_name()
+
+        def approvable(review: GroupReview) -> None:
+            self._check_approver(f"the description of group {name!r}", review.proposed_by, approver)
+
+        self._store.groups.decide(name, reviewed, True, approver, approvable)
 
     def reject_group(self, name: str, text_hash: str | None = None, rejecter: str | None = None) -> str:
         """Drop the description waiting for group `name` and remember it: proposing it again (a sync proposes its
         configured one each time) leaves it out, until `lift_group`. Returns its hash."""
-        change = self._group_change(name)
-        audit = AuditEntry(
-            "group description rejected",
-            f"{name}: {change.proposed[:AUDITED_CHARACTERS]}",
-            None,
-            None,
-            rejecter or getpass.getuser(),
-        )
-        reviewed = text_hash or change.text_hash
-        self._store.groups.decide(name, reviewed, False, audit)
+        reviewed = self._group_change(name).text_hash if text_hash is None else text_hash
+        self._store.groups.decide(name, reviewed, False, rejecter or login_name(), lambda review: None)
         return reviewed
 
     def lift_group(self, name: str, lifter: str | None = None) -> None:
         """Forget the description rejected for group `name`: proposing it again holds it for review again."""
-        audit = AuditEntry("group description rejection lifted", name, None, None, lifter or getpass.getuser())
+        audit = AuditEntry("group description rejection lifted", name, None, None, lifter or login_name())
         self._store.groups.lift(name, audit)
+
+    def _check_approver(self, what: str, proposer: str | None, approver: str | None) -> None:
+        """Under two-person review, the proposer's own approval is refused (an unnamed one too: it may be theirs)."""
+        if self.two_person and (approver is None or approver == proposer):
+            raise ApprovalConflictError(
+                f"{what} was proposed by {proposer or 'an unnamed user'}: under two-person review another admin"
+                " approves it (rejecting it is anyone's); nothing was decided"
+            )
 
     def _group_change(self, name: str) -> GroupChange:
         change = next((c for c in self.waiting_groups() if c.review.name == name), None)

@@ -524,7 +524,7 @@ class ToolWriter:
         self.register([current], None, gate.audit, {current.name: expected}, embedded, gate)
         return Edited(self.get(current.name), current.name in gate.held, current.name in gate.rejected)
 
-    def write_decision(self, live: Tool, changes: dict[str, Any], approver: str, decision: Decision) -> Tool:
+    def write_decision(self, live: Tool, changes: dict[str, Any], approver: str | None, decision: Decision) -> Tool:
         """An approval's write (catalog/decisions.py): `changes` over `live`, compare-and-set on its version, with
         the decision's review row and audit entry in the same transaction."""
         return self._write_edit(live, changes, approver, live.version, {}, decision=decision).tool

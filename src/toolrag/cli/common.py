@@ -205,6 +205,13 @@ def full_hash(given: str | None, waiting: Callable[[], str]) -> str | None:
     return whole if whole and whole.startswith(given) else given
 
 
+def cli_user() -> str | None:
+    """Who a command's writes and decisions are recorded as: the user running it (None when it has no name)."""
+    from toolrag.catalog.review import login_name  # the command line starts without the catalog's imports
+
+    return login_name()
+
+
 def guarded(action: Callable[[], T]) -> T:
     """Run a command body, turning toolrag's errors into one line on stderr and exit code 1."""
     try:

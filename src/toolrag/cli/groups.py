@@ -3,7 +3,6 @@ review while the registry asks for it (`toolrag tools text-review on`)."""
 
 from __future__ import annotations
 
-import getpass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +12,7 @@ from toolrag.cli.common import (
     JsonOption,
     StoreOption,
     Table,
+    cli_user,
     fail,
     full_hash,
     guarded,
@@ -126,7 +126,7 @@ def approve_group(
 ) -> None:
     """Make a group's waiting description live, in the audit log with who approved it."""
     registry = open_registry(store)
-    guarded(lambda: registry.reviews.approve_group(name, _full_hash(registry, name, text_hash), getpass.getuser()))
+    guarded(lambda: registry.reviews.approve_group(name, _full_hash(registry, name, text_hash), cli_user()))
     out.print(f"group {name}: description approved", highlight=False)
 
 
@@ -146,11 +146,11 @@ def reject_group(
     server's configured description, too) leaves it out until `--lift`."""
     registry = open_registry(store)
     if lift:
-        guarded(lambda: registry.reviews.lift_group(name, getpass.getuser()))
+        guarded(lambda: registry.reviews.lift_group(name, cli_user()))
         out.print(f"group {name}: rejection lifted", highlight=False)
         return
     reviewed = _full_hash(registry, name, text_hash)
-    rejected = guarded(lambda: registry.reviews.reject_group(name, reviewed, getpass.getuser()))
+    rejected = guarded(lambda: registry.reviews.reject_group(name, reviewed, cli_user()))
     out.print(f"group {name}: description {rejected[:12]} rejected; the live one stays", highlight=False)
 
 

@@ -16,6 +16,7 @@ from toolrag.cli.common import (
     StoreOption,
     Table,
     ToolNameArgument,
+    cli_user,
     err,
     fail,
     full_hash,
@@ -85,7 +86,9 @@ def update(
         fail("nothing to change: give --description, --aliases, --not-for, --scopes, --tenants or --category")
     registry = open_registry(store)
     edited = guarded(
-        lambda: registry.update_reviewed(name, edited_by="cli", expected_version=if_version, origin="cli", **changes)
+        lambda: registry.update_reviewed(
+            name, edited_by=cli_user(), expected_version=if_version, origin="cli", **changes
+        )
     )
     if as_json:
         tool = edited.tool
@@ -121,22 +124,29 @@ def print_held(held: list[str], rejected: list[str]) -> None:
 @tools_app.command("text-review")
 def text_review(
     state: Annotated[
-        str | None, typer.Argument(help="on: text changes of existing tools wait for review; off: they go live.")
+        str | None,
+        typer.Argument(
+            help="on: text changes of existing tools wait for review; two-person: on, and whoever proposed a change"
+            " cannot approve it; off: they go live."
+        ),
     ] = None,
     store: StoreOption = DEFAULT_STORE,
     as_json: JsonOption = False,
 ) -> None:
     """Show, or turn on or off, the registry's text review (kept in the registry: every process honours it)."""
-    if state not in (None, "on", "off"):
-        fail(f"text review is 'on' or 'off', not {state!r}")
+    if state not in (None, *REVIEW_STATES):
+        fail(f"text review is {', '.join(map(repr, REVIEW_STATES))}, not {state!r}")
     registry = open_registry(store)
     if state is not None:
-        guarded(lambda: registry.reviews.require(state == "on"))
-    required = registry.reviews.required
+        guarded(lambda: registry.reviews.require(state != "off", two_person=state == "two-person"))
+    shown_state = ("two-person" if registry.reviews.two_person else "on") if registry.reviews.required else "off"
     if as_json:
-        print_json({"text_review": "on" if required else "off"})
+        print_json({"text_review": shown_state})
     else:
-        out.print(f"text review: {'on' if required else 'off'}")
+        out.print(f"text review: {shown_state}")
+
+
+REVIEW_STATES = ("on", "two-person", "off")
 
 
 @tools_app.command()
@@ -219,11 +229,9 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Make a tool's waiting text change live: a new version, in the audit log with who approved it."""
-    import getpass
-
     registry = open_registry(store)
     reviewed = _full_hash(registry, name, text_hash)
-    approved = guarded(lambda: registry.reviews.approve(name, reviewed, getpass.getuser()))
+    approved = guarded(lambda: registry.reviews.approve(name, reviewed, cli_user()))
     _print_tool(approved, as_json, "text change approved")
 
 
@@ -239,18 +247,16 @@ def reject(
 ) -> None:
     """Drop a tool's waiting text change (the live text stays) and remember it: importing the same text again
     leaves it out until `--lift`."""
-    import getpass
-
     registry = open_registry(store)
     if lift:
-        guarded(lambda: registry.reviews.lift(name, getpass.getuser()))
+        guarded(lambda: registry.reviews.lift(name, cli_user()))
         if as_json:
             print_json({"name": name, "lifted": True})
         else:
             out.print(f"{name}: rejection lifted")
         return
     reviewed = _full_hash(registry, name, text_hash)
-    rejected = guarded(lambda: registry.reviews.reject(name, reviewed, getpass.getuser()))
+    rejected = guarded(lambda: registry.reviews.reject(name, reviewed, cli_user()))
     if as_json:
         print_json({"name": name, "rejected_hash": rejected})
     else:
@@ -270,7 +276,7 @@ def drop_override(
     """Return fields of an MCP server's tool that an operator replaced (`update --description`) to the server's
     value, which syncs keep current again: a new version, in the audit log."""
     registry = open_registry(store)
-    edited = guarded(lambda: registry.drop_overrides(name, fields, edited_by="cli", origin="cli"))
+    edited = guarded(lambda: registry.drop_overrides(name, fields, edited_by=cli_user(), origin="cli"))
     done = "waits for review" if edited.held else "was rejected before" if edited.rejected else "back to the server's"
     _print_tool(edited.tool, as_json, f"{', '.join(fields)} {done}")
 
@@ -279,7 +285,7 @@ def drop_override(
 def deactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Take a tool out of search and execution (its history stays; `reactivate` brings it back)."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.set_active(name, False, edited_by="cli", origin="cli"))
+    tool = guarded(lambda: registry.set_active(name, False, edited_by=cli_user(), origin="cli"))
     _print_tool(tool, as_json, "deactivated")
 
 
@@ -287,7 +293,7 @@ def deactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_js
 def reactivate(name: ToolNameArgument, store: StoreOption = DEFAULT_STORE, as_json: JsonOption = False) -> None:
     """Bring a deactivated tool back (under text review, once an admin approves it)."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.set_active(name, True, edited_by="cli", origin="cli"))
+    tool = guarded(lambda: registry.set_active(name, True, edited_by=cli_user(), origin="cli"))
     _print_tool(tool, as_json, "reactivated" if tool.active else "stays inactive: its reactivation waits for review")
 
 
@@ -326,7 +332,7 @@ def rollback(
 ) -> None:
     """Restore an earlier version's content as a new version (with --expected-version: only over that version)."""
     registry = open_registry(store)
-    restored = guarded(lambda: registry.rollback(name, to, expected_version=expected_version, edited_by="cli"))
+    restored = guarded(lambda: registry.rollback(name, to, expected_version=expected_version, edited_by=cli_user()))
     _print_tool(restored, as_json, f"rolled back to the content of version {to}")
 
 
@@ -596,7 +602,7 @@ def add_example(
     registry = open_registry(store)
     tool = guarded(
         lambda: registry.examples.add(
-            name, text, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
+            name, text, tenant, "usage" if from_usage else "operator", edited_by=cli_user(), origin="cli"
         )
     )
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
@@ -612,7 +618,7 @@ def remove_example(
 ) -> None:
     """Remove an example request. A new version."""
     registry = open_registry(store)
-    tool = guarded(lambda: registry.examples.remove(name, text, tenant, edited_by="cli", origin="cli"))
+    tool = guarded(lambda: registry.examples.remove(name, text, tenant, edited_by=cli_user(), origin="cli"))
     _print_tool(tool, as_json, f"{plural(len(tool.examples), 'example request')}")
 
 
@@ -648,7 +654,7 @@ def add_task(
     registry = open_registry(store)
     tools = guarded(
         lambda: registry.examples.add_task(
-            text, names, tenant, "usage" if from_usage else "operator", edited_by="cli", origin="cli"
+            text, names, tenant, "usage" if from_usage else "operator", edited_by=cli_user(), origin="cli"
         )
     )
     if as_json:
@@ -678,7 +684,7 @@ def describe_for_tenant(
     from toolrag.mcp.review import described
 
     registry = open_registry(store)
-    done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by="cli", origin="cli"))
+    done = guarded(lambda: described(registry, name, tenant, text, if_version, edited_by=cli_user(), origin="cli"))
     for finding in done.findings:
         err.print(marked(f"[yellow]poisoning check:[/] {shown(finding)}"), highlight=False)
     if as_json:
@@ -701,6 +707,6 @@ def drop_tenant_description(
     """Give a tenant's principals the source's description of a tool again. A new version."""
     registry = open_registry(store)
     edit = lambda: registry.descriptions.drop(  # noqa: E731
-        name, tenant, expected_version=if_version, edited_by="cli", origin="cli"
+        name, tenant, expected_version=if_version, edited_by=cli_user(), origin="cli"
     )
     _print_tool(guarded(edit).tool, as_json, f"the source's description for tenant {tenant}")

@@ -28,7 +28,13 @@ from toolrag.catalog.poisoning import scan, tool_findings
 from toolrag.catalog.review import required_by
 from toolrag.errors import ApprovalConflictError, InvalidToolError, ServerNotFoundError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
-from toolrag.model import DEACTIVATED_BY_OPERATOR, SYNCED_SOURCE_PREFIX, Tool, check_json_schema
+from toolrag.model import (
+    DEACTIVATED_BY_OPERATOR,
+    MAX_GROUP_DESCRIPTION_CHARS,
+    SYNCED_SOURCE_PREFIX,
+    Tool,
+    check_json_schema,
+)
 from toolrag.registry import ToolRegistry
 from toolrag.schemas.drafts import deeper_than
 from toolrag.store.base import AuditEntry, Pin
@@ -39,7 +45,6 @@ NOT_SCANNED = "(not scanned yet: the server listed more new text than one sync s
 log = logging.getLogger("toolrag.mcp")
 
 
-MAX_GROUP_DESCRIPTION = 2000  # characters of a server's description that go into its group's vector
 IMPORT_BATCH = 8  # tools registered (embedded) between two looks at a sync's import budget
 FIRST_SYNC = "first sync"  # the audit entry that says a server's first sync ran (what trusts its tools on sight)
 
@@ -108,20 +113,22 @@ class ToolImporter:
         with self._lock:
             config = self.settings.servers[server]
             # While the registry reviews what models read, a server's own handshake text is not taken on trust as
-            # its group's description (a model reads it, and it moves the ranking): only the configured one is.
+            # its group's description (a model reads it, and it moves the ranking): only the configured one is,
+            # and a changed one waits for an admin like a tool's text. Without one, the group's description is
+            # left as an admin made it.
             reviewed = self.registry.reviews.required
-            self._describe(server, config.description or (None if reviewed else instructions))
+            if config.description or not reviewed:
+                self._describe(server, config.description or instructions)
             return self._apply(server, config, listed, reviewed)
 
     def _describe(self, server: str, text: str | None) -> None:
-        text = (text or "").strip()[:MAX_GROUP_DESCRIPTION]
+        text = (text or "").strip()[:MAX_GROUP_DESCRIPTION_CHARS]
         findings = scan(text, {}) if text else []
         if findings:
             # Text aimed at the model is refused as in a tool's description: the group goes undescribed.
             detail = f"server description not used: {'; '.join(findings)}"
             self.registry.store.audit([AuditEntry("refused", detail, None, server)])
             text = ""
-        # While the registry reviews what models read, a changed description waits for an admin like a tool's text.
         self.registry.describe_groups({server: text or None}, origin="import")
 
     def _apply(self, server: str, config: ServerConfig, listed: Sequence[types.Tool], reviewed: bool) -> SyncReport:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from toolrag.errors import ConfigError
-from toolrag.model import Tool
+from toolrag.model import Tool, group_description_problem
 from toolrag.search.lexical import FloatArray, IntArray
 from toolrag.search.text import split_identifier
 
@@ -32,10 +32,10 @@ def group_text(name: str, description: str) -> str:
 
 
 def checked_descriptions(descriptions: Mapping[str, str | None]) -> Mapping[str, str | None]:
-    """Group descriptions to write (None forgets one); a blank one is refused."""
+    """Group descriptions to write (None forgets one): a name and a text of bounded length, not blank."""
     for name, text in descriptions.items():
-        if text is not None and not text.strip():
-            raise ConfigError(f"group {name!r}: the description is blank (use None to remove it)")
+        if problem := group_description_problem(name, text):
+            raise ConfigError(problem)
     return descriptions
 
 

@@ -102,11 +102,13 @@ class TextRejectedOut(BaseModel):
 
 
 class TextReviewSetting(BaseModel):
-    """Whether text changes of existing tools wait for an admin (kept in the registry: every process honours it)."""
+    """Whether text changes of existing tools wait for an admin (kept in the registry: every process honours it),
+    and whether that admin must be another than the change's proposer (`two_person`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     required: bool
+    two_person: bool = False
 
 
 class SearchIn(BaseModel):

@@ -24,15 +24,23 @@ import numpy as np
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolrag.errors import CatalogError, InvalidToolError
-from toolrag.model import ACCESS_FIELDS, ACTIVATION, REVIEWED_FIELDS, Tool, fitted_to_tenants, reviewed_text_hash
+from toolrag.model import (
+    ACCESS_FIELDS,
+    ACTIVATION,
+    REVIEWED_FIELDS,
+    Tool,
+    fitted_to_tenants,
+    group_description_problem,
+    reviewed_text_hash,
+)
 from toolrag.store.base import AuditEntry, IndexModel, Pin, RegistryDump, TextReview
 from toolrag.store.groups import GroupReview
 from toolrag.store.relations import LearnedRelation, ProposedRelation, RelationVerdict
 from toolrag.store.switches import DisabledServer
 
 FORMAT = "toolrag-backup"
-# 3: catalog text reviews and their setting; 4: group descriptions waiting for review, and rejected (an older
-# toolrag refuses a newer file rather than drop them)
+# 3: catalog text reviews and their setting; 4: group descriptions waiting for review, and rejected, and whether a
+# proposer may approve (an older toolrag refuses a newer file rather than drop them)
 VERSION = 4
 # The records of what operators decided, as a backup holds them: fields of the right type, no others.
 STRICT_FIELDS = ConfigDict(extra="forbid")
@@ -55,6 +63,7 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "pins": [_pin_document(pin) for pin in dump.pins],
         "text_reviews": [_plain(review) | {"findings": list(review.findings)} for review in dump.text_reviews],
         "text_review": dump.text_review,
+        "two_person_review": dump.two_person_review,
         "group_reviews": [_plain(review) for review in dump.group_reviews],
         "switches": [_plain(switch) for switch in dump.switches],
         "verdicts": [_plain(verdict) for verdict in dump.verdicts],
@@ -113,7 +122,8 @@ def read_backup(path: str | Path) -> RegistryDump:
             vectors={key: _vector(key, value, index_model) for key, value in document["vectors"].items()},
             pins=_records(Pin, document.get("pins", [])),
             text_reviews=_checked_reviews(tools, _records(TextReview, document.get("text_reviews", []))),
-            text_review=_flag(document.get("text_review", False)),
+            text_review=_flag("text_review", document.get("text_review", False)),
+            two_person_review=_flag("two_person_review", document.get("two_person_review", False)),
             group_reviews=[_checked_group_review(r) for r in _records(GroupReview, document.get("group_reviews", []))],
             switches=_records(DisabledServer, document.get("switches", [])),
             verdicts=_records(RelationVerdict, document.get("verdicts", [])),
@@ -147,9 +157,9 @@ def as_restored(dump: RegistryDump, source: str | Path, by: str | None, at: date
     approved = sum(pin.approved_hash is not None for pin in dump.pins)
     detail = (
         f"registry restored from {Path(source).name}: {len(dump.tools)} tools, {approved} approved MCP pins,"
-        f" {len(dump.text_reviews)} text reviews, {len(dump.group_reviews)} group reviews,"
-        f" {len(dump.verdicts)} relation verdicts and {len(dump.audit)} audit"
-        " rows as the file states them (not verified)"
+        f" {len(dump.text_reviews)} text reviews, {len(dump.groups)} group descriptions and"
+        f" {len(dump.group_reviews)} waiting or rejected, {len(dump.verdicts)} relation verdicts and"
+        f" {len(dump.audit)} audit rows as the file states them (not verified)"
     )
     audit = [replace(entry, detail=f"{entry.detail} {mark}") for entry in dump.audit]
     return replace(dump, audit=[*audit, AuditEntry("restored", detail, None, None, by, at)])
@@ -208,17 +218,18 @@ def _checked_review(review: TextReview) -> TextReview:
 
 
 def _checked_group_review(review: GroupReview) -> GroupReview:
-    """A waiting group description as a write would have held it: not blank, and its rejection a SHA-256."""
-    if not review.name or (review.pending is not None and not review.pending.strip()):
-        raise ValueError(f"the group review {review.name!r} holds a blank name or description")
+    """A waiting group description as a write would have held it (a name and a text of bounded length, not blank),
+    and its rejection a SHA-256."""
+    if problem := group_description_problem(review.name, review.pending):
+        raise ValueError(problem)
     if review.rejected_hash is not None and not _SHA256.match(review.rejected_hash):
         raise ValueError(f"the group review {review.name!r} names a rejection that is not a SHA-256")
     return review
 
 
-def _flag(value: Any) -> bool:
+def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"text_review must be true or false, not {value!r}")
+        raise TypeError(f"{name} must be true or false, not {value!r}")
     return value
 
 

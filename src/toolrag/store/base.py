@@ -70,6 +70,7 @@ class RegistryDump:
     pins: list[Pin] = field(default_factory=list)
     text_reviews: list[TextReview] = field(default_factory=list)  # catalog text changes waiting, texts rejected
     text_review: bool = False  # whether text changes wait for review (the registry's setting)
+    two_person_review: bool = False  # whether a change's proposer may not approve it (the same setting)
     group_reviews: list[GroupReview] = field(default_factory=list)  # group descriptions waiting, and rejected
     switches: list[DisabledServer] = field(default_factory=list)
     verdicts: list[RelationVerdict] = field(default_factory=list)

@@ -9,7 +9,7 @@ description is not held: the model then reads a summary of the group's tools' ow
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,8 +21,6 @@ from toolrag.store.base import AuditEntry
 if TYPE_CHECKING:  # tables.py builds these tables
     from toolrag.store.reviews import ReviewTables
     from toolrag.store.tables import AuditTrail, Database
-
-AUDITED_CHARACTERS = 300  # of a description, in its audit row
 
 
 def description_hash(text: str) -> str:
@@ -98,25 +96,27 @@ class GroupTables:
                 self._db.bump_generation(db)
         return report
 
-    def decide(self, name: str, reviewed: str, approved: bool, audit: AuditEntry) -> None:
-        """Make the waiting description of `name` live (`approved`) or drop it and remember it as rejected,
-        compare-and-set on the hash the admin `reviewed`: ApprovalConflictError, nothing written, when another
-        description waits now."""
+    def decide(
+        self, name: str, reviewed: str, approved: bool, by: str | None, check: Callable[[GroupReview], None]
+    ) -> None:
+        """Make the waiting description of `name` live (`approved`) or drop it and remember it as rejected, audited
+        with `by`; compare-and-set on the hash the admin `reviewed`: ApprovalConflictError, nothing written, when
+        another description waits now. `check` may refuse the row found, in the same transaction."""
         with self._db.transaction() as db:
             review = next((r for r in self.reviews(db) if r.name == name and r.pending is not None), None)
             if review is None or review.pending is None:
                 raise ToolNotFoundError(f"no description of group {name!r} waits for review", name=name)
             if review.pending_hash != reviewed:
-                raise ApprovalConflictError(
-                    f"the description of group {name!r} changed since it was reviewed (description {reviewed[:12]}"
-                    f" was reviewed, {str(review.pending_hash)[:12]} waits now): review it again; nothing was decided"
-                )
+                raise changed_since(name, reviewed, str(review.pending_hash))
+            check(review)
             rejected = review.rejected_hash if approved else review.pending_hash
             self._save(db, GroupReview(name, rejected_hash=rejected))
             if approved:
                 self._write_live(db, {name: review.pending}, [])
                 self._db.bump_generation(db)
-            self._trail.write(db, [audit])
+            proposer = f"proposed by {review.proposed_by or 'an unnamed user'} through {review.origin}"
+            action = "group description approved" if approved else "group description rejected"
+            self._trail.write(db, [AuditEntry(action, _decided(review, proposer), None, None, by)])
 
     def lift(self, name: str, audit: AuditEntry) -> None:
         """Forget the description rejected for `name`: proposing it again holds it for review again."""
@@ -152,12 +152,12 @@ class GroupTables:
         rejected = None if review is None else review.rejected_hash
         self._save(db, GroupReview(name, text, by, origin, utc_now(), rejected))
         replaced = (
-            f" (replaces the description {review.proposed_by or 'someone'} proposed)"
+            f"replaces the description {review.proposed_by or 'an unnamed user'} proposed"
             if review is not None and review.pending is not None
             else ""
         )
-        detail = f"{name}: {text[:AUDITED_CHARACTERS]}{replaced}"
-        return AuditEntry("group description held", detail, None, None, by)
+        held = GroupReview(name, text)
+        return AuditEntry("group description held", _decided(held, replaced), None, None, by)
 
     def _write_live(self, db: Any, written: Mapping[str, str], removed: Sequence[str]) -> None:
         dialect = self._db.dialect
@@ -206,6 +206,13 @@ class GroupTables:
         )
 
 
+def changed_since(name: str, reviewed: str, waiting: str) -> ApprovalConflictError:
+    return ApprovalConflictError(
+        f"the description of group {name!r} changed since it was reviewed (description {reviewed[:12]} was"
+        f" reviewed, {waiting[:12]} waits now): review it again; nothing was decided"
+    )
+
+
 def group_changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) -> tuple[dict[str, str], list[str]]:
     """The descriptions to write and the groups to forget, so that a store holding `current` holds `wanted`."""
     written = {name: text for name, text in wanted.items() if text is not None and current.get(name) != text}
@@ -214,7 +221,13 @@ def group_changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) 
 
 
 def _described(name: str, text: str, by: str | None) -> AuditEntry:
-    return AuditEntry("group described", f"{name}: {text[:AUDITED_CHARACTERS]}", None, None, by)
+    return AuditEntry("group described", f"{name}: {text}", None, None, by)
+
+
+def _decided(review: GroupReview, note: str) -> str:
+    """An audit row's detail of a waiting description: the whole text (at most MAX_GROUP_DESCRIPTION_CHARS) and its
+    hash, what an admin's decision names."""
+    return f"{review.name}: {review.pending} (description {review.pending_hash}{'; ' + note if note else ''})"
 
 
 def _text(value: object) -> str | None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # tables.py builds these tables
     from toolrag.store.tables import AuditTrail, Database
 
 SETTING = "text_review"
+ON, TWO_PERSON = "on", "two-person"  # its values besides "off"
 
 
 class ReviewTables:
@@ -29,24 +30,31 @@ class ReviewTables:
     def required(self, db: Any = None) -> bool:
         """Whether text changes of existing tools wait for review (off unless an admin turned it on); read in the
         caller's transaction `db`, if given."""
-        rows = self._db.read(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,), db)
-        return bool(rows) and str(rows[0][0]) == "on"
+        return self._setting(db) in (ON, TWO_PERSON)
 
-    def require(self, on: bool, audit: AuditEntry) -> None:
+    def two_person(self, db: Any = None) -> bool:
+        """Whether whoever proposed a change may not approve it (review on, with a second admin's approval)."""
+        return self._setting(db) == TWO_PERSON
+
+    def require(self, on: bool, audit: AuditEntry, two_person: bool = False) -> None:
         with self._db.transaction() as db:
-            self.write_setting(db, on)
+            self.write_setting(db, on, two_person)
             self._trail.write(db, [audit])
             # What search reads depends on it (relations learned from usage serve only while review is off).
             self._db.bump_generation(db)
 
-    def write_setting(self, db: Any, on: bool) -> None:
-        """Set `required` in the caller's transaction (`db`)."""
+    def write_setting(self, db: Any, on: bool, two_person: bool = False) -> None:
+        """Set `required` (and `two_person`, which only review that is on has) in the caller's transaction (`db`)."""
         db.execute(
             self._db.dialect.sql(
                 "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
             ),
-            (SETTING, "on" if on else "off"),
+            (SETTING, (TWO_PERSON if two_person else ON) if on else "off"),
         )
+
+    def _setting(self, db: Any) -> str | None:
+        rows = self._db.read(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,), db)
+        return str(rows[0][0]) if rows else None
 
     def read(self, tools: Sequence[str] | None = None, db: Any = None) -> list[TextReview]:
         """Every row (of the named tools), by tool name (read in the caller's transaction `db`, if given)."""

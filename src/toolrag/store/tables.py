@@ -290,6 +290,7 @@ class OperatorRecords:
             "pins": self.pins.read(db=db),
             "text_reviews": self.reviews.read(db=db),
             "text_review": self.reviews.required(db),
+            "two_person_review": self.reviews.two_person(db),
             "group_reviews": self.groups.reviews(db),
             "switches": self.switches.disabled(db),
             "verdicts": self.relations.verdicts(db),
@@ -302,7 +303,11 @@ class OperatorRecords:
         self.pins.write(db, dump.pins)
         self.reviews.write(db, dump.text_reviews)
         # A store that asks for review keeps asking: a backup file does not switch it off.
-        self.reviews.write_setting(db, dump.text_review or self.reviews.required(db))
+        self.reviews.write_setting(
+            db,
+            dump.text_review or self.reviews.required(db),
+            dump.two_person_review or self.reviews.two_person(db),
+        )
         self.groups.write_reviews(db, dump.group_reviews)
         for switch in dump.switches:
             self.switches.write(db, switch)

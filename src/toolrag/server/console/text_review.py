@@ -22,9 +22,14 @@ LIST = f"{PREFIX}text-changes"
 def text_changes_page(request: Request, console: Console, who: Who) -> HTMLResponse:
     if not who.is_admin:
         return console.error(request, 404, f"no page {LIST}")
-    registry = console.registry
-    changes = registry.reviews.waiting()
-    return console.page(request, "text_changes.html", changes=changes, required=registry.reviews.required)
+    reviews = console.registry.reviews
+    return console.page(
+        request,
+        "text_changes.html",
+        changes=reviews.waiting(),
+        required=reviews.required,
+        two_person=reviews.two_person,
+    )
 
 
 @router.get("/text-changes/{name}")

@@ -34,6 +34,7 @@ from toolrag.server.models import (
 )
 from toolrag.server.principals import relations_shown, served, visible_tool
 from toolrag.server.routes.deps import Admin, Api, Reader
+from toolrag.server.served import Served
 from toolrag.store.relations import RelationKind, RelationVerdict
 
 router = APIRouter(tags=["tools"])
@@ -116,16 +117,25 @@ def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api, response: Res
 
 @router.get("/text-review", response_model=TextReviewSetting, tags=["review"])
 def text_review(who: Admin, api: Api) -> TextReviewSetting:
-    """Whether text changes of existing tools wait for review. Admin tokens only."""
-    return TextReviewSetting(required=api.registry.reviews.required)
+    """Whether text changes of existing tools wait for review, and for another admin than their proposer. Admin
+    tokens only."""
+    return _review_setting(api)
 
 
 @router.put("/text-review", response_model=TextReviewSetting, tags=["review"])
 def set_text_review(body: TextReviewSetting, who: Admin, api: Api) -> TextReviewSetting:
     """Turn text review on or off for every process on this registry, audited with the token's name. Changes
-    already waiting keep waiting when it is turned off."""
-    api.registry.reviews.require(body.required, who.name)
-    return TextReviewSetting(required=api.registry.reviews.required)
+    already waiting keep waiting when it is turned off. `two_person`: the token that proposed a change cannot
+    approve it."""
+    if body.two_person and not body.required:
+        raise HTTPException(422, "two_person needs required: true (it is a kind of review)")
+    api.registry.reviews.require(body.required, who.name, body.two_person)
+    return _review_setting(api)
+
+
+def _review_setting(api: Served) -> TextReviewSetting:
+    reviews = api.registry.reviews
+    return TextReviewSetting(required=reviews.required, two_person=reviews.two_person)
 
 
 @router.get("/text-changes", response_model=list[TextChangeOut], tags=["review"])

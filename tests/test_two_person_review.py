@@ -1,0 +1,150 @@
+"""Two-person review (listed as not covered by the ninth security review: an admin could approve a change they had
+proposed themselves, so the gate was no second person's check). With the registry's text review set to
+`two-person`, whoever proposed a change (a tool's text, whom it reaches, a group's description) cannot approve it;
+anyone may reject it. The names compared are the API's and the console's token names, and in the CLI and Python the
+user running it. Real stores (SQLite and PostgreSQL), a real server, the real CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from toolrag import ToolRegistry
+from toolrag.access import Grant
+from toolrag.cli.app import app
+from toolrag.errors import ApprovalConflictError
+from toolrag.server.app import create_app
+from toolrag.store.backup import as_restored, read_backup, write_backup
+
+from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
+from .test_api import ADMIN, api_config, call, serving
+
+runner = CliRunner()
+CHANGED = "Weather forecast for a city: temperature, wind and the chance of rain, day by day."
+SECOND_ADMIN = "second-admin-token-0123"
+
+
+@pytest.fixture
+def two_person(registry: ToolRegistry) -> ToolRegistry:
+    registry.register_many(SAMPLE_TOOLS)
+    registry.reviews.require(True, by="ops", two_person=True)
+    return registry
+
+
+def test_the_proposer_cannot_approve_their_own_change_and_another_admin_can(two_person: ToolRegistry) -> None:
+    live = two_person.get("weather.forecast").description
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    with pytest.raises(ApprovalConflictError, match="proposed by mallory: under two-person review another admin"):
+        two_person.reviews.approve("weather.forecast", approver="mallory")
+    assert two_person.get("weather.forecast").description == live and two_person.reviews.waiting()
+    two_person.reviews.approve("weather.forecast", approver="ann")
+    assert two_person.get("weather.forecast").description == CHANGED
+    trail = [(e.action, e.principal) for e in two_person.store.audit_log(3)]
+    assert ("text approved", "ann") in trail
+
+
+def test_the_proposer_may_reject_their_own_change(two_person: ToolRegistry) -> None:
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    two_person.reviews.reject("weather.forecast", rejecter="mallory")
+    assert two_person.reviews.waiting() == []
+
+
+def test_a_group_description_needs_another_admin_too(two_person: ToolRegistry) -> None:
+    two_person.describe_groups({"weather": "Forecasts, rain and storms anywhere."}, by="mallory")
+    with pytest.raises(ApprovalConflictError, match="description of group 'weather' was proposed by mallory"):
+        two_person.reviews.approve_group("weather", approver="mallory")
+    assert two_person.group_descriptions() == {}
+    two_person.reviews.approve_group("weather", approver="ann")
+    assert two_person.group_descriptions() == {"weather": "Forecasts, rain and storms anywhere."}
+
+
+def test_an_approver_without_a_name_is_refused(two_person: ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container's arbitrary uid has no login name: the approval cannot be told apart from the proposer's."""
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    monkeypatch.setattr("toolrag.catalog.decisions.login_name", lambda: None)
+    with pytest.raises(ApprovalConflictError, match="another admin approves it"):
+        two_person.reviews.approve("weather.forecast")
+
+
+def test_the_setting_is_kept_by_backups_and_plain_review_allows_self_approval(
+    two_person: ToolRegistry, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    backup = tmp_path / "backup.json"
+    write_backup(two_person.store.dump(), backup)
+    with ToolRegistry(str(tmp_path / "restored.db"), embedder, RETRIEVAL) as restored:
+        restored.store.restore(as_restored(read_backup(backup), backup, "ops"))
+        assert restored.reviews.required and restored.reviews.two_person
+    two_person.reviews.require(True, by="ops")
+    assert two_person.reviews.required and not two_person.reviews.two_person
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    two_person.reviews.approve("weather.forecast", approver="mallory")  # one admin's registry must be able to
+    assert two_person.get("weather.forecast").description == CHANGED
+
+
+@pytest.fixture
+def api(two_person: ToolRegistry) -> Iterator[tuple[str, ToolRegistry]]:
+    config = api_config()
+    config.tokens["auditor"] = Grant(token=SECOND_ADMIN, role="admin", scopes=["*"])
+    with serving(create_app(two_person, config)) as url:
+        yield url, two_person
+
+
+def test_over_http_the_token_that_proposed_cannot_approve(api: tuple[str, ToolRegistry]) -> None:
+    url, registry = api
+    assert call(url, "GET", "/text-review", ADMIN).json() == {"required": True, "two_person": True}
+    assert call(url, "PATCH", "/tools/weather.forecast", ADMIN, json={"description": CHANGED}).status_code == 202
+    body = {"text_hash": call(url, "GET", "/text-changes/weather.forecast", ADMIN).json()["text_hash"]}
+    own = call(url, "POST", "/text-changes/weather.forecast/approve", ADMIN, json=body)
+    assert own.status_code == 409 and "proposed by ops: under two-person review" in own.json()["detail"]
+    other = call(url, "POST", "/text-changes/weather.forecast/approve", SECOND_ADMIN, json=body)
+    assert other.status_code == 200 and other.json()["description"] == CHANGED
+    invalid = call(url, "PUT", "/text-review", ADMIN, json={"required": False, "two_person": True})
+    assert invalid.status_code == 422 and registry.reviews.two_person
+    plain = call(url, "PUT", "/text-review", ADMIN, json={"required": True})
+    assert plain.json() == {"required": True, "two_person": False}
+    trail = [(e.action, e.detail, e.principal) for e in registry.store.audit_log(2)]
+    assert ("setting", "text changes need review: on", "ops") in trail
+
+
+def test_the_cli_sets_it_and_refuses_the_proposers_approval(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = str(tmp_path / "tools.db")
+    with ToolRegistry(store, embedder, RETRIEVAL) as registry:
+        registry.register_many(SAMPLE_TOOLS)
+    set_on = runner.invoke(app, ["tools", "text-review", "two-person", "--store", store])
+    assert set_on.stdout == "text review: two-person\n"
+    updated = runner.invoke(app, ["tools", "update", "weather.forecast", "--description", CHANGED, "--store", store])
+    assert "waits for review" in updated.stdout
+    waiting = json.loads(runner.invoke(app, ["tools", "pending", "--store", store, "--json"]).stdout)[0]
+    own = runner.invoke(
+        app, ["tools", "approve", "weather.forecast", "--text-hash", waiting["text_hash"], "--store", store]
+    )
+    assert own.exit_code == 1 and "under two-person review another admin approves it" in own.stderr
+    shown = json.loads(runner.invoke(app, ["tools", "text-review", "--store", store, "--json"]).stdout)
+    assert shown == {"text_review": "two-person"}
+    wrong = runner.invoke(app, ["tools", "text-review", "twice", "--store", store])
+    assert wrong.exit_code == 1 and "'on', 'two-person', 'off'" in wrong.stderr
+
+
+def test_the_console_says_so_and_refuses_the_proposers_approval(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    from .test_console import ADMIN as CONSOLE_ADMIN
+    from .test_console import console_config, form_token, seeded, session_of
+
+    registry = seeded(str(tmp_path / "console.db"), embedder)
+    registry.reviews.require(True, by="ops", two_person=True)
+    with registry, serving(create_app(registry, console_config())) as url:
+        cookies = session_of(url, CONSOLE_ADMIN)
+        listing = httpx.get(f"{url}/console/text-changes", cookies=cookies)
+        assert "Two-person review: whoever proposed a change cannot approve it." in listing.text
+        csrf = form_token(httpx.get(f"{url}/console/tools/mail.send", cookies=cookies).text)
+        form = {"description": "Send an email to someone, with attachments.", "csrf": csrf}
+        assert 'id="held"' in httpx.post(f"{url}/console/tools/mail.send/edit", data=form, cookies=cookies).text
+        text_hash = registry.reviews.change("mail.send").shown_hash
+        decision = {"decision": "approve", "text_hash": text_hash, "csrf": csrf, "confirmed": "true"}
+        own = httpx.post(f"{url}/console/text-changes/mail.send", data=decision, cookies=cookies)
+        assert own.status_code == 409 and "under two-person review another admin approves it" in own.text
+        assert registry.get("mail.send").description == "Send an email to someone."
