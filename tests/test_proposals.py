@@ -216,6 +216,7 @@ def test_a_registry_of_schema_16_keeps_what_each_tool_was_asked_with(
         "INSERT INTO proposal_bases VALUES ('send_location_by_email', 'abc123', '2026-12-01T00:00:00+00:00')",
         "DROP TABLE asked_bases",
         "DROP TABLE group_reviews",  # migration 18's
+        "ALTER TABLE text_reviews DROP COLUMN contributors",  # migration 19's
     ]
     if store_url.startswith("postgresql"):
         import psycopg

@@ -19,6 +19,7 @@ from toolrag.access import Grant
 from toolrag.cli.app import app
 from toolrag.errors import ApprovalConflictError
 from toolrag.server.app import create_app
+from toolrag.server.config import ApiConfig
 from toolrag.store.backup import as_restored, read_backup, write_backup
 
 from .conftest import RETRIEVAL, SAMPLE_TOOLS, CountingEmbedder
@@ -48,6 +49,27 @@ def test_the_proposer_cannot_approve_their_own_change_and_another_admin_can(two_
     assert ("text approved", "ann") in trail
 
 
+def test_a_later_write_building_on_a_waiting_change_does_not_take_it_over(two_person: ToolRegistry) -> None:
+    """The second review: mallory's waiting description, with ann's example request added on top, was recorded as
+    ann's alone, and mallory approved her own text."""
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    two_person.examples.add("weather.forecast", "is it going to pour in Lviv", edited_by="ann")
+    change = two_person.reviews.change("weather.forecast")
+    assert change.review.proposers == ("mallory", "ann") and change.proposed.description == CHANGED
+    for proposer in ("mallory", "ann"):
+        with pytest.raises(ApprovalConflictError, match="was proposed by mallory, ann: under two-person review"):
+            two_person.reviews.approve("weather.forecast", approver=proposer)
+    held = [e.detail for e in two_person.store.audit_log(5, "weather.forecast") if e.action == "text held"]
+    assert "builds on what mallory proposed" in held[0]
+    # Everyone who wrote to it while it waited stays a proposer; a change proposed afresh is its writer's alone.
+    two_person.reviews.reject("weather.forecast", rejecter="ann")
+    two_person.update_reviewed("weather.forecast", edited_by="ann", description=CHANGED + " Hourly too.")
+    assert two_person.reviews.change("weather.forecast").review.proposers == ("ann",)
+    two_person.reviews.approve("weather.forecast", approver="mallory")
+    trail = [(e.action, e.detail) for e in two_person.store.audit_log(2, "weather.forecast")]
+    assert ("text approved", "text change proposed by ann through python approved") in trail
+
+
 def test_the_proposer_may_reject_their_own_change(two_person: ToolRegistry) -> None:
     two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
     two_person.reviews.reject("weather.forecast", rejecter="mallory")
@@ -61,6 +83,22 @@ def test_a_group_description_needs_another_admin_too(two_person: ToolRegistry) -
     assert two_person.group_descriptions() == {}
     two_person.reviews.approve_group("weather", approver="ann")
     assert two_person.group_descriptions() == {"weather": "Forecasts, rain and storms anywhere."}
+
+
+def test_one_admin_cannot_switch_it_off_write_live_and_switch_it_back(two_person: ToolRegistry) -> None:
+    """The second review: mallory turned review off, edited live and turned two-person review on again, alone."""
+    live = two_person.get("weather.forecast").description
+    assert not two_person.reviews.require(False, by="mallory")
+    assert not two_person.reviews.require(False, by="mallory")  # asking twice is still one admin
+    assert two_person.reviews.two_person
+    assert two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED).held
+    assert two_person.get("weather.forecast").description == live
+    assert not two_person.reviews.require(True, by="ann")  # another admin asking for something else: asked anew
+    assert two_person.reviews.require(False, by="mallory") is False and two_person.reviews.two_person
+    assert two_person.reviews.require(False, by="ann")
+    assert not two_person.reviews.required
+    asked = [(e.action, e.principal) for e in two_person.store.audit_log(10) if e.action.startswith("setting")]
+    assert asked[:2] == [("setting", "ann"), ("setting asked", "mallory")]
 
 
 def test_an_approver_without_a_name_is_refused(two_person: ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,7 +117,8 @@ def test_the_setting_is_kept_by_backups_and_plain_review_allows_self_approval(
     with ToolRegistry(str(tmp_path / "restored.db"), embedder, RETRIEVAL) as restored:
         restored.store.restore(as_restored(read_backup(backup), backup, "ops"))
         assert restored.reviews.required and restored.reviews.two_person
-    two_person.reviews.require(True, by="ops")
+    assert not two_person.reviews.require(True, by="ops")  # lowering it takes two admins
+    assert two_person.reviews.require(True, by="ann")
     assert two_person.reviews.required and not two_person.reviews.two_person
     two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
     two_person.reviews.approve("weather.forecast", approver="mallory")  # one admin's registry must be able to
@@ -105,10 +144,12 @@ def test_over_http_the_token_that_proposed_cannot_approve(api: tuple[str, ToolRe
     assert other.status_code == 200 and other.json()["description"] == CHANGED
     invalid = call(url, "PUT", "/text-review", ADMIN, json={"required": False, "two_person": True})
     assert invalid.status_code == 422 and registry.reviews.two_person
-    plain = call(url, "PUT", "/text-review", ADMIN, json={"required": True})
-    assert plain.json() == {"required": True, "two_person": False}
-    trail = [(e.action, e.detail, e.principal) for e in registry.store.audit_log(2)]
-    assert ("setting", "text changes need review: on", "ops") in trail
+    asked = call(url, "PUT", "/text-review", ADMIN, json={"required": True})
+    assert asked.status_code == 202 and asked.json() == {"required": True, "two_person": True}
+    plain = call(url, "PUT", "/text-review", SECOND_ADMIN, json={"required": True})
+    assert plain.status_code == 200 and plain.json() == {"required": True, "two_person": False}
+    trail = [(e.action, e.principal) for e in registry.store.audit_log(2)]
+    assert trail == [("setting", "auditor"), ("setting asked", "ops")]
 
 
 def test_the_cli_sets_it_and_refuses_the_proposers_approval(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -148,3 +189,23 @@ def test_the_console_says_so_and_refuses_the_proposers_approval(tmp_path: Path, 
         own = httpx.post(f"{url}/console/text-changes/mail.send", data=decision, cookies=cookies)
         assert own.status_code == 409 and "under two-person review another admin approves it" in own.text
         assert registry.get("mail.send").description == "Send an email to someone."
+
+
+def test_oauth_callers_are_compared_as_the_people_their_tokens_name() -> None:
+    """The second review: an OAuth caller was recorded by its access rule's name, so everyone under one rule was one
+    name (none could approve another's change) and one person matching two rules was two (and could)."""
+    rules = ApiConfig.model_validate(
+        {
+            "oauth": {"issuer": "https://id.example.com", "audience": "https://tools.example.com", "public_key": "k"},
+            "tokens": {
+                "operators": {"claims": {"scope": "toolrag:admin"}, "role": "admin"},
+                "auditors": {"claims": {"scope": "toolrag:audit"}, "role": "admin"},
+            },
+        }
+    ).policy()
+    ann = rules.for_claims({"sub": "ann", "scope": "toolrag:admin"})
+    ann_again = rules.for_claims({"sub": "ann", "scope": "toolrag:audit"})
+    bob = rules.for_claims({"sub": "bob", "scope": "toolrag:admin"})
+    assert (ann.name, ann_again.name) == ("operators", "auditors")
+    assert ann.actor == ann_again.actor == "ann" and bob.actor == "bob"
+    assert rules.named("operators").actor == "operators"  # a static token's rule is its actor

@@ -33,7 +33,7 @@ import hmac
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -125,6 +125,14 @@ class Caller:
     principal: Principal
     key: str
     granted: bool = True  # False: no rule matched (the stdio client of a gateway without local_principal)
+    person: str | None = None  # an OAuth token's user: the same under every rule its claims match
+
+    @property
+    def actor(self) -> str:
+        """Whom a write or a decision is recorded as, and compared by under two-person review: an OAuth token's
+        user (one person matching two rules is one actor; two people under one rule are two), else the rule of
+        the static token."""
+        return self.person or self.name
 
     def may(self, role: Role) -> bool:
         return self.granted and ROLE_RANK[self.role] >= ROLE_RANK[role]
@@ -244,7 +252,8 @@ class AccessPolicy:
         for name, grant in self.grants.items():
             if grant.matches(claims, self.claims.scopes):
                 principal = grant.principal(name, token.user, token.tenant, token.scopes)
-                return self._caller(name, grant, principal, identity("oauth", name, token.issuer, token.user))
+                caller = self._caller(name, grant, principal, identity("oauth", name, token.issuer, token.user))
+                return replace(caller, person=token.user)
         return self._group_caller(claims, token)
 
     def _read(self, claims: Mapping[str, Any]) -> _Token:
@@ -268,7 +277,8 @@ class AccessPolicy:
             raise NotGranted(f"no access rule of this server matches the token of {token.user[:80]!r}")
         principal = rights.principal_of(token.user, token.tenant, token.scopes, rights.named_tools())
         name = "groups " + "+".join(sorted(named & self.groups.keys()))
-        return self._caller(name, rights, principal, identity("oauth-groups", token.issuer, token.user))
+        caller = self._caller(name, rights, principal, identity("oauth-groups", token.issuer, token.user))
+        return replace(caller, person=token.user)
 
     def local(self) -> Caller:
         """The stdio client: the rule named by `local_principal`, or a caller granted nothing."""

@@ -33,14 +33,15 @@ class ReviewDesk:
         """Whether a change's proposer may not approve it: a second admin does."""
         return self._store.reviews.two_person()
 
-    def require(self, on: bool = True, by: str | None = None, two_person: bool = False) -> None:
+    def require(self, on: bool = True, by: str | None = None, two_person: bool = False) -> bool:
         """Turn review on (or off), audited with `by`: while on, a write that changes what a model reads of a tool
         or is told to call leaves the live tool serving and waits for `approve`. What waits keeps waiting when it is
         turned off. `two_person`: whoever proposed a change cannot approve it (over HTTP and in the console the
-        names are the tokens'; in the CLI and Python, the user running it)."""
+        names are the callers'; in the CLI and Python, the user running it); lowering it then takes two admins
+        asking for the same (the first asking returns False, the setting unchanged). Returns whether it changed."""
         state = ("on, approved by another admin than the proposer" if two_person else "on") if on else "off"
         audit = AuditEntry("setting", f"text changes need review: {state}", None, None, by or login_name())
-        self._store.reviews.require(on, audit, two_person)
+        return self._store.reviews.require(on, audit, two_person)
 
     def waiting(self) -> list[TextChange]:
         """Every change waiting for review, by tool name, with its live tool: who proposed what, how, when, the
@@ -65,7 +66,7 @@ class ReviewDesk:
         def write() -> Tool:
             change = self.change(name)
             review = change.review
-            self._check_approver(f"the text change of {name!r}", review.proposed_by, approver)
+            self._check_approver(f"the text change of {name!r}", review.proposers, approver)
             if change.applied != (review.pending or {}):
                 # What the diff shows was fitted to tenants narrowed since without review: what the hash names is
                 # not what an admin saw (and the tenants may widen again before approval).
@@ -75,7 +76,7 @@ class ReviewDesk:
                 )
             reviewed = review.pending_hash if text_hash is None else text_hash
             _check_hash(name, reviewed, review)
-            by = f" proposed by {review.proposed_by}" if review.proposed_by else ""
+            by = f" proposed by {', '.join(review.proposers)}" if review.proposers else ""
             despite = f" despite: {'; '.join(review.findings)}" if review.findings else ""
             detail = f"text change{by} through {review.origin} approved{despite}"
             decision = Decision(
@@ -137,7 +138,8 @@ class ReviewDesk:
         approver = approver or login_name()
 
         def approvable(review: GroupReview) -> None:
-            self._check_approver(f"the description of group {name!r}", review.proposed_by, approver)
+            proposers = (review.proposed_by,) if review.proposed_by else ()
+            self._check_approver(f"the description of group {name!r}", proposers, approver)
 
         self._store.groups.decide(name, reviewed, True, approver, approvable)
 
@@ -153,12 +155,12 @@ class ReviewDesk:
         audit = AuditEntry("group description rejection lifted", name, None, None, lifter or login_name())
         self._store.groups.lift(name, audit)
 
-    def _check_approver(self, what: str, proposer: str | None, approver: str | None) -> None:
-        """Under two-person review, the proposer's own approval is refused (an unnamed one too: it may be theirs)."""
-        if self.two_person and (approver is None or approver == proposer):
+    def _check_approver(self, what: str, proposers: tuple[str, ...], approver: str | None) -> None:
+        """Under two-person review, a proposer's own approval is refused (an unnamed one too: it may be theirs)."""
+        if self.two_person and (approver is None or approver in proposers):
             raise ApprovalConflictError(
-                f"{what} was proposed by {proposer or 'an unnamed user'}: under two-person review another admin"
-                " approves it (rejecting it is anyone's); nothing was decided"
+                f"{what} was proposed by {', '.join(proposers) or 'an unnamed user'}: under two-person review another"
+                " admin approves it (rejecting it is anyone's); nothing was decided"
             )
 
     def _group_change(self, name: str) -> GroupChange:

@@ -248,10 +248,18 @@ class Gate:
         # The findings are of what approving would make live, not only of what this write brings.
         findings, by = _findings(Tool.parse({**base, **pending})), self.proposal.proposer()
         rejected = None if known is None else known.rejected_hash
-        row = TextReview(name, digest, pending, findings, by, self.proposal.origin, rejected_hash=rejected)
+        # What still waits as an earlier writer proposed it stays theirs too: none of them approves the whole.
+        kept_earlier = known is not None and any(pending.get(key) == value for key, value in earlier.items())
+        inherited = known.proposers if known is not None and kept_earlier else ()
+        contributors = tuple(dict.fromkeys([*inherited, *([by] if by else [])]))
+        row = TextReview(
+            name, digest, pending, findings, by, self.proposal.origin, rejected_hash=rejected, contributors=contributors
+        )
         self.rows.append(row)
         self.reviews[name] = row
         flagged = f"; findings: {'; '.join(findings)}" if findings else ""
+        if others := [who for who in inherited if who != by]:
+            flagged += f"; builds on what {', '.join(others)} proposed"
         if replaced:  # named with its proposer
             who = known.proposed_by if known is not None and known.proposed_by else "someone unknown"
             flagged += f"; replaces what {who} proposed of {', '.join(replaced)}"

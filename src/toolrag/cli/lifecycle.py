@@ -137,13 +137,16 @@ def text_review(
     if state not in (None, *REVIEW_STATES):
         fail(f"text review is {', '.join(map(repr, REVIEW_STATES))}, not {state!r}")
     registry = open_registry(store)
-    if state is not None:
-        guarded(lambda: registry.reviews.require(state != "off", two_person=state == "two-person"))
+    changed = state is None or guarded(
+        lambda: registry.reviews.require(state != "off", cli_user(), two_person=state == "two-person")
+    )
     shown_state = ("two-person" if registry.reviews.two_person else "on") if registry.reviews.required else "off"
     if as_json:
-        print_json({"text_review": shown_state})
-    else:
+        print_json({"text_review": shown_state} | ({} if changed else {"asked": state}))
+    elif changed:
         out.print(f"text review: {shown_state}")
+    else:
+        out.print(f"text review: {shown_state} ({state} asked: it changes when another admin asks the same)")
 
 
 REVIEW_STATES = ("on", "two-person", "off")
@@ -166,7 +169,7 @@ def pending(
     if name:
         row = rows[0]
         out.print(
-            f"{name}: text {row['text_hash']} proposed by {row['proposed_by']} through {row['origin']}"
+            f"{name}: text {row['text_hash']} proposed by {', '.join(row['proposers']) or None} through {row['origin']}"
             f" at {row['proposed_at']}",
             highlight=False,
         )
@@ -179,7 +182,7 @@ def pending(
         table.add_row(
             row["tool"],
             row["text_hash"][:HASH_PREFIX],
-            str(row["proposed_by"]),
+            ", ".join(row["proposers"]) or "None",
             row["origin"],
             row["proposed_at"],
             "\n".join(row["findings"]),
@@ -193,6 +196,7 @@ def _change_json(change: TextChange, with_diff: bool) -> dict[str, Any]:
         "tool": review.tool,
         "text_hash": change.shown_hash,
         "proposed_by": review.proposed_by,
+        "proposers": list(review.proposers),
         "origin": review.origin,
         "proposed_at": review.proposed_at.isoformat(timespec="seconds"),
         "findings": list(review.findings),
@@ -516,7 +520,7 @@ def suggest_aliases_command(
 
     registry = open_registry(store)
     suggestions = guarded(lambda: suggest_aliases(registry, days, min_count, min_callers))
-    applied = guarded(lambda: apply_suggestions(registry, suggestions, set(apply or []))) if apply else []
+    applied = guarded(lambda: apply_suggestions(registry, suggestions, set(apply or []), cli_user())) if apply else []
     if as_json:
         print_json({"suggestions": [vars(s) for s in suggestions], "applied": applied})
         return

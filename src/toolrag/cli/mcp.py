@@ -18,6 +18,7 @@ from toolrag.cli.common import (
     JsonOption,
     LogFormatOption,
     Table,
+    cli_user,
     closed_with_command,
     err,
     guarded,
@@ -117,16 +118,12 @@ def disable(
 ) -> None:
     """Switch an upstream server off without removing it from the configuration: the gateway lists none of its
     tools and refuses calls to them until `toolrag mcp enable`."""
-    import getpass
-
     from toolrag.mcp.switches import disable_server, servers_in
 
     settings = _load(config)
     gateway = _gateway(settings)
     store = gateway.registry.store
-    changed = guarded(
-        lambda: disable_server(store, server, servers_in(store, settings.servers), getpass.getuser(), reason)
-    )
+    changed = guarded(lambda: disable_server(store, server, servers_in(store, settings.servers), cli_user(), reason))
     if as_json:
         print_json({"server": server, "disabled": True, "changed": changed})
     else:
@@ -136,14 +133,12 @@ def disable(
 @mcp_app.command()
 def enable(server: ServerArgument, config: ConfigOption = "toolrag-mcp.toml", as_json: JsonOption = False) -> None:
     """Switch a disabled upstream server on again: its tools come back at the gateway's next request."""
-    import getpass
-
     from toolrag.mcp.switches import enable_server, servers_in
 
     settings = _load(config)
     gateway = _gateway(settings)
     store = gateway.registry.store
-    changed = guarded(lambda: enable_server(store, server, servers_in(store, settings.servers), getpass.getuser()))
+    changed = guarded(lambda: enable_server(store, server, servers_in(store, settings.servers), cli_user()))
     if as_json:
         print_json({"server": server, "disabled": False, "changed": changed})
     else:

@@ -22,6 +22,7 @@ from toolrag.cli.common import (
     StoreOption,
     Table,
     ToolNameArgument,
+    cli_user,
     err,
     guarded,
     open_registry,
@@ -179,7 +180,7 @@ def _progress(done: int, total: int) -> None:
 
 def _decide(name: str, other: str, verdict: Verdict, kind: RelationKind | None, store: str, as_json: bool) -> None:
     registry = open_registry(store)
-    decided = guarded(lambda: registry.relations.decide(name, other, verdict, "cli", kind))
+    decided = guarded(lambda: registry.relations.decide(name, other, verdict, cli_user(), kind))
     if as_json:
         print_json({"tool": decided.tool, "other": decided.other, "kind": decided.kind, "verdict": decided.verdict})
         return
@@ -220,7 +221,7 @@ def lift(
 ) -> None:
     """Drop a confirmation or a rejection: inference and learning decide again."""
     registry = open_registry(store)
-    dropped = guarded(lambda: registry.relations.lift(name, other, "cli", kind))
+    dropped = guarded(lambda: registry.relations.lift(name, other, cli_user(), kind))
     if as_json:
         print_json({"lifted": dropped})
         return

@@ -10,7 +10,6 @@ writes only what the server owns (`model.SOURCE_FIELDS`) over the tool as operat
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import logging
@@ -25,7 +24,7 @@ import mcp.types as types
 
 from toolrag.catalog.files import repair_schema
 from toolrag.catalog.poisoning import scan, tool_findings
-from toolrag.catalog.review import required_by
+from toolrag.catalog.review import login_name, required_by
 from toolrag.errors import ApprovalConflictError, InvalidToolError, ServerNotFoundError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.model import (
@@ -234,24 +233,24 @@ class ToolImporter:
     def approve(self, names: Iterable[str], approver: str | None = None) -> list[str]:
         """Approve quarantined versions: pin their hash and make them active. Returns the names approved."""
         with self._lock:
-            return approve_quarantined(self.registry, names, approver or getpass.getuser())
+            return approve_quarantined(self.registry, names, approver or login_name())
 
     def approve_server(
         self, server: str, reviewed: Mapping[str, str] | None = None, approver: str | None = None
     ) -> list[str]:
         """Approve every quarantined version of one server's tools, all or none (`approve_server`)."""
         with self._lock:
-            return approve_server(self.registry, server, reviewed, approver or getpass.getuser())
+            return approve_server(self.registry, server, reviewed, approver or login_name())
 
     def reject(self, names: Iterable[str], rejecter: str | None = None) -> list[str]:
         """Reject quarantined versions; the rejection holds while their servers publish the same text."""
         with self._lock:
-            return reject_quarantined(self.registry, names, rejecter or getpass.getuser())
+            return reject_quarantined(self.registry, names, rejecter or login_name())
 
     def lift(self, names: Iterable[str], lifter: str | None = None) -> list[str]:
         """Forget rejections: the next sync quarantines those tools for review again."""
         with self._lock:
-            return lift_rejections(self.registry, names, lifter or getpass.getuser())
+            return lift_rejections(self.registry, names, lifter or login_name())
 
     def forget_servers(self, configured: Iterable[str]) -> list[str]:
         """Deactivate the tools of servers that are no longer configured (or disabled)."""
@@ -453,7 +452,7 @@ def _quarantined(registry: ToolRegistry, names: Iterable[str]) -> list[Pin]:
 
 
 def approve_quarantined(
-    registry: ToolRegistry, names: Iterable[str], approver: str, reviewed: Mapping[str, str] | None = None
+    registry: ToolRegistry, names: Iterable[str], approver: str | None, reviewed: Mapping[str, str] | None = None
 ) -> list[str]:
     """Pin the quarantined versions' hashes and make them active (the CLI, the console), with what operators set
     on the tool kept (`Tool.synced`). `reviewed`: the text hash each was shown with; ApprovalConflictError, nothing
@@ -483,7 +482,9 @@ def server_quarantined(registry: ToolRegistry, server: str) -> list[Pin]:
     return waiting
 
 
-def approve_server(registry: ToolRegistry, server: str, reviewed: Mapping[str, str] | None, approver: str) -> list[str]:
+def approve_server(
+    registry: ToolRegistry, server: str, reviewed: Mapping[str, str] | None, approver: str | None
+) -> list[str]:
     """Approve every quarantined tool of `server` in one transaction, each audited as a single approval is.
     `reviewed`: the pending text hash of each tool as the approver saw it; when the tools waiting are not exactly
     those, with those hashes (a sync changed one, or listed one more, since), ApprovalConflictError and nothing is
@@ -514,7 +515,7 @@ def _check_reviewed(server: str, waiting: Sequence[Pin], reviewed: Mapping[str, 
         )
 
 
-def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str) -> list[str]:
+def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | None) -> list[str]:
     """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
     approved), then register the approved versions."""
     registry.store.save_pins(
@@ -527,7 +528,7 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str) -> 
 
 
 def reject_quarantined(
-    registry: ToolRegistry, names: Iterable[str], rejecter: str, reviewed: Mapping[str, str] | None = None
+    registry: ToolRegistry, names: Iterable[str], rejecter: str | None, reviewed: Mapping[str, str] | None = None
 ) -> list[str]:
     """Drop the quarantined versions: an approved tool keeps its approved version, a new one stays out. The
     rejection sticks: while its server publishes the same text, syncs leave it out without quarantining it again
@@ -542,7 +543,7 @@ def reject_quarantined(
     return [p.tool for p in rejected]
 
 
-def lift_rejections(registry: ToolRegistry, names: Iterable[str], lifter: str) -> list[str]:
+def lift_rejections(registry: ToolRegistry, names: Iterable[str], lifter: str | None) -> list[str]:
     """Forget the rejected texts of these tools: the next sync that lists one quarantines it for review again."""
     wanted = set(names)
     lifted = [p for p in registry.store.pins() if p.tool in wanted and p.rejected_hash is not None]

@@ -74,12 +74,14 @@ def _told_to_others(tool: Tool, tenants: set[str | None]) -> bool:
     return set(tool.tenants) != tenants
 
 
-def apply_suggestions(registry: ToolRegistry, suggestions: list[AliasSuggestion], tools: set[str]) -> list[str]:
-    """Add the suggested aliases of the given tools (one new version each); returns the tools updated."""
+def apply_suggestions(
+    registry: ToolRegistry, suggestions: list[AliasSuggestion], tools: set[str], by: str | None = None
+) -> list[str]:
+    """Add the suggested aliases of the given tools (one new version each, by `by`); returns the tools updated."""
     updated = []
     for name in sorted(tools):
         new = [s.alias for s in suggestions if s.tool == name]
         if new:
-            registry.edit(name, lambda tool, new=new: {"aliases": [*tool.aliases, *new]})  # type: ignore[misc]
+            registry.edit(name, lambda tool, new=new: {"aliases": [*tool.aliases, *new]}, by)  # type: ignore[misc]
             updated.append(name)
     return updated

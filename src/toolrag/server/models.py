@@ -80,7 +80,10 @@ class TextChangeOut(BaseModel):
 
     tool: str
     text_hash: str = Field(description="the hash of the text waiting: state it when approving or rejecting")
-    proposed_by: str | None
+    proposed_by: str | None = Field(description="the latest writer of what waits")
+    proposers: list[str] = Field(
+        description="everyone whose proposed part still waits: under two-person review none of them approves it"
+    )
     origin: str = Field(description="import, api, console, cli or python")
     proposed_at: datetime
     findings: list[str] = Field(description="what the poisoning checks found in the proposed text")

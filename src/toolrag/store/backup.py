@@ -61,7 +61,10 @@ def write_backup(dump: RegistryDump, path: str | Path) -> None:
         "versions": [json.loads(t.model_dump_json()) for t in dump.versions],
         "groups": dump.groups,
         "pins": [_pin_document(pin) for pin in dump.pins],
-        "text_reviews": [_plain(review) | {"findings": list(review.findings)} for review in dump.text_reviews],
+        "text_reviews": [
+            _plain(review) | {"findings": list(review.findings), "contributors": list(review.contributors)}
+            for review in dump.text_reviews
+        ],
         "text_review": dump.text_review,
         "two_person_review": dump.two_person_review,
         "group_reviews": [_plain(review) for review in dump.group_reviews],

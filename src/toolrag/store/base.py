@@ -111,10 +111,18 @@ class TextReview:
     origin: str | None = None  # import, api, console, cli or python
     proposed_at: datetime = field(default_factory=utc_now)
     rejected_hash: str | None = None  # left out when proposed again, until lifted
+    # Everyone whose proposed part still waits, `proposed_by` (the latest writer) too: a later write builds on what
+    # waits, and under two-person review none of them may approve the whole.
+    contributors: tuple[str, ...] = ()
 
     @property
     def waiting(self) -> bool:
         return self.pending_hash is not None
+
+    @property
+    def proposers(self) -> tuple[str, ...]:
+        """Who proposed what waits (rows written before contributors were kept: their proposer)."""
+        return self.contributors or ((self.proposed_by,) if self.proposed_by else ())
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from toolrag.errors import ApprovalConflictError
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # tables.py builds these tables
 
 SETTING = "text_review"
 ON, TWO_PERSON = "on", "two-person"  # its values besides "off"
+LOWERING, LOWERED_BY = "text_review_lowering", "text_review_lowering_by"  # a request to lower two-person review
 
 
 class ReviewTables:
@@ -36,32 +38,49 @@ class ReviewTables:
         """Whether whoever proposed a change may not approve it (review on, with a second admin's approval)."""
         return self._setting(db) == TWO_PERSON
 
-    def require(self, on: bool, audit: AuditEntry, two_person: bool = False) -> None:
+    def require(self, on: bool, audit: AuditEntry, two_person: bool = False) -> bool:
+        """Set the setting, audited with `audit`; whether it changed now. Under two-person review, lowering it takes
+        two admins as approving does: the first one's request is kept (audited `setting asked`) and it changes when
+        another admin asks for the same."""
+        wanted = (TWO_PERSON if two_person else ON) if on else "off"
         with self._db.transaction() as db:
+            if self._setting(db) == TWO_PERSON and wanted != TWO_PERSON:
+                asked = self._read_meta(db, LOWERING)
+                if asked != wanted or audit.principal is None or self._read_meta(db, LOWERED_BY) == audit.principal:
+                    self._write_meta(db, {LOWERING: wanted, LOWERED_BY: audit.principal or ""})
+                    detail = f"{audit.detail}: asked, another admin asking the same makes it so (two-person review)"
+                    self._trail.write(db, [replace(audit, action="setting asked", detail=detail)])
+                    return False
             self.write_setting(db, on, two_person)
             self._trail.write(db, [audit])
             # What search reads depends on it (relations learned from usage serve only while review is off).
             self._db.bump_generation(db)
+            return True
 
     def write_setting(self, db: Any, on: bool, two_person: bool = False) -> None:
-        """Set `required` (and `two_person`, which only review that is on has) in the caller's transaction (`db`)."""
-        db.execute(
-            self._db.dialect.sql(
-                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-            ),
-            (SETTING, (TWO_PERSON if two_person else ON) if on else "off"),
-        )
+        """Set `required` (and `two_person`, which only review that is on has) in the caller's transaction (`db`);
+        a request to lower it is forgotten."""
+        value = (TWO_PERSON if two_person else ON) if on else "off"
+        self._write_meta(db, {SETTING: value, LOWERING: "", LOWERED_BY: ""})
 
     def _setting(self, db: Any) -> str | None:
-        rows = self._db.read(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (SETTING,), db)
-        return str(rows[0][0]) if rows else None
+        return self._read_meta(db, SETTING)
+
+    def _read_meta(self, db: Any, key: str) -> str | None:
+        rows = self._db.read(self._db.dialect.sql("SELECT value FROM meta WHERE key = ?"), (key,), db)
+        return str(rows[0][0]) if rows and rows[0][0] != "" else None
+
+    def _write_meta(self, db: Any, values: Mapping[str, str]) -> None:
+        upsert = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+        for key, value in values.items():
+            db.execute(self._db.dialect.sql(upsert), (key, value))
 
     def read(self, tools: Sequence[str] | None = None, db: Any = None) -> list[TextReview]:
         """Every row (of the named tools), by tool name (read in the caller's transaction `db`, if given)."""
         as_text = self._db.dialect.as_text
         query = (
             f"SELECT tool, pending_hash, {as_text('pending')}, {as_text('findings')}, proposed_by, origin, proposed_at,"
-            " rejected_hash FROM text_reviews ORDER BY tool"
+            f" rejected_hash, {as_text('contributors')} FROM text_reviews ORDER BY tool"
         )
         wanted = None if tools is None else set(tools)
         rows = [self._row(row) for row in self._db.read(query, db=db)]
@@ -82,10 +101,11 @@ class ReviewTables:
             db.execute(
                 dialect.sql(
                     "INSERT INTO text_reviews(tool, pending_hash, pending, findings, proposed_by, origin, proposed_at,"
-                    " rejected_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
+                    " rejected_hash, contributors) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET"
                     " pending_hash = excluded.pending_hash, pending = excluded.pending,"
                     " findings = excluded.findings, proposed_by = excluded.proposed_by, origin = excluded.origin,"
-                    " proposed_at = excluded.proposed_at, rejected_hash = excluded.rejected_hash"
+                    " proposed_at = excluded.proposed_at, rejected_hash = excluded.rejected_hash,"
+                    " contributors = excluded.contributors"
                 ),
                 (
                     row.tool,
@@ -96,6 +116,7 @@ class ReviewTables:
                     row.origin,
                     dialect.timestamp(row.proposed_at),
                     row.rejected_hash,
+                    json.dumps(list(row.contributors)),
                 ),
             )
 
@@ -112,7 +133,7 @@ class ReviewTables:
                 )
 
     def _row(self, row: tuple[Any, ...]) -> TextReview:
-        tool, pending_hash, pending, findings, proposed_by, origin, proposed_at, rejected_hash = row
+        tool, pending_hash, pending, findings, proposed_by, origin, proposed_at, rejected_hash, contributors = row
         return TextReview(
             str(tool),
             None if pending_hash is None else str(pending_hash),
@@ -122,4 +143,5 @@ class ReviewTables:
             None if origin is None else str(origin),
             self._db.dialect.parse_time(proposed_at),
             None if rejected_hash is None else str(rejected_hash),
+            tuple(json.loads(str(contributors))),
         )

@@ -55,7 +55,7 @@ def edit_tool(
 
     def update() -> Tool:
         edited = console.registry.update_reviewed(
-            name, edited_by=who.name, expected_version=version, origin="console", **changes
+            name, edited_by=who.actor, expected_version=version, origin="console", **changes
         )
         held.append(edited.held or edited.rejected)
         return edited.tool
@@ -82,9 +82,9 @@ def change_example(
 
     def change() -> None:
         if action == "remove":
-            tool = registry.examples.remove(name, text, owner, edited_by=who.name, origin="console")
+            tool = registry.examples.remove(name, text, owner, edited_by=who.actor, origin="console")
         else:
-            tool = registry.examples.add(name, text, owner, source, edited_by=who.name, origin="console")
+            tool = registry.examples.add(name, text, owner, source, edited_by=who.actor, origin="console")
         present = any(e.key == example_key(text, owner) for e in tool.examples)
         held.append(present == (action == "remove"))  # the live examples did not move: the change waits for review
 
@@ -113,11 +113,11 @@ def change_tenant_description(
     def change() -> None:
         if action == "remove":
             edited = registry.descriptions.drop(
-                name, tenant, expected_version=version, edited_by=who.name, origin="console"
+                name, tenant, expected_version=version, edited_by=who.actor, origin="console"
             )
             held.append(edited.held or edited.rejected)
         else:
-            done = described(registry, name, tenant, text, version, edited_by=who.name, origin="console")
+            done = described(registry, name, tenant, text, version, edited_by=who.actor, origin="console")
             findings.extend(done.findings)
             held.append(done.held)
 
@@ -137,7 +137,7 @@ def drop_override(
     held: list[bool] = []
 
     def drop() -> None:
-        edited = console.registry.drop_overrides(name, [field], edited_by=who.name, origin="console")
+        edited = console.registry.drop_overrides(name, [field], edited_by=who.actor, origin="console")
         held.append(edited.held or edited.rejected)
 
     return _edited(console, request, who, name, drop, "", "", held=held)
@@ -159,7 +159,7 @@ def set_active(
     held: list[bool] = []
 
     def switch() -> None:
-        switched = console.registry.set_active(name, active, edited_by=who.name, origin="console")
+        switched = console.registry.set_active(name, active, edited_by=who.actor, origin="console")
         held.append(active and not switched.active)  # under text review a reactivation waits for an admin
 
     return _edited(console, request, who, name, switch, "", "", held=held)
@@ -184,7 +184,7 @@ def rollback_tool(
         fields = {"to": str(to), "expected_version": str(expected_version)}
         return confirm(console, request, question, consequence, fields, _tool_page(name))
     restore = lambda: console.registry.rollback(  # noqa: E731
-        name, to, expected_version=expected_version, edited_by=who.name
+        name, to, expected_version=expected_version, edited_by=who.actor
     )
     return _edited(console, request, who, name, restore, "", "")
 
@@ -217,7 +217,7 @@ def decide_quarantine(
 
     decide = approve_quarantined if decision == "approve" else reject_quarantined
     try:
-        decide(console.registry, [name], who.name, {name: text_hash})
+        decide(console.registry, [name], who.actor, {name: text_hash})
     except ToolragError as problem:
         return console.error(request, 409, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
@@ -248,7 +248,7 @@ def approve_upstream(
     from toolrag.mcp.importer import approve_server
 
     try:
-        approve_server(console.registry, server, reviewed, who.name)
+        approve_server(console.registry, server, reviewed, who.actor)
     except ServerNotFoundError as missing:
         return console.error(request, 404, str(missing))
     except ApprovalConflictError as conflict:
@@ -273,9 +273,9 @@ def switch_upstream(
     known = servers_in(store, console.upstream_names())
     try:
         if decision == "disable":
-            disable_server(store, server, known, who.name, "from the console")
+            disable_server(store, server, known, who.actor, "from the console")
         else:
-            enable_server(store, server, known, who.name)
+            enable_server(store, server, known, who.actor)
     except ToolragError as problem:
         return console.error(request, 404, str(problem))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
@@ -297,9 +297,9 @@ def judge_relation(
     who, relations = console.admin(request, csrf), console.registry.relations
     try:
         if decision == "lift":
-            relations.lift(name, other, who.name, kind)
+            relations.lift(name, other, who.actor, kind)
         else:
-            relations.decide(name, other, "confirmed" if decision == "confirm" else "rejected", who.name, kind)
+            relations.decide(name, other, "confirmed" if decision == "confirm" else "rejected", who.actor, kind)
     except ToolragError as problem:
         return console.error(request, 422, str(problem))
     return secured(RedirectResponse(f"{_tool_page(name)}#relations", status_code=303))

@@ -44,7 +44,7 @@ def add_task(
     source: Literal["operator", "usage"] = "usage" if action == "promote" else "operator"
     try:
         console.registry.examples.add_task(
-            text, names, tenant.strip() or None, source, edited_by=who.name, origin="console"
+            text, names, tenant.strip() or None, source, edited_by=who.actor, origin="console"
         )
     except ToolragError as problem:
         return _tasks_view(request, console, 422, str(problem))

@@ -66,7 +66,7 @@ def decide_text_change(
     registry = console.registry
     decide = registry.reviews.approve if decision == "approve" else registry.reviews.reject
     try:
-        decide(name, text_hash, who.name)
+        decide(name, text_hash, who.actor)
     except ToolNotFoundError as missing:
         return console.error(request, 404, str(missing))
     except ApprovalConflictError as conflict:

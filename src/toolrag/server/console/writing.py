@@ -54,7 +54,7 @@ def write_or_plan(
     try:
         if action == "plan":
             return _page(request, console, api, order=order, plan=api.writing.plan(order))
-        api.writing.start(order, who.name, "console")
+        api.writing.start(order, who.actor, "console")
     except WritingOrderError as problem:
         return _page(request, console, api, 422, str(problem), order)
     except (NoChatModelError, WritingBusyError, MissingExtraError, ChatModelKeyError) as problem:
@@ -67,7 +67,7 @@ def cancel(request: Request, console: Console, api: Api, csrf: Annotated[str | N
     """Stop the run going on at its next call; what it wrote stays."""
     who = console.admin(request, csrf)
     try:
-        api.writing.cancel(who.name)
+        api.writing.cancel(who.actor)
     except WritingNotStartedError as problem:
         return _page(request, console, api, 409, str(problem))
     return secured(RedirectResponse(PAGE, status_code=303))

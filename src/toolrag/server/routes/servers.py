@@ -49,7 +49,7 @@ def approve_server_tools(server: str, body: ServerApproveIn, who: Admin, api: Ap
     """Approve every quarantined tool of the server in one transaction, each audited with the token's name. The
     body states what the approver reviewed: 409, nothing approved, when the tools waiting are not exactly those, with
     those text hashes (the server changed one, or listed another, since). 404 for a server with no tools here."""
-    approved = approve_server(api.registry, server, body.pending, who.name)
+    approved = approve_server(api.registry, server, body.pending, who.actor)
     return ServerApprovedOut(server=server, approved=approved)
 
 
@@ -61,7 +61,7 @@ def disable(
     enabled. 404 for a server neither configured nor in the registry; `changed: false` when it was off already."""
     reason = body.reason if body else None
     changed = _known(
-        server, request, api, lambda known: disable_server(api.registry.store, server, known, who.name, reason)
+        server, request, api, lambda known: disable_server(api.registry.store, server, known, who.actor, reason)
     )
     return _switch_out(api, server, changed)
 
@@ -69,7 +69,7 @@ def disable(
 @router.post("/mcp/servers/{server}/enable", response_model=SwitchOut)
 def enable(server: str, request: Request, who: Admin, api: Api) -> SwitchOut:
     """Switch an upstream on again: its tools come back at the gateway's next request."""
-    changed = _known(server, request, api, lambda known: enable_server(api.registry.store, server, known, who.name))
+    changed = _known(server, request, api, lambda known: enable_server(api.registry.store, server, known, who.actor))
     return _switch_out(api, server, changed)
 
 

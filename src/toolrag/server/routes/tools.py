@@ -76,7 +76,7 @@ def rollback_tool(name: str, body: RollbackIn, who: Admin, api: Api) -> Tool:
     """A new version with the content of version `to` (history only grows), audited with the token's name;
     compare-and-set on `expected_version` when given: 409, nothing written, when the tool is at another version
     (someone changed it after the caller chose). 404 for a version the tool never had."""
-    return api.registry.rollback(name, body.to, expected_version=body.expected_version, edited_by=who.name)
+    return api.registry.rollback(name, body.to, expected_version=body.expected_version, edited_by=who.actor)
 
 
 @router.post("/tools", response_model=UpsertOut)
@@ -85,7 +85,7 @@ def register_tools(tools: list[ToolIn], who: Admin, api: Api) -> UpsertOut:
     those it leaves out (an operator's tenants, examples, ...) are kept; compare-and-set on the versions read.
     While the registry's text review is on, an existing tool's text change waits for review (`held`)."""
     parsed = [Tool.parse({**t.model_dump(exclude_unset=True), "source": "api"}) for t in tools]
-    report = api.registry.register_over(parsed, origin="api", proposed_by=who.name)
+    report = api.registry.register_over(parsed, origin="api", proposed_by=who.actor)
     return UpsertOut(
         added=report.added,
         updated=report.updated,
@@ -109,7 +109,7 @@ def update_tool(name: str, patch: ToolPatch, who: Admin, api: Api, response: Res
     expected = changes.pop("version", None)
     if not changes:
         raise HTTPException(422, "nothing to change")
-    edited = api.registry.update_reviewed(name, edited_by=who.name, expected_version=expected, origin="api", **changes)
+    edited = api.registry.update_reviewed(name, edited_by=who.actor, expected_version=expected, origin="api", **changes)
     if edited.held or edited.rejected:
         response.status_code = 202
     return edited.tool
@@ -123,13 +123,15 @@ def text_review(who: Admin, api: Api) -> TextReviewSetting:
 
 
 @router.put("/text-review", response_model=TextReviewSetting, tags=["review"])
-def set_text_review(body: TextReviewSetting, who: Admin, api: Api) -> TextReviewSetting:
+def set_text_review(body: TextReviewSetting, who: Admin, api: Api, response: Response) -> TextReviewSetting:
     """Turn text review on or off for every process on this registry, audited with the token's name. Changes
     already waiting keep waiting when it is turned off. `two_person`: the token that proposed a change cannot
-    approve it."""
+    approve it; lowering it then takes two admins asking for the same (the first one's answer is 202 with the
+    setting unchanged)."""
     if body.two_person and not body.required:
         raise HTTPException(422, "two_person needs required: true (it is a kind of review)")
-    api.registry.reviews.require(body.required, who.name, body.two_person)
+    if not api.registry.reviews.require(body.required, who.actor, body.two_person):
+        response.status_code = 202
     return _review_setting(api)
 
 
@@ -154,26 +156,26 @@ def text_change(name: str, who: Admin, api: Api) -> TextChangeOut:
 def approve_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> Tool:
     """Make the waiting text live: a new version, audited with the token's name. Compare-and-set on `text_hash`:
     409, nothing approved, when another text waits now (review it again); 404 when none waits."""
-    return api.registry.reviews.approve(name, body.text_hash, who.name)
+    return api.registry.reviews.approve(name, body.text_hash, who.actor)
 
 
 @router.post("/text-changes/{name}/reject", response_model=TextRejectedOut, tags=["review"])
 def reject_text_change(name: str, body: TextDecisionIn, who: Admin, api: Api) -> TextRejectedOut:
     """Drop the waiting text (the live text stays), audited and remembered: posting or importing the same text
     again leaves it out until the rejection is lifted. 409 as approving."""
-    rejected = api.registry.reviews.reject(name, body.text_hash, who.name)
+    rejected = api.registry.reviews.reject(name, body.text_hash, who.actor)
     return TextRejectedOut(tool=name, rejected_hash=rejected)
 
 
 @router.post("/text-changes/{name}/lift", status_code=204, tags=["review"])
 def lift_text_rejection(name: str, who: Admin, api: Api) -> None:
     """Forget the rejected text of the tool: proposing it again waits for review again. 404 when none."""
-    api.registry.reviews.lift(name, who.name)
+    api.registry.reviews.lift(name, who.actor)
 
 
 @router.post("/tools/{name}/deactivate", response_model=Tool)
 def deactivate(name: str, who: Admin, api: Api) -> Tool:
-    return api.registry.set_active(name, False, edited_by=who.name, origin="api")
+    return api.registry.set_active(name, False, edited_by=who.actor, origin="api")
 
 
 @router.post(
@@ -182,7 +184,7 @@ def deactivate(name: str, who: Admin, api: Api) -> Tool:
     responses={202: {"model": Tool, "description": "the tool, still inactive: its reactivation waits for review"}},
 )
 def reactivate(name: str, who: Admin, api: Api, response: Response) -> Tool:
-    tool = api.registry.set_active(name, True, edited_by=who.name, origin="api")
+    tool = api.registry.set_active(name, True, edited_by=who.actor, origin="api")
     if not tool.active:
         response.status_code = 202
     return tool
@@ -192,19 +194,19 @@ def reactivate(name: str, who: Admin, api: Api, response: Response) -> Tool:
 def remove_overrides(name: str, body: OverridesIn, who: Admin, api: Api) -> Tool:
     """Return fields of an MCP server's tool that an operator replaced (`overrides`) to the server's value (a new
     version): syncs keep them current again. 422 for a field that is not overridden."""
-    return api.registry.drop_overrides(name, body.fields, edited_by=who.name, origin="api").tool
+    return api.registry.drop_overrides(name, body.fields, edited_by=who.actor, origin="api").tool
 
 
 @router.post("/tools/{name}/examples", response_model=Tool)
 def add_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
     """One more example request (a new version): searches like it, of that tenant, find the tool. Made on the
     tool as it is at the write: concurrent additions all stay."""
-    return api.registry.examples.add(name, body.text, body.tenant, body.source, edited_by=who.name, origin="api")
+    return api.registry.examples.add(name, body.text, body.tenant, body.source, edited_by=who.actor, origin="api")
 
 
 @router.post("/tools/{name}/examples/remove", response_model=Tool)
 def remove_example(name: str, body: ExampleIn, who: Admin, api: Api) -> Tool:
-    return api.registry.examples.remove(name, body.text, body.tenant, edited_by=who.name, origin="api")
+    return api.registry.examples.remove(name, body.text, body.tenant, edited_by=who.actor, origin="api")
 
 
 @router.get("/past-tasks", response_model=list[PastTaskOut])
@@ -225,7 +227,7 @@ def add_task(body: TaskIn, who: Admin, api: Api) -> list[Tool]:
     """A past task: the request becomes an example of each of its tools (new versions, one transaction), so a
     request like it retrieves the whole set."""
     return api.registry.examples.add_task(
-        body.text, body.tools, body.tenant, body.source, edited_by=who.name, origin="api"
+        body.text, body.tools, body.tenant, body.source, edited_by=who.actor, origin="api"
     )
 
 
@@ -234,7 +236,7 @@ def set_tenant_description(name: str, body: TenantDescriptionIn, who: Admin, api
     """Describe the tool in other words for one tenant's principals (a new version): what they are shown and
     injected, and one more view of it for their searches; syncs and re-imports keep it. The text is scanned like an
     MCP server's and the findings returned. Compare-and-set on `expected_version`: 409 when the tool moved on."""
-    done = described(api.registry, name, body.tenant, body.text, body.expected_version, who.name, "api")
+    done = described(api.registry, name, body.tenant, body.text, body.expected_version, who.actor, "api")
     return TenantDescriptionOut(tool=done.tool, findings=list(done.findings), held=done.held)
 
 
@@ -243,7 +245,7 @@ def remove_tenant_description(name: str, body: TenantDescriptionDropIn, who: Adm
     """The tenant's principals get the source's description again (a new version); 409 as above, 422 when the tool
     has no description for that tenant."""
     return api.registry.descriptions.drop(
-        name, body.tenant, expected_version=body.expected_version, edited_by=who.name, origin="api"
+        name, body.tenant, expected_version=body.expected_version, edited_by=who.actor, origin="api"
     ).tool
 
 
@@ -266,19 +268,19 @@ KindQuery = Annotated[
 def confirm_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> VerdictOut:
     """Confirm an inferred or learned relation: as strong as a declared one, kept whatever inference finds next.
     422 when the registry found no such relation, or the catalog declares it."""
-    return _verdict_out(api.registry.relations.decide(name, other, "confirmed", who.name, kind))
+    return _verdict_out(api.registry.relations.decide(name, other, "confirmed", who.actor, kind))
 
 
 @router.post("/tools/{name}/relations/{other}/reject", response_model=VerdictOut)
 def reject_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> VerdictOut:
     """Reject an inferred or learned relation: never inferred nor learned again for the pair until lifted."""
-    return _verdict_out(api.registry.relations.decide(name, other, "rejected", who.name, kind))
+    return _verdict_out(api.registry.relations.decide(name, other, "rejected", who.actor, kind))
 
 
 @router.post("/tools/{name}/relations/{other}/lift", response_model=LiftedOut)
 def lift_relation(name: str, other: str, who: Admin, api: Api, kind: KindQuery = None) -> LiftedOut:
     """Drop a confirmation or rejection of the pair (of `kind`, if given)."""
-    return LiftedOut(lifted=api.registry.relations.lift(name, other, who.name, kind))
+    return LiftedOut(lifted=api.registry.relations.lift(name, other, who.actor, kind))
 
 
 def _verdict_out(verdict: RelationVerdict) -> VerdictOut:
@@ -293,6 +295,7 @@ def _change_out(change: TextChange) -> TextChangeOut:
         tool=review.tool,
         text_hash=change.shown_hash,
         proposed_by=review.proposed_by,
+        proposers=list(review.proposers),
         origin=str(review.origin),
         proposed_at=review.proposed_at,
         findings=list(review.findings),

@@ -23,7 +23,7 @@ def plan_writing(order: WritingIn, who: Admin, api: Api) -> WritingRun:
 def start_writing(order: WritingIn, who: Admin, api: Api) -> WritingJobOut:
     """Start a run in the background; only tools whose text changed since their examples were written are asked.
     409 while another runs."""
-    return job_out(api.writing.start(_order(order), who.name, "api"))
+    return job_out(api.writing.start(_order(order), who.actor, "api"))
 
 
 @router.get("/written-examples", response_model=WritingJobOut)
@@ -35,7 +35,7 @@ def latest_writing(who: Admin, api: Api) -> WritingJobOut:
 @router.post("/written-examples/cancel", response_model=WritingJobOut)
 def cancel_writing(who: Admin, api: Api) -> WritingJobOut:
     """Stop the run going on here at its next call; what it wrote stays (404: none runs here)."""
-    return job_out(api.writing.cancel(who.name))
+    return job_out(api.writing.cancel(who.actor))
 
 
 def _order(order: WritingIn) -> WritingOrder:

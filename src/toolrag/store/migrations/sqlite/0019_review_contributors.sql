@@ -1,0 +1,3 @@
+-- Everyone whose proposed part of a tool's change still waits (`proposed_by` is the latest writer): under two-person
+-- review none of them may approve it. JSON list of names.
+ALTER TABLE text_reviews ADD COLUMN contributors TEXT NOT NULL DEFAULT '[]';
