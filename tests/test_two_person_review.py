@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolrag import ToolRegistry
-from toolrag.access import Grant
+from toolrag.access import Grant, NotGranted
 from toolrag.cli.app import app
 from toolrag.errors import ApprovalConflictError
 from toolrag.server.app import create_app
@@ -68,6 +68,28 @@ def test_a_later_write_building_on_a_waiting_change_does_not_take_it_over(two_pe
     two_person.reviews.approve("weather.forecast", approver="mallory")
     trail = [(e.action, e.detail) for e in two_person.store.audit_log(2, "weather.forecast")]
     assert ("text approved", "text change proposed by ann through python approved") in trail
+
+
+def test_every_write_building_on_what_waits_keeps_its_earlier_proposers(two_person: ToolRegistry) -> None:
+    """The third review: a second writer who changed every waiting field (an example request added beside
+    mallory's, a past task over it, a narrowing that trimmed her tenant's description) became the only proposer,
+    while what they wrote still carried mallory's part."""
+    two_person.examples.add("weather.forecast", "is it going to pour in Lviv", edited_by="mallory")
+    two_person.examples.add("weather.forecast", "umbrella needed tomorrow?", edited_by="ann")
+    assert two_person.reviews.change("weather.forecast").review.proposers == ("mallory", "ann")
+    two_person.examples.add_task("storm warning, then forecast", ["weather.forecast", "email.send"], edited_by="bob")
+    with pytest.raises(ApprovalConflictError, match="was proposed by mallory, ann, bob"):
+        two_person.reviews.approve("weather.forecast", approver="mallory")
+
+
+def test_a_change_proposed_without_a_name_cannot_be_approved(two_person: ToolRegistry) -> None:
+    """The third review: a blank proposer's name was no proposer at all, and anyone approved the change."""
+    for attempt, blank in enumerate(["", "  "]):
+        two_person.update_reviewed("weather.forecast", edited_by=blank, description=f"{CHANGED} ({attempt})")
+        assert two_person.reviews.change("weather.forecast").review.proposers == ()
+        with pytest.raises(ApprovalConflictError, match="was proposed without a name"):
+            two_person.reviews.approve("weather.forecast", approver="ann")
+        two_person.reviews.reject("weather.forecast", rejecter="ann")
 
 
 def test_the_proposer_may_reject_their_own_change(two_person: ToolRegistry) -> None:
@@ -207,5 +229,9 @@ def test_oauth_callers_are_compared_as_the_people_their_tokens_name() -> None:
     ann_again = rules.for_claims({"sub": "ann", "scope": "toolrag:audit"})
     bob = rules.for_claims({"sub": "bob", "scope": "toolrag:admin"})
     assert (ann.name, ann_again.name) == ("operators", "auditors")
-    assert ann.actor == ann_again.actor == "ann" and bob.actor == "bob"
+    assert ann.actor == ann_again.actor == "oauth:ann" and bob.actor == "oauth:bob"
     assert rules.named("operators").actor == "operators"  # a static token's rule is its actor
+    # The third review: a blank or non-string user was recorded as the rule's name (or "123").
+    for user in ("", "  ", 123):
+        with pytest.raises(NotGranted, match="claim is not a name"):
+            rules.for_claims({"sub": user, "scope": "toolrag:admin"})

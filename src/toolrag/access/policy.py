@@ -129,10 +129,11 @@ class Caller:
 
     @property
     def actor(self) -> str:
-        """Whom a write or a decision is recorded as, and compared by under two-person review: an OAuth token's
-        user (one person matching two rules is one actor; two people under one rule are two), else the rule of
-        the static token."""
-        return self.person or self.name
+        """Whom a write or a decision is recorded as, and compared by under two-person review: `oauth:USER` for an
+        OAuth token's user (one person matching two rules is one actor; two people under one rule are two; no
+        static token's rule is taken for one), else the rule of the static token. One person holding two
+        credentials is two actors."""
+        return f"oauth:{self.person}" if self.person else self.name
 
     def may(self, role: Role) -> bool:
         return self.granted and ROLE_RANK[self.role] >= ROLE_RANK[role]
@@ -260,6 +261,9 @@ class AccessPolicy:
         user = claims.get(self.claims.user)
         if user is None:
             raise NotGranted(f"the token has no {self.claims.user!r} claim")
+        if not isinstance(user, str) or not user.strip():
+            # Writes and decisions are recorded by it, and two-person review tells people apart by it.
+            raise NotGranted(f"the token's {self.claims.user!r} claim is not a name")
         tenant = claims.get(self.claims.tenant) if self.claims.tenant else None
         scopes = _claim_values(claims.get(self.claims.scopes), split=True)
         return _Token(str(user), str(claims.get("iss", "")), str(tenant) if tenant else None, frozenset(scopes))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
-from toolrag.catalog.review import TextChange, login_name
+from toolrag.catalog.review import TextChange, login_name, named
 from toolrag.errors import ApprovalConflictError, ConfigError, ToolNotFoundError
 from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, TextReview
@@ -40,7 +40,7 @@ class ReviewDesk:
         names are the callers'; in the CLI and Python, the user running it); lowering it then takes two admins
         asking for the same (the first asking returns False, the setting unchanged). Returns whether it changed."""
         state = ("on, approved by another admin than the proposer" if two_person else "on") if on else "off"
-        audit = AuditEntry("setting", f"text changes need review: {state}", None, None, by or login_name())
+        audit = AuditEntry("setting", f"text changes need review: {state}", None, None, named(by) or login_name())
         return self._store.reviews.require(on, audit, two_person)
 
     def waiting(self) -> list[TextChange]:
@@ -138,7 +138,7 @@ class ReviewDesk:
         approver = approver or login_name()
 
         def approvable(review: GroupReview) -> None:
-            proposers = (review.proposed_by,) if review.proposed_by else ()
+            proposers = tuple(filter(None, [named(review.proposed_by)]))
             self._check_approver(f"the description of group {name!r}", proposers, approver)
 
         self._store.groups.decide(name, reviewed, True, approver, approvable)
@@ -156,11 +156,19 @@ class ReviewDesk:
         self._store.groups.lift(name, audit)
 
     def _check_approver(self, what: str, proposers: tuple[str, ...], approver: str | None) -> None:
-        """Under two-person review, a proposer's own approval is refused (an unnamed one too: it may be theirs)."""
-        if self.two_person and (approver is None or approver in proposers):
+        """Under two-person review, a proposer's own approval is refused; so is an unnamed approver's, and any
+        approval of a change nobody named proposed: either may be the proposer's."""
+        if not self.two_person:
+            return
+        if not proposers:
             raise ApprovalConflictError(
-                f"{what} was proposed by {', '.join(proposers) or 'an unnamed user'}: under two-person review another"
-                " admin approves it (rejecting it is anyone's); nothing was decided"
+                f"{what} was proposed without a name: under two-person review it cannot be told from the approver's"
+                " own; reject it and propose it again under a name; nothing was decided"
+            )
+        if named(approver) is None or approver in proposers:
+            raise ApprovalConflictError(
+                f"{what} was proposed by {', '.join(proposers)}: under two-person review another admin approves it"
+                " (rejecting it is anyone's); nothing was decided"
             )
 
     def _group_change(self, name: str) -> GroupChange:

@@ -57,9 +57,14 @@ MAX_DIFF_LINES = 400  # of the unified diff shown; a schema rewritten whole is s
 def login_name() -> str | None:
     """The user running this process, None when it has no name (a container's arbitrary uid has no password entry)."""
     try:
-        return getpass.getuser()
+        return named(getpass.getuser())
     except (OSError, KeyError):
         return None
+
+
+def named(name: str | None) -> str | None:
+    """A writer's or approver's name as it is recorded and compared: a blank one is no name."""
+    return name.strip() or None if name is not None else None
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class Proposal:
     by: str | None
 
     def proposer(self) -> str | None:
-        return self.by if self.by is not None else login_name()
+        return named(self.by) if self.by is not None else login_name()
 
 
 def text_of(tool: Tool) -> dict[str, Any]:
@@ -248,9 +253,9 @@ class Gate:
         # The findings are of what approving would make live, not only of what this write brings.
         findings, by = _findings(Tool.parse({**base, **pending})), self.proposal.proposer()
         rejected = None if known is None else known.rejected_hash
-        # What still waits as an earlier writer proposed it stays theirs too: none of them approves the whole.
-        kept_earlier = known is not None and any(pending.get(key) == value for key, value in earlier.items())
-        inherited = known.proposers if known is not None and kept_earlier else ()
+        # A write builds on what waits (an edit is made on the waiting tool): everyone who wrote to it while it
+        # waited stays its proposer, until it is decided or withdrawn, and none of them approves it.
+        inherited = known.proposers if known is not None and known.waiting else ()
         contributors = tuple(dict.fromkeys([*inherited, *([by] if by else [])]))
         row = TextReview(
             name, digest, pending, findings, by, self.proposal.origin, rejected_hash=rejected, contributors=contributors

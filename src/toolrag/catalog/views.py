@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from toolrag.catalog.edits import Edited, ToolWriter
-from toolrag.catalog.review import Origin, Proposal, login_name
+from toolrag.catalog.review import Origin, Proposal, login_name, named
 from toolrag.errors import ConfigError
 from toolrag.model import ExampleRequest, Tool
 from toolrag.search.examples import PastTask, logged_past_tasks, logged_promotable
@@ -162,4 +162,4 @@ def describe_groups(
     for name, text in checked_descriptions(descriptions).items():
         if findings := scan(text) if text else []:
             raise ConfigError(f"group {name!r}: its description is written to the model ({'; '.join(findings)})")
-    return store.groups.describe(descriptions, by or login_name(), origin)
+    return store.groups.describe(descriptions, named(by) or login_name(), origin)
