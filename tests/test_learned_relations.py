@@ -5,6 +5,7 @@ principal may not use is never proposed, counted or named."""
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -335,7 +336,7 @@ def test_the_command_line_learns_lists_and_judges_relations(tmp_path: Path, embe
     assert rejected.stdout == "rejected: related orders.search -> orders.refund\n"
     listed = runner.invoke(app, ["relations", "list", "orders.search", "--store", store, "--json"])
     assert [(r["source"], r["rejected"], r["detail"]) for r in json.loads(listed.stdout)] == [
-        ("usage", True, "rejected by cli")
+        ("usage", True, f"rejected by {getpass.getuser()}")
     ]
     wrong = runner.invoke(app, ["relations", "confirm", "orders.search", "weather.forecast", "--store", store])
     assert wrong.exit_code == 1

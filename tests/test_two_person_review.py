@@ -92,6 +92,27 @@ def test_a_change_proposed_without_a_name_cannot_be_approved(two_person: ToolReg
         two_person.reviews.reject("weather.forecast", rejecter="ann")
 
 
+def test_the_approvers_name_is_compared_as_it_is_recorded(two_person: ToolRegistry) -> None:
+    """The fourth review: "mallory " (or a tab before it) passed as another approver than the "mallory" recorded."""
+    two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
+    for approver in ("mallory ", "\tmallory"):
+        with pytest.raises(ApprovalConflictError, match="another admin approves it"):
+            two_person.reviews.approve("weather.forecast", approver=approver)
+    two_person.describe_groups({"weather": "Forecasts, rain and storms anywhere."}, by="mallory")
+    with pytest.raises(ApprovalConflictError, match="another admin approves it"):
+        two_person.reviews.approve_group("weather", approver=" mallory")
+
+
+def test_whoever_set_a_chat_model_to_write_examples_cannot_approve_them(two_person: ToolRegistry) -> None:
+    """The fourth review: a run's examples were proposed by "alice via chat-model:m", never equal to "alice"."""
+    two_person.examples.write(
+        "weather.forecast", None, ["will I need an umbrella in Kyiv"], "basis", edited_by="alice via chat-model:m"
+    )
+    with pytest.raises(ApprovalConflictError, match="proposed by alice via chat-model:m"):
+        two_person.reviews.approve("weather.forecast", approver="alice")
+    two_person.reviews.approve("weather.forecast", approver="bob")
+
+
 def test_the_proposer_may_reject_their_own_change(two_person: ToolRegistry) -> None:
     two_person.update_reviewed("weather.forecast", edited_by="mallory", description=CHANGED)
     two_person.reviews.reject("weather.forecast", rejecter="mallory")
@@ -232,6 +253,6 @@ def test_oauth_callers_are_compared_as_the_people_their_tokens_name() -> None:
     assert ann.actor == ann_again.actor == "oauth:ann" and bob.actor == "oauth:bob"
     assert rules.named("operators").actor == "operators"  # a static token's rule is its actor
     # The third review: a blank or non-string user was recorded as the rule's name (or "123").
-    for user in ("", "  ", 123):
+    for user in ("", "  ", 123, "ann "):
         with pytest.raises(NotGranted, match="claim is not a name"):
             rules.for_claims({"sub": user, "scope": "toolrag:admin"})

@@ -261,7 +261,7 @@ class AccessPolicy:
         user = claims.get(self.claims.user)
         if user is None:
             raise NotGranted(f"the token has no {self.claims.user!r} claim")
-        if not isinstance(user, str) or not user.strip():
+        if not isinstance(user, str) or not user.strip() or user != user.strip():
             # Writes and decisions are recorded by it, and two-person review tells people apart by it.
             raise NotGranted(f"the token's {self.claims.user!r} claim is not a name")
         tenant = claims.get(self.claims.tenant) if self.claims.tenant else None

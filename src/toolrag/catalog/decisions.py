@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
-from toolrag.catalog.review import TextChange, login_name, named
+from toolrag.catalog.review import TextChange, login_name, named, person_of
 from toolrag.errors import ApprovalConflictError, ConfigError, ToolNotFoundError
 from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, TextReview
@@ -61,7 +61,7 @@ class ReviewDesk:
         """Make the waiting change of `name` live as a new version, audited with `approver`. `text_hash`: the
         change the approver reviewed (None: the one read here), compared in the write's transaction:
         ApprovalConflictError, nothing written, when another change waits now."""
-        approver = approver or login_name()
+        approver = named(approver) or login_name()
 
         def write() -> Tool:
             change = self.change(name)
@@ -135,7 +135,7 @@ class ReviewDesk:
                 f"the description waiting for group {name!r} is written to the model ({'; '.join(findings)}):"
                 " reject it; nothing was decided"
             )
-        approver = approver or login_name()
+        approver = named(approver) or login_name()
 
         def approvable(review: GroupReview) -> None:
             proposers = tuple(filter(None, [named(review.proposed_by)]))
@@ -165,7 +165,7 @@ class ReviewDesk:
                 f"{what} was proposed without a name: under two-person review it cannot be told from the approver's"
                 " own; reject it and propose it again under a name; nothing was decided"
             )
-        if named(approver) is None or approver in proposers:
+        if approver is None or approver in {person_of(proposer) for proposer in proposers}:
             raise ApprovalConflictError(
                 f"{what} was proposed by {', '.join(proposers)}: under two-person review another admin approves it"
                 " (rejecting it is anyone's); nothing was decided"

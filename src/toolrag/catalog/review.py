@@ -67,6 +67,19 @@ def named(name: str | None) -> str | None:
     return name.strip() or None if name is not None else None
 
 
+ON_BEHALF = " via "  # `ann via chat-model:gpt`: a writer that ann set to work (runtime/write_examples.py)
+
+
+def on_behalf_of(person: str | None, writer: str) -> str:
+    """What a write made by `writer` (a chat model) for `person` (None: for nobody named) is recorded as."""
+    return writer if person is None else f"{person}{ON_BEHALF}{writer}"
+
+
+def person_of(proposer: str) -> str:
+    """Who is answerable for a proposal: the person a writer worked for, else the proposer itself."""
+    return proposer.split(ON_BEHALF, 1)[0]
+
+
 @dataclass(frozen=True)
 class Proposal:
     """Who writes (None: the user running this process, looked up only when a change is held), and through which

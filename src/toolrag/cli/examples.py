@@ -20,6 +20,7 @@ from toolrag.cli.common import (
     DEFAULT_STORE,
     JsonOption,
     StoreOption,
+    cli_user,
     guarded,
     open_registry,
     out,
@@ -72,6 +73,7 @@ def write_examples_command(
                 max_tokens,
                 dry_run,
                 lambda done, total: advance(1),
+                started_by=cli_user(),
                 origin="cli",
             )
         )

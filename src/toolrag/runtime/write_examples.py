@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolrag.catalog.review import Origin
+from toolrag.catalog.review import Origin, login_name, named, on_behalf_of
 from toolrag.catalog.views import written_subject
 from toolrag.embed.base import embed_queries
 from toolrag.embed.language import guess_language
@@ -120,15 +120,16 @@ def write_examples(
 ) -> WritingRun:
     """Have `model` (named `model_name` in the examples' basis) write example requests for every tool of the
     registry; see this module's docstring. A dry run needs no model (None). `progress(done, total)` after each
-    tool; `started_by`: who the audit names beside the model; `cancelled()`, read before each call: True stops the
-    run there."""
+    tool; `started_by`: who the audit names beside the model (None: the user running this); `cancelled()`, read
+    before each call: True stops the run there."""
     languages = checked_order(languages, per_language, max_calls, max_tokens)
     if model is None and not dry_run:
         raise ValueError("a run that writes needs a chat model; only a dry run goes without one")
     tools = registry.tools()
     record = _record_tool(languages, per_language)
     record_cost = count_tokens(json.dumps(record.input_schema))
-    edited_by = f"{WRITER}:{model_name}" if started_by is None else f"{started_by} via {WRITER}:{model_name}"
+    # The run's proposals are its starter's too (none of them approves them under two-person review).
+    edited_by = on_behalf_of(named(started_by) or login_name(), f"{WRITER}:{model_name}")
     tally = _Tally()
     bases = registry.examples.asked_bases()
     # A change held for review is what the tool will be: examples waiting in it are not asked for again.
