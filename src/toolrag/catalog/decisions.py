@@ -101,7 +101,7 @@ class ReviewDesk:
         detail = f"text change through {review.origin} rejected" + (f": {findings}" if findings else "")
         self._store.reviews.save(
             [TextReview(name, rejected_hash=review.pending_hash)],
-            [AuditEntry("text rejected", detail, name, None, rejecter or login_name())],
+            [AuditEntry("text rejected", detail, name, None, named(rejecter) or login_name())],
             {name: reviewed},
         )
         return str(review.pending_hash)
@@ -111,7 +111,7 @@ class ReviewDesk:
         row = next((r for r in self._store.reviews.read([name]) if r.rejected_hash is not None), None)
         if row is None:
             raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
-        by = lifter or login_name()
+        by = named(lifter) or login_name()
         lifted = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, by)
         self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {})
 
@@ -147,12 +147,12 @@ class ReviewDesk:
         """Drop the description waiting for group `name` and remember it: proposing it again (a sync proposes its
         configured one each time) leaves it out, until `lift_group`. Returns its hash."""
         reviewed = self._group_change(name).text_hash if text_hash is None else text_hash
-        self._store.groups.decide(name, reviewed, False, rejecter or login_name(), lambda review: None)
+        self._store.groups.decide(name, reviewed, False, named(rejecter) or login_name(), lambda review: None)
         return reviewed
 
     def lift_group(self, name: str, lifter: str | None = None) -> None:
         """Forget the description rejected for group `name`: proposing it again holds it for review again."""
-        audit = AuditEntry("group description rejection lifted", name, None, None, lifter or login_name())
+        audit = AuditEntry("group description rejection lifted", name, None, None, named(lifter) or login_name())
         self._store.groups.lift(name, audit)
 
     def _check_approver(self, what: str, proposers: tuple[str, ...], approver: str | None) -> None:
