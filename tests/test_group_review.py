@@ -275,3 +275,36 @@ def test_the_cli_says_what_waits_and_decides_it(tmp_path: Path, embedder: Counti
     assert lifted.exit_code == 0 and "rejection lifted" in lifted.stdout
     nothing = runner.invoke(app, ["groups", "reject", "bank", "--store", store])
     assert nothing.exit_code == 1 and "no description of group 'bank' waits for review" in nothing.stderr
+
+
+def test_over_http_admins_see_and_decide_what_waits_and_no_one_else_does(reviewed: ToolRegistry) -> None:
+    from toolrag.server.app import create_app
+
+    from .test_api import ADMIN, AGENT, READER, api_config, call, serving
+
+    reviewed.describe_groups({"bank": PROPOSED}, by="mallory")
+    with serving(create_app(reviewed, api_config())) as url:
+        for token in (READER, AGENT):
+            for method, path in [
+                ("GET", "/group-changes"),
+                ("POST", "/group-changes/bank/approve"),
+                ("POST", "/group-changes/bank/reject"),
+                ("POST", "/group-changes/bank/lift"),
+            ]:
+                payload = None if method == "GET" or path.endswith("lift") else {"text_hash": "0" * 64}
+                assert call(url, method, path, token, json=payload).status_code == 403, (token, path)
+        [row] = call(url, "GET", "/group-changes", ADMIN).json()
+        assert (row["group"], row["live"], row["proposed"], row["proposed_by"]) == ("bank", LIVE, PROPOSED, "mallory")
+        stale = call(url, "POST", "/group-changes/bank/approve", ADMIN, json={"text_hash": "0" * 64})
+        assert stale.status_code == 409 and reviewed.group_descriptions() == {"bank": LIVE}
+        approved = call(url, "POST", "/group-changes/bank/approve", ADMIN, json={"text_hash": row["text_hash"]})
+        assert approved.status_code == 200 and approved.json() == {"group": "bank", "description": PROPOSED}
+        assert call(url, "GET", "/group-changes", ADMIN).json() == []
+        assert call(url, "POST", "/group-changes/bank/lift", ADMIN).status_code == 404
+        reviewed.describe_groups({"bank": LIVE}, by="mallory")
+        waiting = call(url, "GET", "/group-changes", ADMIN).json()[0]["text_hash"]
+        rejected = call(url, "POST", "/group-changes/bank/reject", ADMIN, json={"text_hash": waiting})
+        assert rejected.json() == {"group": "bank", "rejected_hash": waiting}
+        assert call(url, "POST", "/group-changes/bank/lift", ADMIN).status_code == 204
+    trail = [(e.action, e.principal) for e in reviewed.store.audit_log(6)]
+    assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail

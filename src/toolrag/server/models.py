@@ -104,6 +104,29 @@ class TextRejectedOut(BaseModel):
     rejected_hash: str = Field(description="posting or importing this text again leaves it out until lifted")
 
 
+class GroupChangeOut(BaseModel):
+    """A group's description waiting for review: the live one (None: a model reads a summary of the group's tools)
+    serves until an admin approves it."""
+
+    group: str
+    text_hash: str = Field(description="the SHA-256 of the description waiting: state it when approving or rejecting")
+    live: str | None
+    proposed: str
+    proposed_by: str | None
+    origin: str = Field(description="import, cli or python")
+    proposed_at: datetime
+
+
+class GroupDescriptionOut(BaseModel):
+    group: str
+    description: str | None
+
+
+class GroupRejectedOut(BaseModel):
+    group: str
+    rejected_hash: str = Field(description="proposing this description again leaves it out until lifted")
+
+
 class TextReviewSetting(BaseModel):
     """Whether text changes of existing tools wait for an admin (kept in the registry: every process honours it),
     and whether that admin must be another than the change's proposer (`two_person`)."""

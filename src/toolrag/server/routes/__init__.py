@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from toolrag.server.routes import access, execute, health, operations, reports, search, servers, tools, writing
+from toolrag.server.routes import (
+    access,
+    execute,
+    groups,
+    health,
+    operations,
+    reports,
+    search,
+    servers,
+    tools,
+    writing,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     tools.router,
+    groups.router,
     search.router,
     execute.router,
     reports.router,
