@@ -155,7 +155,9 @@ def test_a_waiting_description_aimed_at_the_model_cannot_be_approved(
     backup.write_text(json.dumps(document))
     with ToolRegistry(str(tmp_path / "restored.db"), embedder, RETRIEVAL) as restored:
         restored.store.restore(as_restored(read_backup(backup), backup, "ops"))
-        with pytest.raises(ConfigError, match="the description waiting for group 'bank' is written to the model"):
+        with pytest.raises(
+            ApprovalConflictError, match="the description waiting for group 'bank' is written to the model"
+        ):
             restored.reviews.approve_group("bank", approver="ann")
         assert restored.group_descriptions() == {"bank": LIVE}
         restored.reviews.reject_group("bank", rejecter="ann")
@@ -306,5 +308,12 @@ def test_over_http_admins_see_and_decide_what_waits_and_no_one_else_does(reviewe
         rejected = call(url, "POST", "/group-changes/bank/reject", ADMIN, json={"text_hash": waiting})
         assert rejected.json() == {"group": "bank", "rejected_hash": waiting}
         assert call(url, "POST", "/group-changes/bank/lift", ADMIN).status_code == 204
-    trail = [(e.action, e.principal) for e in reviewed.store.audit_log(6)]
+        # A category's name may hold '/': its description is decided over HTTP too.
+        reviewed.describe_groups({"finance/payments": "Payments of the finance team."}, by="mallory")
+        waiting = call(url, "GET", "/group-changes", ADMIN).json()[0]
+        assert waiting["group"] == "finance/payments"
+        path = "/group-changes/finance/payments/approve"
+        assert call(url, "POST", path, ADMIN, json={"text_hash": waiting["text_hash"]}).status_code == 200
+    trail = [(e.action, e.principal) for e in reviewed.store.audit_log(8)]
     assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail
+    assert reviewed.group_descriptions()["finance/payments"] == "Payments of the finance team."

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from toolrag.catalog.edits import Decision, ToolWriter, retry_on_conflict
 from toolrag.catalog.review import TextChange, login_name, named, person_of
-from toolrag.errors import ApprovalConflictError, ConfigError, ToolNotFoundError
+from toolrag.errors import ApprovalConflictError, ToolNotFoundError
 from toolrag.model import Tool
 from toolrag.store.base import AuditEntry, TextReview
 from toolrag.store.groups import GroupReview, changed_since, description_hash
@@ -123,7 +123,7 @@ class ReviewDesk:
     def approve_group(self, name: str, text_hash: str | None = None, approver: str | None = None) -> None:
         """Make the description waiting for group `name` live, compare-and-set on `text_hash` (the one the approver
         read; None: the one read here) as `approve` is. Text the poisoning checks find aimed at the model is refused
-        (it can come only from a backup file: a write refuses it)."""
+        (a write refuses it: it comes from a backup file, or an older scanner let it through)."""
         from toolrag.catalog.poisoning import scan  # the scanner's model loads only when a description is decided
 
         change = self._group_change(name)
@@ -131,7 +131,7 @@ class ReviewDesk:
         if reviewed != change.text_hash:  # so the text scanned below is the one the transaction finds by this hash
             raise changed_since(name, reviewed, change.text_hash)
         if findings := scan(change.proposed):
-            raise ConfigError(
+            raise ApprovalConflictError(
                 f"the description waiting for group {name!r} is written to the model ({'; '.join(findings)}):"
                 " reject it; nothing was decided"
             )

@@ -96,7 +96,9 @@ class TextDecisionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text_hash: str = Field(min_length=1, description="`text_hash` as GET /text-changes/{name} showed it")
+    text_hash: str = Field(
+        min_length=1, description="`text_hash` as GET /text-changes/{name} (or /group-changes) showed it"
+    )
 
 
 class TextRejectedOut(BaseModel):
@@ -113,7 +115,7 @@ class GroupChangeOut(BaseModel):
     live: str | None
     proposed: str
     proposed_by: str | None
-    origin: str = Field(description="import, cli or python")
+    origin: str = Field(description="import, cli or python (unknown: restored from a backup without it)")
     proposed_at: datetime
 
 
