@@ -138,8 +138,7 @@ class ReviewDesk:
         approver = named(approver) or login_name()
 
         def approvable(review: GroupReview) -> None:
-            proposers = tuple(filter(None, [named(review.proposed_by)]))
-            self._check_approver(f"the description of group {name!r}", proposers, approver)
+            self._check_approver(f"the description of group {name!r}", review.proposers, approver)
 
         self._store.groups.decide(name, reviewed, True, approver, approvable)
 

@@ -44,6 +44,13 @@ class GroupReview:
     def pending_hash(self) -> str | None:
         return None if self.pending is None else description_hash(self.pending)
 
+    @property
+    def proposers(self) -> tuple[str, ...]:
+        """Who proposed what waits, as `TextReview.proposers` says it of a tool's change (a description is replaced
+        whole, so its one proposer)."""
+        name = (self.proposed_by or "").strip()
+        return (name,) if name else ()
+
 
 @dataclass
 class GroupWrite:
