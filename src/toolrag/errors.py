@@ -60,6 +60,20 @@ class EditConflictError(ToolragError):
         return f"{happened}: changed{who}{when}; reload it and make the edit again (nothing was written)"
 
 
+class ReviewConflictError(EditConflictError):
+    """What waits for review of a tool (a change proposed, a rejection) moved between the read a write held for
+    review was made from and its write: another proposal, an admin's decision or a lifted rejection came in
+    between. Nothing was written; a write made on the tool as it is is made again (`retry_on_conflict`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.expected, self.current, self.changed_by, self.changed_at = name, None, None, None, None
+        ToolragError.__init__(
+            self,
+            f"what waits for review of tool {name!r} moved since it was read (another proposal or an admin's"
+            " decision came in between): reload it and make the edit again (nothing was written)",
+        )
+
+
 class ApprovalConflictError(ToolragError):
     """An approval of a server's quarantined tools was made from texts that are no longer the ones waiting (the
     server changed a tool, or listed one more, since they were read), or there is nothing waiting: nothing was

@@ -107,13 +107,18 @@ class ReviewDesk:
         return str(review.pending_hash)
 
     def lift(self, name: str, lifter: str | None = None) -> None:
-        """Forget the rejected change of `name`: proposing it again holds it for review again."""
-        row = next((r for r in self._store.reviews.read([name]) if r.rejected_hash is not None), None)
-        if row is None:
-            raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
+        """Forget the rejected change of `name`: proposing it again holds it for review again. The row is written
+        back compare-and-set on what was read, and read again when a proposal came in between."""
         by = named(lifter) or login_name()
         lifted = AuditEntry("text rejection lifted", "held for review again when proposed", name, None, by)
-        self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {})
+
+        def write() -> None:
+            row = next((r for r in self._store.reviews.read([name]) if r.rejected_hash is not None), None)
+            if row is None:
+                raise ToolNotFoundError(f"no rejected text change of {name!r}", name=name)
+            self._store.reviews.save([replace(row, rejected_hash=None)], [lifted], {}, {name: row.state})
+
+        retry_on_conflict(write)
 
     def waiting_groups(self) -> list[GroupChange]:
         """Every group description waiting for review, by group name, with the live one."""

@@ -127,7 +127,8 @@ class ToolWriter:
     ) -> UpsertReport:
         """`ToolRegistry.register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the
         same write embedded before another writer overtook it (its transaction, their vectors with it, rolled
-        back). `decision`: the text reviews written in the same transaction (held changes, an approval)."""
+        back). `decision`: the text reviews written in the same transaction (held changes, compare-and-set on what
+        waited when the gate read it; an approval)."""
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
@@ -143,7 +144,8 @@ class ToolWriter:
             embedded.update(((model.model_id, key), vector) for key, vector in zip(new, vectors, strict=True))
             reused = {key: embedded[model.model_id, key] for key in missing}
             rows, reviewed = ([], None) if decision is None else (decision.rows, _reviewed(decision))
-            report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed)
+            read = decision.read if isinstance(decision, Gate) else None
+            report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed, read)
             if isinstance(decision, Gate):
                 report.held, report.rejected = list(decision.held), list(decision.rejected)
             return report

@@ -47,7 +47,7 @@ from toolrag.model import (
     fitted_to_tenants,
     reviewed_text_hash,
 )
-from toolrag.store.base import AuditEntry, TextReview
+from toolrag.store.base import AuditEntry, ReviewState, TextReview
 
 Origin = Literal["import", "api", "console", "cli", "python"]
 
@@ -142,6 +142,16 @@ class Gate:
     rejected: list[str] = field(default_factory=list)
     _requirers: Mapping[str, Sequence[str]] | None = field(default=None, init=False, repr=False)
     _writing: tuple[Tool, ...] = field(default=(), init=False, repr=False)
+    _read: dict[str, ReviewState] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._read = {name: row.state for name, row in self.reviews.items()}
+
+    @property
+    def read(self) -> dict[str, ReviewState]:
+        """What waited for each tool this write writes a row of, as the gate read it: the rows are made from it, so
+        the store writes them only while it is so (compare-and-set; another proposal or a decision in between)."""
+        return {row.tool: self._read.get(row.tool, (None, None)) for row in self.rows}
 
     def admit(self, current: Tool | None, proposed: Tool) -> Tool:
         """The tool to write now: `proposed` itself when none of its reviewed fields changed and it reaches nobody

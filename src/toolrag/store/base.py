@@ -124,6 +124,14 @@ class TextReview:
         """Who proposed what waits (rows written before contributors were kept: their proposer)."""
         return self.contributors or ((self.proposed_by,) if self.proposed_by else ())
 
+    @property
+    def state(self) -> ReviewState:
+        """What a write held for review builds on: the change waiting and the change rejected."""
+        return self.pending_hash, self.rejected_hash
+
+
+ReviewState = tuple[str | None, str | None]  # a tool's pending and rejected hashes; (None, None): no row
+
 
 @dataclass(frozen=True)
 class AuditEntry:
@@ -150,10 +158,11 @@ class ToolStore(Protocol):
         expected: Mapping[str, int | None] | None = None,
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
+        read: Mapping[str, ReviewState] | None = None,
     ) -> UpsertReport:
         """Insert or update tools, save the vectors (keyed by text hash) for `model`, append `audit` (who changed
-        what) and write `reviews` (text changes held or decided, compare-and-set on the pending hashes `reviewed`:
-        `ReviewTables.write`), atomically.
+        what) and write `reviews` (text changes held or decided, compare-and-set on the pending hashes `reviewed`,
+        and on what waited as `read`: `ReviewTables.write`), atomically.
 
         A tool whose definition changed gets the next version; an unchanged tool is left alone. `expected`: the
         version each named tool was read at (None: it did not exist), compared and set in the same transaction as

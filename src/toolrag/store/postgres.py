@@ -36,6 +36,7 @@ from toolrag.store.base import (
     AuditEntry,
     IndexModel,
     PreviousNames,
+    ReviewState,
     StoredRow,
     TextReview,
     UpsertReport,
@@ -272,6 +273,7 @@ class PostgresStore(PreviousNames):
         expected: Mapping[str, int | None] | None = None,
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
+        read: Mapping[str, ReviewState] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
         model's HNSW index, when the store keeps one, to be built once, after the writes stop (`IndexBuilder`). The
@@ -296,7 +298,7 @@ class PostgresStore(PreviousNames):
                     write_current(db, POSTGRES, tool, generation)
                     write_version(db, POSTGRES, tool)
                 _insert_vectors(db, model, vectors)
-            self.reviews.write(db, reviews, reviewed)
+            self.reviews.write(db, reviews, reviewed, read)
             self.trail.write(db, audit)
         if bulk:
             self._index_builder.after_bulk_write(model)

@@ -1,7 +1,8 @@
 """Text changes of catalog tools waiting for review, and the registry setting that asks for them (`text_review` in
 `meta`, so every process on the registry honours it). A held change is written in the transaction of the tool write
-it came with (`Store.upsert`); approvals and rejections compare the pending hash the admin reviewed under the same
-write lock (compare-and-set).
+it came with (`Store.upsert`), compare-and-set on what waited when the write read it (so a proposal or a decision
+made in between is not overwritten); approvals and rejections compare the pending hash the admin reviewed under the
+same write lock (compare-and-set).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from toolrag.errors import ApprovalConflictError
-from toolrag.store.base import AuditEntry, TextReview
+from toolrag.errors import ApprovalConflictError, ReviewConflictError
+from toolrag.store.base import AuditEntry, ReviewState, TextReview
 
 if TYPE_CHECKING:  # tables.py builds these tables
     from toolrag.store.tables import AuditTrail, Database
@@ -86,17 +87,32 @@ class ReviewTables:
         rows = [self._row(row) for row in self._db.read(query, db=db)]
         return [row for row in rows if wanted is None or row.tool in wanted]
 
-    def save(self, rows: Sequence[TextReview], audit: Sequence[AuditEntry], reviewed: Mapping[str, str | None]) -> None:
+    def save(
+        self,
+        rows: Sequence[TextReview],
+        audit: Sequence[AuditEntry],
+        reviewed: Mapping[str, str | None],
+        read: Mapping[str, ReviewState] | None = None,
+    ) -> None:
         """Write rows (a rejection, a lifted one) with their audit entries in one transaction (`write`)."""
         with self._db.transaction() as db:
-            self.write(db, rows, reviewed)
+            self.write(db, rows, reviewed, read)
             self._trail.write(db, audit)
 
-    def write(self, db: Any, rows: Sequence[TextReview], reviewed: Mapping[str, str | None] | None = None) -> None:
+    def write(
+        self,
+        db: Any,
+        rows: Sequence[TextReview],
+        reviewed: Mapping[str, str | None] | None = None,
+        read: Mapping[str, ReviewState] | None = None,
+    ) -> None:
         """Insert or replace rows in the caller's transaction (`db`). `reviewed`: the pending hash each named tool
-        was decided on, compared first: ApprovalConflictError, with nothing written, when another text waits now."""
+        was decided on, compared first: ApprovalConflictError, with nothing written, when another text waits now.
+        `read`: what waited for each named tool when the rows were made from it (`TextReview.state`), compared
+        too: ReviewConflictError, nothing written, when it moved since."""
         dialect = self._db.dialect
         self._check(db, reviewed or {})
+        self._check_read(db, read or {})
         for row in rows:
             db.execute(
                 dialect.sql(
@@ -131,6 +147,14 @@ class ReviewTables:
                     f"the text change of {tool!r} changed since it was reviewed (text {str(wanted)[:12]} was reviewed,"
                     f" {waits}): review it again; nothing was decided"
                 )
+
+    def _check_read(self, db: Any, read: Mapping[str, ReviewState]) -> None:
+        query = self._db.dialect.sql("SELECT pending_hash, rejected_hash FROM text_reviews WHERE tool = ?")
+        for tool, state in sorted(read.items()):
+            found = db.execute(query, (tool,)).fetchone()
+            now = (None, None) if found is None else tuple(None if h is None else str(h) for h in found)
+            if now != state:
+                raise ReviewConflictError(tool)
 
     def _row(self, row: tuple[Any, ...]) -> TextReview:
         tool, pending_hash, pending, findings, proposed_by, origin, proposed_at, rejected_hash, contributors = row

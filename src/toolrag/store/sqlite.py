@@ -20,6 +20,7 @@ from toolrag.store.base import (
     AuditEntry,
     IndexModel,
     PreviousNames,
+    ReviewState,
     StoredRow,
     TextReview,
     UpsertReport,
@@ -126,6 +127,7 @@ class SQLiteStore(PreviousNames):
         expected: Mapping[str, int | None] | None = None,
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
+        read: Mapping[str, ReviewState] | None = None,
     ) -> UpsertReport:
         report = UpsertReport()
         with self._transaction() as db:  # BEGIN IMMEDIATE: no other writer, of any process, until it ends
@@ -134,7 +136,7 @@ class SQLiteStore(PreviousNames):
             for tool in tools:
                 self._upsert_one(db, tool, generation, report, expected)
             self._insert_vectors(db, model, vectors)
-            self.reviews.write(db, reviews, reviewed)
+            self.reviews.write(db, reviews, reviewed, read)
             self.trail.write(db, audit)
         return report
 
