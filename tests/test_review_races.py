@@ -121,3 +121,57 @@ def test_a_lift_does_not_drop_a_proposal_made_meanwhile(
     change = reviewed.reviews.change(TOOL)
     assert change.proposed.description == BOB and change.review.proposers == ("bob",)
     assert change.review.rejected_hash is None
+
+
+@pytest.fixture
+def before_the_write(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Callable[[], Any]], None]]:
+    """`race(other)`: the next tool write runs `other` right before its transaction, after every read it made."""
+    others: list[Callable[[], Any]] = []
+    original = reviewed.store.upsert
+
+    def upsert(*args: Any, **kwargs: Any) -> Any:
+        if others:
+            others.pop()()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(reviewed.store, "upsert", upsert)
+    yield others.append
+    assert not others, "the other writer never ran"
+
+
+def test_a_rollback_does_not_make_live_a_text_rejected_meanwhile(
+    reviewed: ToolRegistry, before_the_write: Callable[[Callable[[], Any]], None]
+) -> None:
+    """A rollback to a text that was live goes live unreviewed, unless that text was rejected. The rollback read no
+    rejection; mallory proposed that very text and ann rejected it before the write: it went live while ann's
+    rejection stood (no row was written, so nothing was compared). Found by the eleventh review's helper."""
+    old = reviewed.get(TOOL)
+    reviewed.reviews.require(False, by="ops")
+    reviewed.update(TOOL, edited_by="ops", description=BOB)
+    reviewed.reviews.require(True, by="ops")
+
+    def propose_and_reject() -> None:
+        reviewed.update_reviewed(TOOL, edited_by="mallory", description=old.description)
+        reviewed.reviews.reject(TOOL, rejecter="ann")
+
+    before_the_write(propose_and_reject)
+    with pytest.raises(EditConflictError, match="what waits for review of tool"):
+        reviewed.rollback(TOOL, old.version, edited_by="bob")
+    assert reviewed.get(TOOL).description == BOB
+    # Made again, the rollback is told the text was rejected, and leaves it out.
+    assert reviewed.rollback(TOOL, old.version, edited_by="bob").description == BOB
+
+
+def test_an_approval_does_not_undo_a_lift_made_meanwhile(
+    reviewed: ToolRegistry, before_the_write: Callable[[Callable[[], Any]], None]
+) -> None:
+    """An approval wrote back the rejection it had read: carol's lift, made meanwhile and audited, was undone."""
+    reviewed.update_reviewed(TOOL, edited_by="mallory", description=MALLORY)
+    reviewed.reviews.reject(TOOL, rejecter="ann")
+    reviewed.examples.add(TOOL, "umbrella needed tomorrow?", edited_by="bob")  # waits beside the rejection
+    before_the_write(lambda: reviewed.reviews.lift(TOOL, lifter="carol"))
+    reviewed.reviews.approve(TOOL, approver="ann")
+    assert [r.rejected_hash for r in reviewed.store.reviews.read([TOOL])] == [None]
+    assert "umbrella needed tomorrow?" in [e.text for e in reviewed.get(TOOL).examples]

@@ -83,6 +83,7 @@ class ReviewDesk:
                 [TextReview(name, rejected_hash=review.rejected_hash)],
                 {name: reviewed},
                 [AuditEntry("text approved", detail, name, None, approver)],
+                {name: review.state},
             )
             return self._writer.write_decision(change.live, dict(review.pending or {}), approver, decision)
 

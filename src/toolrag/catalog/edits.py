@@ -42,7 +42,7 @@ from toolrag.model import (
 )
 from toolrag.search.index import texts_by_hash
 from toolrag.snapshot.embedding import IndexEmbeddings
-from toolrag.store.base import AuditEntry, TextReview, UpsertReport, Vector
+from toolrag.store.base import AuditEntry, ReviewState, TextReview, UpsertReport, Vector
 
 Written = TypeVar("Written")
 ToolLike = Tool | Callable[..., Any] | dict[str, Any]
@@ -79,11 +79,13 @@ class Edited:
 
 @dataclass(frozen=True)
 class Decision:
-    """What an approval writes with its tool: the cleared row, the pending hash it was made on, its audit entry."""
+    """What an approval writes with its tool: the cleared row, the pending hash it was made on, its audit entry,
+    and what waited as it was read (the row keeps its rejection: a lift made since must not be undone)."""
 
     rows: list[TextReview] = dataclasses.field(default_factory=list)
     reviewed: dict[str, str | None] = dataclasses.field(default_factory=dict)
     audit: list[AuditEntry] = dataclasses.field(default_factory=list)
+    read: dict[str, ReviewState] = dataclasses.field(default_factory=dict)
 
 
 def as_tool(item: ToolLike) -> Tool:
@@ -144,7 +146,7 @@ class ToolWriter:
             embedded.update(((model.model_id, key), vector) for key, vector in zip(new, vectors, strict=True))
             reused = {key: embedded[model.model_id, key] for key in missing}
             rows, reviewed = ([], None) if decision is None else (decision.rows, _reviewed(decision))
-            read = decision.read if isinstance(decision, Gate) else None
+            read = None if decision is None else decision.read
             report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed, read)
             if isinstance(decision, Gate):
                 report.held, report.rejected = list(decision.held), list(decision.rejected)

@@ -143,15 +143,18 @@ class Gate:
     _requirers: Mapping[str, Sequence[str]] | None = field(default=None, init=False, repr=False)
     _writing: tuple[Tool, ...] = field(default=(), init=False, repr=False)
     _read: dict[str, ReviewState] = field(default_factory=dict, init=False, repr=False)
+    _consulted: set[str] = field(default_factory=set, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._read = {name: row.state for name, row in self.reviews.items()}
 
     @property
     def read(self) -> dict[str, ReviewState]:
-        """What waited for each tool this write writes a row of, as the gate read it: the rows are made from it, so
-        the store writes them only while it is so (compare-and-set; another proposal or a decision in between)."""
-        return {row.tool: self._read.get(row.tool, (None, None)) for row in self.rows}
+        """What waited for each tool of this write as the gate read it (its change and its rejection): what the
+        gate decided (held, left out as rejected, live) and the rows it wrote were made from it, so the store
+        writes them only while it is so (compare-and-set; another proposal or a decision in between)."""
+        names = self._consulted | {row.tool for row in self.rows}
+        return {name: self._read.get(name, (None, None)) for name in sorted(names)}
 
     def admit(self, current: Tool | None, proposed: Tool) -> Tool:
         """The tool to write now: `proposed` itself when none of its reviewed fields changed and it reaches nobody
@@ -159,6 +162,7 @@ class Gate:
         out as rejected), and of whom it reaches the narrower of both (`widening`). A tool reactivated, or new and
         required by another tool, is written inactive, its activation held; a new tool's aliases and example
         requests wait like an existing tool's."""
+        self._consulted.add(proposed.name)
         if current is None:
             return self._admit_new(proposed)
         known = self.reviews.get(current.name)
@@ -210,6 +214,7 @@ class Gate:
 
     def rejects(self, current: Tool, proposed: Tool) -> bool:
         """Whether what `proposed` changes of `current`'s reviewed fields is the change an admin rejected."""
+        self._consulted.add(current.name)
         known = self.reviews.get(current.name)
         if known is None or known.rejected_hash is None:
             return False
