@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import mcp.types
 import pytest
 
 from toolrag import ToolRegistry
 from toolrag.catalog.edits import ToolWriter
-from toolrag.errors import EditConflictError
+from toolrag.errors import EditConflictError, ToolNotFoundError
+from toolrag.mcp.config import GatewayConfig, ServerConfig
+from toolrag.mcp.importer import ToolImporter, approve_quarantined, lift_rejections, upstream_hash
 
 from .conftest import SAMPLE_TOOLS
 
@@ -175,3 +178,65 @@ def test_an_approval_does_not_undo_a_lift_made_meanwhile(
     reviewed.reviews.approve(TOOL, approver="ann")
     assert [r.rejected_hash for r in reviewed.store.reviews.read([TOOL])] == [None]
     assert "umbrella needed tomorrow?" in [e.text for e in reviewed.get(TOOL).examples]
+
+
+def test_an_mcp_sync_does_not_overwrite_an_approval_made_while_it_planned(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync reads the pins, scans what changed (up to seconds of CPU), then writes its pins. An admin approved a
+    quarantined text meanwhile (the CLI, another process): the sync wrote the pin it had planned over it, with the
+    approved hash it had read, so the approval was lost while its tool was live. Found by the eleventh review."""
+    settings = GatewayConfig(store=":memory:", servers={"shop": ServerConfig(command="true")})
+    importer = ToolImporter(reviewed, settings)
+
+    def geo(text: str) -> mcp.types.Tool:
+        return mcp.types.Tool(name="geo", description=text, input_schema={"type": "object"})
+
+    first, second, third = geo("Localize a city name."), geo("Localize a city or a town."), geo("Localize a place.")
+    assert importer.apply("shop", [first]).imported == ["shop.geo"]
+    assert importer.apply("shop", [second]).quarantined == ["shop.geo"]
+    store, raced = reviewed.store, []
+    original = store.save_pins
+
+    def save_pins(*args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            approve_quarantined(reviewed, ["shop.geo"], "ann")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "save_pins", save_pins)
+    assert importer.apply("shop", [third]).quarantined == ["shop.geo"]
+    (pin,) = store.pins("shop")
+    assert pin.approved_hash == upstream_hash(second) and pin.pending_hash == upstream_hash(third)
+
+
+def test_a_lift_of_a_quarantined_tool_does_not_drop_a_sync_made_meanwhile(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lifting a rejection wrote back the pin it had read: a text a sync quarantined meanwhile was dropped (and its
+    tool, deactivated by that sync, stayed so until the next one)."""
+    importer = ToolImporter(reviewed, GatewayConfig(store=":memory:", servers={"shop": ServerConfig(command="true")}))
+
+    def geo(text: str) -> mcp.types.Tool:
+        return mcp.types.Tool(name="geo", description=text, input_schema={"type": "object"})
+
+    importer.apply("shop", [geo("Localize a city name.")])
+    importer.apply("shop", [geo("Localize a city or a town.")])
+    importer.reject(["shop.geo"], "ann")
+    third = geo("Localize a place.")
+    store, raced = reviewed.store, []
+    original = store.pins
+
+    def pins(*args: Any, **kwargs: Any) -> Any:
+        read = original(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            importer.apply("shop", [third])
+        return read
+
+    monkeypatch.setattr(store, "pins", pins)
+    # The sync listed another text, so the rejection of the old one no longer applies: nothing is left to lift.
+    with pytest.raises(ToolNotFoundError, match=r"no rejected tool named 'shop\.geo'"):
+        lift_rejections(reviewed, ["shop.geo"], "carol")
+    (pin,) = original("shop")
+    assert pin.pending_hash == upstream_hash(third) and pin.rejected_hash is None

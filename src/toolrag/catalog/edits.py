@@ -53,15 +53,19 @@ EmbeddedVectors = dict[tuple[str, str], Vector]  # (model id, text hash) -> the 
 EDIT_ATTEMPTS = 32
 
 
-def retry_on_conflict(write: Callable[[], Written], attempts: int = EDIT_ATTEMPTS) -> Written:
+def retry_on_conflict(
+    write: Callable[[], Written],
+    attempts: int = EDIT_ATTEMPTS,
+    conflict: type[Exception] = EditConflictError,
+) -> Written:
     """`write` (read the tools, make the edit of them, write it compare-and-set on the versions read) made again
-    while another writer moved a tool between its read and its write (EditConflictError), `attempts` times at most:
-    each round reads anew, so the edit is made on the tool as the winner left it."""
+    while another writer moved a tool between its read and its write (`conflict`, nothing written), `attempts`
+    times at most: each round reads anew, so the edit is made on the tool as the winner left it."""
     attempt = 1
     while True:
         try:
             return write()
-        except EditConflictError:
+        except conflict:
             if attempt >= attempts:
                 raise
             attempt += 1

@@ -22,6 +22,7 @@ from typing import Any
 
 import mcp.types as types
 
+from toolrag.catalog.edits import retry_on_conflict
 from toolrag.catalog.files import repair_schema
 from toolrag.catalog.poisoning import scan, tool_findings
 from toolrag.catalog.review import login_name, required_by
@@ -45,6 +46,7 @@ log = logging.getLogger("toolrag.mcp")
 
 
 IMPORT_BATCH = 8  # tools registered (embedded) between two looks at a sync's import budget
+PLANS = 3  # times a sync or a lift is planned again when an admin decided one of its tools meanwhile
 FIRST_SYNC = "first sync"  # the audit entry that says a server's first sync ran (what trusts its tools on sight)
 
 
@@ -118,7 +120,10 @@ class ToolImporter:
             reviewed = self.registry.reviews.required
             if config.description or not reviewed:
                 self._describe(server, config.description or instructions)
-            return self._apply(server, config, listed, reviewed)
+            # Planned again when an admin decided one of its tools meanwhile (another process).
+            return retry_on_conflict(
+                lambda: self._apply(server, config, listed, reviewed), PLANS, ApprovalConflictError
+            )
 
     def _describe(self, server: str, text: str | None) -> None:
         text = (text or "").strip()[:MAX_GROUP_DESCRIPTION_CHARS]
@@ -166,7 +171,10 @@ class ToolImporter:
         for name, tool in current.items():
             if name not in listed_names and tool.active:
                 plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
-        self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins))
+        # Compare-and-set on the pins as read: an admin's decision made meanwhile (another process) is not
+        # overwritten by a pin planned from before it.
+        read = {pin.tool: (pins[pin.tool].pending_hash if pin.tool in pins else None) for pin in plan.pins}
+        self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins), read)
         self._write_tools(plan)
         return plan.report
 
@@ -546,15 +554,20 @@ def reject_quarantined(
 def lift_rejections(registry: ToolRegistry, names: Iterable[str], lifter: str | None) -> list[str]:
     """Forget the rejected texts of these tools: the next sync that lists one quarantines it for review again."""
     wanted = set(names)
-    lifted = [p for p in registry.store.pins() if p.tool in wanted and p.rejected_hash is not None]
-    missing = sorted(wanted - {p.tool for p in lifted})
-    if missing:
-        raise ToolNotFoundError(f"no rejected tool named {missing[0]!r}", name=missing[0])
-    registry.store.save_pins(
-        [replace(p, rejected_hash=None) for p in lifted],
-        [
-            AuditEntry("rejection lifted", "quarantined again at the next sync", p.tool, p.server, lifter)
-            for p in lifted
-        ],
-    )
-    return [p.tool for p in lifted]
+
+    def lift() -> list[str]:
+        lifted = [p for p in registry.store.pins() if p.tool in wanted and p.rejected_hash is not None]
+        missing = sorted(wanted - {p.tool for p in lifted})
+        if missing:
+            raise ToolNotFoundError(f"no rejected tool named {missing[0]!r}", name=missing[0])
+        registry.store.save_pins(
+            [replace(p, rejected_hash=None) for p in lifted],
+            [
+                AuditEntry("rejection lifted", "quarantined again at the next sync", p.tool, p.server, lifter)
+                for p in lifted
+            ],
+            {p.tool: p.pending_hash for p in lifted},  # a sync's quarantine made meanwhile is not written over
+        )
+        return [p.tool for p in lifted]
+
+    return retry_on_conflict(lift, PLANS, ApprovalConflictError)
