@@ -317,3 +317,59 @@ def test_over_http_admins_see_and_decide_what_waits_and_no_one_else_does(reviewe
     trail = [(e.action, e.principal) for e in reviewed.store.audit_log(8)]
     assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail
     assert reviewed.group_descriptions()["finance/payments"] == "Payments of the finance team."
+
+
+def test_the_console_lists_what_waits_and_decides_it(reviewed: ToolRegistry) -> None:
+    """Listed as missing by the tenth review: group descriptions had no console page (the CLI, Python and
+    /group-changes decided them). The text changes page lists them beside the live text; approving and rejecting
+    are asked first, compare-and-set on the hash the page showed, and a reader gets neither."""
+    import httpx
+
+    from toolrag.server.app import create_app
+
+    from .test_api import serving
+    from .test_console import ACME_READER, ADMIN, console_config, form_token, session_of
+
+    reviewed.describe_groups({"bank": PROPOSED, "finance/payments": "Payments of the finance team."}, by="mallory")
+    with serving(create_app(reviewed, console_config())) as url:
+        cookies = session_of(url, ADMIN)
+        listing = httpx.get(f"{url}/console/text-changes", cookies=cookies)
+        assert (
+            'data-group="bank"' in listing.text
+            and PROPOSED in listing.text
+            and LIVE.replace("'", "&#39;") in listing.text
+        )
+        assert 'data-group="finance/payments"' in listing.text
+        csrf = form_token(listing.text)
+        shown = {group.review.name: group.text_hash for group in reviewed.reviews.waiting_groups()}
+        decision = {"decision": "approve", "text_hash": shown["bank"], "csrf": csrf}
+        asked = httpx.post(f"{url}/console/group-changes/bank", data=decision, cookies=cookies)
+        assert asked.status_code == 200 and "Approve the description of group bank?" in asked.text
+        assert reviewed.group_descriptions()["bank"] == LIVE  # asked, not decided
+        stale = httpx.post(
+            f"{url}/console/group-changes/bank",
+            data={**decision, "text_hash": "0" * 64, "confirmed": "true"},
+            cookies=cookies,
+        )
+        assert stale.status_code == 409 and "changed since it was reviewed" in stale.text
+        done = httpx.post(f"{url}/console/group-changes/bank", data={**decision, "confirmed": "true"}, cookies=cookies)
+        assert done.status_code == 303 and reviewed.group_descriptions()["bank"] == PROPOSED
+        rejection = {"decision": "reject", "text_hash": shown["finance/payments"], "csrf": csrf, "confirmed": "true"}
+        rejected = httpx.post(f"{url}/console/group-changes/finance/payments", data=rejection, cookies=cookies)
+        assert rejected.status_code == 303 and "finance/payments" not in reviewed.group_descriptions()
+        assert "No group description waits." in httpx.get(f"{url}/console/text-changes", cookies=cookies).text
+        # A reader sees no such page and decides nothing.
+        reviewed.describe_groups({"bank": LIVE}, by="mallory")
+        reader = session_of(url, ACME_READER)
+        assert httpx.get(f"{url}/console/text-changes", cookies=reader).status_code == 404
+        page = httpx.get(f"{url}/console/", cookies=reader).text
+        attempt = {
+            "decision": "approve",
+            "text_hash": reviewed.reviews.waiting_groups()[0].text_hash,
+            "csrf": form_token(page),
+            "confirmed": "true",
+        }
+        assert httpx.post(f"{url}/console/group-changes/bank", data=attempt, cookies=reader).status_code == 403
+    assert reviewed.group_descriptions()["bank"] == PROPOSED
+    trail = [(e.action, e.principal) for e in reviewed.store.audit_log(6)]
+    assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail

@@ -1,7 +1,9 @@
 """The console's text review pages (admins): the text changes of catalog tools waiting while the registry's text
 review is on (catalog/review.py), one change whole with its findings and its diff against the live text, and the
-decision on it. A decision is made on the text the page showed (its hash travels with the form): a proposal that
-landed since is a conflict on the page, nothing decided. Anyone else gets the page a missing one gets.
+decision on it; the group descriptions waiting (a model reads one as the namespace of a group's deferred tools),
+each beside the live one, decided on the list. A decision is made on the text the page showed (its hash travels
+with the form): a proposal that landed since is a conflict on the page, nothing decided. Anyone else gets the page
+a missing one gets.
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
@@ -22,13 +24,21 @@ LIST = f"{PREFIX}text-changes"
 def text_changes_page(request: Request, console: Console, who: Who) -> HTMLResponse:
     if not who.is_admin:
         return console.error(request, 404, f"no page {LIST}")
+    return _list_view(request, console)
+
+
+def _list_view(request: Request, console: ConsoleState, status: int = 200, error: str | None = None) -> HTMLResponse:
+    """Every change waiting; `error`: why the admin's last decision on a group's description was not made."""
     reviews = console.registry.reviews
     return console.page(
         request,
         "text_changes.html",
+        status,
         changes=reviews.waiting(),
+        groups=reviews.waiting_groups(),
         required=reviews.required,
         two_person=reviews.two_person,
+        error=error,
     )
 
 
@@ -83,3 +93,36 @@ def _change_view(
     except ToolNotFoundError as missing:
         return console.error(request, 404, str(missing))
     return console.page(request, "text_change.html", status, change=change, diff=change.diff(), error=error)
+
+
+@router.post("/group-changes/{name:path}")
+def decide_group_change(
+    request: Request,
+    console: Console,
+    name: str,
+    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
+    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
+    csrf: Annotated[str | None, Form()] = None,
+    confirmed: Annotated[bool, Form()] = False,
+) -> Response:
+    """Approve or reject the description the list showed for group `name` (a name may hold '/'), asked first;
+    audited with the admin's name by the registry."""
+    who = console.admin(request, csrf)
+    if not confirmed:
+        consequence = (
+            "the proposed description becomes the one models read for this group's deferred tools"
+            if decision == "approve"
+            else "the proposed description is dropped and remembered: proposing it again leaves it out"
+        )
+        question = f"{decision.capitalize()} the description of group {name}?"
+        fields = {"decision": decision, "text_hash": text_hash}
+        return confirm(console, request, question, consequence, fields, LIST)
+    reviews = console.registry.reviews
+    decide = reviews.approve_group if decision == "approve" else reviews.reject_group
+    try:
+        decide(name, text_hash, who.actor)
+    except ToolNotFoundError as missing:
+        return console.error(request, 404, str(missing))
+    except ApprovalConflictError as conflict:
+        return _list_view(request, console, 409, str(conflict))
+    return secured(RedirectResponse(LIST, status_code=303))
