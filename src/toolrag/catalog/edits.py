@@ -470,7 +470,10 @@ class ToolWriter:
                 returned, _ = _edited(current, changes, None)
                 if not _was_live(returned, wanted, history) or gate.rejects(current, returned):
                     return self._held_or_written(current, changes, edited_by, current.version, embedded, detail, gate)
-            return self._write_edit(current, changes, edited_by, current.version, embedded, detail)
+                # Its text was live: nothing is held, but the write carries what the gate read (a rejection of
+                # that very text made meanwhile must stop it: `Gate.read`).
+                gate.live_before = REVIEWED_FIELDS
+            return self._write_edit(current, changes, edited_by, current.version, embedded, detail, proposal=gate)
 
         return retry_on_conflict(write)
 

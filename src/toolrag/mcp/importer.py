@@ -120,10 +120,15 @@ class ToolImporter:
             reviewed = self.registry.reviews.required
             if config.description or not reviewed:
                 self._describe(server, config.description or instructions)
-            # Planned again when an admin decided one of its tools meanwhile (another process).
-            return retry_on_conflict(
-                lambda: self._apply(server, config, listed, reviewed), PLANS, ApprovalConflictError
-            )
+            try:  # planned again when an admin decided one of its tools meanwhile (another process)
+                return retry_on_conflict(
+                    lambda: self._apply(server, config, listed, reviewed), PLANS, ApprovalConflictError
+                )
+            except ApprovalConflictError as moved:
+                raise ApprovalConflictError(
+                    f"server {server!r}: its tools' approvals moved while this sync planned, {PLANS} times in a row"
+                    " (admins' decisions or other syncs): nothing was written; the next sync tries again"
+                ) from moved
 
     def _describe(self, server: str, text: str | None) -> None:
         text = (text or "").strip()[:MAX_GROUP_DESCRIPTION_CHARS]
@@ -171,9 +176,11 @@ class ToolImporter:
         for name, tool in current.items():
             if name not in listed_names and tool.active:
                 plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
-        # Compare-and-set on the pins as read: an admin's decision made meanwhile (another process) is not
-        # overwritten by a pin planned from before it.
-        read = {pin.tool: (pins[pin.tool].pending_hash if pin.tool in pins else None) for pin in plan.pins}
+        # Compare-and-set on every pin as read, written or not: an admin's decision made meanwhile (another
+        # process) is neither overwritten by a pin planned from before it nor undone by a deactivation planned so.
+        read = {name: pin.pending_hash for name, pin in pins.items()} | {
+            pin.tool: None for pin in plan.pins if pin.tool not in pins
+        }
         self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins), read)
         self._write_tools(plan)
         return plan.report
