@@ -303,3 +303,59 @@ def test_a_sync_that_keeps_losing_says_so(reviewed: ToolRegistry, monkeypatch: p
         importer.apply("shop", [geo])
     monkeypatch.setattr(reviewed.store, "save_pins", original)
     assert reviewed.store.pins("shop") == [] and "shop.geo" not in {t.name for t in reviewed.tools(True)}
+
+
+def test_an_approval_does_not_activate_a_tool_whose_newer_text_a_sync_quarantined_meanwhile(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An approval pins the text, then activates the tool, in two transactions. A sync in between (the gateway,
+    another process) quarantined the server's newer text without deactivating a tool still inactive: the approval
+    then activated it while that text waited (second helper; before these fixes too)."""
+    importer = ToolImporter(reviewed, GatewayConfig(store=":memory:", servers={"shop": ServerConfig(command="true")}))
+    first = mcp.types.Tool(name="geo", description="Localize a city name.", input_schema={"type": "object"})
+    second = first.model_copy(update={"description": "Localize a city or a town."})
+    third = first.model_copy(update={"description": "Localize a place."})
+    importer.apply("shop", [first])
+    importer.apply("shop", [second])
+    original, raced = ToolRegistry.write_merged, []
+
+    def write_merged(self: ToolRegistry, *args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            importer.apply("shop", [third])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolRegistry, "write_merged", write_merged)
+    assert approve_quarantined(reviewed, ["shop.geo"], "ann") == ["shop.geo"]
+    monkeypatch.setattr(ToolRegistry, "write_merged", original)
+    (pin,) = reviewed.store.pins("shop")
+    assert pin.approved_hash == upstream_hash(second) and pin.pending_hash == upstream_hash(third)
+    assert not reviewed.get("shop.geo").active
+
+
+def test_a_syncs_deactivation_does_not_undo_an_approval_made_after_its_pins(
+    reviewed: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync that quarantines a changed text saves the pin, then deactivates the tool in another transaction: an
+    approval of that text between the two was undone, the tool left inactive under an approved pin."""
+    importer = ToolImporter(reviewed, GatewayConfig(store=":memory:", servers={"shop": ServerConfig(command="true")}))
+    first = mcp.types.Tool(name="geo", description="Localize a city name.", input_schema={"type": "object"})
+    second = first.model_copy(update={"description": "Localize a city or a town."})
+    importer.apply("shop", [first])
+    assert reviewed.get("shop.geo").active
+    store, raced = reviewed.store, []
+    original = store.save_pins
+
+    def save_pins(*args: Any, **kwargs: Any) -> None:
+        original(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            approve_quarantined(reviewed, ["shop.geo"], "ann")  # right after the sync's pins: the CLI
+
+    monkeypatch.setattr(store, "save_pins", save_pins)
+    importer.apply("shop", [second])
+    monkeypatch.setattr(store, "save_pins", original)
+    (pin,) = store.pins("shop")
+    assert pin.approved_hash == upstream_hash(second) and not pin.quarantined
+    tool = reviewed.get("shop.geo")
+    assert tool.active and tool.description == second.description

@@ -51,6 +51,8 @@ Version = int | None  # the version a write was made from (None: the one read at
 Progress = ProgressCallback | None
 Asker = Principal | None  # None: the anonymous principal
 Versions = Mapping[str, int | None] | None  # the version each tool was read at (None: it did not exist)
+Edit = Callable[[Tool | None], Tool | None]  # a sync's edit of a tool as it is (None: none; returned: none written)
+Pins = Mapping[str, str | None] | None  # the pending hash each MCP tool's pin must still have at the write
 PYTHON: Origin = "python"  # the way in of a write made in Python
 
 if TYPE_CHECKING:
@@ -173,11 +175,9 @@ class ToolRegistry:
         """A new version made by `change`, a function of the tool as it is (`ToolWriter.edit`: a merge, no conflict)."""
         return self._writer.edit(name, change, edited_by, Proposal("python", edited_by))
 
-    def write_merged(
-        self, edits: Mapping[str, Callable[[Tool | None], Tool | None]], progress: Progress = None
-    ) -> UpsertReport:
+    def write_merged(self, edits: Mapping[str, Edit], progress: Progress = None, pinned: Pins = None) -> UpsertReport:
         """A sync's write (`ToolWriter.write_merged`): not held for review, the MCP importer pins what it writes."""
-        return self._writer.write_merged(edits, progress)
+        return self._writer.write_merged(edits, progress, pinned=pinned)
 
     def drop_overrides(
         self, name: str, fields: Iterable[str], edited_by: Who = None, origin: Origin = PYTHON

@@ -130,11 +130,12 @@ class ToolWriter:
         expected: Mapping[str, int | None] | None,
         embedded: EmbeddedVectors,
         decision: Decision | Gate | None = None,
+        pinned: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         """`ToolRegistry.register_many`, reusing (and adding to) `embedded`: the vectors an earlier attempt of the
         same write embedded before another writer overtook it (its transaction, their vectors with it, rolled
         back). `decision`: the text reviews written in the same transaction (held changes, compare-and-set on what
-        waited when the gate read it; an approval)."""
+        waited when the gate read it; an approval). `pinned`: MCP pins compared in it (`Store.upsert`)."""
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
@@ -151,7 +152,7 @@ class ToolWriter:
             reused = {key: embedded[model.model_id, key] for key in missing}
             rows, reviewed = ([], None) if decision is None else (decision.rows, _reviewed(decision))
             read = None if decision is None else decision.read
-            report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed, read)
+            report = self.store.upsert(tools, reused, model, audit, expected, rows, reviewed, read, pinned)
             if isinstance(decision, Gate):
                 report.held, report.rejected = list(decision.held), list(decision.rejected)
             return report
@@ -301,12 +302,14 @@ class ToolWriter:
         edits: Mapping[str, Callable[[Tool | None], Tool | None]],
         progress: ProgressCallback | None = None,
         proposal: Proposal | None = None,
+        pinned: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         """Write the tools each edit makes of its tool's current version (None: there is none; an edit returning
         None writes nothing), in one transaction, compare-and-set on the versions read; when another writer moved
         one of them meanwhile, read them again and make the edits again: neither writer's change is lost (an MCP
         sync beside an operator's edit). `proposal`: who writes, for text changes held for review (an MCP sync
-        gives none: its text is pinned by the importer)."""
+        gives none: its text is pinned by the importer). `pinned`: the pending hash each named tool's MCP pin must
+        still have at the write (the importer's plan; ApprovalConflictError, nothing written, when one moved)."""
         embedded: EmbeddedVectors = {}
 
         def write() -> UpsertReport:
@@ -322,7 +325,9 @@ class ToolWriter:
                 written = [gate.admit(current[tool.name], tool) for tool in written]
             expected = {tool.name: _version(current[tool.name]) for tool in written}
             audit = [] if gate is None else gate.audit
-            return self.register(written, progress, audit, expected, embedded, gate) if written else UpsertReport()
+            if not written:
+                return UpsertReport()
+            return self.register(written, progress, audit, expected, embedded, gate, pinned)
 
         return retry_on_conflict(write)
 

@@ -182,19 +182,20 @@ class ToolImporter:
             pin.tool: None for pin in plan.pins if pin.tool not in pins
         }
         self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins), read)
-        self._write_tools(plan)
+        self._write_tools(plan, read | {pin.tool: pin.pending_hash for pin in plan.pins})
         return plan.report
 
-    def _write_tools(self, plan: _Plan) -> None:
+    def _write_tools(self, plan: _Plan, saved: Mapping[str, str | None]) -> None:
         """Write what the sync planned within its import budget (`import_seconds_per_sync` of CPU: embedding new
         text is the costly part), in batches, each merged over the tools as operators left them; what is past the
         budget is left for the next sync, which finds it pinned and not registered and writes it then
         (`SyncReport.deferred`). Deactivations come first: they embed nothing. At least one batch is written, so
-        every sync makes progress."""
+        every sync makes progress. Each batch is written while its tools' pins wait as `saved` (an approval made
+        since the pins were saved is not undone by a deactivation planned before it: the sync plans again)."""
         inactive = {name: edit for name, edit in plan.edits.items() if edit is deactivated}
         active = [(name, edit) for name, edit in plan.edits.items() if edit is not deactivated]
         if inactive:
-            self.registry.write_merged(inactive)
+            self.registry.write_merged(inactive, pinned={name: saved.get(name) for name in inactive})
         budget, started = self.settings.import_seconds_per_sync, time.process_time()
         for first in range(0, len(active), IMPORT_BATCH):
             if first and time.process_time() - started > budget:
@@ -202,7 +203,8 @@ class ToolImporter:
                 plan.report.deferred = sorted(deferred)
                 plan.report.imported = [name for name in plan.report.imported if name not in deferred]
                 return
-            self.registry.write_merged(dict(active[first : first + IMPORT_BATCH]))
+            batch = dict(active[first : first + IMPORT_BATCH])
+            self.registry.write_merged(batch, pinned={name: saved.get(name) for name in batch})
 
     @staticmethod
     def _carry_over(plan: _Plan, pin: Pin, digest: str) -> Pin:
@@ -532,14 +534,30 @@ def _check_reviewed(server: str, waiting: Sequence[Pin], reviewed: Mapping[str, 
 
 def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | None) -> list[str]:
     """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
-    approved), then register the approved versions."""
+    approved), then register the approved versions, compare-and-set on the pins as approved (another process's
+    sync may have quarantined a newer text meanwhile: that tool stays inactive)."""
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
         {p.tool: p.pending_hash for p in approved},
     )
-    registry.write_merged({p.tool: partial(synced, upstream=p.pending) for p in approved if p.pending})
+
+    def activate() -> None:
+        now = {pin.tool: pin for pin in registry.store.pins()}
+        edits = {
+            p.tool: partial(synced, upstream=p.pending)
+            for p in approved
+            if p.pending and _approved_as(now.get(p.tool), p.pending_hash)
+        }
+        registry.write_merged(edits, pinned=dict.fromkeys(edits))
+
+    retry_on_conflict(activate, PLANS, ApprovalConflictError)
     return [p.tool for p in approved]
+
+
+def _approved_as(pin: Pin | None, digest: str | None) -> bool:
+    """Whether `pin` holds `digest` approved, with nothing newer waiting."""
+    return pin is not None and pin.approved_hash == digest and pin.pending_hash is None
 
 
 def reject_quarantined(

@@ -159,10 +159,13 @@ class ToolStore(Protocol):
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
         read: Mapping[str, ReviewState] | None = None,
+        pinned: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         """Insert or update tools, save the vectors (keyed by text hash) for `model`, append `audit` (who changed
         what) and write `reviews` (text changes held or decided, compare-and-set on the pending hashes `reviewed`,
-        and on what waited as `read`: `ReviewTables.write`), atomically.
+        and on what waited as `read`: `ReviewTables.write`), atomically. `pinned`: the pending hash each named MCP
+        tool's pin must still have (an MCP sync's or approval's write, planned from the pins: `PinTables.check_pending`,
+        ApprovalConflictError and nothing written when one moved).
 
         A tool whose definition changed gets the next version; an unchanged tool is left alone. `expected`: the
         version each named tool was read at (None: it did not exist), compared and set in the same transaction as

@@ -274,6 +274,7 @@ class PostgresStore(PreviousNames):
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
         read: Mapping[str, ReviewState] | None = None,
+        pinned: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         """One transaction. A bulk write (BULK_ROWS tools and vectors or more) goes through COPY and leaves the
         model's HNSW index, when the store keeps one, to be built once, after the writes stop (`IndexBuilder`). The
@@ -299,6 +300,7 @@ class PostgresStore(PreviousNames):
                     write_version(db, POSTGRES, tool)
                 _insert_vectors(db, model, vectors)
             self.reviews.write(db, reviews, reviewed, read)
+            self.pinning.check_pending(db, pinned or {})
             self.trail.write(db, audit)
         if bulk:
             self._index_builder.after_bulk_write(model)

@@ -128,6 +128,7 @@ class SQLiteStore(PreviousNames):
         reviews: Sequence[TextReview] = (),
         reviewed: Mapping[str, str | None] | None = None,
         read: Mapping[str, ReviewState] | None = None,
+        pinned: Mapping[str, str | None] | None = None,
     ) -> UpsertReport:
         report = UpsertReport()
         with self._transaction() as db:  # BEGIN IMMEDIATE: no other writer, of any process, until it ends
@@ -137,6 +138,7 @@ class SQLiteStore(PreviousNames):
                 self._upsert_one(db, tool, generation, report, expected)
             self._insert_vectors(db, model, vectors)
             self.reviews.write(db, reviews, reviewed, read)
+            self.pinning.check_pending(db, pinned or {})
             self.trail.write(db, audit)
         return report
 

@@ -206,7 +206,7 @@ class PinTables:
         ApprovalConflictError, with nothing written, when a sync changed one of them since (compare-and-set)."""
         with self._db.transaction() as db:
             if expected:
-                self._check_pending(db, expected)
+                self.check_pending(db, expected)
             self.write(db, pins)
             self._trail.write(db, audit)
 
@@ -235,7 +235,9 @@ class PinTables:
                 ),
             )
 
-    def _check_pending(self, db: Any, expected: Mapping[str, str | None]) -> None:
+    def check_pending(self, db: Any, expected: Mapping[str, str | None]) -> None:
+        """In the caller's transaction `db`: ApprovalConflictError when a named tool's pin has another pending hash
+        than `expected` (None: nothing pending, or no pin)."""
         query = self._db.dialect.sql("SELECT pending_hash FROM pins WHERE tool = ?")
         for tool, wanted in sorted(expected.items()):
             row = db.execute(query, (tool,)).fetchone()
