@@ -7,15 +7,17 @@ answer carries.
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi import Depends, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from pydantic import BaseModel, Field
 
 from toolrag.access import AccessPolicy, Caller
 from toolrag.access.guard import CALLER_KEY, Authenticator, FailureLimiter
+from toolrag.errors import ApprovalConflictError, ToolNotFoundError
 from toolrag.inject.tokens import count_text
 from toolrag.model import Principal, Tool
 from toolrag.registry import ToolRegistry
@@ -91,6 +93,45 @@ def confirm(
         fields=fields,
         back=back,
     )
+
+
+class TextDecision(BaseModel):
+    """An admin's form deciding on a text a page showed (a text change, a group's description, a quarantined
+    tool): approve or reject it, named by its hash; `confirmed` once asked, `csrf` from this session's page."""
+
+    decision: Literal["approve", "reject"]
+    text_hash: str = Field(pattern="^[0-9a-f]{64}$")
+    csrf: str | None = None
+    confirmed: bool = False
+
+
+DecisionForm = Annotated[TextDecision, Form()]
+
+
+def asked_then_decided(
+    console: ConsoleState,
+    request: Request,
+    form: TextDecision,
+    what: str,
+    consequence: str,
+    decide: Callable[[str, str | None], object],
+    conflict: Callable[[str], Response],
+    back: str,
+    done: str,
+) -> Response:
+    """Ask first (`what` and its `consequence`; Cancel leads `back`), then `decide(text_hash, the admin's name)`:
+    nothing waiting is the page a missing one gets, another text waiting now is `conflict(why)`; done, to `done`."""
+    who = console.admin(request, form.csrf)
+    if not form.confirmed:
+        fields = {"decision": form.decision, "text_hash": form.text_hash}
+        return confirm(console, request, f"{form.decision.capitalize()} {what}?", consequence, fields, back)
+    try:
+        decide(form.text_hash, who.actor)
+    except ToolNotFoundError as missing:
+        return console.error(request, 404, str(missing))
+    except ApprovalConflictError as moved:
+        return conflict(str(moved))
+    return secured(RedirectResponse(done, status_code=303))
 
 
 def console_state(request: Request) -> ConsoleState:

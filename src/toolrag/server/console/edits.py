@@ -16,7 +16,7 @@ from toolrag.errors import ApprovalConflictError, EditConflictError, ServerNotFo
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
 from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool, example_key
-from toolrag.server.console.common import Console, ConsoleState, confirm, secured
+from toolrag.server.console.common import Console, ConsoleState, DecisionForm, confirm, secured
 from toolrag.server.console.impact import Impact, affected_requests, measure_edit
 from toolrag.server.console.session import PREFIX
 from toolrag.server.console.usage import upstreams_view
@@ -190,18 +190,11 @@ def rollback_tool(
 
 
 @router.post("/quarantine/{name}")
-def decide_quarantine(
-    request: Request,
-    console: Console,
-    name: str,
-    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
-    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
-    csrf: Annotated[str | None, Form()] = None,
-    confirmed: Annotated[bool, Form()] = False,
-) -> Response:
+def decide_quarantine(request: Request, console: Console, name: str, form: DecisionForm) -> Response:
     """Decide on the quarantined text the page showed (`text_hash`): another text waiting now is a conflict."""
-    who = console.admin(request, csrf)
-    if not confirmed:
+    who = console.admin(request, form.csrf)
+    decision, text_hash = form.decision, form.text_hash
+    if not form.confirmed:
         pin = next((p for p in console.registry.store.pins() if p.tool == name), None)
         approved_before = pin is not None and pin.approved_hash is not None
         kept = "the last approved definition stays" if approved_before else "the tool stays out of search and calls"

@@ -7,13 +7,13 @@ a missing one gets.
 
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
-from typing import Annotated
+from functools import partial
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
 
-from toolrag.errors import ApprovalConflictError, ToolNotFoundError
-from toolrag.server.console.common import Console, ConsoleState, Who, confirm, secured
+from toolrag.errors import ToolNotFoundError
+from toolrag.server.console.common import Console, ConsoleState, DecisionForm, Who, asked_then_decided
 from toolrag.server.console.session import PREFIX
 
 router = APIRouter()
@@ -52,36 +52,24 @@ def text_change_page(request: Request, console: Console, who: Who, name: str) ->
 
 
 @router.post("/text-changes/{name}")
-def decide_text_change(
-    request: Request,
-    console: Console,
-    name: str,
-    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
-    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
-    csrf: Annotated[str | None, Form()] = None,
-    confirmed: Annotated[bool, Form()] = False,
-) -> Response:
+def decide_text_change(request: Request, console: Console, name: str, form: DecisionForm) -> Response:
     """Approve (a new version) or reject (remembered by hash) the text the page showed, asked first; audited with
     the admin's name by the registry."""
-    who = console.admin(request, csrf)
-    if not confirmed:
-        consequence = (
-            "the proposed text becomes a new version, served and searched"
-            if decision == "approve"
-            else "the proposed text is dropped and remembered: proposing it again leaves it out"
-        )
-        question = f"{decision.capitalize()} the text change of {name}?"
-        fields = {"decision": decision, "text_hash": text_hash}
-        return confirm(console, request, question, consequence, fields, request.url.path)
-    registry = console.registry
-    decide = registry.reviews.approve if decision == "approve" else registry.reviews.reject
-    try:
-        decide(name, text_hash, who.actor)
-    except ToolNotFoundError as missing:
-        return console.error(request, 404, str(missing))
-    except ApprovalConflictError as conflict:
-        return _change_view(request, console, name, 409, str(conflict))
-    return secured(RedirectResponse(LIST, status_code=303))
+    reviews = console.registry.reviews
+    approving = form.decision == "approve"
+    return asked_then_decided(
+        console,
+        request,
+        form,
+        f"the text change of {name}",
+        "the proposed text becomes a new version, served and searched"
+        if approving
+        else "the proposed text is dropped and remembered: proposing it again leaves it out",
+        partial(reviews.approve if approving else reviews.reject, name),
+        lambda why: _change_view(request, console, name, 409, why),
+        request.url.path,
+        LIST,
+    )
 
 
 def _change_view(
@@ -96,33 +84,21 @@ def _change_view(
 
 
 @router.post("/group-changes/{name:path}")
-def decide_group_change(
-    request: Request,
-    console: Console,
-    name: str,
-    decision: Annotated[str, Form(pattern="^(approve|reject)$")],
-    text_hash: Annotated[str, Form(pattern="^[0-9a-f]{64}$")],
-    csrf: Annotated[str | None, Form()] = None,
-    confirmed: Annotated[bool, Form()] = False,
-) -> Response:
+def decide_group_change(request: Request, console: Console, name: str, form: DecisionForm) -> Response:
     """Approve or reject the description the list showed for group `name` (a name may hold '/'), asked first;
     audited with the admin's name by the registry."""
-    who = console.admin(request, csrf)
-    if not confirmed:
-        consequence = (
-            "the proposed description becomes the one models read for this group's deferred tools"
-            if decision == "approve"
-            else "the proposed description is dropped and remembered: proposing it again leaves it out"
-        )
-        question = f"{decision.capitalize()} the description of group {name}?"
-        fields = {"decision": decision, "text_hash": text_hash}
-        return confirm(console, request, question, consequence, fields, LIST)
     reviews = console.registry.reviews
-    decide = reviews.approve_group if decision == "approve" else reviews.reject_group
-    try:
-        decide(name, text_hash, who.actor)
-    except ToolNotFoundError as missing:
-        return console.error(request, 404, str(missing))
-    except ApprovalConflictError as conflict:
-        return _list_view(request, console, 409, str(conflict))
-    return secured(RedirectResponse(LIST, status_code=303))
+    approving = form.decision == "approve"
+    return asked_then_decided(
+        console,
+        request,
+        form,
+        f"the description of group {name}",
+        "the proposed description becomes the one models read for this group's deferred tools"
+        if approving
+        else "the proposed description is dropped and remembered: proposing it again leaves it out",
+        partial(reviews.approve_group if approving else reviews.reject_group, name),
+        lambda why: _list_view(request, console, 409, why),
+        LIST,
+        LIST,
+    )
