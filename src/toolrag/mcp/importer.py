@@ -37,7 +37,7 @@ from toolrag.model import (
 )
 from toolrag.registry import ToolRegistry
 from toolrag.schemas.drafts import deeper_than
-from toolrag.store.base import AuditEntry, Pin
+from toolrag.store.base import NO_PIN, AuditEntry, Pin
 
 SOURCE_PREFIX = SYNCED_SOURCE_PREFIX
 # The finding of a new text a sync had no scan budget left for: it stays quarantined and is scanned by a later sync.
@@ -127,7 +127,8 @@ class ToolImporter:
             except ApprovalConflictError as moved:
                 raise ApprovalConflictError(
                     f"server {server!r}: its tools' approvals moved while this sync planned, {PLANS} times in a row"
-                    " (admins' decisions or other syncs): nothing was written; the next sync tries again"
+                    " (admins' decisions or other syncs): it stopped, what it wrote is consistent; the next sync"
+                    " completes it"
                 ) from moved
 
     def _describe(self, server: str, text: str | None) -> None:
@@ -175,11 +176,11 @@ class ToolImporter:
         listed_names = {f"{server}.{t.name}" for t in listed}
         for name, tool in current.items():
             if name not in listed_names and tool.active:
-                plan.deactivate(tool, "removed", "no longer listed by its server; deactivated")
+                plan.deactivate(name, "removed", "no longer listed by its server; deactivated")
         # Compare-and-set on every pin as read, written or not: an admin's decision made meanwhile (another
         # process) is neither overwritten by a pin planned from before it nor undone by a deactivation planned so.
         read = {name: pin.pending_hash for name, pin in pins.items()} | {
-            pin.tool: None for pin in plan.pins if pin.tool not in pins
+            pin.tool: NO_PIN for pin in plan.pins if pin.tool not in pins
         }
         self.registry.store.save_pins(plan.pins, collapsed(plan.audit, pins), read)
         self._write_tools(plan, read | {pin.tool: pin.pending_hash for pin in plan.pins})
@@ -221,8 +222,11 @@ class ToolImporter:
         by default); later new tools wait for approval, so dropping an approved tool and listing new text under a
         new name is no way around the pin."""
         server = split_name(tool.name)[0]
+        # A tool whose server lists a text nobody approved is inactive at the write, whatever it was when read: an
+        # approval made meanwhile (another process) may have activated it since, on the text before.
         if pin is not None and pin.rejected_hash == digest:
             plan.report.rejected.append(tool.name)  # an admin said no to this very text: no new quarantine, no audit
+            plan.deactivate(tool.name)
             return
         if pin is not None and pin.approved_hash == digest:
             if pin.quarantined:
@@ -231,8 +235,7 @@ class ToolImporter:
             return
         if pin is not None and pin.pending_hash == digest and pin.findings != (NOT_SCANNED,):
             plan.report.quarantined.append(tool.name)  # quarantined as it is now: its findings are kept
-            if existing is not None and existing.active:
-                plan.deactivate(existing, None, None)
+            plan.deactivate(tool.name)
             return
         findings = plan.scanned(tool)  # only a text never seen before is scanned, within the sync's budget
         if findings == (NOT_SCANNED,):
@@ -244,8 +247,7 @@ class ToolImporter:
             approved = pin.approved_hash if pin is not None else None
             plan.pin(Pin(tool.name, server, approved, digest, tool, findings), "quarantined", _reason(pin, findings))
             plan.report.quarantined.append(tool.name)
-            if existing is not None and existing.active:
-                plan.deactivate(existing, None, None)
+            plan.deactivate(tool.name)
 
     def approve(self, names: Iterable[str], approver: str | None = None) -> list[str]:
         """Approve quarantined versions: pin their hash and make them active. Returns the names approved."""
@@ -345,11 +347,13 @@ class _Plan:
         (self.report.unchanged if unchanged else self.report.imported).append(tool.name)
         self.edits[tool.name] = partial(synced, upstream=tool)
 
-    def deactivate(self, tool: Tool, action: str | None, detail: str | None) -> None:
-        self.edits[tool.name] = deactivated
+    def deactivate(self, name: str, action: str | None = None, detail: str | None = None) -> None:
+        """`name` inactive at the write, whatever it was when read (nothing written when it is inactive or gone
+        then); reported and audited with `action` and `detail`."""
+        self.edits[name] = deactivated
         if action is not None and detail is not None:
-            self.report.deactivated.append(tool.name)
-            self.audit.append(AuditEntry(action, detail, tool.name, split_name(tool.name)[0]))
+            self.report.deactivated.append(name)
+            self.audit.append(AuditEntry(action, detail, name, split_name(name)[0]))
 
     def refuse(self, name: str, server: str, reason: str) -> None:
         self.report.refused.append(name)

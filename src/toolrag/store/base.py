@@ -79,6 +79,9 @@ class RegistryDump:
     audit: list[AuditEntry] = field(default_factory=list)
 
 
+NO_PIN = "<no pin>"  # what a sync that read no pin of a tool expects of it at its write (`PinTables.check_pending`)
+
+
 @dataclass(frozen=True)
 class Pin:
     """The approved content hash of a tool imported from an MCP server, and a changed version awaiting approval."""

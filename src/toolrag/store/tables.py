@@ -19,6 +19,7 @@ from toolrag.jsontext import only_text
 from toolrag.model import Tool, case_twin, utc_now
 from toolrag.store.asked import AskedBases
 from toolrag.store.base import (
+    NO_PIN,
     AuditEntry,
     IndexModel,
     Pin,
@@ -237,10 +238,16 @@ class PinTables:
 
     def check_pending(self, db: Any, expected: Mapping[str, str | None]) -> None:
         """In the caller's transaction `db`: ApprovalConflictError when a named tool's pin has another pending hash
-        than `expected` (None: nothing pending, or no pin)."""
+        than `expected` (None: nothing pending, or no pin; NO_PIN: no pin at all, as a sync that read none)."""
         query = self._db.dialect.sql("SELECT pending_hash FROM pins WHERE tool = ?")
         for tool, wanted in sorted(expected.items()):
             row = db.execute(query, (tool,)).fetchone()
+            if wanted == NO_PIN:
+                if row is not None:
+                    raise ApprovalConflictError(
+                        f"{tool!r} was pinned since it was read (another sync): nothing written"
+                    )
+                continue
             now = None if row is None else _text(row[0])
             if now != wanted:
                 waits = f"now waits with text {now[:12]}" if now else "has nothing waiting now"
