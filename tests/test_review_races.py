@@ -8,6 +8,7 @@ PostgreSQL; the other writer runs between the read and the write, every time."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import mcp.types
@@ -20,9 +21,9 @@ from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import (
     ToolImporter,
     approve_quarantined,
-    deactivated,
     lift_rejections,
     reject_quarantined,
+    synced,
     upstream_hash,
 )
 
@@ -395,7 +396,7 @@ def test_a_tool_a_sync_read_inactive_is_inactive_after_it_quarantines_a_newer_te
         original_save(*args, **kwargs)
 
     def write_merged(self: ToolRegistry, edits: Any, progress: Any = None, pinned: Any = None) -> Any:
-        if not activation and "shop.geo" in edits and edits["shop.geo"] is not deactivated:
+        if not activation and isinstance(edits.get("shop.geo"), partial) and edits["shop.geo"].func is synced:
             activation.append((edits, pinned))
             monkeypatch.setattr(store, "save_pins", save_pins)
             importer.apply("shop", [third])
@@ -450,3 +451,19 @@ def test_two_first_syncs_at_once_do_not_both_trust_on_sight(
     assert later.apply("shop", [other]).quarantined == ["shop.geo"]
     (pin,) = store.pins("shop")
     assert pin.approved_hash == upstream_hash(first) and pin.pending_hash == upstream_hash(other)
+
+
+def test_a_quarantining_sync_does_not_switch_off_a_catalog_tool_of_the_same_name(reviewed: ToolRegistry) -> None:
+    """Deactivating at the write whatever was read (above) switched off a catalog tool whose name a server listed
+    (`weather.forecast`, a server named `weather`), at every sync and with no audit row (fourth helper): only the
+    server's own tools are its to switch off."""
+    importer = ToolImporter(
+        reviewed, GatewayConfig(store=":memory:", servers={"weather": ServerConfig(command="true")})
+    )
+    alerts = mcp.types.Tool(name="alerts", description="Weather alerts for a region.", input_schema={"type": "object"})
+    forecast = alerts.model_copy(update={"name": "forecast", "description": "The forecast for a place."})
+    before = reviewed.get(TOOL)
+    importer.apply("weather", [alerts])
+    assert TOOL in importer.apply("weather", [alerts, forecast]).quarantined
+    after = reviewed.get(TOOL)
+    assert after.active and after.version == before.version

@@ -193,8 +193,8 @@ class ToolImporter:
         (`SyncReport.deferred`). Deactivations come first: they embed nothing. At least one batch is written, so
         every sync makes progress. Each batch is written while its tools' pins wait as `saved` (an approval made
         since the pins were saved is not undone by a deactivation planned before it: the sync plans again)."""
-        inactive = {name: edit for name, edit in plan.edits.items() if edit is deactivated}
-        active = [(name, edit) for name, edit in plan.edits.items() if edit is not deactivated]
+        inactive = {name: edit for name, edit in plan.edits.items() if _deactivates(edit)}
+        active = [(name, edit) for name, edit in plan.edits.items() if not _deactivates(edit)]
         if inactive:
             self.registry.write_merged(inactive, pinned={name: saved.get(name) for name in inactive})
         budget, started = self.settings.import_seconds_per_sync, time.process_time()
@@ -350,7 +350,7 @@ class _Plan:
     def deactivate(self, name: str, action: str | None = None, detail: str | None = None) -> None:
         """`name` inactive at the write, whatever it was when read (nothing written when it is inactive or gone
         then); reported and audited with `action` and `detail`."""
-        self.edits[name] = deactivated
+        self.edits[name] = partial(deactivated, source=source_of(split_name(name)[0]))
         if action is not None and detail is not None:
             self.report.deactivated.append(name)
             self.audit.append(AuditEntry(action, detail, name, split_name(name)[0]))
@@ -365,9 +365,16 @@ def synced(current: Tool | None, upstream: Tool) -> Tool:
     return upstream if current is None else current.synced(upstream)
 
 
-def deactivated(current: Tool | None) -> Tool | None:
-    """The tool as it is, inactive (None, nothing to write, when it is gone or inactive already)."""
-    return None if current is None or not current.active else current.model_copy(update={"active": False})
+def deactivated(current: Tool | None, source: str | None = None) -> Tool | None:
+    """The tool as it is, inactive (None, nothing to write, when it is gone or inactive already, or, given the
+    `source` of the server switching it off, when it is not that server's: a catalog tool may bear its name)."""
+    if current is None or not current.active or (source is not None and current.source != source):
+        return None
+    return current.model_copy(update={"active": False})
+
+
+def _deactivates(edit: Callable[[Tool | None], Tool | None]) -> bool:
+    return isinstance(edit, partial) and edit.func is deactivated
 
 
 def collapsed(audit: list[AuditEntry], pins_before: dict[str, Pin]) -> list[AuditEntry]:
