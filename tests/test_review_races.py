@@ -7,8 +7,10 @@ PostgreSQL; the other writer runs between the read and the write, every time."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import mcp.types
@@ -16,7 +18,7 @@ import pytest
 
 from toolrag import ToolRegistry
 from toolrag.catalog.edits import ToolWriter
-from toolrag.errors import ApprovalConflictError, EditConflictError, ToolNotFoundError
+from toolrag.errors import ApprovalConflictError, CatalogError, EditConflictError, ToolNotFoundError
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import (
     ToolImporter,
@@ -26,6 +28,7 @@ from toolrag.mcp.importer import (
     synced,
     upstream_hash,
 )
+from toolrag.store.backup import read_backup, write_backup
 
 from .conftest import SAMPLE_TOOLS, make_tool
 
@@ -467,3 +470,18 @@ def test_a_quarantining_sync_does_not_switch_off_a_catalog_tool_of_the_same_name
     assert TOOL in importer.apply("weather", [alerts, forecast]).quarantined
     after = reviewed.get(TOOL)
     assert after.active and after.version == before.version
+
+
+def test_a_backup_pin_filed_under_another_server_is_refused(reviewed: ToolRegistry, tmp_path: Path) -> None:
+    """A pin of `shop.geo` filed under server `other` (only a crafted backup writes one): the shop's syncs never
+    read it, yet expected no pin where it stood, and failed at every sync once compared (fourth helper)."""
+    _importer(reviewed).apply("shop", [_geo("Localize a city name.")])
+    backup = tmp_path / "backup.json"
+    write_backup(reviewed.store.dump(), backup)
+    document = json.loads(backup.read_text())
+    assert [pin["server"] for pin in document["pins"]] == ["shop"]
+    read_backup(backup)  # as written, it reads
+    document["pins"][0]["server"] = "other"
+    backup.write_text(json.dumps(document))
+    with pytest.raises(CatalogError, match=r"is damaged: the pin of 'shop\.geo' is filed under server 'other'"):
+        read_backup(backup)

@@ -123,7 +123,7 @@ def read_backup(path: str | Path) -> RegistryDump:
             versions=[Tool.parse(t) for t in document["versions"]],
             groups={str(name): str(text) for name, text in document.get("groups", {}).items()},
             vectors={key: _vector(key, value, index_model) for key, value in document["vectors"].items()},
-            pins=_records(Pin, document.get("pins", [])),
+            pins=[_checked_pin(pin) for pin in _records(Pin, document.get("pins", []))],
             text_reviews=_checked_reviews(tools, _records(TextReview, document.get("text_reviews", []))),
             text_review=_flag("text_review", document.get("text_review", False)),
             two_person_review=_flag("two_person_review", document.get("two_person_review", False)),
@@ -218,6 +218,14 @@ def _checked_review(review: TextReview) -> TextReview:
     if reviewed_text_hash(review.pending) != review.pending_hash:
         raise ValueError(f"the text change of {review.tool!r} does not match its hash")
     return review
+
+
+def _checked_pin(pin: Pin) -> Pin:
+    """A pin as a sync writes it: of a tool named `SERVER.TOOL`, filed under that server (a sync reads its server's
+    pins: one filed under another would be a pin it never sees, yet the one its writes are compared with)."""
+    if not pin.tool.startswith(f"{pin.server}.") or "." in pin.server:
+        raise ValueError(f"the pin of {pin.tool!r} is filed under server {pin.server!r}, not the one its name names")
+    return pin
 
 
 def _checked_group_review(review: GroupReview) -> GroupReview:
