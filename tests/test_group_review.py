@@ -373,3 +373,27 @@ def test_the_console_lists_what_waits_and_decides_it(reviewed: ToolRegistry) -> 
     assert reviewed.group_descriptions()["bank"] == PROPOSED
     trail = [(e.action, e.principal) for e in reviewed.store.audit_log(6)]
     assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail
+
+
+def test_the_consoles_confirmation_posts_to_the_group_it_names(reviewed: ToolRegistry) -> None:
+    """The confirmation posted to the path as the server had decoded it: for a group named `pay%2Fx`, to
+    `pay/x`, another group waiting with the same text (fourth helper)."""
+    import httpx
+
+    from toolrag.server.app import create_app
+
+    from .test_api import serving
+    from .test_console import ADMIN, console_config, form_token, session_of
+
+    reviewed.describe_groups({"pay%2Fx": "Payments.", "pay/x": "Payments."}, by="mallory")
+    with serving(create_app(reviewed, console_config())) as url:
+        cookies = session_of(url, ADMIN)
+        listing = httpx.get(f"{url}/console/text-changes", cookies=cookies).text
+        assert 'action="/console/group-changes/pay%252Fx"' in listing
+        text_hash = next(g.text_hash for g in reviewed.reviews.waiting_groups() if g.review.name == "pay%2Fx")
+        form = {"decision": "approve", "text_hash": text_hash, "csrf": form_token(listing)}
+        asked = httpx.post(f"{url}/console/group-changes/pay%252Fx", data=form, cookies=cookies).text
+        assert 'action="/console/group-changes/pay%252Fx"' in asked
+        done = httpx.post(f"{url}/console/group-changes/pay%252Fx", data={**form, "confirmed": "true"}, cookies=cookies)
+        assert done.status_code == 303
+    assert reviewed.group_descriptions().get("pay%2Fx") == "Payments." and "pay/x" not in reviewed.group_descriptions()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import quote
 
 from fastapi import Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -89,7 +90,7 @@ def confirm(
         "confirm.html",
         question=question,
         consequence=consequence,
-        action=request.url.path,
+        action=quote(request.url.path),  # as sent: a name holding "%2F" must not post to another page
         fields=fields,
         back=back,
     )
