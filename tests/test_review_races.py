@@ -456,10 +456,11 @@ def test_two_first_syncs_at_once_do_not_both_trust_on_sight(
     assert pin.approved_hash == upstream_hash(first) and pin.pending_hash == upstream_hash(other)
 
 
-def test_a_quarantining_sync_does_not_switch_off_a_catalog_tool_of_the_same_name(reviewed: ToolRegistry) -> None:
+def test_a_sync_refuses_a_name_another_tool_holds(reviewed: ToolRegistry) -> None:
     """Deactivating at the write whatever was read (above) switched off a catalog tool whose name a server listed
-    (`weather.forecast`, a server named `weather`), at every sync and with no audit row (fourth helper): only the
-    server's own tools are its to switch off."""
+    (`weather.forecast`, a server named `weather`), at every sync and unaudited (fourth helper); only the server's
+    own tools are its to switch off. The name was still quarantined, and once approved every later sync of the
+    server failed (fifth helper): it is refused now, and the catalog tool is left as it is."""
     importer = ToolImporter(
         reviewed, GatewayConfig(store=":memory:", servers={"weather": ServerConfig(command="true")})
     )
@@ -467,9 +468,17 @@ def test_a_quarantining_sync_does_not_switch_off_a_catalog_tool_of_the_same_name
     forecast = alerts.model_copy(update={"name": "forecast", "description": "The forecast for a place."})
     before = reviewed.get(TOOL)
     importer.apply("weather", [alerts])
-    assert TOOL in importer.apply("weather", [alerts, forecast]).quarantined
+    for _ in range(2):
+        report = importer.apply("weather", [alerts, forecast])
+        assert report.refused == [TOOL] and report.quarantined == []
     after = reviewed.get(TOOL)
-    assert after.active and after.version == before.version
+    assert (
+        after.active
+        and after.version == before.version
+        and [p.tool for p in reviewed.store.pins("weather")] == ["weather.alerts"]
+    )
+    refusal = next(e.detail for e in reviewed.store.audit_log(20, TOOL) if e.action == "refused")
+    assert "the name is another tool's, not one this server's syncs wrote" in refusal
 
 
 def test_a_backup_pin_filed_under_another_server_is_refused(reviewed: ToolRegistry, tmp_path: Path) -> None:

@@ -158,7 +158,7 @@ class ToolImporter:
                 continue
             try:
                 tool = to_tool(server, config, upstream_tool)
-                names.check(tool.name)
+                names.check(tool.name, current)
             except InvalidToolError as exc:
                 plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
                 continue
@@ -295,21 +295,28 @@ class _NameBook:
 
     folded: dict[str, str]
     requirers: dict[str, list[str]]
+    taken: frozenset[str]  # the registry's names
 
     @classmethod
     def of(cls, registry: ToolRegistry, reviewed: bool) -> _NameBook:
-        folded = {name.casefold(): name for name in registry.store.names()}
+        names = registry.store.names()
+        folded = {name.casefold(): name for name in names}
         if not reviewed:
-            return cls(folded, {})
+            return cls(folded, {}, frozenset(names))
         requirers = required_by(registry.tools(include_inactive=True))
         for name in registry.config.always_include:  # every set brings these, as a requirement would
             requirers.setdefault(name.lower(), []).append("always_include")
-        return cls(folded, requirers)
+        return cls(folded, requirers, frozenset(names))
 
-    def check(self, name: str) -> None:
+    def check(self, name: str, own: Mapping[str, Tool]) -> None:
+        """Refuse `name` when another tool holds it: one whose name differs only in case, or one of the same name
+        that is not among the server's `own` tools (a catalog tool named like it: the sync may neither quarantine
+        it nor switch it off)."""
         other = self.folded.setdefault(name.casefold(), name)
         if other != name:
             raise InvalidToolError(f"tool {name!r}: its name differs only in case from the tool {other!r}")
+        if name in self.taken and name not in own:
+            raise InvalidToolError(f"tool {name!r}: the name is another tool's, not one this server's syncs wrote")
 
     def required(self, name: str) -> bool:
         return any(other != name for other in self.requirers.get(name.lower(), ()))
@@ -547,6 +554,10 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
     approved), then register the approved versions, compare-and-set on the pins as approved (another process's
     sync may have quarantined a newer text meanwhile: that tool stays inactive)."""
+    for pin in approved:  # a quarantine older than the sync's refusal of such names (`_NameBook.check`)
+        held = registry.store.get(pin.tool)
+        if held is not None and held.source != source_of(pin.server):
+            raise InvalidToolError(f"tool {pin.tool!r}: the name is another tool's, not server {pin.server!r}'s")
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
