@@ -375,9 +375,13 @@ def test_the_console_lists_what_waits_and_decides_it(reviewed: ToolRegistry) -> 
     assert ("group description approved", "ops") in trail and ("group description rejected", "ops") in trail
 
 
-def test_the_consoles_confirmation_posts_to_the_group_it_names(reviewed: ToolRegistry) -> None:
+@pytest.mark.parametrize(("name", "twin"), [("pay%2Fx", "pay/x"), ("pay%3Fx", "pay?x"), ("pay?x", "pay%3Fx")])
+def test_the_consoles_confirmation_posts_to_the_group_it_names(reviewed: ToolRegistry, name: str, twin: str) -> None:
     """The confirmation posted to the path as the server had decoded it: for a group named `pay%2Fx`, to
-    `pay/x`, another group waiting with the same text (fourth helper)."""
+    `pay/x`, another group waiting with the same text (fourth helper); then, quoted from the URL Starlette re-escapes
+    ("?" as "%3F"), `pay?x` posted to `pay%3Fx` (fifth helper)."""
+    from urllib.parse import quote
+
     import httpx
 
     from toolrag.server.app import create_app
@@ -385,15 +389,15 @@ def test_the_consoles_confirmation_posts_to_the_group_it_names(reviewed: ToolReg
     from .test_api import serving
     from .test_console import ADMIN, console_config, form_token, session_of
 
-    reviewed.describe_groups({"pay%2Fx": "Payments.", "pay/x": "Payments."}, by="mallory")
+    reviewed.describe_groups({name: "Payments.", twin: "Payments."}, by="mallory")
+    path = f"/console/group-changes/{quote(name)}"
     with serving(create_app(reviewed, console_config())) as url:
         cookies = session_of(url, ADMIN)
         listing = httpx.get(f"{url}/console/text-changes", cookies=cookies).text
-        assert 'action="/console/group-changes/pay%252Fx"' in listing
-        text_hash = next(g.text_hash for g in reviewed.reviews.waiting_groups() if g.review.name == "pay%2Fx")
+        text_hash = next(g.text_hash for g in reviewed.reviews.waiting_groups() if g.review.name == name)
         form = {"decision": "approve", "text_hash": text_hash, "csrf": form_token(listing)}
-        asked = httpx.post(f"{url}/console/group-changes/pay%252Fx", data=form, cookies=cookies).text
-        assert 'action="/console/group-changes/pay%252Fx"' in asked
-        done = httpx.post(f"{url}/console/group-changes/pay%252Fx", data={**form, "confirmed": "true"}, cookies=cookies)
+        asked = httpx.post(f"{url}{path}", data=form, cookies=cookies).text
+        assert f'action="{path}"' in asked
+        done = httpx.post(f"{url}{path}", data={**form, "confirmed": "true"}, cookies=cookies)
         assert done.status_code == 303
-    assert reviewed.group_descriptions().get("pay%2Fx") == "Payments." and "pay/x" not in reviewed.group_descriptions()
+    assert reviewed.group_descriptions().get(name) == "Payments." and twin not in reviewed.group_descriptions()

@@ -90,7 +90,7 @@ def confirm(
         "confirm.html",
         question=question,
         consequence=consequence,
-        action=quote(request.url.path),  # as sent: a name holding "%2F" must not post to another page
+        action=quote(request.scope["path"]),  # decoded: quoted whole, "%2F" or "?" in a name posts back here
         fields=fields,
         back=back,
     )

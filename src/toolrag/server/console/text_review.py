@@ -68,7 +68,7 @@ def decide_text_change(request: Request, console: Console, name: str, form: Deci
         else "the proposed text is dropped and remembered: proposing it again leaves it out",
         partial(reviews.approve if approving else reviews.reject, name),
         lambda why: _change_view(request, console, name, 409, why),
-        quote(request.url.path),
+        quote(request.scope["path"]),
         LIST,
     )
 
