@@ -129,6 +129,8 @@ def test_the_audit_names_the_text_decided_and_who_proposed_it_as_the_write_found
         ({"": "Banking."}, "a group's name is 1-128 characters"),
         ({"b" * 129: "Banking."}, "a group's name is 1-128 characters"),
         ({"bank\n": "Banking."}, "holds control characters"),
+        ({"a/../bank": "Banking."}, "holds a '.' or '..' between slashes"),  # the console's pages would be others'
+        ({"..": "Banking."}, "holds a '.' or '..' between slashes"),
         ({"bank": "x" * 2001}, "the description is 2,001 characters"),
         ({"bank": " "}, "the description is blank"),
     ],

@@ -125,6 +125,9 @@ def group_description_problem(name: object, text: object) -> str | None:
         return f"a group's name is 1-{MAX_GROUP_NAME_CHARS} characters, not {str(name)[:40]!r}"
     if any(ord(character) < 32 for character in name):
         return f"the group name {name[:40]!r} holds control characters"
+    if {".", ".."} & set(name.split("/")):
+        # A page addressing it (the console's decisions) would be another page's: browsers resolve such segments.
+        return f"the group name {name[:40]!r} holds a '.' or '..' between slashes"
     if text is None:
         return None
     if not isinstance(text, str) or not text.strip():
