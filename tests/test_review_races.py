@@ -23,6 +23,7 @@ from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import (
     ToolImporter,
     approve_quarantined,
+    approve_server,
     lift_rejections,
     reject_quarantined,
     synced,
@@ -494,3 +495,21 @@ def test_a_backup_pin_filed_under_another_server_is_refused(reviewed: ToolRegist
     backup.write_text(json.dumps(document))
     with pytest.raises(CatalogError, match=r"is damaged: the pin of 'shop\.geo' is filed under server 'other'"):
         read_backup(backup)
+
+
+def test_a_quarantine_under_a_name_refused_since_does_not_block_approving_the_rest(reviewed: ToolRegistry) -> None:
+    """A server's tool quarantined, then its name taken by a catalog tool: the quarantine could never be approved,
+    and approving the server's tools at once failed for good (sixth helper). The next sync refuses the name and
+    drops what waited under it; the rest is approved."""
+    importer = _importer(reviewed)
+    importer.apply("shop", [_geo("Localize a city name.")])
+    track = mcp.types.Tool(name="track", description="Track a parcel.", input_schema={"type": "object"})
+    label = mcp.types.Tool(name="label", description="Print a shipping label.", input_schema={"type": "object"})
+    assert importer.apply("shop", [_geo("Localize a city name."), track, label]).quarantined == [
+        "shop.track",
+        "shop.label",
+    ]
+    reviewed.register(make_tool("shop.track", "Track a parcel, the operators' own tool."))
+    assert importer.apply("shop", [_geo("Localize a city name."), track, label]).refused == ["shop.track"]
+    assert approve_server(reviewed, "shop", None, "ann") == ["shop.label"]
+    assert reviewed.get("shop.label").active and reviewed.get("shop.track").source != "mcp:shop"

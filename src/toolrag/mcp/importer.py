@@ -160,7 +160,12 @@ class ToolImporter:
                 tool = to_tool(server, config, upstream_tool)
                 names.check(tool.name, current)
             except InvalidToolError as exc:
-                plan.refuse(f"{server}.{upstream_tool.name}", server, str(exc))
+                name = f"{server}.{upstream_tool.name}"
+                plan.refuse(name, server, str(exc))
+                if (refused := pins.get(name)) is not None and refused.quarantined:
+                    # A text under a name refused now can never be approved: it waits no more (else it would
+                    # block approving the server's other tools at once).
+                    plan.pins.append(replace(refused, pending_hash=None, pending=None, findings=()))
                 continue
             pin = pins.get(tool.name)
             if pin is not None and _legacy(pin, upstream_tool, digest, tool, current.get(tool.name)):
@@ -566,10 +571,13 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
 
     def activate() -> None:
         now = {pin.tool: pin for pin in registry.store.pins()}
+        held = {tool.name: tool.source for tool in registry.store.get_many(p.tool for p in approved).values()}
         edits = {
             p.tool: partial(synced, upstream=p.pending)
             for p in approved
-            if p.pending and _approved_as(now.get(p.tool), p.pending_hash)
+            if p.pending
+            and _approved_as(now.get(p.tool), p.pending_hash)
+            and held.get(p.tool, source_of(p.server)) == source_of(p.server)  # not taken by another tool meanwhile
         }
         registry.write_merged(edits, pinned=dict.fromkeys(edits))
 
