@@ -18,7 +18,13 @@ import pytest
 
 from toolrag import ToolRegistry
 from toolrag.catalog.edits import ToolWriter
-from toolrag.errors import ApprovalConflictError, CatalogError, EditConflictError, ToolNotFoundError
+from toolrag.errors import (
+    ApprovalConflictError,
+    CatalogError,
+    EditConflictError,
+    InvalidToolError,
+    ToolNotFoundError,
+)
 from toolrag.mcp.config import GatewayConfig, ServerConfig
 from toolrag.mcp.importer import (
     ToolImporter,
@@ -510,6 +516,10 @@ def test_a_quarantine_under_a_name_refused_since_does_not_block_approving_the_re
         "shop.label",
     ]
     reviewed.register(make_tool("shop.track", "Track a parcel, the operators' own tool."))
+    before = reviewed.store.pins("shop")
+    with pytest.raises(InvalidToolError, match="the name is another tool's, not server 'shop''s"):
+        approve_server(reviewed, "shop", None, "ann")  # before the next sync: refused, nothing saved
+    assert reviewed.store.pins("shop") == before
     assert importer.apply("shop", [_geo("Localize a city name."), track, label]).refused == ["shop.track"]
     assert approve_server(reviewed, "shop", None, "ann") == ["shop.label"]
     assert reviewed.get("shop.label").active and reviewed.get("shop.track").source != "mcp:shop"

@@ -12,7 +12,13 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import TypeAdapter, ValidationError
 
 from toolrag.access import Caller
-from toolrag.errors import ApprovalConflictError, EditConflictError, ServerNotFoundError, ToolragError
+from toolrag.errors import (
+    ApprovalConflictError,
+    EditConflictError,
+    InvalidToolError,
+    ServerNotFoundError,
+    ToolragError,
+)
 from toolrag.limits import MAX_MESSAGE_CHARS
 from toolrag.mcp.review import described
 from toolrag.model import MAX_DESCRIPTION_CHARS, MAX_EXAMPLE_CHARS, Tool, example_key
@@ -244,7 +250,7 @@ def approve_upstream(
         approve_server(console.registry, server, reviewed, who.actor)
     except ServerNotFoundError as missing:
         return console.error(request, 404, str(missing))
-    except ApprovalConflictError as conflict:
+    except (ApprovalConflictError, InvalidToolError) as conflict:  # invalid: a name another tool took since
         return upstreams_view(request, console, who, 409, str(conflict))
     return secured(RedirectResponse(f"{PREFIX}upstreams", status_code=303))
 
