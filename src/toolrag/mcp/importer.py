@@ -162,10 +162,14 @@ class ToolImporter:
             except InvalidToolError as exc:
                 name = f"{server}.{upstream_tool.name}"
                 plan.refuse(name, server, str(exc))
-                if (refused := pins.get(name)) is not None and refused.quarantined:
-                    # A text under a name refused now can never be approved: it waits no more (else it would
-                    # block approving the server's other tools at once).
-                    plan.pins.append(replace(refused, pending_hash=None, pending=None, findings=()))
+                taken = names.taken_from(name, current)
+                if taken and (refused := pins.get(name)) is not None and refused.quarantined:
+                    # A text under a name another tool took can never be approved: it waits no more (else it would
+                    # block approving the server's other tools at once). Other refusals keep what waits.
+                    dropped = replace(refused, pending_hash=None, pending=None, findings=())
+                    plan.pin(
+                        dropped, "quarantine dropped", "the name is another tool's now: what waited cannot be approved"
+                    )
                 continue
             pin = pins.get(tool.name)
             if pin is not None and _legacy(pin, upstream_tool, digest, tool, current.get(tool.name)):
@@ -320,8 +324,12 @@ class _NameBook:
         other = self.folded.setdefault(name.casefold(), name)
         if other != name:
             raise InvalidToolError(f"tool {name!r}: its name differs only in case from the tool {other!r}")
-        if name in self.taken and name not in own:
+        if self.taken_from(name, own):
             raise InvalidToolError(f"tool {name!r}: the name is another tool's, not one this server's syncs wrote")
+
+    def taken_from(self, name: str, own: Mapping[str, Tool]) -> bool:
+        """Whether a tool of `name` is there that is not among the server's `own` tools."""
+        return name in self.taken and name not in own
 
     def required(self, name: str) -> bool:
         return any(other != name for other in self.requirers.get(name.lower(), ()))
