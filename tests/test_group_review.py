@@ -123,6 +123,15 @@ def test_the_audit_names_the_text_decided_and_who_proposed_it_as_the_write_found
     )
 
 
+def test_a_dotted_group_name_is_refused_only_where_a_description_is_written() -> None:
+    """Removing a description, or a remembered rejection (a backup restores it), under a name written before the
+    rule holds no text to address: it is not refused (seventh helper)."""
+    from toolrag.model import group_description_problem
+
+    assert group_description_problem("x/..", "Banking.") is not None
+    assert group_description_problem("x/..", None) is None
+
+
 @pytest.mark.parametrize(
     ("texts", "problem"),
     [

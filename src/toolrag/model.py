@@ -125,11 +125,11 @@ def group_description_problem(name: object, text: object) -> str | None:
         return f"a group's name is 1-{MAX_GROUP_NAME_CHARS} characters, not {str(name)[:40]!r}"
     if any(ord(character) < 32 for character in name):
         return f"the group name {name[:40]!r} holds control characters"
+    if text is None:
+        return None  # removing a description, or a rejection remembered: whatever name it was written under
     if {".", ".."} & set(name.split("/")):
         # A page addressing it (the console's decisions) would be another page's: browsers resolve such segments.
         return f"the group name {name[:40]!r} holds a '.' or '..' between slashes"
-    if text is None:
-        return None
     if not isinstance(text, str) or not text.strip():
         return f"group {name!r}: the description is blank (use None to remove it)"
     if len(text) > MAX_GROUP_DESCRIPTION_CHARS:
@@ -319,8 +319,13 @@ class Tool(BaseModel):
 
     @field_validator("name")
     @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return check_tool_name(value)
+    def _valid_name(cls, value: str, info: ValidationInfo) -> str:
+        name = check_tool_name(value)
+        if name in {".", ".."} and not (info.context or {}).get("trusted"):
+            # Pages and routes address a tool by its name in the path, where browsers resolve these (a stored one
+            # still loads: the registry must open).
+            raise InvalidToolError(f"invalid tool name {name!r}: a name of dots only would address another page")
+        return name
 
     @field_validator("description")
     @classmethod
