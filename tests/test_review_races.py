@@ -8,6 +8,7 @@ PostgreSQL; the other writer runs between the read and the write, every time."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import mcp.types
 import pytest
 
-from toolrag import ToolRegistry
+from toolrag import Tool, ToolRegistry
 from toolrag.catalog.edits import ToolWriter
 from toolrag.errors import (
     ApprovalConflictError,
@@ -517,7 +518,10 @@ def test_a_quarantine_under_a_name_refused_since_does_not_block_approving_the_re
     ]
     reviewed.register(make_tool("shop.track", "Track a parcel, the operators' own tool."))
     before = reviewed.store.pins("shop")
-    with pytest.raises(InvalidToolError, match="the name is another tool's, not server 'shop''s"):
+    with pytest.raises(
+        InvalidToolError,
+        match=r"another tool holds the name \('shop\.track', not server 'shop''s\): nothing was approved",
+    ):
         approve_server(reviewed, "shop", None, "ann")  # before the next sync: refused, nothing saved
     assert reviewed.store.pins("shop") == before
     assert importer.apply("shop", [_geo("Localize a city name."), track, label]).refused == ["shop.track"]
@@ -538,3 +542,48 @@ def test_a_refusal_of_its_own_tool_does_not_wipe_what_waits(reviewed: ToolRegist
     (pin,) = reviewed.store.pins("shop")
     assert pin.pending_hash == upstream_hash(poisoned) and pin.findings
     assert "quarantine dropped" not in [e.action for e in reviewed.store.audit_log(20, "shop.geo")]
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_new_tool_of_dots_only_is_refused(reviewed: ToolRegistry, name: str) -> None:
+    """The console addresses a tool by its name in the path, where browsers resolve '.' and '..': a link to tool
+    '.''s diff opened tool 'diff', its forms posted elsewhere (seventh helper). Refused where a tool is added, from
+    every way in (a Tool built without validation too); one written before the rule still loads and restores."""
+    with pytest.raises(InvalidToolError, match=f"invalid tool name '{re.escape(name)}'"):
+        reviewed.register(make_tool(name, "A tool of dots."))
+    with pytest.raises(InvalidToolError, match="a name of dots only"):
+        reviewed.register_many(
+            [Tool.model_construct(**make_tool("x", "A tool of dots.").model_dump()).model_copy(update={"name": name})]
+        )
+    assert name not in reviewed.store.names()
+
+
+def test_a_case_variant_that_took_the_name_drops_what_waits_too(reviewed: ToolRegistry) -> None:
+    """A catalog tool `shop.GEO` registered after `shop.geo`'s text was quarantined: the sync refused `shop.geo`
+    as a case variant but kept what waited, and approving the server's tools failed after saving the poisoned
+    text's hash as approved (eighth helper)."""
+    importer = _importer(reviewed)
+    importer.apply(
+        "shop", [mcp.types.Tool(name="track", description="Track a parcel.", input_schema={"type": "object"})]
+    )
+    assert importer.apply("shop", [_geo("Localize a city name.")]).quarantined == ["shop.geo"]
+    reviewed.register(make_tool("shop.GEO", "The operators' own localizer."))
+    with pytest.raises(InvalidToolError, match=r"another tool holds the name \('shop\.GEO'"):
+        approve_server(reviewed, "shop", None, "ann")
+    (geo,) = [p for p in reviewed.store.pins("shop") if p.tool == "shop.geo"]
+    assert geo.quarantined and geo.approved_hash is None  # refused before anything was saved
+    assert importer.apply("shop", [_geo("Localize a city name.")]).refused == ["shop.geo"]
+    assert not [p for p in reviewed.store.pins("shop") if p.quarantined]
+
+
+def test_a_backup_holding_a_tool_of_dots_written_before_the_rule_still_reads(
+    reviewed: ToolRegistry, tmp_path: Path
+) -> None:
+    """Refusing such names when a backup is read would keep a registry that has one from being restored (eighth
+    helper): the rule is where a tool is added."""
+    backup = tmp_path / "backup.json"
+    write_backup(reviewed.store.dump(), backup)
+    document = json.loads(backup.read_text())
+    document["tools"].append({**document["tools"][0], "name": ".."})
+    backup.write_text(json.dumps(document))
+    assert ".." in [tool.name for tool in read_backup(backup).tools]

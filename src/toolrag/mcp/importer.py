@@ -304,18 +304,17 @@ class _NameBook:
 
     folded: dict[str, str]
     requirers: dict[str, list[str]]
-    taken: frozenset[str]  # the registry's names
+    taken: dict[str, str]  # the registry's names, by their case-folded form
 
     @classmethod
     def of(cls, registry: ToolRegistry, reviewed: bool) -> _NameBook:
-        names = registry.store.names()
-        folded = {name.casefold(): name for name in names}
+        folded = {name.casefold(): name for name in registry.store.names()}
         if not reviewed:
-            return cls(folded, {}, frozenset(names))
+            return cls(folded, {}, dict(folded))
         requirers = required_by(registry.tools(include_inactive=True))
         for name in registry.config.always_include:  # every set brings these, as a requirement would
             requirers.setdefault(name.lower(), []).append("always_include")
-        return cls(folded, requirers, frozenset(names))
+        return cls(folded, requirers, dict(folded))
 
     def check(self, name: str, own: Mapping[str, Tool]) -> None:
         """Refuse `name` when another tool holds it: one whose name differs only in case, or one of the same name
@@ -328,8 +327,10 @@ class _NameBook:
             raise InvalidToolError(f"tool {name!r}: the name is another tool's, not one this server's syncs wrote")
 
     def taken_from(self, name: str, own: Mapping[str, Tool]) -> bool:
-        """Whether a tool of `name` is there that is not among the server's `own` tools."""
-        return name in self.taken and name not in own
+        """Whether a tool of `name`, or of a name that differs only in case, is there that is not among the
+        server's `own` tools."""
+        holder = self.taken.get(name.casefold())
+        return holder is not None and holder not in own
 
     def required(self, name: str) -> bool:
         return any(other != name for other in self.requirers.get(name.lower(), ()))
@@ -567,10 +568,13 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
     approved), then register the approved versions, compare-and-set on the pins as approved (another process's
     sync may have quarantined a newer text meanwhile: that tool stays inactive)."""
+    holders = _holders(registry)
     for pin in approved:  # a quarantine older than the sync's refusal of such names (`_NameBook.check`)
-        held = registry.store.get(pin.tool)
-        if held is not None and held.source != source_of(pin.server):
-            raise InvalidToolError(f"tool {pin.tool!r}: the name is another tool's, not server {pin.server!r}'s")
+        if holder := _held_by_another(registry, holders, pin):
+            raise InvalidToolError(
+                f"tool {pin.tool!r}: another tool holds the name ({holder!r}, not server {pin.server!r}'s): nothing"
+                " was approved"
+            )
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
@@ -578,19 +582,32 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     )
 
     def activate() -> None:
-        now = {pin.tool: pin for pin in registry.store.pins()}
-        held = {tool.name: tool.source for tool in registry.store.get_many(p.tool for p in approved).values()}
+        now, holders = {pin.tool: pin for pin in registry.store.pins()}, _holders(registry)
         edits = {
             p.tool: partial(synced, upstream=p.pending)
             for p in approved
             if p.pending
             and _approved_as(now.get(p.tool), p.pending_hash)
-            and held.get(p.tool, source_of(p.server)) == source_of(p.server)  # not taken by another tool meanwhile
+            and not _held_by_another(registry, holders, p)  # not taken by another tool meanwhile
         }
         registry.write_merged(edits, pinned=dict.fromkeys(edits))
 
     retry_on_conflict(activate, PLANS, ApprovalConflictError)
     return [p.tool for p in approved]
+
+
+def _holders(registry: ToolRegistry) -> dict[str, str]:
+    """The registry's tool names, by their case-folded form."""
+    return {name.casefold(): name for name in registry.store.names()}
+
+
+def _held_by_another(registry: ToolRegistry, holders: Mapping[str, str], pin: Pin) -> str | None:
+    """The tool that holds `pin`'s name, or one differing only in case, when it is not the pin's server's."""
+    holder = holders.get(pin.tool.casefold())
+    if holder is None:
+        return None
+    tool = registry.store.get(holder)
+    return None if tool is not None and holder == pin.tool and tool.source == source_of(pin.server) else holder
 
 
 def _approved_as(pin: Pin | None, digest: str | None) -> bool:
