@@ -319,13 +319,8 @@ class Tool(BaseModel):
 
     @field_validator("name")
     @classmethod
-    def _valid_name(cls, value: str, info: ValidationInfo) -> str:
-        name = check_tool_name(value)
-        if name in {".", ".."} and not (info.context or {}).get("trusted"):
-            # Pages and routes address a tool by its name in the path, where browsers resolve these (a stored one
-            # still loads: the registry must open).
-            raise InvalidToolError(f"invalid tool name {name!r}: a name of dots only would address another page")
-        return name
+    def _valid_name(cls, value: str) -> str:
+        return check_tool_name(value)
 
     @field_validator("description")
     @classmethod

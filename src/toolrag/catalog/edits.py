@@ -224,9 +224,13 @@ class ToolWriter:
 
     def _check_new_names(self, new: Sequence[str]) -> None:
         """Refuse a new tool whose name differs only in case from another tool's (of the registry or of the same
-        write): requirements and agents resolve names case-insensitively, so it would stand in for that tool."""
+        write): requirements and agents resolve names case-insensitively, so it would stand in for that tool. And
+        one named '.' or '..': pages address a tool by its name in the path, where browsers resolve those (one
+        written before this rule stays, and is restored from a backup)."""
         if not new:
             return
+        if dots := sorted({".", ".."} & set(new)):
+            raise InvalidToolError(f"invalid tool name {dots[0]!r}: a name of dots only would address another page")
         if twins := case_twin([*self.store.names(), *new]):
             other, name = twins
             raise InvalidToolError(
