@@ -520,7 +520,7 @@ def test_a_quarantine_under_a_name_refused_since_does_not_block_approving_the_re
     before = reviewed.store.pins("shop")
     with pytest.raises(
         InvalidToolError,
-        match=r"another tool holds the name \('shop\.track', not server 'shop''s\): nothing was approved",
+        match=r"another tool, 'shop\.track', holds its name .*: nothing was approved",
     ):
         approve_server(reviewed, "shop", None, "ann")  # before the next sync: refused, nothing saved
     assert reviewed.store.pins("shop") == before
@@ -568,7 +568,7 @@ def test_a_case_variant_that_took_the_name_drops_what_waits_too(reviewed: ToolRe
     )
     assert importer.apply("shop", [_geo("Localize a city name.")]).quarantined == ["shop.geo"]
     reviewed.register(make_tool("shop.GEO", "The operators' own localizer."))
-    with pytest.raises(InvalidToolError, match=r"another tool holds the name \('shop\.GEO'"):
+    with pytest.raises(InvalidToolError, match=r"another tool, 'shop\.GEO', holds its name"):
         approve_server(reviewed, "shop", None, "ann")
     (geo,) = [p for p in reviewed.store.pins("shop") if p.tool == "shop.geo"]
     assert geo.quarantined and geo.approved_hash is None  # refused before anything was saved
@@ -587,3 +587,34 @@ def test_a_backup_holding_a_tool_of_dots_written_before_the_rule_still_reads(
     document["tools"].append({**document["tools"][0], "name": ".."})
     backup.write_text(json.dumps(document))
     assert ".." in [tool.name for tool in read_backup(backup).tools]
+
+
+def test_two_waiting_names_that_differ_in_case_are_not_both_approved(reviewed: ToolRegistry) -> None:
+    """`shop.geo` and `shop.Geo` both quarantined (neither registered): approving the server's tools saved both as
+    approved, then failed on the twins, leaving a text no longer listed recorded as approved (ninth helper)."""
+    importer = _importer(reviewed)
+    importer.apply(
+        "shop", [mcp.types.Tool(name="track", description="Track a parcel.", input_schema={"type": "object"})]
+    )
+    importer.apply("shop", [_geo("Localize a city name.")])
+    importer.apply("shop", [_geo("Localize a city name.").model_copy(update={"name": "Geo"})])
+    before = reviewed.store.pins("shop")
+    assert sorted(p.tool for p in before if p.quarantined) == ["shop.Geo", "shop.geo"]
+    with pytest.raises(InvalidToolError, match="differ only in case: approve one; nothing was approved"):
+        approve_server(reviewed, "shop", None, "ann")
+    assert reviewed.store.pins("shop") == before
+
+
+def test_the_servers_own_case_variant_takes_the_name_too(reviewed: ToolRegistry) -> None:
+    """`shop.Geo` approved, then the server lists `geo` again: it is refused as a case variant of its own tool, and
+    what waited under it was kept, blocking approving the server's tools at once (ninth helper)."""
+    importer = _importer(reviewed)
+    importer.apply(
+        "shop", [mcp.types.Tool(name="track", description="Track a parcel.", input_schema={"type": "object"})]
+    )
+    importer.apply("shop", [_geo("Localize a city name.")])
+    importer.apply("shop", [_geo("Localize a city name.").model_copy(update={"name": "Geo"})])
+    approve_quarantined(reviewed, ["shop.Geo"], "ann")
+    new = mcp.types.Tool(name="label", description="Print a shipping label.", input_schema={"type": "object"})
+    assert "shop.geo" in importer.apply("shop", [_geo("Localize a city name."), new]).refused
+    assert approve_server(reviewed, "shop", None, "ann") == ["shop.label"]

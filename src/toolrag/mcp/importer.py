@@ -33,6 +33,7 @@ from toolrag.model import (
     MAX_GROUP_DESCRIPTION_CHARS,
     SYNCED_SOURCE_PREFIX,
     Tool,
+    case_twin,
     check_json_schema,
 )
 from toolrag.registry import ToolRegistry
@@ -330,7 +331,7 @@ class _NameBook:
         """Whether a tool of `name`, or of a name that differs only in case, is there that is not among the
         server's `own` tools."""
         holder = self.taken.get(name.casefold())
-        return holder is not None and holder not in own
+        return holder is not None and (holder != name or holder not in own)  # a case variant: even its own
 
     def required(self, name: str) -> bool:
         return any(other != name for other in self.requirers.get(name.lower(), ()))
@@ -572,9 +573,13 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     for pin in approved:  # a quarantine older than the sync's refusal of such names (`_NameBook.check`)
         if holder := _held_by_another(registry, holders, pin):
             raise InvalidToolError(
-                f"tool {pin.tool!r}: another tool holds the name ({holder!r}, not server {pin.server!r}'s): nothing"
+                f"tool {pin.tool!r}: another tool, {holder!r}, holds its name or one differing only in case: nothing"
                 " was approved"
             )
+    if twins := case_twin(pin.tool for pin in approved):
+        raise InvalidToolError(
+            f"tools {twins[0]!r} and {twins[1]!r} differ only in case: approve one; nothing was approved"
+        )
     registry.store.save_pins(
         [Pin(p.tool, p.server, p.pending_hash) for p in approved],
         [AuditEntry("approved", _approval_detail(p), p.tool, p.server, approver) for p in approved],
