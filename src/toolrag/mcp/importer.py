@@ -569,13 +569,12 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     """Pin the pending hashes, compare-and-set on them (a sync that changed one since it was read: nothing is
     approved), then register the approved versions, compare-and-set on the pins as approved (another process's
     sync may have quarantined a newer text meanwhile: that tool stays inactive)."""
-    holders = _holders(registry)
-    for pin in approved:  # a quarantine older than the sync's refusal of such names (`_NameBook.check`)
-        if holder := _held_by_another(registry, holders, pin):
-            raise InvalidToolError(
-                f"tool {pin.tool!r}: another tool, {holder!r}, holds its name or one differing only in case: nothing"
-                " was approved"
-            )
+    if taken := _held_by_others(registry, approved):  # older than the sync's refusal of such names
+        name, holder = next(iter(taken.items()))
+        raise InvalidToolError(
+            f"tool {name!r}: another tool, {holder!r}, holds its name or one differing only in case: nothing"
+            " was approved"
+        )
     if twins := case_twin(pin.tool for pin in approved):
         raise InvalidToolError(
             f"tools {twins[0]!r} and {twins[1]!r} differ only in case: approve one; nothing was approved"
@@ -587,13 +586,11 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     )
 
     def activate() -> None:
-        now, holders = {pin.tool: pin for pin in registry.store.pins()}, _holders(registry)
+        now, taken = {pin.tool: pin for pin in registry.store.pins()}, _held_by_others(registry, approved)
         edits = {
             p.tool: partial(synced, upstream=p.pending)
             for p in approved
-            if p.pending
-            and _approved_as(now.get(p.tool), p.pending_hash)
-            and not _held_by_another(registry, holders, p)  # not taken by another tool meanwhile
+            if p.pending and _approved_as(now.get(p.tool), p.pending_hash) and p.tool not in taken  # taken meanwhile
         }
         registry.write_merged(edits, pinned=dict.fromkeys(edits))
 
@@ -601,18 +598,17 @@ def _approve(registry: ToolRegistry, approved: Sequence[Pin], approver: str | No
     return [p.tool for p in approved]
 
 
-def _holders(registry: ToolRegistry) -> dict[str, str]:
-    """The registry's tool names, by their case-folded form."""
-    return {name.casefold(): name for name in registry.store.names()}
-
-
-def _held_by_another(registry: ToolRegistry, holders: Mapping[str, str], pin: Pin) -> str | None:
-    """The tool that holds `pin`'s name, or one differing only in case, when it is not the pin's server's."""
-    holder = holders.get(pin.tool.casefold())
-    if holder is None:
-        return None
-    tool = registry.store.get(holder)
-    return None if tool is not None and holder == pin.tool and tool.source == source_of(pin.server) else holder
+def _held_by_others(registry: ToolRegistry, pins: Sequence[Pin]) -> dict[str, str]:
+    """The names of `pins` that another tool than their server's holds, or a name differing only in case, each with
+    that tool's name (the registry's names read once, the holders in one read)."""
+    folded = {name.casefold(): name for name in registry.store.names()}
+    holders = {pin.tool: (pin, name) for pin in pins if (name := folded.get(pin.tool.casefold())) is not None}
+    tools = registry.store.get_many(name for _, name in holders.values())
+    return {
+        tool: name
+        for tool, (pin, name) in holders.items()
+        if name != tool or (held := tools.get(name)) is None or held.source != source_of(pin.server)
+    }
 
 
 def _approved_as(pin: Pin | None, digest: str | None) -> bool:
