@@ -80,6 +80,13 @@ class ConsoleState:
         return visible_tool(who, self.registry, name)
 
 
+def this_page(request: Request) -> str:
+    """The path of the page asked for, as a link or a form action names it: the decoded path quoted whole, so a
+    name holding "%2F" or "?" leads back here (`request.url.path` re-escapes some characters, which quoting would
+    encode twice)."""
+    return quote(request.scope["path"])
+
+
 def confirm(
     console: ConsoleState, request: Request, question: str, consequence: str, fields: dict[str, str], back: str
 ) -> Response:
@@ -90,7 +97,7 @@ def confirm(
         "confirm.html",
         question=question,
         consequence=consequence,
-        action=quote(request.scope["path"]),  # decoded: quoted whole, "%2F" or "?" in a name posts back here
+        action=this_page(request),
         fields=fields,
         back=back,
     )

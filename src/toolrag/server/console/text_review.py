@@ -8,13 +8,12 @@ a missing one gets.
 (No `from __future__ import annotations`: FastAPI reads the route annotations at run time.)"""
 
 from functools import partial
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from toolrag.errors import ToolNotFoundError
-from toolrag.server.console.common import Console, ConsoleState, DecisionForm, Who, asked_then_decided
+from toolrag.server.console.common import Console, ConsoleState, DecisionForm, Who, asked_then_decided, this_page
 from toolrag.server.console.session import PREFIX
 
 router = APIRouter()
@@ -68,7 +67,7 @@ def decide_text_change(request: Request, console: Console, name: str, form: Deci
         else "the proposed text is dropped and remembered: proposing it again leaves it out",
         partial(reviews.approve if approving else reviews.reject, name),
         lambda why: _change_view(request, console, name, 409, why),
-        quote(request.scope["path"]),
+        this_page(request),
         LIST,
     )
 
